@@ -1,0 +1,105 @@
+/*
+ * common.cl — compiled in front of every flashcl kernel: the storage type
+ * and its conversion to and from float, the optional I/O instrumentation,
+ * and vendor helpers. Arithmetic is always float.
+ *
+ * Loads and stores of global tensors go through the LOAD and STORE macros,
+ * so that a build with -DFCL_COUNT_IO counts every global byte exactly, by
+ * construction. They need FCL_IO_INIT in scope.
+ */
+
+#ifndef FCL_DTYPE
+#define FCL_DTYPE 0 // storage of Q, K, V, O and gradients: 0 f32, 1 f16, 2 bf16
+#endif
+#ifndef FCL_NVIDIA_PTX
+#define FCL_NVIDIA_PTX 0 // 1 on NVIDIA's driver, whose compiler takes inline PTX
+#endif
+
+/* ---- I/O counting -------------------------------------------------------- */
+
+#ifdef FCL_COUNT_IO
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+#define FCL_IO_PARAM , __global ulong *fcl_io // [0] bytes loaded, [1] stored
+#define FCL_IO_INIT ulong fcl_io_loaded = 0, fcl_io_stored = 0
+#define FCL_COUNTED_LOAD(bytes, expr) (fcl_io_loaded += (bytes), (expr))
+#define FCL_COUNT_STORE(bytes) (fcl_io_stored += (bytes))
+#define FCL_IO_COMMIT()                                       \
+  do {                                                        \
+    if (fcl_io_loaded) atom_add(&fcl_io[0], fcl_io_loaded);   \
+    if (fcl_io_stored) atom_add(&fcl_io[1], fcl_io_stored);   \
+  } while (0)
+#else
+#define FCL_IO_PARAM
+#define FCL_IO_INIT
+#define FCL_COUNTED_LOAD(bytes, expr) (expr)
+#define FCL_COUNT_STORE(bytes) ((void)0)
+#define FCL_IO_COMMIT() ((void)0)
+#endif
+
+/* ---- storage types ------------------------------------------------------- */
+
+#if FCL_DTYPE == 0
+typedef float store_t;
+#define RAW_LOAD1(p, i) ((p)[i])
+#define RAW_LOAD4(p, i) vload4(0, (p) + (i))
+#define RAW_STORE1(p, i, x) ((p)[i] = (x))
+#define RAW_STORE4(p, i, x) vstore4((x), 0, (p) + (i))
+#elif FCL_DTYPE == 1
+/* half is usable as a pointer type without cl_khr_fp16 (OpenCL C 1.2 6.1.1.1) */
+typedef half store_t;
+#define RAW_LOAD1(p, i) vload_half(0, (p) + (i))
+#define RAW_LOAD4(p, i) vload_half4(0, (p) + (i))
+#define RAW_STORE1(p, i, x) vstore_half_rte((x), 0, (p) + (i))
+#define RAW_STORE4(p, i, x) vstore_half4_rte((x), 0, (p) + (i))
+#elif FCL_DTYPE == 2
+typedef ushort store_t;
+inline float fcl_bf16_to_float(ushort b) { return as_float((uint)b << 16); }
+inline float4 fcl_bf16x4_to_float4(ushort4 b) {
+  return as_float4(convert_uint4(b) << 16);
+}
+/* Round to nearest even; NaN stays NaN (quiet bit set). */
+inline ushort fcl_float_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+inline ushort4 fcl_float4_to_bf16x4(float4 f) {
+  return (ushort4)(fcl_float_to_bf16(f.x), fcl_float_to_bf16(f.y),
+                   fcl_float_to_bf16(f.z), fcl_float_to_bf16(f.w));
+}
+#define RAW_LOAD1(p, i) fcl_bf16_to_float((p)[i])
+#define RAW_LOAD4(p, i) fcl_bf16x4_to_float4(vload4(0, (p) + (i)))
+#define RAW_STORE1(p, i, x) ((p)[i] = fcl_float_to_bf16(x))
+#define RAW_STORE4(p, i, x) vstore4(fcl_float4_to_bf16x4(x), 0, (p) + (i))
+#else
+#error FCL_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)
+#endif
+
+#define STORE_SIZE ((ulong)sizeof(store_t))
+
+/* Counted access to the caller's tensors (storage type) and to float
+ * tensors (LSE, and the naive algorithm's S/P when stored as float). */
+#define LOAD1(p, i) FCL_COUNTED_LOAD(STORE_SIZE, RAW_LOAD1(p, i))
+#define LOAD4(p, i) FCL_COUNTED_LOAD(4 * STORE_SIZE, RAW_LOAD4(p, i))
+#define STORE1(p, i, x) (FCL_COUNT_STORE(STORE_SIZE), RAW_STORE1(p, i, x))
+#define STORE4(p, i, x) (FCL_COUNT_STORE(4 * STORE_SIZE), RAW_STORE4(p, i, x))
+#define LOAD_F32(p, i) FCL_COUNTED_LOAD(4, (p)[i])
+#define STORE_F32(p, i, x) (FCL_COUNT_STORE(4), (p)[i] = (x))
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* Running maxima start here, not at -INFINITY: exp2(m_old - m_new) then
+ * never sees inf - inf (DESIGN.md, numerical rules). */
+#define FCL_MAX_INIT (-FLT_MAX)
+
+#if FCL_NVIDIA_PTX
+/* x from the lane whose id differs in the bits of `mask` (butterfly). */
+inline float fcl_shfl_xor(float x, int mask) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
+               : "=f"(r)
+               : "f"(x), "r"(mask));
+  return r;
+}
+#endif

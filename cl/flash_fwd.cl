@@ -1,0 +1,329 @@
+/*
+ * flash_fwd.cl — FlashAttention-2 forward.
+ *
+ * A work-group owns BLOCK_Q query rows of one (batch, head). K and V stream
+ * through local memory in tiles of BLOCK_K keys. Each row keeps a running
+ * max m, a running sum l and an unnormalised output accumulator in private
+ * memory, rescaled by 2^(m_old - m_new) when the max grows, and divided by l
+ * once at the end. S and P never leave the chip: the kernel reads Q once,
+ * K and V once per query block, and writes O and LSE once.
+ *
+ * Work-item layout: THREADS_PER_ROW adjacent work-items share a query row,
+ * each holding a D_SLICE-wide slice of q and of the accumulator, and each
+ * owns ROWS_PER_THREAD rows ROW_GROUPS apart. All rows of a warp read the
+ * same K/V tile address at once (a broadcast), so one 16-byte local load
+ * feeds 4 * ROWS_PER_THREAD multiply-adds.
+ *
+ * Logits are kept in base 2: q is pre-multiplied by scale * log2(e), so
+ * softmax uses exp2 and LSE = (m + log2 l) * ln 2.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for; head_dim <= it
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 32          // keys per local-memory tile (Bc)
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 128         // work-items per work-group
+#endif
+#ifndef THREADS_PER_ROW
+#define THREADS_PER_ROW 1   // work-items splitting one row's head_dim
+#endif
+#ifndef ROWS_PER_THREAD
+#define ROWS_PER_THREAD 1   // query rows per work-item
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0            // bottom-right aligned causal mask
+#endif
+#ifndef STORE_LSE
+#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
+#endif
+
+#define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
+#define BLOCK_Q (ROW_GROUPS * ROWS_PER_THREAD) // Br
+/* Each slice is a whole number of float4s. */
+#define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
+#define D_SLICE4 (D_SLICE / 4)
+/* Slices sit 4 floats apart beyond their width, so the THREADS_PER_ROW
+ * different addresses a warp reads at once fall into different banks. */
+#define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
+#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // floats per key in a tile
+#define TILE_LD4 (TILE_LD / 4)
+
+#if WG_SIZE % THREADS_PER_ROW != 0
+#error "WG_SIZE must be a multiple of THREADS_PER_ROW"
+#endif
+#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4
+#error "THREADS_PER_ROW must be 1, 2 or 4"
+#endif
+#if HEAD_DIM_MAX % (4 * THREADS_PER_ROW) != 0
+#error "HEAD_DIM_MAX must split into float4 slices"
+#endif
+
+/* How the THREADS_PER_ROW partial dot products of a row are summed: warp
+ * shuffles where the driver has them, else through local memory. */
+#if THREADS_PER_ROW > 1 && !FCL_NVIDIA_PTX
+#define ROW_SUM_IN_LOCAL 1
+#else
+#define ROW_SUM_IN_LOCAL 0
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
+               __global const store_t *k,   // [batch][seqlen_k][heads_kv][head_dim]
+               __global const store_t *v,   // [batch][seqlen_k][heads_kv][head_dim]
+               __global store_t *o,         // [batch][seqlen_q][heads_q][head_dim]
+               __global float *lse,         // [batch][heads_q][seqlen_q]
+               const int seqlen_q, const int seqlen_k, const int heads_q,
+               const int heads_kv, const int head_dim,
+               const float scale_log2       // scale * log2(e)
+               FCL_IO_PARAM) {
+  __local float4 k_tile[BLOCK_K * TILE_LD4];   // [key][slice][D_SLICE + skew]
+  __local float4 v_tile[BLOCK_K * TILE_LD4];
+#if ROW_SUM_IN_LOCAL
+  __local float s_part[BLOCK_K * WG_SIZE];     // [key][work-item]
+#endif
+  FCL_IO_INIT;
+
+  const int tid = get_local_id(0);
+  const int slice = tid % THREADS_PER_ROW;
+  const int row_group = tid / THREADS_PER_ROW;
+  /* One flat grid (NVIDIA caps the 2nd and 3rd grid dimensions at 65535):
+   * query blocks vary fastest so that neighbouring groups share K and V in
+   * cache. Causal: the last query blocks see the most keys; they start first
+   * so that the launch does not end on a long tail. */
+  const int n_qblocks = (seqlen_q + BLOCK_Q - 1) / BLOCK_Q;
+  const int group_id = get_group_id(0);
+  const int bh = group_id / n_qblocks;
+  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
+                            : group_id - bh * n_qblocks;
+  const int head = bh % heads_q;
+  const int batch = bh / heads_q;
+  const int kv_head = head / (heads_q / heads_kv);
+  const int q0 = qblock * BLOCK_Q;
+  const int vec = (head_dim & 3) == 0;
+
+  const size_t q_stride = (size_t)heads_q * head_dim;   // between rows
+  const size_t kv_stride = (size_t)heads_kv * head_dim;
+  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
+  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  __global const store_t *q_rows = q + q_offset;
+  __global store_t *o_rows = o + q_offset;
+  __global const store_t *k_rows = k + kv_offset;
+  __global const store_t *v_rows = v + kv_offset;
+
+  /* Padding columns and keys past seqlen_k must read as 0, never as stale
+   * local memory (0 * NaN is NaN). */
+  for (int i = tid; i < BLOCK_K * TILE_LD4; i += WG_SIZE) {
+    k_tile[i] = (float4)(0.0f);
+    v_tile[i] = (float4)(0.0f);
+  }
+
+  int row[ROWS_PER_THREAD];
+  float qr[ROWS_PER_THREAD][D_SLICE];
+  float acc[ROWS_PER_THREAD][D_SLICE];
+  float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
+  const int col0 = slice * D_SLICE;
+#pragma unroll
+  for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+    row[r] = q0 + row_group + r * ROW_GROUPS;
+    m[r] = FCL_MAX_INIT;
+    l[r] = 0.0f;
+    const int live = row[r] < seqlen_q;
+    __global const store_t *src = q_rows + (size_t)row[r] * q_stride;
+#pragma unroll
+    for (int c = 0; c < D_SLICE; c += 4) {
+      const int col = col0 + c;
+      float4 x = (float4)(0.0f);
+      if (live && vec && col < head_dim) {
+        x = LOAD4(src, col);
+      } else if (live) {
+        if (col + 0 < head_dim) x.x = LOAD1(src, col + 0);
+        if (col + 1 < head_dim) x.y = LOAD1(src, col + 1);
+        if (col + 2 < head_dim) x.z = LOAD1(src, col + 2);
+        if (col + 3 < head_dim) x.w = LOAD1(src, col + 3);
+      }
+      x *= scale_log2;
+      qr[r][c] = x.x;
+      qr[r][c + 1] = x.y;
+      qr[r][c + 2] = x.z;
+      qr[r][c + 3] = x.w;
+      acc[r][c] = acc[r][c + 1] = acc[r][c + 2] = acc[r][c + 3] = 0.0f;
+    }
+  }
+
+  /* Query i sees key j iff j <= i + diag. Keys below kv_full are seen by
+   * every row of this block; keys from kv_end on by none. */
+  const int diag = seqlen_k - seqlen_q;
+#if CAUSAL
+  const int last_row = min(q0 + BLOCK_Q, seqlen_q) - 1;
+  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
+  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
+#else
+  const int kv_end = seqlen_k;
+  const int kv_full = seqlen_k;
+#endif
+  const int n_tiles = (kv_end + BLOCK_K - 1) / BLOCK_K;
+  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int k0 = tile * BLOCK_K;
+    const int keys = min(BLOCK_K, seqlen_k - k0);
+
+    /* ---- K and V tiles into local memory, coalesced over head_dim ---- */
+    const int quads = (head_dim + 3) / 4;
+    for (int i = tid; i < BLOCK_K * quads; i += WG_SIZE) {
+      const int j = i / quads;
+      const int c = (i - j * quads) * 4;
+      const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
+      float4 kx = (float4)(0.0f), vx = (float4)(0.0f);
+      if (j < keys) {
+        const size_t g = (size_t)(k0 + j) * kv_stride + c;
+        if (vec) {
+          kx = LOAD4(k_rows, g);
+          vx = LOAD4(v_rows, g);
+        } else {
+          kx.x = LOAD1(k_rows, g);
+          vx.x = LOAD1(v_rows, g);
+          if (c + 1 < head_dim) { kx.y = LOAD1(k_rows, g + 1); vx.y = LOAD1(v_rows, g + 1); }
+          if (c + 2 < head_dim) { kx.z = LOAD1(k_rows, g + 2); vx.z = LOAD1(v_rows, g + 2); }
+          if (c + 3 < head_dim) { kx.w = LOAD1(k_rows, g + 3); vx.w = LOAD1(v_rows, g + 3); }
+        }
+      }
+      k_tile[at] = kx;
+      v_tile[at] = vx;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* ---- S = q . k for this tile (this work-item's slice) ---- */
+    float s[ROWS_PER_THREAD][BLOCK_K];
+#pragma unroll
+    for (int j = 0; j < BLOCK_K; ++j)
+#pragma unroll
+      for (int r = 0; r < ROWS_PER_THREAD; ++r) s[r][j] = 0.0f;
+#pragma unroll
+    for (int c4 = 0; c4 < D_SLICE4; ++c4) {
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) {
+        const float4 kk = k_tile[j * TILE_LD4 + slice_base4 + c4];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+          float x = s[r][j];
+          x = fma(qr[r][4 * c4 + 0], kk.x, x);
+          x = fma(qr[r][4 * c4 + 1], kk.y, x);
+          x = fma(qr[r][4 * c4 + 2], kk.z, x);
+          x = fma(qr[r][4 * c4 + 3], kk.w, x);
+          s[r][j] = x;
+        }
+      }
+    }
+
+    /* ---- sum the slices' partial dot products ---- */
+#if THREADS_PER_ROW > 1
+#if ROW_SUM_IN_LOCAL
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) s_part[j * WG_SIZE + tid] = s[r][j];
+      barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) {
+        float x = 0.0f;
+#pragma unroll
+        for (int t = 0; t < THREADS_PER_ROW; ++t)
+          x += s_part[j * WG_SIZE + row_group * THREADS_PER_ROW + t];
+        s[r][j] = x;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#else
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_THREAD; ++r)
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) {
+        s[r][j] += fcl_shfl_xor(s[r][j], 1);
+#if THREADS_PER_ROW == 4
+        s[r][j] += fcl_shfl_xor(s[r][j], 2);
+#endif
+      }
+#endif
+#endif
+
+    /* ---- online softmax: mask, new max, rescale, p = 2^(s - m) ---- */
+    const int masked = k0 + BLOCK_K > kv_full;  // uniform over the group
+#pragma unroll
+    for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+      if (masked) {
+#pragma unroll
+        for (int j = 0; j < BLOCK_K; ++j) {
+          const int key = k0 + j;
+          const int seen = key < seqlen_k && (!CAUSAL || key <= row[r] + diag);
+          s[r][j] = seen ? s[r][j] : -INFINITY;
+        }
+      }
+      float m_new = m[r];
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) m_new = fmax(m_new, s[r][j]);
+      const float alpha = exp2(m[r] - m_new);
+      m[r] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < BLOCK_K; ++j) {
+        s[r][j] = exp2(s[r][j] - m_new);  // masked: exp2(-inf) = 0
+        sum += s[r][j];
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int c = 0; c < D_SLICE; ++c) acc[r][c] *= alpha;
+    }
+
+    /* ---- acc += p . v ---- */
+#pragma unroll
+    for (int j = 0; j < BLOCK_K; ++j) {
+#pragma unroll
+      for (int c4 = 0; c4 < D_SLICE4; ++c4) {
+        const float4 vv = v_tile[j * TILE_LD4 + slice_base4 + c4];
+#pragma unroll
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+          const float p = s[r][j];
+          acc[r][4 * c4 + 0] = fma(p, vv.x, acc[r][4 * c4 + 0]);
+          acc[r][4 * c4 + 1] = fma(p, vv.y, acc[r][4 * c4 + 1]);
+          acc[r][4 * c4 + 2] = fma(p, vv.z, acc[r][4 * c4 + 2]);
+          acc[r][4 * c4 + 3] = fma(p, vv.w, acc[r][4 * c4 + 3]);
+        }
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+  }
+
+  /* ---- O = acc / l, LSE = ln(sum exp) ---- */
+#pragma unroll
+  for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+    if (row[r] >= seqlen_q) continue;
+    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    __global store_t *dst = o_rows + (size_t)row[r] * q_stride;
+#pragma unroll
+    for (int c = 0; c < D_SLICE; c += 4) {
+      const int col = col0 + c;
+      const float4 x = (float4)(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]) * inv;
+      if (vec && col < head_dim) {
+        STORE4(dst, col, x);
+      } else {
+        if (col + 0 < head_dim) STORE1(dst, col + 0, x.x);
+        if (col + 1 < head_dim) STORE1(dst, col + 1, x.y);
+        if (col + 2 < head_dim) STORE1(dst, col + 2, x.z);
+        if (col + 3 < head_dim) STORE1(dst, col + 3, x.w);
+      }
+    }
+#if STORE_LSE
+    if (slice == 0) {
+      const float value = l[r] > 0.0f ? (m[r] + log2(l[r])) * M_LN2_F : -INFINITY;
+      STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
+    }
+#endif
+  }
+  FCL_IO_COMMIT();
+}

@@ -1,0 +1,401 @@
+/*
+ * context.c — finding devices, choosing one from a selector, and the
+ * context that owns (or wraps) an OpenCL context, device and queue.
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Default scratch cap as a share of global memory: leaves room for the
+ * caller's tensors and for CLBlast's own temporaries. */
+#define FCL_DEFAULT_SCRATCH_SHARE 0.4
+
+/* The ICD loader's answer when no platform is installed (cl_khr_icd). */
+#define FCL_PLATFORM_NOT_FOUND_KHR (-1001)
+
+static void query_string(cl_device_id dev, cl_device_info what, char *out,
+                         size_t size) {
+  out[0] = '\0';
+  if (clGetDeviceInfo(dev, what, size, out, NULL) != CL_SUCCESS) out[0] = '\0';
+  out[size - 1] = '\0';
+}
+
+static int has_extension(const char *extensions, const char *name) {
+  size_t len = strlen(name);
+  for (const char *p = extensions; (p = strstr(p, name)) != NULL; p += len)
+    if ((p == extensions || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0'))
+      return 1;
+  return 0;
+}
+
+static void describe(cl_platform_id platform, cl_device_id dev, unsigned pi,
+                     unsigned di, fcl_device_info *out) {
+  memset(out, 0, sizeof *out);
+  out->platform_index = pi;
+  out->device_index = di;
+  query_string(dev, CL_DEVICE_NAME, out->name, sizeof out->name);
+  query_string(dev, CL_DEVICE_VENDOR, out->vendor, sizeof out->vendor);
+  query_string(dev, CL_DEVICE_VERSION, out->version, sizeof out->version);
+  query_string(dev, CL_DRIVER_VERSION, out->driver, sizeof out->driver);
+  if (clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof out->platform,
+                        out->platform, NULL) != CL_SUCCESS)
+    out->platform[0] = '\0';
+  out->platform[sizeof out->platform - 1] = '\0';
+
+  fcl_device_limits *lim = &out->limits;
+  cl_ulong u64 = 0;
+  cl_uint u32 = 0;
+  size_t sz = 0;
+  cl_device_type type = 0;
+  if (clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
+    lim->local_mem_bytes = u64;
+  if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
+    lim->global_mem_bytes = u64;
+  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
+    lim->max_alloc_bytes = u64;
+  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof sz, &sz, NULL) == CL_SUCCESS)
+    lim->max_work_group_size = sz;
+  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof u32, &u32, NULL) == CL_SUCCESS)
+    lim->compute_units = u32;
+  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof u32, &u32, NULL) == CL_SUCCESS)
+    out->max_clock_mhz = u32;
+  if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS)
+    lim->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+
+  size_t ext_len = 0;
+  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&
+      ext_len > 0) {
+    char *ext = malloc(ext_len + 1);
+    if (ext && clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
+      ext[ext_len] = '\0';
+      lim->has_fp16 = has_extension(ext, "cl_khr_fp16");
+      lim->has_fp64 = has_extension(ext, "cl_khr_fp64");
+      lim->has_int64_atomics = has_extension(ext, "cl_khr_int64_base_atomics");
+      /* cl_nv_device_attribute_query marks NVIDIA's own driver, whose
+       * compiler accepts inline PTX (checked on an H200, DEVICE.md). */
+      lim->nvidia_ptx = has_extension(ext, "cl_nv_device_attribute_query");
+    }
+    free(ext);
+  }
+}
+
+/* Calls `visit` for every device of every platform, in order, until it
+ * returns nonzero. */
+typedef int (*device_visitor)(cl_platform_id, cl_device_id, unsigned pi,
+                              unsigned di, void *user);
+
+static cl_int each_device(device_visitor visit, void *user) {
+  cl_uint n_platforms = 0;
+  cl_int err = clGetPlatformIDs(0, NULL, &n_platforms);
+  if (err == FCL_PLATFORM_NOT_FOUND_KHR || n_platforms == 0) return CL_SUCCESS;
+  if (err != CL_SUCCESS) return err;
+  cl_platform_id platforms[64];
+  if (n_platforms > 64) n_platforms = 64;
+  if ((err = clGetPlatformIDs(n_platforms, platforms, NULL)) != CL_SUCCESS) return err;
+  for (cl_uint p = 0; p < n_platforms; ++p) {
+    cl_uint n_devices = 0;
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n_devices) != CL_SUCCESS)
+      continue;
+    cl_device_id devices[64];
+    if (n_devices > 64) n_devices = 64;
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n_devices, devices, NULL) != CL_SUCCESS)
+      continue;
+    for (cl_uint d = 0; d < n_devices; ++d)
+      if (visit(platforms[p], devices[d], p, d, user)) return CL_SUCCESS;
+  }
+  return CL_SUCCESS;
+}
+
+typedef struct list_state {
+  fcl_device_info *out;
+  size_t capacity, count;
+} list_state;
+
+static int list_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
+                      unsigned di, void *user) {
+  list_state *st = user;
+  if (st->count < st->capacity) describe(platform, dev, pi, di, &st->out[st->count]);
+  st->count++;
+  return 0;
+}
+
+fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count) {
+  if (!count || (!out && capacity)) return FCL_ERROR_INVALID_ARGUMENT;
+  list_state st = {out, capacity, 0};
+  cl_int err = each_device(list_visit, &st);
+  *count = st.count;
+  return err == CL_SUCCESS ? FCL_SUCCESS : FCL_ERROR_OPENCL;
+}
+
+/* ---- selection ---------------------------------------------------------- */
+
+typedef enum { SEL_DEFAULT, SEL_TYPE, SEL_INDEX, SEL_NAME } sel_kind;
+
+typedef struct select_state {
+  sel_kind kind;
+  cl_device_type type;
+  unsigned pi, di;
+  const char *name;
+  /* result */
+  int found;
+  cl_platform_id platform;
+  cl_device_id device;
+  unsigned found_pi, found_di;
+  /* SEL_DEFAULT remembers the first device in case no GPU exists */
+  int have_first;
+  cl_platform_id first_platform;
+  cl_device_id first_device;
+  unsigned first_pi, first_di;
+} select_state;
+
+static int contains_nocase(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (; *hay; ++hay) {
+    size_t i = 0;
+    while (i < n && hay[i] &&
+           tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+      ++i;
+    if (i == n) return 1;
+  }
+  return n == 0;
+}
+
+static int select_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
+                        unsigned di, void *user) {
+  select_state *st = user;
+  cl_device_type type = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  int match = 0;
+  switch (st->kind) {
+    case SEL_DEFAULT:
+      if (!st->have_first) {
+        st->have_first = 1;
+        st->first_platform = platform;
+        st->first_device = dev;
+        st->first_pi = pi;
+        st->first_di = di;
+      }
+      match = (type & CL_DEVICE_TYPE_GPU) != 0;
+      break;
+    case SEL_TYPE: match = (type & st->type) != 0; break;
+    case SEL_INDEX: match = pi == st->pi && di == st->di; break;
+    case SEL_NAME: {
+      char name[256];
+      query_string(dev, CL_DEVICE_NAME, name, sizeof name);
+      match = contains_nocase(name, st->name);
+      break;
+    }
+  }
+  if (match) {
+    st->found = 1;
+    st->platform = platform;
+    st->device = dev;
+    st->found_pi = pi;
+    st->found_di = di;
+  }
+  return match;
+}
+
+static int parse_index(const char *s, unsigned *pi, unsigned *di) {
+  char *end;
+  unsigned long p = strtoul(s, &end, 10);
+  if (end == s || *end != ':') return 0;
+  const char *d_start = end + 1;
+  unsigned long d = strtoul(d_start, &end, 10);
+  if (end == d_start || *end != '\0' || p > 63 || d > 63) return 0;
+  *pi = (unsigned)p;
+  *di = (unsigned)d;
+  return 1;
+}
+
+static fcl_context *context_alloc(void) {
+  fcl_context *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) return NULL;
+  /* Recursive: the program cache records errors and counts injected
+   * failures while it holds the lock. */
+  pthread_mutexattr_t attr;
+  int ok = pthread_mutexattr_init(&attr) == 0 &&
+           pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+           pthread_mutex_init(&ctx->lock, &attr) == 0;
+  pthread_mutexattr_destroy(&attr);
+  if (!ok) {
+    free(ctx);
+    return NULL;
+  }
+  return ctx;
+}
+
+static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
+                                 unsigned pi, unsigned di) {
+  describe(platform, ctx->device, pi, di, &ctx->info);
+  cl_command_queue_properties props = 0;
+  if (clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props,
+                            &props, NULL) == CL_SUCCESS)
+    ctx->queue_profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  ctx->usable = 1;
+  ctx->error[0] = '\0';
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl_context_create(const char *selector, fcl_context **out) {
+  if (!out) return FCL_ERROR_INVALID_ARGUMENT;
+  fcl_context *ctx = *out = context_alloc();
+  if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
+
+  if (!selector || !*selector) {
+    const char *env = getenv("FLASHCL_DEVICE");
+    selector = env && *env ? env : NULL;
+  }
+  select_state st;
+  memset(&st, 0, sizeof st);
+  if (!selector) {
+    st.kind = SEL_DEFAULT;
+  } else if (!strcmp(selector, "gpu") || !strcmp(selector, "GPU")) {
+    st.kind = SEL_TYPE;
+    st.type = CL_DEVICE_TYPE_GPU;
+  } else if (!strcmp(selector, "cpu") || !strcmp(selector, "CPU")) {
+    st.kind = SEL_TYPE;
+    st.type = CL_DEVICE_TYPE_CPU;
+  } else if (!strcmp(selector, "all")) {
+    return fcl__fail(ctx, FCL_ERROR_DEVICE_NOT_FOUND,
+                     "selector \"all\" names several devices; a context has "
+                     "one: list them with fcl_devices() and use \"P:D\"");
+  } else if (parse_index(selector, &st.pi, &st.di)) {
+    st.kind = SEL_INDEX;
+  } else {
+    st.kind = SEL_NAME;
+    st.name = selector;
+  }
+
+  cl_int err = each_device(select_visit, &st);
+  if (err != CL_SUCCESS) return fcl__cl_fail(ctx, err, "listing OpenCL devices");
+  if (!st.found && st.kind == SEL_DEFAULT && st.have_first) {
+    st.found = 1;
+    st.platform = st.first_platform;
+    st.device = st.first_device;
+    st.found_pi = st.first_pi;
+    st.found_di = st.first_di;
+  }
+  if (!st.found)
+    return fcl__fail(ctx, FCL_ERROR_DEVICE_NOT_FOUND,
+                     "no OpenCL device matches \"%s\" (is an ICD installed, "
+                     "e.g. pocl-opencl-icd? flashcl-info lists what is seen)",
+                     selector ? selector : "(default: first GPU, else first device)");
+
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                   (cl_context_properties)st.platform, 0};
+  ctx->device = st.device;
+  ctx->cl = clCreateContext(props, 1, &st.device, NULL, NULL, &err);
+  if (!ctx->cl) return fcl__cl_fail(ctx, err, "clCreateContext");
+  ctx->queue = clCreateCommandQueue(ctx->cl, st.device, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (!ctx->queue) return fcl__cl_fail(ctx, err, "clCreateCommandQueue");
+  return context_finish(ctx, st.platform, st.found_pi, st.found_di);
+}
+
+/* Finds the indices fcl_devices would give `device`. */
+typedef struct find_state {
+  cl_device_id device;
+  unsigned pi, di;
+  int found;
+} find_state;
+
+static int find_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
+                      unsigned di, void *user) {
+  (void)platform;
+  find_state *st = user;
+  if (dev != st->device) return 0;
+  st->pi = pi;
+  st->di = di;
+  st->found = 1;
+  return 1;
+}
+
+fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
+                            cl_command_queue queue, fcl_context **out) {
+  if (!out) return FCL_ERROR_INVALID_ARGUMENT;
+  *out = NULL;
+  if (!context || !device || !queue) return FCL_ERROR_INVALID_ARGUMENT;
+  cl_context queue_context = NULL;
+  cl_device_id queue_device = NULL;
+  if (clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof queue_context,
+                            &queue_context, NULL) != CL_SUCCESS ||
+      clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof queue_device,
+                            &queue_device, NULL) != CL_SUCCESS ||
+      queue_context != context || queue_device != device)
+    return FCL_ERROR_INVALID_ARGUMENT;
+  cl_platform_id platform = NULL;
+  if (clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform,
+                      NULL) != CL_SUCCESS)
+    return FCL_ERROR_INVALID_ARGUMENT;
+
+  fcl_context *ctx = *out = context_alloc();
+  if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
+  clRetainContext(context);
+  clRetainDevice(device);
+  clRetainCommandQueue(queue);
+  ctx->cl = context;
+  ctx->device = device;
+  ctx->queue = queue;
+  find_state st = {device, 0, 0, 0};
+  each_device(find_visit, &st);
+  return context_finish(ctx, platform, st.pi, st.di);
+}
+
+void fcl_context_release(fcl_context *ctx) {
+  if (!ctx) return;
+  fcl__programs_release(ctx);
+  if (ctx->queue) clReleaseCommandQueue(ctx->queue);
+  if (ctx->device) clReleaseDevice(ctx->device);
+  if (ctx->cl) clReleaseContext(ctx->cl);
+  pthread_mutex_destroy(&ctx->lock);
+  free(ctx);
+}
+
+fcl_status fcl__check_context(fcl_context *ctx) {
+  if (!ctx) return FCL_ERROR_INVALID_ARGUMENT;
+  FCL_RETURN_IF(ctx, !ctx->usable, FCL_ERROR_INVALID_ARGUMENT,
+                "the context was not created successfully; release it");
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl_context_device(const fcl_context *ctx, fcl_device_info *out) {
+  if (!ctx || !ctx->usable || !out) return FCL_ERROR_INVALID_ARGUMENT;
+  *out = ctx->info;
+  return FCL_SUCCESS;
+}
+
+cl_context fcl_context_cl_context(const fcl_context *ctx) {
+  return ctx && ctx->usable ? ctx->cl : NULL;
+}
+cl_device_id fcl_context_cl_device(const fcl_context *ctx) {
+  return ctx && ctx->usable ? ctx->device : NULL;
+}
+cl_command_queue fcl_context_cl_queue(const fcl_context *ctx) {
+  return ctx && ctx->usable ? ctx->queue : NULL;
+}
+
+fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  ctx->scratch_limit = bytes;
+  return FCL_SUCCESS;
+}
+
+uint64_t fcl__scratch_limit(const fcl_context *ctx) {
+  if (ctx->scratch_limit) return ctx->scratch_limit;
+  return (uint64_t)((double)ctx->info.limits.global_mem_bytes * FCL_DEFAULT_SCRATCH_SHARE);
+}
+
+fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  FCL_RETURN_IF(ctx, enable != 0 && enable != 1, FCL_ERROR_INVALID_ARGUMENT,
+                "count_io must be 0 or 1, got %d", enable);
+  FCL_RETURN_IF(ctx, enable && !ctx->info.limits.has_int64_atomics,
+                FCL_ERROR_UNSUPPORTED,
+                "I/O counting needs cl_khr_int64_base_atomics, which %s lacks",
+                ctx->info.name);
+  ctx->count_io = enable;
+  return FCL_SUCCESS;
+}

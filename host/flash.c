@@ -1,0 +1,86 @@
+/*
+ * flash.c — running the flash kernels: plan, build options from the plan,
+ * arguments, launch. The tiling itself is chosen in plan.c.
+ */
+#include "internal.h"
+
+#include <math.h>
+
+/* The -D options of flash_fwd.cl: one source of truth, the plan. */
+static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
+                            int with_lse, fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
+  fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
+  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
+  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
+  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
+  fcl__options_define(opts, "CAUSAL", desc->causal);
+  fcl__options_define(opts, "STORE_LSE", with_lse);
+}
+
+fcl_status fcl__flash_forward(fcl__forward_call *call) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  char why[256] = "";
+  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
+                                      &ctx->tiling_hint, &call->plan, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
+                ctx->info.name, why);
+  const fcl_plan *plan = &call->plan;
+
+  fcl__options opts;
+  forward_options(plan, desc, call->lse != NULL, &opts);
+  cl_kernel kernel;
+  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_FLASH_FWD, &opts, "flash_fwd", &kernel));
+
+  const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
+  const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
+  const cl_int head_dim = (cl_int)desc->head_dim;
+  const cl_float scale_log2 = desc->scale * (cl_float)M_LOG2E;
+  fcl__arg args[] = {
+      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
+      FCL_ARG(call->o),    FCL_ARG(call->lse),      FCL_ARG(seqlen_q),
+      FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
+      FCL_ARG(head_dim),   FCL_ARG(scale_log2),     FCL_ARG(call->io_counter),
+  };
+  cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
+  status = fcl__set_args(ctx, kernel, "flash_fwd", args, n_args);
+  if (status == FCL_SUCCESS) {
+    size_t q_blocks = (desc->seqlen_q + plan->block_q - 1) / plan->block_q;
+    size_t groups = q_blocks * desc->heads_q * desc->batch;
+    size_t global = groups * plan->wg_size, local = plan->wg_size;
+    FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
+                  "the flash launch needs %zu work-groups; at most %d fit",
+                  groups, INT32_MAX);
+    status = fcl__launch(ctx, kernel, "flash_fwd", 1, &global, &local);
+  }
+  clReleaseKernel(kernel);
+  return status;
+}
+
+fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  if (!hint) {
+    ctx->tiling_hint = (fcl_plan){0};
+    return FCL_SUCCESS;
+  }
+  unsigned g = hint->threads_per_row, wg = hint->wg_size;
+  FCL_RETURN_IF(ctx, g != 0 && g != 1 && g != 2 && g != 4, FCL_ERROR_INVALID_ARGUMENT,
+                "threads_per_row = %u; it must be 1, 2 or 4", g);
+  FCL_RETURN_IF(ctx, hint->rows_per_thread > 4, FCL_ERROR_INVALID_ARGUMENT,
+                "rows_per_thread = %u; at most 4", hint->rows_per_thread);
+  FCL_RETURN_IF(ctx, wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g)),
+                FCL_ERROR_INVALID_ARGUMENT,
+                "wg_size = %u; it must be a power of two up to 1024 and a "
+                "multiple of threads_per_row",
+                wg);
+  FCL_RETURN_IF(ctx, hint->block_k > 128, FCL_ERROR_INVALID_ARGUMENT,
+                "block_k = %u; at most 128", hint->block_k);
+  ctx->tiling_hint = (fcl_plan){.block_k = hint->block_k,
+                                .wg_size = wg,
+                                .threads_per_row = g,
+                                .rows_per_thread = hint->rows_per_thread};
+  return FCL_SUCCESS;
+}

@@ -1,0 +1,266 @@
+/*
+ * internal.h — what the host runtime's files share and the public header
+ * does not show: the context's insides, error helpers, the program cache,
+ * the allocation and launch wrappers (where failures can be injected), and
+ * the per-algorithm entry points.
+ */
+#ifndef FLASHCL_INTERNAL_H
+#define FLASHCL_INTERNAL_H
+
+#include "flashcl.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+
+/* ---- context ------------------------------------------------------------ */
+
+typedef struct fcl__program_entry fcl__program_entry;
+
+struct fcl_context {
+  cl_context cl;
+  cl_device_id device;
+  cl_command_queue queue;
+  int usable;             /* 0 when creation failed: only last_error works */
+  int queue_profiling;    /* the queue has CL_QUEUE_PROFILING_ENABLE */
+  fcl_device_info info;
+  uint64_t scratch_limit; /* 0: default */
+  int count_io;
+  fcl_plan tiling_hint;   /* nonzero fields override the planner */
+  pthread_mutex_t lock;   /* recursive; guards programs[], error[], inject_* */
+  fcl__program_entry *programs;
+  size_t n_programs, cap_programs;
+  /* Failure injection for tests (fcl__inject_failures). */
+  unsigned inject_mask;
+  long inject_countdown;
+  long inject_ops;        /* operations of the armed kinds seen so far */
+  char error[16384];
+};
+
+/** The default and the user's cap on one call's scratch memory. */
+uint64_t fcl__scratch_limit(const fcl_context *ctx);
+
+/* ---- errors ------------------------------------------------------------- */
+
+/** Records a formatted detail as the context's last error and returns
+ *  `status`. ctx may be NULL (the message is then dropped). */
+fcl_status fcl__fail(fcl_context *ctx, fcl_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/** Records "what failed: CL_NAME (code)" and maps the code to a status:
+ *  allocation failures become FCL_ERROR_OUT_OF_MEMORY, the rest
+ *  FCL_ERROR_OPENCL. */
+fcl_status fcl__cl_fail(fcl_context *ctx, cl_int err, const char *what);
+
+/** @return the name of an OpenCL error code, e.g. "CL_OUT_OF_RESOURCES". */
+const char *fcl__cl_error_name(cl_int err);
+
+#define FCL_RETURN_IF(ctx, cond, status, ...)        \
+  do {                                               \
+    if (cond) return fcl__fail((ctx), (status), __VA_ARGS__); \
+  } while (0)
+
+#define FCL_FORWARD_IF(expr)                         \
+  do {                                               \
+    fcl_status fcl_s_ = (expr);                      \
+    if (fcl_s_ != FCL_SUCCESS) return fcl_s_;        \
+  } while (0)
+
+#define FCL_CL_RETURN_IF(ctx, err, what)             \
+  do {                                               \
+    cl_int fcl_e_ = (err);                           \
+    if (fcl_e_ != CL_SUCCESS) return fcl__cl_fail((ctx), fcl_e_, (what)); \
+  } while (0)
+
+/* ---- resources, through wrappers that tests can make fail --------------- */
+
+enum {
+  FCL_INJECT_HOST_ALLOC = 1u << 0,
+  FCL_INJECT_DEVICE_ALLOC = 1u << 1,
+  FCL_INJECT_ENQUEUE = 1u << 2,
+};
+
+/** Test hook: the `n`-th (1-based) subsequent operation of a kind in `mask`
+ *  on this context fails as if the resource were exhausted; n = 0 disarms.
+ *  @return how many operations of those kinds ran since the last call. */
+long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n);
+
+/** 1 when an injected failure of `kind` is due now. */
+int fcl__injected(fcl_context *ctx, unsigned kind);
+
+void *fcl__malloc(fcl_context *ctx, size_t bytes);
+void *fcl__calloc(fcl_context *ctx, size_t count, size_t size);
+void fcl__free(void *p);
+
+/** Creates a device buffer; on failure records the detail and returns NULL
+ *  with *status set (FCL_ERROR_OUT_OF_MEMORY or FCL_ERROR_OPENCL). */
+cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
+                   const char *what, fcl_status *status);
+void fcl__release_mem(cl_mem *mem);
+
+/** Enqueues a 1–3 dimensional NDRange; `name` labels errors. */
+fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
+                       cl_uint dims, const size_t *global, const size_t *local);
+
+/** Sets kernel arguments from a list of (size, pointer) pairs. */
+typedef struct fcl__arg {
+  size_t size;
+  const void *value;
+} fcl__arg;
+#define FCL_ARG(x) ((fcl__arg){sizeof(x), &(x)})
+#define FCL_ARG_LOCAL(bytes) ((fcl__arg){(bytes), NULL})
+fcl_status fcl__set_args(fcl_context *ctx, cl_kernel kernel, const char *name,
+                         const fcl__arg *args, cl_uint count);
+
+/* ---- programs ----------------------------------------------------------- */
+
+/** The embedded kernel sources; each is compiled after common.cl. */
+typedef enum fcl__source {
+  FCL_SRC_FLASH_FWD = 0,
+  FCL_SRC_SOFTMAX,
+  FCL_SRC_COUNT
+} fcl__source;
+
+/** A growing "-D NAME=value" string for one build. */
+typedef struct fcl__options {
+  char text[1024];
+  size_t len;
+  int overflow;
+} fcl__options;
+
+void fcl__options_init(fcl__options *opts);
+void fcl__options_define(fcl__options *opts, const char *name, long value);
+void fcl__options_flag(fcl__options *opts, const char *flag);
+
+/** Builds (or takes from the context's cache) the program for `source`
+ *  with `opts` plus the context-wide options (I/O counting, vendor
+ *  extensions), and creates a fresh kernel `name` from it. The kernel is the
+ *  caller's to release; kernels are not shared so threads never race on
+ *  their arguments. */
+fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
+                       const fcl__options *opts, const char *name,
+                       cl_kernel *kernel);
+
+/** Releases every cached program of the context. */
+void fcl__programs_release(fcl_context *ctx);
+
+/* ---- timing ------------------------------------------------------------- */
+
+typedef struct fcl__timer {
+  cl_event start;
+  double host_start_ms;
+} fcl__timer;
+
+/** Marks the start of a timed call (only when the caller wants run info). */
+fcl_status fcl__timer_start(fcl_context *ctx, fcl__timer *timer);
+/** Waits for the work enqueued since start and returns its duration. */
+fcl_status fcl__timer_stop(fcl_context *ctx, fcl__timer *timer, double *ms);
+/** Host monotonic clock in milliseconds. */
+double fcl__now_ms(void);
+
+/* ---- I/O counting ------------------------------------------------------- */
+
+/** A device counter the instrumented kernels add their traffic to: two
+ *  ulongs, [0] bytes loaded, [1] bytes stored. */
+typedef struct fcl__io_counter {
+  cl_mem buffer;  /* NULL when counting is off */
+} fcl__io_counter;
+
+fcl_status fcl__io_counter_begin(fcl_context *ctx, fcl__io_counter *counter);
+/** Reads the counter (blocking) and releases it. */
+fcl_status fcl__io_counter_end(fcl_context *ctx, fcl__io_counter *counter,
+                               uint64_t *loads, uint64_t *stores);
+
+/* ---- validation and shapes ---------------------------------------------- */
+
+/** Element counts of the tensors of a descriptor, computed without overflow
+ *  by fcl__check_desc. */
+typedef struct fcl__shape {
+  size_t q_elems;   /* batch * seqlen_q * heads_q * head_dim */
+  size_t kv_elems;  /* batch * seqlen_k * heads_kv * head_dim */
+  size_t lse_elems; /* batch * heads_q * seqlen_q */
+  size_t elem_size; /* bytes of the storage type */
+  size_t group;     /* heads_q / heads_kv */
+} fcl__shape;
+
+/** Validates a descriptor's fields and computes its shape. Pure apart from
+ *  the error message. */
+fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
+                           fcl__shape *shape);
+
+/** Checks that `mem` is non-NULL (unless optional), belongs to the context's
+ *  OpenCL context and holds at least `bytes`. */
+fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
+                             const char *name, int optional);
+
+/** Validates the context handle (non-NULL, created successfully). */
+fcl_status fcl__check_context(fcl_context *ctx);
+
+/* ---- algorithms --------------------------------------------------------- */
+
+/** One forward call, validated; what each algorithm needs. */
+typedef struct fcl__forward_call {
+  fcl_context *ctx;
+  const fcl_attention_desc *desc;
+  fcl__shape shape;
+  cl_mem q, k, v, o, lse;
+  cl_mem io_counter; /* NULL unless counting */
+  fcl_plan plan;     /* flash: filled by the algorithm */
+  unsigned chunks;   /* naive: filled by the algorithm */
+} fcl__forward_call;
+
+fcl_status fcl__flash_forward(fcl__forward_call *call);
+
+/** The planner, with optional overrides: nonzero block_k, wg_size,
+ *  threads_per_row and rows_per_thread of `hint` replace its choices. */
+fcl_status fcl__plan_flash(const fcl_device_limits *limits,
+                           const fcl_attention_desc *desc, fcl_pass pass,
+                           const fcl_plan *hint, fcl_plan *out, char *why,
+                           size_t why_len);
+/** Local memory of the flash forward kernel for a tiling. */
+size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+fcl_status fcl__naive_forward(fcl__forward_call *call);
+
+/** Chunking of the naive algorithm: (batch, head) slices per chunk given
+ *  the device and scratch limits; shared by naive.c and the I/O model. */
+typedef struct fcl__chunking {
+  size_t slice_bytes;  /* one slice's S/P matrix */
+  size_t per_chunk;    /* kv heads per chunk */
+  size_t chunks;       /* total chunks over batch * group * kv heads */
+} fcl__chunking;
+
+fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_attention_desc *desc,
+                               fcl__chunking *out);
+
+/** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
+ *  row elements per work-item (0: the streaming variant that reads twice). */
+void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
+                         unsigned *wg_size, unsigned *cols_per_item);
+
+/** Bytes per element of the naive algorithm's S/P. */
+size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
+
+/* ---- the I/O model ------------------------------------------------------ */
+
+/** Global-memory traffic of an algorithm as it runs, in bytes (each element
+ *  weighted by its type: the storage type, float for LSE and S/P). */
+typedef struct fcl__io {
+  uint64_t loads;
+  uint64_t stores;
+} fcl__io;
+
+/** Forward traffic of the flash kernel for `plan`. */
+fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,
+                              const fcl_plan *plan, int with_lse);
+/** Traffic of the naive forward's softmax kernel (what it can count). */
+fcl__io fcl__io_softmax(const fcl_device_limits *limits,
+                        const fcl_attention_desc *desc, int with_lse);
+/** Whole naive forward: GEMMs (each operand read once, result written once),
+ *  the softmax, and the copies a chunked run makes. */
+fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
+                              const fcl_attention_desc *desc, int with_lse,
+                              unsigned chunks);
+
+#endif /* FLASHCL_INTERNAL_H */

@@ -1,0 +1,236 @@
+/*
+ * naive.c — the baseline ("algorithm 0"): S = scale * Q K^T with CLBlast,
+ * P = softmax(S) in place by softmax.cl (causal mask, LSE), O = P V with
+ * CLBlast. S and P live in global memory, which is the point of comparing.
+ *
+ * Chunking. S needs seqlen_q * seqlen_k floats per (batch, head) slice, so
+ * the slices are processed in chunks that fit the device's largest
+ * allocation and the context's scratch limit. A chunk is one batch index,
+ * one member of the query-head group (query head = kv_head * group + member)
+ * and a run of consecutive kv heads: in that set Q, K, V, O and S are each
+ * evenly strided, so one strided-batched GEMM covers the chunk, for plain
+ * multi-head attention (group 1) and for GQA/MQA alike.
+ *
+ * When a run takes several chunks, O and LSE are produced in scratch and
+ * copied at the end, so that a failure half-way leaves the caller's outputs
+ * untouched rather than half written.
+ */
+#include "internal.h"
+
+#include <clblast_c.h>
+#include <stdio.h>
+
+/* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
+ * across the whole process, whatever the context. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Half of the allowed scratch goes to S; the rest is left for the padded
+ * copies CLBlast's indirect GEMM makes of large operands. */
+#define CLBLAST_TEMP_SHARE 2
+
+/* Rows up to this many elements per work-item stay in registers. */
+#define SOFTMAX_MAX_COLS 64u
+
+static fcl_status clblast_fail(fcl_context *ctx, CLBlastStatusCode code,
+                               const char *what) {
+  fcl_status status = FCL_ERROR_CLBLAST;
+  if (code == CLBlastTempBufferAllocFailure || code == CLBlastOpenCLOutOfHostMemory)
+    status = FCL_ERROR_OUT_OF_MEMORY;
+  return fcl__fail(ctx, status, "CLBlast %s failed with status %d%s", what,
+                   (int)code,
+                   status == FCL_ERROR_OUT_OF_MEMORY ? " (out of memory)" : "");
+}
+
+static unsigned floor_pow2(size_t x) {
+  unsigned p = 1;
+  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
+  return p;
+}
+
+void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
+                         unsigned *wg_size, unsigned *cols_per_item) {
+  size_t max_wg = limits->max_work_group_size ? limits->max_work_group_size : 1;
+  unsigned wg = floor_pow2(max_wg < 256 ? max_wg : 256);
+  if (seqlen_k > (size_t)wg * 16) wg = floor_pow2(max_wg < 1024 ? max_wg : 1024);
+  size_t cols = (seqlen_k + wg - 1) / wg;
+  /* Powers of two, so that few variants get compiled. */
+  unsigned bucket = 1;
+  while (bucket < cols) bucket *= 2;
+  *wg_size = wg;
+  *cols_per_item = bucket <= SOFTMAX_MAX_COLS ? bucket : 0;
+}
+
+size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
+  return desc->dtype == FCL_DTYPE_F32 ? sizeof(float) : fcl_dtype_size(desc->dtype);
+}
+
+fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_attention_desc *desc,
+                               fcl__chunking *out) {
+  size_t slice;
+  FCL_RETURN_IF(ctx,
+                __builtin_mul_overflow(desc->seqlen_q, desc->seqlen_k, &slice) ||
+                    __builtin_mul_overflow(slice, fcl__naive_s_elem_size(desc), &slice),
+                FCL_ERROR_OUT_OF_MEMORY,
+                "the naive algorithm's S for seqlen_q = %zu, seqlen_k = %zu "
+                "overflows size_t",
+                desc->seqlen_q, desc->seqlen_k);
+  uint64_t allowed = ctx->info.limits.max_alloc_bytes;
+  uint64_t scratch = fcl__scratch_limit(ctx);
+  if (scratch < allowed) allowed = scratch;
+  FCL_RETURN_IF(ctx, slice > allowed, FCL_ERROR_OUT_OF_MEMORY,
+                "the naive algorithm needs %zu bytes for S of one (batch, head) "
+                "slice (%zu x %zu); %llu are allowed (the device's largest "
+                "allocation is %llu, the scratch limit %llu)",
+                slice, desc->seqlen_q, desc->seqlen_k, (unsigned long long)allowed,
+                (unsigned long long)ctx->info.limits.max_alloc_bytes,
+                (unsigned long long)scratch);
+  size_t per_chunk = (size_t)(allowed / CLBLAST_TEMP_SHARE / slice);
+  if (per_chunk == 0) per_chunk = 1;
+  if (per_chunk > desc->heads_kv) per_chunk = desc->heads_kv;
+  size_t group = desc->heads_q / desc->heads_kv;
+  out->slice_bytes = slice;
+  out->per_chunk = per_chunk;
+  out->chunks = desc->batch * group * ((desc->heads_kv + per_chunk - 1) / per_chunk);
+  return FCL_SUCCESS;
+}
+
+/* Everything one run allocates, released in one place. */
+typedef struct naive_run {
+  cl_mem s;        /* [per_chunk][seqlen_q][seqlen_k] */
+  cl_mem o, lse;   /* where O and LSE are produced: the caller's or scratch */
+  cl_kernel softmax;
+} naive_run;
+
+static void naive_release(fcl__forward_call *call, naive_run *run) {
+  fcl__release_mem(&run->s);
+  if (run->o != call->o) fcl__release_mem(&run->o);
+  if (run->lse != call->lse) fcl__release_mem(&run->lse);
+  if (run->softmax) clReleaseKernel(run->softmax);
+}
+
+static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch,
+                                naive_run *run) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  fcl_status status;
+  run->s = fcl__buffer(ctx, CL_MEM_READ_WRITE, ch->slice_bytes * ch->per_chunk,
+                       "the naive algorithm's S/P", &status);
+  FCL_FORWARD_IF(status);
+  run->o = call->o;
+  run->lse = call->lse;
+  if (ch->chunks > 1) {
+    run->o = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.q_elems * call->shape.elem_size,
+                         "the naive algorithm's staged O", &status);
+    FCL_FORWARD_IF(status);
+    if (call->lse) {
+      run->lse = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.lse_elems * sizeof(float),
+                             "the naive algorithm's staged LSE", &status);
+      FCL_FORWARD_IF(status);
+    }
+  }
+  unsigned wg, cols;
+  fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
+  fcl__options opts;
+  fcl__options_init(&opts);
+  fcl__options_define(&opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(&opts, "WG_SIZE", (long)wg);
+  fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
+  fcl__options_define(&opts, "CAUSAL", desc->causal);
+  fcl__options_define(&opts, "STORE_LSE", call->lse != NULL);
+  return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
+}
+
+/* One chunk: batch b, group member `member`, kv heads [kv0, kv0 + n). */
+static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
+                              size_t member, size_t kv0, size_t n) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t group = call->shape.group;
+  const size_t q_ld = desc->heads_q * d, kv_ld = desc->heads_kv * d;
+  const size_t q_off = (b * nq * desc->heads_q + kv0 * group + member) * d;
+  const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
+  const size_t s_stride = nq * nk;
+
+  if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM S = Q K^T (injected)");
+  pthread_mutex_lock(&clblast_lock);
+  CLBlastStatusCode code = CLBlastSgemmStridedBatched(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, nq, nk, d,
+      desc->scale, call->q, q_off, q_ld, group * d, call->k, kv_off, kv_ld, d,
+      0.0f, run->s, 0, nk, s_stride, n, &ctx->queue, NULL);
+  pthread_mutex_unlock(&clblast_lock);
+  if (code != CLBlastSuccess) return clblast_fail(ctx, code, "SGEMM S = Q K^T");
+
+  unsigned wg, cols;
+  fcl__softmax_config(&ctx->info.limits, nk, &wg, &cols);
+  const cl_int seqlen_q = (cl_int)nq, seqlen_k = (cl_int)nk;
+  const cl_int heads_q = (cl_int)desc->heads_q, batch = (cl_int)b;
+  const cl_int group_i = (cl_int)group, kv_first = (cl_int)kv0, member_i = (cl_int)member;
+  fcl__arg args[] = {FCL_ARG(run->s),    FCL_ARG(run->lse),  FCL_ARG(seqlen_q),
+                     FCL_ARG(seqlen_k),  FCL_ARG(heads_q),   FCL_ARG(batch),
+                     FCL_ARG(group_i),   FCL_ARG(kv_first),  FCL_ARG(member_i),
+                     FCL_ARG(call->io_counter)};
+  cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->softmax, "softmax_rows", args, n_args));
+  size_t global[2] = {nq * wg, n}, local[2] = {wg, 1};
+  FCL_FORWARD_IF(fcl__launch(ctx, run->softmax, "softmax_rows", 2, global, local));
+
+  if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM O = P V (injected)");
+  pthread_mutex_lock(&clblast_lock);
+  code = CLBlastSgemmStridedBatched(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, nq, d, nk, 1.0f,
+      run->s, 0, nk, s_stride, call->v, kv_off, kv_ld, d, 0.0f, run->o, q_off, q_ld,
+      group * d, n, &ctx->queue, NULL);
+  pthread_mutex_unlock(&clblast_lock);
+  if (code != CLBlastSuccess) return clblast_fail(ctx, code, "SGEMM O = P V");
+  return FCL_SUCCESS;
+}
+
+/* Copies staged outputs to the caller's buffers: each copy writes one
+ * output completely or, failing to enqueue, not at all. */
+static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
+  fcl_context *ctx = call->ctx;
+  if (run->o != call->o) {
+    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
+                     ? CL_OUT_OF_RESOURCES
+                     : clEnqueueCopyBuffer(ctx->queue, run->o, call->o, 0, 0,
+                                           call->shape.q_elems * call->shape.elem_size,
+                                           0, NULL, NULL);
+    FCL_CL_RETURN_IF(ctx, err, "copying the staged O");
+  }
+  if (run->lse != call->lse) {
+    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
+                     ? CL_OUT_OF_RESOURCES
+                     : clEnqueueCopyBuffer(ctx->queue, run->lse, call->lse, 0, 0,
+                                           call->shape.lse_elems * sizeof(float), 0,
+                                           NULL, NULL);
+    FCL_CL_RETURN_IF(ctx, err, "copying the staged LSE");
+  }
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__naive_forward(fcl__forward_call *call) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  FCL_RETURN_IF(ctx, desc->dtype != FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
+                "the naive algorithm runs f32 storage only so far (asked for %s)",
+                fcl_dtype_name(desc->dtype));
+  fcl__chunking ch;
+  FCL_FORWARD_IF(fcl__naive_chunking(ctx, desc, &ch));
+  call->chunks = (unsigned)ch.chunks;
+
+  naive_run run = {0};
+  fcl_status status = naive_prepare(call, &ch, &run);
+  const size_t group = call->shape.group;
+  for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
+    for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)
+      for (size_t kv0 = 0; kv0 < desc->heads_kv && status == FCL_SUCCESS; kv0 += ch.per_chunk) {
+        size_t n = desc->heads_kv - kv0 < ch.per_chunk ? desc->heads_kv - kv0 : ch.per_chunk;
+        status = naive_chunk(call, &run, b, member, kv0, n);
+      }
+  if (status == FCL_SUCCESS) status = naive_publish(call, &run);
+  naive_release(call, &run);
+  return status;
+}

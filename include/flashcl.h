@@ -1,0 +1,329 @@
+/*
+ * flashcl.h — exact attention for OpenCL devices: FlashAttention and a naive
+ * baseline, on any vendor's GPU or CPU.
+ *
+ * Everything public is declared here. Conventions, for every function:
+ *   - Fallible calls return an fcl_status; FCL_SUCCESS is 0. fcl_status_str()
+ *     names a status, fcl_context_last_error() explains the last failure.
+ *   - Handles are opaque. Nothing is global: two contexts never share state.
+ *   - Tensors are caller-owned cl_mem buffers in the layout
+ *       Q, O, dQ, dO : [batch][seqlen_q][heads_q ][head_dim]
+ *       K, V, dK, dV : [batch][seqlen_k][heads_kv][head_dim]
+ *       LSE          : float [batch][heads_q][seqlen_q]
+ *     contiguous, starting at offset 0 (make a sub-buffer to start elsewhere).
+ *   - Causal masking is aligned to the bottom-right corner: query i sees key j
+ *     iff j <= i + seqlen_k - seqlen_q. A query that sees no key outputs zeros
+ *     and LSE = -INFINITY.
+ *   - Grouped-query attention: heads_q % heads_kv == 0 and query head h reads
+ *     key/value head h / (heads_q / heads_kv).
+ *   - Storage may be f32, f16 or bf16; arithmetic is always f32.
+ */
+#ifndef FLASHCL_H
+#define FLASHCL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(FCL_BUILDING_LIBRARY) && defined(__GNUC__)
+#define FCL_API __attribute__((visibility("default")))
+#else
+#define FCL_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define FCL_VERSION_MAJOR 0
+#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_PATCH 0
+#define FCL_VERSION_NUMBER \
+  (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
+
+/** @return FCL_VERSION_NUMBER of the library actually linked; compare it with
+ *  the macro to detect a header/library mismatch. */
+FCL_API unsigned fcl_version_number(void);
+
+/** @return the linked library's version as "MAJOR.MINOR.PATCH". */
+FCL_API const char *fcl_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fcl_status {
+  FCL_SUCCESS = 0,
+  /** A NULL handle or buffer, or a value out of its documented range. */
+  FCL_ERROR_INVALID_ARGUMENT = 1,
+  /** Sizes that are zero, inconsistent (heads_q % heads_kv != 0) or whose
+   *  products overflow. */
+  FCL_ERROR_INVALID_SHAPE = 2,
+  /** A buffer smaller than the shape needs. */
+  FCL_ERROR_BUFFER_TOO_SMALL = 3,
+  /** Valid, but this device or algorithm cannot run it (a head_dim that does
+   *  not fit local memory, a dtype the device lacks). */
+  FCL_ERROR_UNSUPPORTED = 4,
+  /** A host or device allocation failed, or scratch memory the call needs
+   *  exceeds what the device or the context's scratch limit allows. */
+  FCL_ERROR_OUT_OF_MEMORY = 5,
+  /** No OpenCL device matched the selector. */
+  FCL_ERROR_DEVICE_NOT_FOUND = 6,
+  /** A kernel failed to compile; the build log is in the error detail. */
+  FCL_ERROR_BUILD_FAILED = 7,
+  /** Any other OpenCL error; the detail names the call and the code. */
+  FCL_ERROR_OPENCL = 8,
+  /** CLBlast (the naive baseline's GEMMs) failed; the detail has its code. */
+  FCL_ERROR_CLBLAST = 9,
+} fcl_status;
+
+/** @return a constant name for a status, e.g. "FCL_ERROR_INVALID_SHAPE";
+ *  "FCL_STATUS_UNKNOWN" for values outside the enum. Never NULL. */
+FCL_API const char *fcl_status_str(fcl_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** The numbers the tile planner needs. Filled from the device by
+ *  fcl_devices() and fcl_context_device(); tests may make up their own. */
+typedef struct fcl_device_limits {
+  uint64_t local_mem_bytes;     /**< CL_DEVICE_LOCAL_MEM_SIZE, as reported */
+  size_t max_work_group_size;   /**< CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  unsigned compute_units;       /**< CL_DEVICE_MAX_COMPUTE_UNITS */
+  uint64_t global_mem_bytes;    /**< CL_DEVICE_GLOBAL_MEM_SIZE */
+  uint64_t max_alloc_bytes;     /**< CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  int is_gpu;                   /**< CL_DEVICE_TYPE_GPU */
+  int has_fp16;                 /**< cl_khr_fp16 */
+  int has_fp64;                 /**< cl_khr_fp64 */
+  int has_int64_atomics;        /**< cl_khr_int64_base_atomics */
+  int nvidia_ptx;               /**< NVIDIA's driver, which accepts inline PTX */
+} fcl_device_limits;
+
+/** One OpenCL device as the library sees it. */
+typedef struct fcl_device_info {
+  unsigned platform_index;      /**< position in clGetPlatformIDs */
+  unsigned device_index;        /**< position in the platform's device list */
+  char name[128];
+  char vendor[128];
+  char platform[128];           /**< the platform's name */
+  char version[128];            /**< CL_DEVICE_VERSION */
+  char driver[64];              /**< CL_DRIVER_VERSION */
+  unsigned max_clock_mhz;
+  fcl_device_limits limits;
+} fcl_device_info;
+
+/** Lists every OpenCL device of every platform, in platform order.
+ *  Writes at most `capacity` entries to `out` (which may be NULL when
+ *  capacity is 0) and the total number of devices to `*count`.
+ *  @return FCL_SUCCESS (also when no platform exists: *count is then 0),
+ *          FCL_ERROR_INVALID_ARGUMENT if count is NULL, FCL_ERROR_OPENCL. */
+FCL_API fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/** A device, its queue, the kernels built for it and the last error.
+ *  One context may be used by several threads at once. */
+typedef struct fcl_context fcl_context;
+
+/** Creates a context on the device `selector` names, with its own OpenCL
+ *  context and an in-order, profiling-enabled queue.
+ *  selector: NULL or "" means $FLASHCL_DEVICE if set, else the first GPU,
+ *  else the first device; "gpu" / "cpu" the first device of that type;
+ *  "P:D" platform P's device D (indices as fcl_devices lists them); anything
+ *  else the first device whose name contains it (case-insensitive).
+ *  As with sqlite3_open, *ctx receives a context even on most failures so
+ *  that fcl_context_last_error() can say why; release it either way. *ctx is
+ *  NULL only if the context itself could not be allocated.
+ *  @return FCL_SUCCESS, FCL_ERROR_DEVICE_NOT_FOUND, FCL_ERROR_OPENCL,
+ *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_INVALID_ARGUMENT (ctx NULL). */
+FCL_API fcl_status fcl_context_create(const char *selector, fcl_context **ctx);
+
+/** Wraps an OpenCL context, device and in-order queue the caller already
+ *  owns. flashcl retains them and releases its references in
+ *  fcl_context_release(); the caller keeps its own. Work is enqueued on
+ *  `queue`. If the queue was created without profiling, run timings fall
+ *  back to the host clock.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (a NULL handle, a queue of
+ *          another context or device), FCL_ERROR_OUT_OF_MEMORY. */
+FCL_API fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
+                            cl_command_queue queue, fcl_context **ctx);
+
+/** Releases a context and every kernel it built. Waits for nothing: finish
+ *  the queue first if work is in flight. NULL is a no-op. */
+FCL_API void fcl_context_release(fcl_context *ctx);
+
+/** @return a description of the last failure in this context (which argument
+ *  was bad, the build log, the OpenCL call and code), or "" if none. The text
+ *  stays valid until the next failing call on the context; with several
+ *  threads sharing a context, it is the most recent failure of any of them.
+ *  NULL ctx gives a constant message. */
+FCL_API const char *fcl_context_last_error(const fcl_context *ctx);
+
+/** Describes the context's device. @return FCL_SUCCESS or
+ *  FCL_ERROR_INVALID_ARGUMENT. */
+FCL_API fcl_status fcl_context_device(const fcl_context *ctx, fcl_device_info *out);
+
+/** The OpenCL objects the context runs on, for allocating buffers; the
+ *  context keeps ownership. NULL when ctx is NULL. */
+FCL_API cl_context fcl_context_cl_context(const fcl_context *ctx);
+FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
+FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
+
+/** Caps the scratch memory one call may allocate (the naive algorithm's S/P
+ *  buffers). 0 restores the default, 40% of the device's global memory.
+ *  The naive algorithm processes (batch, head) slices in chunks that fit.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
+FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
+
+/** Enables (1) or disables (0) I/O counting: the library's own kernels are
+ *  then built with instrumentation that counts every global-memory element
+ *  they load and store, reported in fcl_run_info.bytes_counted. Slower; for
+ *  verifying the I/O model, not for timing. Requires 64-bit atomics.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_UNSUPPORTED. */
+FCL_API fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable);
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fcl_dtype {
+  FCL_DTYPE_F32 = 0,
+  FCL_DTYPE_F16 = 1,  /**< IEEE binary16, loaded with vload_half */
+  FCL_DTYPE_BF16 = 2, /**< bfloat16, rounded to nearest even on store */
+} fcl_dtype;
+
+/** @return the size in bytes of one element of `dtype`, 0 if invalid. */
+FCL_API size_t fcl_dtype_size(fcl_dtype dtype);
+
+/** @return "f32", "f16", "bf16", or "?" for values outside the enum. */
+FCL_API const char *fcl_dtype_name(fcl_dtype dtype);
+
+typedef enum fcl_algo {
+  /** Tiled, never writes S or P to global memory. */
+  FCL_ALGO_FLASH = 0,
+  /** S = scale*QK^T and P = softmax(S) in global memory; GEMMs by CLBlast. */
+  FCL_ALGO_NAIVE = 1,
+} fcl_algo;
+
+/** @return "flash", "naive", or "?". */
+FCL_API const char *fcl_algo_name(fcl_algo algo);
+
+/** The problem. Fill it with fcl_attention_desc_init(), then adjust. */
+typedef struct fcl_attention_desc {
+  size_t batch;     /**< >= 1 */
+  size_t heads_q;   /**< query heads, a multiple of heads_kv */
+  size_t heads_kv;  /**< key/value heads, >= 1 */
+  size_t seqlen_q;  /**< >= 1 */
+  size_t seqlen_k;  /**< >= 1 */
+  size_t head_dim;  /**< 1 .. FCL_MAX_HEAD_DIM */
+  fcl_dtype dtype;  /**< storage type of Q, K, V, O and the gradients */
+  int causal;       /**< 0 or 1; bottom-right aligned */
+  float scale;      /**< logits are scale * q.k; finite and > 0 */
+} fcl_attention_desc;
+
+/** The largest head_dim any algorithm accepts. Devices with little local
+ *  memory may support less (FCL_ERROR_UNSUPPORTED says how much). */
+#define FCL_MAX_HEAD_DIM 256
+
+/** Fills `desc` with the given shape, f32 storage, no causal mask and
+ *  scale = 1/sqrt(head_dim). NULL desc is a no-op. */
+FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
+                             size_t heads_q, size_t heads_kv, size_t seqlen_q,
+                             size_t seqlen_k, size_t head_dim);
+
+typedef enum fcl_pass {
+  FCL_PASS_FORWARD = 0,
+  FCL_PASS_BACKWARD = 1,
+} fcl_pass;
+
+/** The tiling a flash kernel runs with: the C form of its -D options. */
+typedef struct fcl_plan {
+  unsigned block_q;          /**< query rows per work-group (Br) */
+  unsigned block_k;          /**< keys per local-memory tile (Bc) */
+  unsigned wg_size;          /**< work-items per work-group */
+  unsigned threads_per_row;  /**< work-items sharing one query row's head_dim */
+  unsigned rows_per_thread;  /**< query rows each work-item owns */
+  unsigned head_dim_padded;  /**< head_dim rounded up to the slices' width */
+  size_t local_bytes;        /**< local memory per work-group */
+} fcl_plan;
+
+/** Chooses the flash tiling for `desc` on a device with `limits` without
+ *  touching any device: the same function the library uses at run time.
+ *  On FCL_ERROR_UNSUPPORTED (a head_dim whose tiles cannot fit the device's
+ *  local memory or work-group limit) a reason is written to `why` when it is
+ *  non-NULL (at most why_len bytes, NUL-terminated).
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
+ *          FCL_ERROR_UNSUPPORTED. */
+FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
+                          const fcl_attention_desc *desc, fcl_pass pass,
+                          fcl_plan *plan, char *why, size_t why_len);
+
+/** Overrides the planner's flash tiling for this context, for tuning: the
+ *  nonzero fields among block_k, wg_size, threads_per_row and
+ *  rows_per_thread of `hint` replace the planner's choices; the others stay
+ *  the planner's. NULL restores the planner. A combination that does not
+ *  fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (threads_per_row not
+ *          1, 2 or 4; rows_per_thread over 4; wg_size not a power of two up
+ *          to 1024 or not a multiple of threads_per_row; block_k over 128). */
+FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
+
+/** What one call did. Pass a pointer to get it; the call then blocks until
+ *  its work has finished, so that the timing is known. */
+typedef struct fcl_run_info {
+  /** Device time from the queue reaching the call to its last command
+   *  ending, from profiling markers; host wall time when the queue has no
+   *  profiling. */
+  double ms;
+  /** Global-memory bytes the algorithm moves, by the I/O model, for the plan
+   *  actually used. */
+  uint64_t bytes_model;
+  /** Bytes the instrumented kernels counted (fcl_context_set_count_io), plus
+   *  the model's figure for work they cannot count (CLBlast GEMMs); 0 when
+   *  counting is off. */
+  uint64_t bytes_counted;
+  /** Floating-point operations by flash-attn's convention. */
+  double flops;
+  /** The flash tiling used (zeros for the naive algorithm). */
+  fcl_plan plan;
+  /** Chunks the naive algorithm split the (batch, head) slices into. */
+  unsigned chunks;
+} fcl_run_info;
+
+/** Exact attention forward: O = softmax(scale * Q K^T + causal mask) V, and
+ *  LSE = log of each row's softmax denominator (natural log, of the scaled
+ *  logits). Enqueues on the context's queue and returns; when `info` is not
+ *  NULL, waits for completion and fills it.
+ *  q, k, v: inputs; o: output; lse: output, or NULL if not wanted.
+ *  Buffers must belong to the context's OpenCL context and hold at least the
+ *  shape's bytes (checked with CL_MEM_SIZE).
+ *  On failure, each output buffer is either untouched or completely
+ *  written: never half.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
+ *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
+ *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
+ *          FCL_ERROR_CLBLAST. */
+FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
+                                 const fcl_attention_desc *desc,
+                                 fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
+                                 cl_mem o, cl_mem lse, fcl_run_info *info);
+
+/** Floating-point operations of a pass by flash-attn's convention:
+ *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),
+ *  2.5 times that backward. 0 for a NULL desc. */
+FCL_API double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCL_H */

@@ -1,0 +1,58 @@
+/*
+ * reference.c — float64 attention on the host, the textbook formula with a
+ * max-subtracted softmax; see reference.h.
+ */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
+                        const float *k, const float *v, size_t b, size_t h,
+                        size_t i, double *o_row, double *lse) {
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
+  const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
+  /* Bottom-right aligned: key j is seen iff j <= i + nk - nq. */
+  size_t seen = nk;
+  if (desc->causal) {
+    long long last = (long long)i + (long long)nk - (long long)nq;
+    seen = last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
+  }
+  for (size_t c = 0; c < d; ++c) o_row[c] = 0.0;
+  if (seen == 0) {
+    *lse = -INFINITY;
+    return;
+  }
+  double *s = malloc(seen * sizeof *s);
+  if (!s) abort();
+  double m = -INFINITY;
+  for (size_t j = 0; j < seen; ++j) {
+    const float *kj = k + ((b * nk + j) * desc->heads_kv + hkv) * d;
+    double dot = 0.0;
+    for (size_t c = 0; c < d; ++c) dot += (double)qi[c] * (double)kj[c];
+    s[j] = dot * (double)desc->scale;
+    if (s[j] > m) m = s[j];
+  }
+  double l = 0.0;
+  for (size_t j = 0; j < seen; ++j) {
+    const double p = exp(s[j] - m);
+    const float *vj = v + ((b * nk + j) * desc->heads_kv + hkv) * d;
+    l += p;
+    for (size_t c = 0; c < d; ++c) o_row[c] += p * (double)vj[c];
+  }
+  for (size_t c = 0; c < d; ++c) o_row[c] /= l;
+  *lse = m + log(l);
+  free(s);
+}
+
+void fclref_forward(const fcl_attention_desc *desc, const float *q,
+                    const float *k, const float *v, double *o, double *lse) {
+  const size_t d = desc->head_dim, nq = desc->seqlen_q;
+  for (size_t b = 0; b < desc->batch; ++b)
+    for (size_t h = 0; h < desc->heads_q; ++h)
+      for (size_t i = 0; i < nq; ++i)
+        fclref_forward_row(desc, q, k, v, b, h, i,
+                           o + ((b * nq + i) * desc->heads_q + h) * d,
+                           lse + (b * desc->heads_q + h) * nq + i);
+}

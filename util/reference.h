@@ -1,0 +1,24 @@
+/*
+ * reference.h — attention in float64 on the host: the yardstick that the
+ * tests and flashcl-bench --check measure the device results against.
+ * Inputs are float arrays in the library's layout, already rounded to the
+ * storage type, so only the device's arithmetic is being judged.
+ */
+#ifndef FLASHCL_REFERENCE_H
+#define FLASHCL_REFERENCE_H
+
+#include "flashcl.h"
+
+/** One query row (batch b, query head h, row i) of the forward:
+ *  o_row[head_dim] and *lse (-INFINITY and zeros for a row that sees no
+ *  key). Costs O(seqlen_k * head_dim), so callers can check a sample of
+ *  rows of a large problem. */
+void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
+                        const float *k, const float *v, size_t b, size_t h,
+                        size_t i, double *o_row, double *lse);
+
+/** The whole forward: o in Q's layout, lse as [batch][heads_q][seqlen_q]. */
+void fclref_forward(const fcl_attention_desc *desc, const float *q,
+                    const float *k, const float *v, double *o, double *lse);
+
+#endif
