@@ -11,6 +11,10 @@
 #ifndef FCL_DTYPE
 #define FCL_DTYPE 0 // storage of Q, K, V, O and gradients: 0 f32, 1 f16, 2 bf16
 #endif
+#ifndef FCL_UNROLL
+#define FCL_UNROLL 1 // 0 on CPUs: PoCL vectorises across work-items, and
+                     // fully unrolled tile loops only slow its compiler down
+#endif
 #ifndef FCL_NVIDIA_PTX
 #define FCL_NVIDIA_PTX 0 // 1 on NVIDIA's driver, whose compiler takes inline PTX
 #endif
@@ -88,6 +92,14 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
 #define STORE_F32(p, i, x) (FCL_COUNT_STORE(4), (p)[i] = (x))
 
 /* ---- helpers -------------------------------------------------------------- */
+
+/* Loops over tile dimensions: unrolled on GPUs, so that per-row arrays stay
+ * in registers. */
+#if FCL_UNROLL
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("nounroll")
+#endif
 
 /* Running maxima start here, not at -INFINITY: exp2(m_old - m_new) then
  * never sees inf - inf (DESIGN.md, numerical rules). */

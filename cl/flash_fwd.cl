@@ -4,7 +4,7 @@
  * A work-group owns BLOCK_Q query rows of one (batch, head). K and V stream
  * through local memory in tiles of BLOCK_K keys. Each row keeps a running
  * max m, a running sum l and an unnormalised output accumulator in private
- * memory, rescaled by 2^(m_old - m_new) when the max grows, and divided by l
+ * memory, rescaled by e^(m_old - m_new) when the max grows, and divided by l
  * once at the end. S and P never leave the chip: the kernel reads Q once,
  * K and V once per query block, and writes O and LSE once.
  *
@@ -14,8 +14,11 @@
  * same K/V tile address at once (a broadcast), so one 16-byte local load
  * feeds 4 * ROWS_PER_THREAD multiply-adds.
  *
- * Logits are kept in base 2: q is pre-multiplied by scale * log2(e), so
- * softmax uses exp2 and LSE = (m + log2 l) * ln 2.
+ * Accuracy: the scale is applied to each finished dot product, as the naive
+ * GEMM's alpha does, and the conversion to base 2 for exp2 happens after
+ * the running max is subtracted. Folding scale * log2(e) into q (as CUDA
+ * FlashAttention does) rounds every logit once more at its full magnitude,
+ * which at logits of 1e4 costs more than the 2x-naive error budget.
  */
 
 #ifndef HEAD_DIM_MAX
@@ -77,7 +80,7 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
                __global float *lse,         // [batch][heads_q][seqlen_q]
                const int seqlen_q, const int seqlen_k, const int heads_q,
                const int heads_kv, const int head_dim,
-               const float scale_log2       // scale * log2(e)
+               const float scale            // logits are scale * q.k
                FCL_IO_PARAM) {
   __local float4 k_tile[BLOCK_K * TILE_LD4];   // [key][slice][D_SLICE + skew]
   __local float4 v_tile[BLOCK_K * TILE_LD4];
@@ -125,14 +128,14 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
   float acc[ROWS_PER_THREAD][D_SLICE];
   float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
   const int col0 = slice * D_SLICE;
-#pragma unroll
+UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     row[r] = q0 + row_group + r * ROW_GROUPS;
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
     const int live = row[r] < seqlen_q;
     __global const store_t *src = q_rows + (size_t)row[r] * q_stride;
-#pragma unroll
+UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
       const int col = col0 + c;
       float4 x = (float4)(0.0f);
@@ -144,7 +147,6 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
         if (col + 2 < head_dim) x.z = LOAD1(src, col + 2);
         if (col + 3 < head_dim) x.w = LOAD1(src, col + 3);
       }
-      x *= scale_log2;
       qr[r][c] = x.x;
       qr[r][c + 1] = x.y;
       qr[r][c + 2] = x.z;
@@ -197,41 +199,43 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* ---- S = q . k for this tile (this work-item's slice) ---- */
+    /* ---- S = q . k for this tile (this work-item's slice) ----
+     * Four accumulator chains per score, one per float4 lane, summed
+     * pairwise at the end: the rounding error of a dot product grows with
+     * its chain length, and at logits of 1e4 it dominates the result. */
     float s[ROWS_PER_THREAD][BLOCK_K];
-#pragma unroll
-    for (int j = 0; j < BLOCK_K; ++j)
-#pragma unroll
-      for (int r = 0; r < ROWS_PER_THREAD; ++r) s[r][j] = 0.0f;
-#pragma unroll
-    for (int c4 = 0; c4 < D_SLICE4; ++c4) {
-#pragma unroll
-      for (int j = 0; j < BLOCK_K; ++j) {
+UNROLL
+    for (int j = 0; j < BLOCK_K; ++j) {
+      float4 dot[ROWS_PER_THREAD];
+UNROLL
+      for (int r = 0; r < ROWS_PER_THREAD; ++r) dot[r] = (float4)(0.0f);
+UNROLL
+      for (int c4 = 0; c4 < D_SLICE4; ++c4) {
         const float4 kk = k_tile[j * TILE_LD4 + slice_base4 + c4];
-#pragma unroll
+UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-          float x = s[r][j];
-          x = fma(qr[r][4 * c4 + 0], kk.x, x);
-          x = fma(qr[r][4 * c4 + 1], kk.y, x);
-          x = fma(qr[r][4 * c4 + 2], kk.z, x);
-          x = fma(qr[r][4 * c4 + 3], kk.w, x);
-          s[r][j] = x;
+          const float4 qq = (float4)(qr[r][4 * c4], qr[r][4 * c4 + 1], qr[r][4 * c4 + 2],
+                                     qr[r][4 * c4 + 3]);
+          dot[r] = fma(qq, kk, dot[r]);
         }
       }
+UNROLL
+      for (int r = 0; r < ROWS_PER_THREAD; ++r)
+        s[r][j] = (dot[r].x + dot[r].y) + (dot[r].z + dot[r].w);
     }
 
     /* ---- sum the slices' partial dot products ---- */
 #if THREADS_PER_ROW > 1
 #if ROW_SUM_IN_LOCAL
-#pragma unroll
+UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-#pragma unroll
+UNROLL
       for (int j = 0; j < BLOCK_K; ++j) s_part[j * WG_SIZE + tid] = s[r][j];
       barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
         float x = 0.0f;
-#pragma unroll
+UNROLL
         for (int t = 0; t < THREADS_PER_ROW; ++t)
           x += s_part[j * WG_SIZE + row_group * THREADS_PER_ROW + t];
         s[r][j] = x;
@@ -239,9 +243,9 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
       barrier(CLK_LOCAL_MEM_FENCE);
     }
 #else
-#pragma unroll
+UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r)
-#pragma unroll
+UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
         s[r][j] += fcl_shfl_xor(s[r][j], 1);
 #if THREADS_PER_ROW == 4
@@ -251,41 +255,47 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
 #endif
 #endif
 
-    /* ---- online softmax: mask, new max, rescale, p = 2^(s - m) ---- */
+    /* ---- online softmax: scale, mask, new max, rescale, p = e^(s - m) ---- */
     const int masked = k0 + BLOCK_K > kv_full;  // uniform over the group
-#pragma unroll
+UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+UNROLL
+      for (int j = 0; j < BLOCK_K; ++j) s[r][j] *= scale;
       if (masked) {
-#pragma unroll
+UNROLL
         for (int j = 0; j < BLOCK_K; ++j) {
           const int key = k0 + j;
-          const int seen = key < seqlen_k && (!CAUSAL || key <= row[r] + diag);
+#if CAUSAL
+          const int seen = key < seqlen_k && key <= row[r] + diag;
+#else
+          const int seen = key < seqlen_k;
+#endif
           s[r][j] = seen ? s[r][j] : -INFINITY;
         }
       }
       float m_new = m[r];
-#pragma unroll
+UNROLL
       for (int j = 0; j < BLOCK_K; ++j) m_new = fmax(m_new, s[r][j]);
-      const float alpha = exp2(m[r] - m_new);
+      const float alpha = exp2((m[r] - m_new) * M_LOG2E_F);
       m[r] = m_new;
       float sum = 0.0f;
-#pragma unroll
+UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
-        s[r][j] = exp2(s[r][j] - m_new);  // masked: exp2(-inf) = 0
+        s[r][j] = exp2((s[r][j] - m_new) * M_LOG2E_F);  // masked: exp2(-inf) = 0
         sum += s[r][j];
       }
       l[r] = l[r] * alpha + sum;
-#pragma unroll
+UNROLL
       for (int c = 0; c < D_SLICE; ++c) acc[r][c] *= alpha;
     }
 
     /* ---- acc += p . v ---- */
-#pragma unroll
+UNROLL
     for (int j = 0; j < BLOCK_K; ++j) {
-#pragma unroll
+UNROLL
       for (int c4 = 0; c4 < D_SLICE4; ++c4) {
         const float4 vv = v_tile[j * TILE_LD4 + slice_base4 + c4];
-#pragma unroll
+UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float p = s[r][j];
           acc[r][4 * c4 + 0] = fma(p, vv.x, acc[r][4 * c4 + 0]);
@@ -299,13 +309,13 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
   }
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
-#pragma unroll
+UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     if (row[r] >= seqlen_q) continue;
     /* A row that saw no key has l = 0 and acc = 0: output zeros. */
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     __global store_t *dst = o_rows + (size_t)row[r] * q_stride;
-#pragma unroll
+UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
       const int col = col0 + c;
       const float4 x = (float4)(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]) * inv;
@@ -320,7 +330,7 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
     }
 #if STORE_LSE
     if (slice == 0) {
-      const float value = l[r] > 0.0f ? (m[r] + log2(l[r])) * M_LN2_F : -INFINITY;
+      const float value = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
       STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
     }
 #endif

@@ -109,7 +109,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
 
   fcl__timer timer = {0};
   fcl__io_counter counter = {0};
-  if (info) FCL_FORWARD_IF(fcl__timer_start(ctx, &timer));
+  call.timer = info ? &timer : NULL;
   fcl_status status = fcl__io_counter_begin(ctx, &counter);
   call.io_counter = counter.buffer;
   if (status == FCL_SUCCESS)
@@ -118,11 +118,9 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   double ms = 0.0;
   if (status == FCL_SUCCESS) status = fcl__io_counter_end(ctx, &counter, &loaded, &stored);
   else fcl__release_mem(&counter.buffer);
-  if (info) {
-    /* Stop the timer even after a failure, to release its marker. */
-    fcl_status timed = fcl__timer_stop(ctx, &timer, &ms);
-    if (status == FCL_SUCCESS) status = timed;
-  }
+  /* Stop the timer even after a failure, to release its marker. */
+  fcl_status timed = fcl__timer_stop(ctx, &timer, &ms);
+  if (status == FCL_SUCCESS) status = timed;
   if (status != FCL_SUCCESS || !info) return status;
 
   memset(info, 0, sizeof *info);

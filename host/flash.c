@@ -4,8 +4,6 @@
  */
 #include "internal.h"
 
-#include <math.h>
-
 /* The -D options of flash_fwd.cl: one source of truth, the plan. */
 static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
                             int with_lse, fcl__options *opts) {
@@ -38,12 +36,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
   const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
   const cl_int head_dim = (cl_int)desc->head_dim;
-  const cl_float scale_log2 = desc->scale * (cl_float)M_LOG2E;
+  const cl_float scale = desc->scale;
   fcl__arg args[] = {
       FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
       FCL_ARG(call->o),    FCL_ARG(call->lse),      FCL_ARG(seqlen_q),
       FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
-      FCL_ARG(head_dim),   FCL_ARG(scale_log2),     FCL_ARG(call->io_counter),
+      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(call->io_counter),
   };
   cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
   status = fcl__set_args(ctx, kernel, "flash_fwd", args, n_args);
@@ -51,10 +49,13 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
     size_t q_blocks = (desc->seqlen_q + plan->block_q - 1) / plan->block_q;
     size_t groups = q_blocks * desc->heads_q * desc->batch;
     size_t global = groups * plan->wg_size, local = plan->wg_size;
-    FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
-                  "the flash launch needs %zu work-groups; at most %d fit",
-                  groups, INT32_MAX);
-    status = fcl__launch(ctx, kernel, "flash_fwd", 1, &global, &local);
+    if (groups > (size_t)INT32_MAX)
+      status = fcl__fail(ctx, FCL_ERROR_INVALID_SHAPE,
+                         "the flash launch needs %zu work-groups; at most %d fit",
+                         groups, INT32_MAX);
+    if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+    if (status == FCL_SUCCESS)
+      status = fcl__launch(ctx, kernel, "flash_fwd", 1, &global, &local);
   }
   clReleaseKernel(kernel);
   return status;

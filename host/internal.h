@@ -151,11 +151,15 @@ void fcl__programs_release(fcl_context *ctx);
 typedef struct fcl__timer {
   cl_event start;
   double host_start_ms;
+  int running;
 } fcl__timer;
 
-/** Marks the start of a timed call (only when the caller wants run info). */
+/** Marks the start of a timed call. Algorithms call it after building their
+ *  kernels and before their first enqueue, so compiles are not timed.
+ *  A NULL timer (the caller wants no run info) is a no-op. */
 fcl_status fcl__timer_start(fcl_context *ctx, fcl__timer *timer);
-/** Waits for the work enqueued since start and returns its duration. */
+/** Waits for the work enqueued since start and returns its duration; 0 when
+ *  the timer never started (the call failed before enqueuing). */
 fcl_status fcl__timer_stop(fcl_context *ctx, fcl__timer *timer, double *ms);
 /** Host monotonic clock in milliseconds. */
 double fcl__now_ms(void);
@@ -207,6 +211,7 @@ typedef struct fcl__forward_call {
   fcl__shape shape;
   cl_mem q, k, v, o, lse;
   cl_mem io_counter; /* NULL unless counting */
+  fcl__timer *timer; /* NULL unless the caller wants run info */
   fcl_plan plan;     /* flash: filled by the algorithm */
   unsigned chunks;   /* naive: filled by the algorithm */
 } fcl__forward_call;

@@ -223,6 +223,7 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
 
   naive_run run = {0};
   fcl_status status = naive_prepare(call, &ch, &run);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
   const size_t group = call->shape.group;
   for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
     for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)

@@ -103,12 +103,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   while (2 * plan.head_dim_padded / g > PRIVATE_ROW_FLOATS) g *= 2;
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
 
-  unsigned wg = DEFAULT_WG;
-  if (hint && hint->wg_size) {
-    wg = hint->wg_size;
-  } else {
-    size_t limit = limits->max_work_group_size;
-    if (wg > limit) wg = floor_pow2(limit);
+  unsigned wg = hint && hint->wg_size ? hint->wg_size : DEFAULT_WG;
+  if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
+    wg = floor_pow2(limits->max_work_group_size);
+  if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
+  if (!(hint && hint->wg_size)) {
     /* Fill the device: at least two work-groups per compute unit. */
     size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
     for (;;) {
@@ -118,7 +117,6 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
       wg /= 2;
     }
   }
-  if (g > wg) g = wg;
   if (wg > limits->max_work_group_size) {
     say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",

@@ -61,6 +61,7 @@ static void context_options(const fcl_context *ctx, fcl__options *opts) {
   fcl__options_flag(opts, "-cl-std=CL1.2");
   if (ctx->count_io) fcl__options_define(opts, "FCL_COUNT_IO", 1);
   if (ctx->info.limits.nvidia_ptx) fcl__options_define(opts, "FCL_NVIDIA_PTX", 1);
+  if (!ctx->info.limits.is_gpu) fcl__options_define(opts, "FCL_UNROLL", 0);
 }
 
 /* Looks up a built program; the caller holds ctx->lock. */

@@ -14,6 +14,7 @@ double fcl__now_ms(void) {
 }
 
 fcl_status fcl__timer_start(fcl_context *ctx, fcl__timer *timer) {
+  if (!timer) return FCL_SUCCESS;
   timer->start = NULL;
   /* Drain earlier work so that neither clock counts it. */
   FCL_CL_RETURN_IF(ctx, clFinish(ctx->queue), "clFinish");
@@ -22,6 +23,7 @@ fcl_status fcl__timer_start(fcl_context *ctx, fcl__timer *timer) {
     FCL_CL_RETURN_IF(ctx,
                      clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &timer->start),
                      "clEnqueueMarkerWithWaitList");
+  timer->running = 1;
   return FCL_SUCCESS;
 }
 
@@ -31,6 +33,9 @@ static int marker_end_ns(cl_event event, cl_ulong *ns) {
 }
 
 fcl_status fcl__timer_stop(fcl_context *ctx, fcl__timer *timer, double *ms) {
+  *ms = 0.0;
+  if (!timer->running) return FCL_SUCCESS;
+  timer->running = 0;
   cl_event end = NULL;
   cl_int err = CL_SUCCESS;
   if (timer->start)

@@ -1,0 +1,137 @@
+/*
+ * harness.c — see harness.h.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t th_seed(void) {
+  static uint64_t seed;
+  static int chosen;
+  if (!chosen) {
+    const char *env = getenv("FLASHCL_TEST_SEED");
+    if (env && *env) {
+      seed = strtoull(env, NULL, 0);
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+    }
+    chosen = 1;
+    printf("random seed %llu (FLASHCL_TEST_SEED=%llu reproduces this run)\n",
+           (unsigned long long)seed, (unsigned long long)seed);
+    fflush(stdout);
+  }
+  return seed;
+}
+
+fcl_context *th_context(void) {
+  const char *selector = getenv("FLASHCL_TEST_DEVICE");
+  fcl_context *ctx = NULL;
+  fcl_status status = fcl_context_create(selector, &ctx);
+  ck_assert_msg(status == FCL_SUCCESS, "no test device (%s): %s", fcl_status_str(status),
+                fcl_context_last_error(ctx));
+  return ctx;
+}
+
+static float *host_alloc(size_t n) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  return x;
+}
+
+void th_problem_init(th_problem *p, fcl_context *ctx, const fcl_attention_desc *desc,
+                     uint64_t seed, double sigma) {
+  memset(p, 0, sizeof *p);
+  p->desc = *desc;
+  p->q_elems = desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
+  p->kv_elems = desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
+  p->lse_elems = desc->batch * desc->heads_q * desc->seqlen_q;
+  p->q = host_alloc(p->q_elems);
+  p->k = host_alloc(p->kv_elems);
+  p->v = host_alloc(p->kv_elems);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + seed);
+  fclu_fill_normal(&rng, p->q, p->q_elems, sigma, desc->dtype);
+  fclu_fill_normal(&rng, p->k, p->kv_elems, sigma, desc->dtype);
+  fclu_fill_normal(&rng, p->v, p->kv_elems, 1.0, desc->dtype);
+  p->dq = fclu_upload(ctx, p->q, p->q_elems, desc->dtype);
+  p->dk = fclu_upload(ctx, p->k, p->kv_elems, desc->dtype);
+  p->dv = fclu_upload(ctx, p->v, p->kv_elems, desc->dtype);
+  ck_assert(p->dq && p->dk && p->dv);
+}
+
+void th_problem_free(th_problem *p) {
+  free(p->q);
+  free(p->k);
+  free(p->v);
+  if (p->dq) clReleaseMemObject(p->dq);
+  if (p->dk) clReleaseMemObject(p->dk);
+  if (p->dv) clReleaseMemObject(p->dv);
+  memset(p, 0, sizeof *p);
+}
+
+th_forward th_run_forward(fcl_context *ctx, const th_problem *p, fcl_algo algo,
+                          int with_lse) {
+  th_forward r;
+  memset(&r, 0, sizeof r);
+  size_t es = fcl_dtype_size(p->desc.dtype);
+  cl_mem o = fclu_poisoned_buffer(ctx, p->q_elems * es);
+  cl_mem lse = with_lse ? fclu_poisoned_buffer(ctx, p->lse_elems * sizeof(float)) : NULL;
+  ck_assert(o && (lse || !with_lse));
+  r.status = fcl_attention_forward(ctx, &p->desc, algo, p->dq, p->dk, p->dv, o, lse, &r.info);
+  r.o = host_alloc(p->q_elems);
+  r.lse = with_lse ? host_alloc(p->lse_elems) : NULL;
+  ck_assert_int_eq(fclu_download(ctx, o, r.o, p->q_elems, p->desc.dtype), 0);
+  if (with_lse)
+    ck_assert_int_eq(fclu_download(ctx, lse, r.lse, p->lse_elems, FCL_DTYPE_F32), 0);
+  clReleaseMemObject(o);
+  if (lse) clReleaseMemObject(lse);
+  return r;
+}
+
+void th_forward_free(th_forward *r) {
+  free(r->o);
+  free(r->lse);
+  r->o = r->lse = NULL;
+}
+
+th_reference th_reference_forward(const th_problem *p) {
+  th_reference r;
+  r.o = malloc((p->q_elems ? p->q_elems : 1) * sizeof *r.o);
+  r.lse = malloc((p->lse_elems ? p->lse_elems : 1) * sizeof *r.lse);
+  ck_assert(r.o && r.lse);
+  fclref_forward(&p->desc, p->q, p->k, p->v, r.o, r.lse);
+  return r;
+}
+
+void th_reference_free(th_reference *r) {
+  free(r->o);
+  free(r->lse);
+  r->o = r->lse = NULL;
+}
+
+const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {
+  snprintf(buf, len, "B%zu Hq%zu Hkv%zu Nq%zu Nk%zu d%zu %s%s scale %g", d->batch,
+           d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,
+           fcl_dtype_name(d->dtype), d->causal ? " causal" : "", (double)d->scale);
+  return buf;
+}
+
+TCase *th_tcase(const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, TH_TIMEOUT_S);
+  return tc;
+}
+
+int th_run_suite(Suite *suite) {
+  th_seed();  /* chosen in the parent, so every forked test shares it */
+  SRunner *runner = srunner_create(suite);
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,73 @@
+/*
+ * harness.h — what the Check suites share: a context per test (created in
+ * the forked child: an OpenCL call in the parent before srunner_run_all
+ * hangs the children), random problems uploaded to the device, runs that
+ * poison their outputs first, and the float64 reference.
+ */
+#ifndef FLASHCL_TEST_HARNESS_H
+#define FLASHCL_TEST_HARNESS_H
+
+#include <check.h>
+
+#include "flashcl.h"
+#include "hostdata.h"
+#include "reference.h"
+
+/* PoCL compiles each kernel variant in seconds; Check's default is 4 s. */
+#define TH_TIMEOUT_S 900
+
+/** A context on $FLASHCL_TEST_DEVICE (default: the library's default);
+ *  fails the test if none can be made. */
+fcl_context *th_context(void);
+
+/** Inputs of one problem, on the host (rounded to the storage type) and on
+ *  the device. */
+typedef struct th_problem {
+  fcl_attention_desc desc;
+  size_t q_elems, kv_elems, lse_elems;
+  float *q, *k, *v;
+  cl_mem dq, dk, dv;  /* device copies of q, k, v */
+} th_problem;
+
+/** Draws q, k, v from normal(0, sigma) (v: normal(0, 1)) with the suite's
+ *  seed plus `seed`, and uploads them. */
+void th_problem_init(th_problem *p, fcl_context *ctx, const fcl_attention_desc *desc,
+                     uint64_t seed, double sigma);
+void th_problem_free(th_problem *p);
+
+/** Outputs of one forward run, downloaded. */
+typedef struct th_forward {
+  fcl_status status;
+  fcl_run_info info;
+  float *o, *lse;
+} th_forward;
+
+/** Runs the forward with poisoned outputs and downloads them (lse NULL when
+ *  !with_lse). Never fails the test itself: check .status. */
+th_forward th_run_forward(fcl_context *ctx, const th_problem *p, fcl_algo algo,
+                          int with_lse);
+void th_forward_free(th_forward *r);
+
+/** The float64 reference of a problem's forward. */
+typedef struct th_reference {
+  double *o, *lse;
+} th_reference;
+
+th_reference th_reference_forward(const th_problem *p);
+void th_reference_free(th_reference *r);
+
+/** The suite's random seed: $FLASHCL_TEST_SEED if set, else drawn from the
+ *  clock, so every run sees fresh inputs; printed once so that a failure can
+ *  be reproduced. */
+uint64_t th_seed(void);
+
+/** A short description of a problem for failure messages. */
+const char *th_describe(const fcl_attention_desc *desc, char *buf, size_t len);
+
+/** A test case with the harness's timeout. */
+TCase *th_tcase(const char *name);
+
+/** Runs a suite (fork mode unless CK_FORK=no); returns main's exit status. */
+int th_run_suite(Suite *suite);
+
+#endif

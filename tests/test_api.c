@@ -1,0 +1,275 @@
+/*
+ * test_api.c — misuse of the public API: every bad argument gives its
+ * documented status and a message naming it, and leaves the outputs alone.
+ */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+START_TEST(version_and_names) {
+  ck_assert_uint_eq(fcl_version_number(), FCL_VERSION_NUMBER);
+  ck_assert_str_eq(fcl_status_str(FCL_SUCCESS), "FCL_SUCCESS");
+  ck_assert_str_eq(fcl_status_str(FCL_ERROR_CLBLAST), "FCL_ERROR_CLBLAST");
+  ck_assert_str_eq(fcl_status_str((fcl_status)12345), "FCL_STATUS_UNKNOWN");
+  for (int s = 0; s <= FCL_ERROR_CLBLAST; ++s)
+    ck_assert(strncmp(fcl_status_str((fcl_status)s), "FCL_", 4) == 0);
+  ck_assert_str_eq(fcl_dtype_name(FCL_DTYPE_BF16), "bf16");
+  ck_assert_uint_eq(fcl_dtype_size(FCL_DTYPE_F16), 2);
+  ck_assert_uint_eq(fcl_dtype_size((fcl_dtype)9), 0);
+  ck_assert_str_eq(fcl_algo_name(FCL_ALGO_NAIVE), "naive");
+  ck_assert_str_eq(fcl_context_last_error(NULL), "no context (NULL)");
+}
+END_TEST
+
+START_TEST(device_listing) {
+  size_t n = 0;
+  ck_assert_int_eq(fcl_devices(NULL, 0, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_devices(NULL, 0, &n), FCL_SUCCESS);
+  ck_assert_uint_ge(n, 1);
+  fcl_device_info info[8];
+  size_t count = 0;
+  ck_assert_int_eq(fcl_devices(info, 8, &count), FCL_SUCCESS);
+  ck_assert_uint_eq(count, n);
+  ck_assert(info[0].name[0] != '\0');
+  ck_assert_uint_gt(info[0].limits.local_mem_bytes, 0);
+  ck_assert_uint_gt(info[0].limits.max_work_group_size, 0);
+}
+END_TEST
+
+START_TEST(context_selectors) {
+  fcl_context *ctx = NULL;
+  ck_assert_int_eq(fcl_context_create(NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  const char *missing[] = {"no-such-device-anywhere", "all", "63:63"};
+  for (size_t i = 0; i < 3; ++i) {
+    ck_assert_int_eq(fcl_context_create(missing[i], &ctx), FCL_ERROR_DEVICE_NOT_FOUND);
+    ck_assert_ptr_nonnull(ctx);  /* to carry the message */
+    ck_assert(strlen(fcl_context_last_error(ctx)) > 10);
+    /* A failed context refuses work with a clear status. */
+    ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(fcl_context_cl_queue(ctx));
+    fcl_context_release(ctx);
+  }
+  fcl_device_info first;
+  size_t n = 0;
+  ck_assert_int_eq(fcl_devices(&first, 1, &n), FCL_SUCCESS);
+  char selector[16];
+  snprintf(selector, sizeof selector, "%u:%u", first.platform_index, first.device_index);
+  ck_assert_int_eq(fcl_context_create(selector, &ctx), FCL_SUCCESS);
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  ck_assert_str_eq(info.name, first.name);
+  fcl_context_release(ctx);
+  /* A substring of the name, in another case. */
+  char part[8] = {0};
+  for (int i = 0; i < 4 && first.name[i]; ++i)
+    part[i] = (char)((first.name[i] >= 'a' && first.name[i] <= 'z') ? first.name[i] - 32
+                                                                     : first.name[i]);
+  ck_assert_int_eq(fcl_context_create(part, &ctx), FCL_SUCCESS);
+  fcl_context_release(ctx);
+  fcl_context_release(NULL);
+}
+END_TEST
+
+START_TEST(wrapping_a_callers_context) {
+  fcl_context *owner = th_context();
+  cl_context clctx = fcl_context_cl_context(owner);
+  cl_device_id dev = fcl_context_cl_device(owner);
+  cl_int err;
+  cl_command_queue plain = clCreateCommandQueue(clctx, dev, 0, &err);  /* no profiling */
+  ck_assert_int_eq(err, CL_SUCCESS);
+  fcl_context *wrapped = NULL;
+  ck_assert_int_eq(fcl_context_wrap(NULL, dev, plain, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_wrap(clctx, NULL, plain, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_wrap(clctx, dev, NULL, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_wrap(clctx, dev, plain, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_wrap(clctx, dev, plain, &wrapped), FCL_SUCCESS);
+  ck_assert_ptr_eq(fcl_context_cl_queue(wrapped), plain);
+
+  /* It computes, on the caller's queue, with host timing. */
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 2, 1, 9, 11, 16);
+  th_problem p;
+  th_problem_init(&p, wrapped, &desc, 1, 1.0);
+  th_reference ref = th_reference_forward(&p);
+  th_forward run = th_run_forward(wrapped, &p, FCL_ALGO_FLASH, 1);
+  ck_assert_int_eq(run.status, FCL_SUCCESS);
+  ck_assert(run.info.ms > 0);
+  ck_assert(fclu_max_abs_err(run.o, ref.o, p.q_elems) < 1e-5);
+  th_forward_free(&run);
+  th_reference_free(&ref);
+  th_problem_free(&p);
+
+  /* Releasing the wrapper leaves the caller's objects usable. */
+  fcl_context_release(wrapped);
+  ck_assert_int_eq(clFinish(plain), CL_SUCCESS);
+  clReleaseCommandQueue(plain);
+  fcl_context_release(owner);
+}
+END_TEST
+
+/* A valid problem and buffers to break one argument at a time. */
+typedef struct fixture {
+  fcl_context *ctx;
+  fcl_attention_desc desc;
+  th_problem p;
+  cl_mem o, lse;
+} fixture;
+
+static void fixture_init(fixture *f) {
+  f->ctx = th_context();
+  fcl_attention_desc_init(&f->desc, 2, 4, 2, 5, 6, 8);
+  th_problem_init(&f->p, f->ctx, &f->desc, 1, 1.0);
+  f->o = fclu_poisoned_buffer(f->ctx, f->p.q_elems * sizeof(float));
+  f->lse = fclu_poisoned_buffer(f->ctx, f->p.lse_elems * sizeof(float));
+  ck_assert(f->o && f->lse);
+}
+
+static void fixture_free(fixture *f) {
+  clReleaseMemObject(f->o);
+  clReleaseMemObject(f->lse);
+  th_problem_free(&f->p);
+  fcl_context_release(f->ctx);
+}
+
+/* Calls the forward with `desc` and buffers, expects `want` and a message
+ * containing `needle`, and checks both outputs are still poisoned. */
+static void expect_failure(fixture *f, const fcl_attention_desc *desc, fcl_algo algo,
+                           cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_mem lse,
+                           fcl_status want, const char *needle) {
+  fcl_run_info info;
+  fcl_status got = fcl_attention_forward(f->ctx, desc, algo, q, k, v, o, lse, &info);
+  ck_assert_msg(got == want, "want %s, got %s (%s)", fcl_status_str(want),
+                fcl_status_str(got), fcl_context_last_error(f->ctx));
+  const char *msg = fcl_context_last_error(f->ctx);
+  ck_assert_msg(strstr(msg, needle) != NULL, "message \"%s\" lacks \"%s\"", msg, needle);
+  float *out = malloc(f->p.q_elems * sizeof *out);
+  ck_assert_int_eq(fclu_download(f->ctx, f->o, out, f->p.q_elems, FCL_DTYPE_F32), 0);
+  for (size_t i = 0; i < f->p.q_elems; ++i) ck_assert(isnan(out[i]));
+  ck_assert_int_eq(fclu_download(f->ctx, f->lse, out, f->p.lse_elems, FCL_DTYPE_F32), 0);
+  for (size_t i = 0; i < f->p.lse_elems; ++i) ck_assert(isnan(out[i]));
+  free(out);
+}
+
+START_TEST(forward_rejects_bad_arguments) {
+  fixture f;
+  fixture_init(&f);
+  th_problem *p = &f.p;
+  const fcl_algo algo = (fcl_algo)_i;  /* both algorithms */
+  ck_assert_int_eq(fcl_attention_forward(NULL, &f.desc, algo, p->dq, p->dk, p->dv, f.o,
+                                         f.lse, NULL),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  expect_failure(&f, NULL, algo, p->dq, p->dk, p->dv, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "desc");
+  expect_failure(&f, &f.desc, algo, NULL, p->dk, p->dv, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "q");
+  expect_failure(&f, &f.desc, algo, p->dq, NULL, p->dv, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "k");
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, NULL, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "v");
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, NULL, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "o");
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, p->dq, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "same buffer");
+  expect_failure(&f, &f.desc, (fcl_algo)7, p->dq, p->dk, p->dv, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "algo");
+
+  struct {
+    const char *field;
+    size_t *slot;
+    size_t value;
+    fcl_status want;
+    const char *needle;
+  } sizes[] = {
+      {"batch", &f.desc.batch, 0, FCL_ERROR_INVALID_SHAPE, "batch"},
+      {"heads_q", &f.desc.heads_q, 0, FCL_ERROR_INVALID_SHAPE, "heads_q"},
+      {"heads_kv", &f.desc.heads_kv, 0, FCL_ERROR_INVALID_SHAPE, "heads_kv"},
+      {"seqlen_q", &f.desc.seqlen_q, 0, FCL_ERROR_INVALID_SHAPE, "seqlen_q"},
+      {"seqlen_k", &f.desc.seqlen_k, 0, FCL_ERROR_INVALID_SHAPE, "seqlen_k"},
+      {"head_dim", &f.desc.head_dim, 0, FCL_ERROR_INVALID_SHAPE, "head_dim"},
+      {"heads_kv", &f.desc.heads_kv, 3, FCL_ERROR_INVALID_SHAPE, "not a multiple"},
+      {"head_dim", &f.desc.head_dim, 257, FCL_ERROR_UNSUPPORTED, "head_dim"},
+      {"seqlen_q", &f.desc.seqlen_q, (size_t)1 << 40, FCL_ERROR_INVALID_SHAPE, "seqlen_q"},
+      {"batch", &f.desc.batch, (size_t)1 << 30, FCL_ERROR_INVALID_SHAPE, "overflow"},
+      {"seqlen_k", &f.desc.seqlen_k, 7, FCL_ERROR_BUFFER_TOO_SMALL, "buffer k"},
+      {"seqlen_q", &f.desc.seqlen_q, 6, FCL_ERROR_BUFFER_TOO_SMALL, "buffer q"},
+  };
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    fcl_attention_desc saved = f.desc;
+    *sizes[i].slot = sizes[i].value;
+    if (sizes[i].value == (size_t)1 << 30) {  /* four big factors overflow */
+      f.desc.seqlen_q = f.desc.seqlen_k = (size_t)1 << 20;
+      f.desc.heads_q = f.desc.heads_kv = (size_t)1 << 20;
+    }
+    expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, f.o, f.lse, sizes[i].want,
+                   sizes[i].needle);
+    f.desc = saved;
+  }
+
+  const float bad_scales[] = {0.0f, -1.0f, NAN, INFINITY};
+  for (size_t i = 0; i < 4; ++i) {
+    fcl_attention_desc d = f.desc;
+    d.scale = bad_scales[i];
+    expect_failure(&f, &d, algo, p->dq, p->dk, p->dv, f.o, f.lse,
+                   FCL_ERROR_INVALID_ARGUMENT, "scale");
+  }
+  fcl_attention_desc d = f.desc;
+  d.causal = 2;
+  expect_failure(&f, &d, algo, p->dq, p->dk, p->dv, f.o, f.lse, FCL_ERROR_INVALID_ARGUMENT,
+                 "causal");
+  d = f.desc;
+  d.dtype = (fcl_dtype)5;
+  expect_failure(&f, &d, algo, p->dq, p->dk, p->dv, f.o, f.lse, FCL_ERROR_INVALID_ARGUMENT,
+                 "dtype");
+
+  /* An LSE buffer one float short. */
+  cl_int err;
+  cl_mem short_lse = clCreateBuffer(fcl_context_cl_context(f.ctx), CL_MEM_READ_WRITE,
+                                    (p->lse_elems - 1) * sizeof(float), NULL, &err);
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, f.o, short_lse,
+                 FCL_ERROR_BUFFER_TOO_SMALL, "buffer lse");
+  clReleaseMemObject(short_lse);
+
+  /* A buffer of another OpenCL context. */
+  fcl_context *other = th_context();
+  cl_mem foreign = clCreateBuffer(fcl_context_cl_context(other), CL_MEM_READ_WRITE,
+                                  p->kv_elems * sizeof(float), NULL, &err);
+  expect_failure(&f, &f.desc, algo, p->dq, foreign, p->dv, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "another OpenCL context");
+  clReleaseMemObject(foreign);
+  fcl_context_release(other);
+  fixture_free(&f);
+}
+END_TEST
+
+START_TEST(context_options_are_validated) {
+  fcl_context *ctx = th_context();
+  ck_assert_int_eq(fcl_context_set_count_io(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_count_io(ctx, 2), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_scratch_limit(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
+  fcl_plan bad = {0};
+  bad.threads_per_row = 3;
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert(strstr(fcl_context_last_error(ctx), "threads_per_row"));
+  bad = (fcl_plan){.wg_size = 96};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_context_device(ctx, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("api");
+  TCase *tc = th_tcase("misuse");
+  tcase_add_test(tc, version_and_names);
+  tcase_add_test(tc, device_listing);
+  tcase_add_test(tc, context_selectors);
+  tcase_add_test(tc, wrapping_a_callers_context);
+  tcase_add_loop_test(tc, forward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
+  tcase_add_test(tc, context_options_are_validated);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}

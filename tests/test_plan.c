@@ -1,0 +1,133 @@
+/*
+ * test_plan.c — the tile planner on made-up devices: every plan fits the
+ * device's local memory and work-group limit, is internally consistent, and
+ * uses the largest key tile that fits; a head_dim that cannot fit gets
+ * FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL device needed.
+ */
+#include "harness.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static fcl_device_limits made_up(uint64_t local_kib, size_t max_wg, int ptx) {
+  fcl_device_limits l;
+  memset(&l, 0, sizeof l);
+  l.local_mem_bytes = local_kib * 1024;
+  l.max_work_group_size = max_wg;
+  l.compute_units = 64;
+  l.global_mem_bytes = 8ull << 30;
+  l.max_alloc_bytes = 2ull << 30;
+  l.is_gpu = 1;
+  l.nvidia_ptx = ptx;
+  return l;
+}
+
+START_TEST(plans_fit_every_made_up_device) {
+  const uint64_t locals[] = {16, 32, 48, 64, 512};
+  const size_t wgs[] = {256, 1024};
+  const size_t seqlens[] = {1, 100, 4096};
+  size_t plans = 0;
+  for (size_t li = 0; li < 5; ++li)
+    for (size_t wi = 0; wi < 2; ++wi)
+      for (int ptx = 0; ptx < 2; ++ptx)
+        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+          for (size_t si = 0; si < 3; ++si) {
+            fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
+            fcl_attention_desc desc;
+            fcl_attention_desc_init(&desc, 1, 8, 8, seqlens[si], seqlens[si], d);
+            desc.causal = (int)(d & 1);
+            fcl_plan plan;
+            char why[200] = "";
+            fcl_status st = fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why);
+            ck_assert_msg(st == FCL_SUCCESS, "local %llu KiB, wg %zu, d %zu: %s",
+                          (unsigned long long)locals[li], wgs[wi], d, why);
+            ++plans;
+            ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+            ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
+            ck_assert_uint_ge(plan.head_dim_padded, d);
+            ck_assert_uint_eq(plan.block_q,
+                              plan.wg_size / plan.threads_per_row * plan.rows_per_thread);
+            ck_assert_uint_eq(plan.wg_size % plan.threads_per_row, 0);
+            ck_assert_uint_eq(plan.local_bytes, fcl__flash_local_bytes(&plan, !ptx));
+            /* private floats per work-item for q and the accumulator */
+            ck_assert_uint_le(2 * plan.head_dim_padded / plan.threads_per_row, 128);
+            /* the key tile is the largest power of two <= 64 that fits */
+            ck_assert_uint_le(plan.block_k, 64);
+            if (plan.block_k < 64) {
+              fcl_plan bigger = plan;
+              bigger.block_k *= 2;
+              ck_assert_uint_gt(fcl__flash_local_bytes(&bigger, !ptx),
+                                lim.local_mem_bytes - 1024);
+            }
+          }
+  printf("plan: %zu plans checked\n", plans);
+}
+END_TEST
+
+START_TEST(work_group_shrinks_to_fill_the_device) {
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  fcl_attention_desc small, large;
+  fcl_attention_desc_init(&small, 1, 1, 1, 64, 64, 64);
+  fcl_attention_desc_init(&large, 8, 16, 16, 4096, 4096, 64);
+  fcl_plan ps, pl;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &small, FCL_PASS_FORWARD, &ps, NULL, 0), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &large, FCL_PASS_FORWARD, &pl, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_lt(ps.wg_size, pl.wg_size);
+  ck_assert_uint_ge(ps.wg_size, 32);
+}
+END_TEST
+
+START_TEST(a_device_too_small_is_unsupported_with_a_reason) {
+  fcl_device_limits lim = made_up(8, 256, 0);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 1, 1, 128, 128, 256);
+  fcl_plan plan;
+  char why[200] = "";
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "head_dim 256") && strstr(why, "local memory"), "%s", why);
+  /* The same head_dim fits a device with more local memory. */
+  lim = made_up(16, 256, 0);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  /* Arguments */
+  ck_assert_int_eq(fcl_plan_flash(NULL, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  desc.head_dim = 300;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  lim.max_work_group_size = 0;
+  desc.head_dim = 64;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+}
+END_TEST
+
+START_TEST(small_work_group_limits_are_respected) {
+  const size_t limits[] = {1, 2, 16, 48, 100};
+  for (size_t i = 0; i < 5; ++i) {
+    fcl_device_limits lim = made_up(32, limits[i], 0);
+    for (size_t d = 8; d <= 256; d += 8) {
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, 1, 1, 1, 300, 300, d);
+      fcl_plan plan;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
+                       FCL_SUCCESS);
+      ck_assert_uint_le(plan.wg_size, limits[i]);
+      ck_assert_uint_le(plan.threads_per_row, plan.wg_size);
+    }
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("plan");
+  TCase *tc = th_tcase("planner");
+  tcase_add_test(tc, plans_fit_every_made_up_device);
+  tcase_add_test(tc, work_group_shrinks_to_fill_the_device);
+  tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);
+  tcase_add_test(tc, small_work_group_limits_are_respected);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}
