@@ -383,9 +383,13 @@ fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes) {
   return FCL_SUCCESS;
 }
 
+uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits) {
+  return (uint64_t)((double)limits->global_mem_bytes * FCL_DEFAULT_SCRATCH_SHARE);
+}
+
 uint64_t fcl__scratch_limit(const fcl_context *ctx) {
   if (ctx->scratch_limit) return ctx->scratch_limit;
-  return (uint64_t)((double)ctx->info.limits.global_mem_bytes * FCL_DEFAULT_SCRATCH_SHARE);
+  return fcl__default_scratch_limit(&ctx->info.limits);
 }
 
 fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable) {

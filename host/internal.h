@@ -36,8 +36,10 @@ struct fcl_context {
   char error[16384];
 };
 
-/** The default and the user's cap on one call's scratch memory. */
+/** The user's cap on one call's scratch memory, else the default. */
 uint64_t fcl__scratch_limit(const fcl_context *ctx);
+/** The default cap for a device. */
+uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits);
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -120,6 +122,7 @@ fcl_status fcl__set_args(fcl_context *ctx, cl_kernel kernel, const char *name,
 typedef enum fcl__source {
   FCL_SRC_FLASH_FWD = 0,
   FCL_SRC_SOFTMAX,
+  FCL_SRC_PEAKS,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -236,7 +239,9 @@ typedef struct fcl__chunking {
   size_t chunks;       /* total chunks over batch * group * kv heads */
 } fcl__chunking;
 
-fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_attention_desc *desc,
+/** ctx only receives the error message and may be NULL. */
+fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
+                               uint64_t scratch_limit, const fcl_attention_desc *desc,
                                fcl__chunking *out);
 
 /** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and

@@ -6,6 +6,8 @@
  */
 #include "internal.h"
 
+#include <string.h>
+
 static uint64_t triangle(uint64_t n) { return n * (n + 1) / 2; }
 
 /* Sum over query rows of the keys each row sees (the causal mask is
@@ -78,4 +80,42 @@ fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
     io.stores += staged;
   }
   return io;
+}
+
+fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                        fcl_algo algo, fcl_pass pass, int with_lse,
+                        fcl_io_estimate *out) {
+  if (!limits || !out) return FCL_ERROR_INVALID_ARGUMENT;
+  FCL_FORWARD_IF(fcl__check_desc(NULL, desc, NULL));
+  if (algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE) return FCL_ERROR_INVALID_ARGUMENT;
+  if (pass != FCL_PASS_FORWARD) return FCL_ERROR_UNSUPPORTED;
+  fcl_io_estimate est;
+  memset(&est, 0, sizeof est);
+  fcl__io io;
+  if (algo == FCL_ALGO_FLASH) {
+    FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &est.plan, NULL, 0));
+    io = fcl__io_flash_forward(desc, &est.plan, with_lse);
+    est.chunks = 1;
+  } else {
+    fcl__chunking ch;
+    FCL_FORWARD_IF(fcl__naive_chunking(NULL, limits, fcl__default_scratch_limit(limits),
+                                       desc, &ch));
+    est.chunks = (unsigned)ch.chunks;
+    io = fcl__io_naive_forward(limits, desc, with_lse, est.chunks);
+  }
+  est.bytes_loaded = io.loads;
+  est.bytes_stored = io.stores;
+  /* The paper's orders: standard Theta(N d + N^2) and flash Theta(N^2 d^2 / M)
+   * elements per head, M the local memory in elements. */
+  const double e = (double)fcl_dtype_size(desc->dtype), d = (double)desc->head_dim;
+  const double nq = (double)desc->seqlen_q, nk = (double)desc->seqlen_k;
+  const double heads = (double)desc->batch * (double)desc->heads_q;
+  if (algo == FCL_ALGO_NAIVE) {
+    est.bytes_asymptotic = heads * ((nq + nk) * d + nq * nk) * e;
+  } else {
+    double m = (double)limits->local_mem_bytes / e;
+    est.bytes_asymptotic = m > 0 ? heads * nq * nk * d * d / m * e : 0.0;
+  }
+  *out = est;
+  return FCL_SUCCESS;
 }

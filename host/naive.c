@@ -64,7 +64,8 @@ size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
   return desc->dtype == FCL_DTYPE_F32 ? sizeof(float) : fcl_dtype_size(desc->dtype);
 }
 
-fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_attention_desc *desc,
+fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
+                               uint64_t scratch, const fcl_attention_desc *desc,
                                fcl__chunking *out) {
   size_t slice;
   FCL_RETURN_IF(ctx,
@@ -74,15 +75,14 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_attention_desc *desc,
                 "the naive algorithm's S for seqlen_q = %zu, seqlen_k = %zu "
                 "overflows size_t",
                 desc->seqlen_q, desc->seqlen_k);
-  uint64_t allowed = ctx->info.limits.max_alloc_bytes;
-  uint64_t scratch = fcl__scratch_limit(ctx);
+  uint64_t allowed = limits->max_alloc_bytes;
   if (scratch < allowed) allowed = scratch;
   FCL_RETURN_IF(ctx, slice > allowed, FCL_ERROR_OUT_OF_MEMORY,
                 "the naive algorithm needs %zu bytes for S of one (batch, head) "
                 "slice (%zu x %zu); %llu are allowed (the device's largest "
                 "allocation is %llu, the scratch limit %llu)",
                 slice, desc->seqlen_q, desc->seqlen_k, (unsigned long long)allowed,
-                (unsigned long long)ctx->info.limits.max_alloc_bytes,
+                (unsigned long long)limits->max_alloc_bytes,
                 (unsigned long long)scratch);
   size_t per_chunk = (size_t)(allowed / CLBLAST_TEMP_SHARE / slice);
   if (per_chunk == 0) per_chunk = 1;
@@ -218,7 +218,7 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
                 "the naive algorithm runs f32 storage only so far (asked for %s)",
                 fcl_dtype_name(desc->dtype));
   fcl__chunking ch;
-  FCL_FORWARD_IF(fcl__naive_chunking(ctx, desc, &ch));
+  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc, &ch));
   call->chunks = (unsigned)ch.chunks;
 
   naive_run run = {0};

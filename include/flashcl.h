@@ -323,6 +323,52 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
  *  2.5 times that backward. 0 for a NULL desc. */
 FCL_API double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass);
 
+/* ------------------------------------------------------------------------ */
+/* Global-memory traffic and device ceilings                                */
+/* ------------------------------------------------------------------------ */
+
+/** Bytes an algorithm moves through global memory. */
+typedef struct fcl_io_estimate {
+  /** Exact traffic of the kernels as they run with the plan the library
+   *  would choose (each CLBlast GEMM counted as reading its operands and
+   *  writing its result once). Instrumented kernels count the same. */
+  uint64_t bytes_loaded;
+  uint64_t bytes_stored;
+  /** The FlashAttention paper's asymptotic figure for comparison, in bytes
+   *  of the storage type: standard attention B*H*((Nq + Nk)*d + Nq*Nk)
+   *  elements, flash B*H*Nq*Nk*d^2/M with M the local memory in elements
+   *  (the paper's Theta(N d + N^2) and Theta(N^2 d^2 / M)). */
+  double bytes_asymptotic;
+  /** The flash plan the figures assume (zeros for the naive algorithm). */
+  fcl_plan plan;
+  /** Chunks the naive algorithm would use (1 for flash). */
+  unsigned chunks;
+} fcl_io_estimate;
+
+/** Computes an algorithm's global-memory traffic for `desc` on a device
+ *  with `limits`, without running anything. `with_lse` says whether the
+ *  forward writes LSE. The naive algorithm's chunking assumes the default
+ *  scratch limit.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
+ *          FCL_ERROR_UNSUPPORTED, FCL_ERROR_OUT_OF_MEMORY (the naive S does
+ *          not fit the device). */
+FCL_API fcl_status fcl_io_model(const fcl_device_limits *limits,
+                                const fcl_attention_desc *desc, fcl_algo algo,
+                                fcl_pass pass, int with_lse,
+                                fcl_io_estimate *out);
+
+/** What the device can do at best, measured: the ceilings of a roofline. */
+typedef struct fcl_peaks {
+  double copy_gbps;    /**< device-to-device copy, bytes read + written */
+  double fma_tflops;   /**< fp32 fused multiply-add, 2 FLOPs each */
+} fcl_peaks;
+
+/** Measures the device's copy bandwidth and fp32 FMA rate with two small
+ *  kernels (best of several runs; about a second on a GPU). Blocks.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_OUT_OF_MEMORY,
+ *          FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL. */
+FCL_API fcl_status fcl_measure_peaks(fcl_context *ctx, fcl_peaks *out);
+
 #ifdef __cplusplus
 }
 #endif

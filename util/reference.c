@@ -4,6 +4,8 @@
  */
 #include "reference.h"
 
+#include "hostdata.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -55,4 +57,44 @@ void fclref_forward(const fcl_attention_desc *desc, const float *q,
         fclref_forward_row(desc, q, k, v, b, h, i,
                            o + ((b * nq + i) * desc->heads_q + h) * d,
                            lse + (b * desc->heads_q + h) * nq + i);
+}
+
+void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
+                      const float *v, size_t b, size_t h, size_t i, float *o_row,
+                      float *lse) {
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
+  /* S and P are float for f32 storage, else the storage type. */
+  const fcl_dtype s_type = desc->dtype;
+  const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
+  size_t seen = nk;
+  if (desc->causal) {
+    long long last = (long long)i + (long long)nk - (long long)nq;
+    seen = last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
+  }
+  for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
+  if (seen == 0) {
+    *lse = -INFINITY;
+    return;
+  }
+  float *p = malloc(seen * sizeof *p);
+  if (!p) abort();
+  float m = -INFINITY;
+  for (size_t j = 0; j < seen; ++j) {
+    const float *kj = k + ((b * nk + j) * desc->heads_kv + hkv) * d;
+    float dot = 0.0f;
+    for (size_t c = 0; c < d; ++c) dot = fmaf(qi[c], kj[c], dot);
+    p[j] = fclu_round(dot * desc->scale, s_type);
+    if (p[j] > m) m = p[j];
+  }
+  float l = 0.0f;
+  for (size_t j = 0; j < seen; ++j) l += p[j] = expf(p[j] - m);
+  for (size_t j = 0; j < seen; ++j) {
+    const float pj = fclu_round(p[j] / l, s_type);
+    const float *vj = v + ((b * nk + j) * desc->heads_kv + hkv) * d;
+    for (size_t c = 0; c < d; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
+  }
+  for (size_t c = 0; c < d; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
+  *lse = m + logf(l);
+  free(p);
 }

@@ -21,4 +21,12 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
 void fclref_forward(const fcl_attention_desc *desc, const float *q,
                     const float *k, const float *v, double *o, double *lse);
 
+/** The naive algorithm emulated on the host for one row: float arithmetic,
+ *  with S, P and O rounded to the naive algorithm's storage types as the
+ *  device stores them. The yardstick for a naive run's error where the
+ *  device cannot run one (flashcl-bench --check). */
+void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
+                      const float *v, size_t b, size_t h, size_t i, float *o_row,
+                      float *lse);
+
 #endif

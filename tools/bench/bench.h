@@ -1,0 +1,102 @@
+/*
+ * bench.h — what flashcl-bench's files share: its options, the devices it
+ * runs on, and one result per (device, shape, pass, algorithm). The result
+ * fields are the JSON contract of DESIGN.md.
+ */
+#ifndef FLASHCL_BENCH_H
+#define FLASHCL_BENCH_H
+
+#include <stdio.h>
+
+#include "flashcl.h"
+
+enum { ALGO_FLASH = 1, ALGO_NAIVE = 2 };
+enum { PASS_FWD = 1, PASS_BWD = 2, PASS_FWDBWD = 3 };
+enum { CAUSAL_OFF = 0, CAUSAL_ON = 1, CAUSAL_BOTH = 2, CAUSAL_UNSET = 3 };
+
+typedef struct bench_options {
+  const char *device;       /* selector, "all", or NULL: the library's default */
+  unsigned algos;           /* ALGO_* bits */
+  int pass;                 /* PASS_* */
+  fcl_dtype dtype;
+  size_t batch, heads, heads_kv, seqlen, seqlen_k, head_dim; /* 0: unset */
+  int causal;               /* CAUSAL_* */
+  int sweep;                /* the standard sweep (default without a shape) */
+  int check, count_io;
+  int warmup, repeat;
+  int peaks;                /* measure copy/FMA ceilings per device */
+  int io_table;             /* print the naive-vs-flash I/O table */
+  fcl_plan tiling;          /* --tiling: overrides of the planner */
+  const char *json, *csv, *svg;
+  int quiet;                /* no progress on stderr */
+} bench_options;
+
+/** Parses argv; on --help prints usage and exits 0, on a bad option prints
+ *  why and exits 2. */
+void bench_parse(int argc, char **argv, bench_options *opts);
+
+typedef struct bench_device {
+  fcl_device_info info;
+  fcl_peaks peaks;          /* zeros when not measured */
+  int have_peaks;
+  fcl_status status;        /* why the device could not be used, if so */
+  char message[512];
+} bench_device;
+
+typedef struct bench_result {
+  int device;               /* index into the device list */
+  fcl_algo algo;
+  int pass;                 /* PASS_* */
+  fcl_attention_desc desc;
+  double ms_median, ms_min;
+  uint64_t bytes_model, bytes_counted;
+  int have_counted;
+  double flops, gbps, tflops;
+  double max_abs_err, naive_max_abs_err, err_ratio;
+  int have_check;
+  double speedup;           /* naive median / this median, 0 if unknown */
+  fcl_status status;
+  char message[512];
+  fcl_plan plan;
+  unsigned chunks;
+} bench_result;
+
+typedef struct bench_results {
+  bench_result *items;
+  size_t count, capacity;
+} bench_results;
+
+/** Appends a result; exits on out-of-memory (a tool, not the library). */
+bench_result *bench_results_add(bench_results *all);
+
+/** The shapes one device runs: the user's, or the standard sweep for the
+ *  device (flash-attn's benchmark shapes on GPUs, smaller ones on CPUs). */
+typedef struct bench_shape {
+  fcl_attention_desc desc;
+} bench_shape;
+
+size_t bench_shapes(const bench_options *opts, const fcl_device_info *device,
+                    bench_shape *out, size_t capacity);
+
+/** Runs every algorithm of `opts` on one shape and appends the results.
+ *  Inputs are drawn once and shared by the algorithms, so --check compares
+ *  them on the same data. */
+void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts,
+                   const fcl_attention_desc *desc, int pass, bench_results *all);
+
+/* Output. */
+void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
+                       const bench_results *all, const bench_options *opts);
+void bench_print_io_table(FILE *out, const bench_device *device, fcl_dtype dtype);
+int bench_write_json(const char *path, const bench_device *devices, size_t n_devices,
+                     const bench_results *all);
+int bench_write_csv(const char *path, const bench_device *devices,
+                    const bench_results *all);
+int bench_write_svg(const char *path, const bench_device *devices, size_t n_devices,
+                    const bench_results *all);
+
+const char *bench_pass_name(int pass);
+/** "flash-attn style" label for a device: its name, trimmed. */
+const char *bench_device_label(const bench_device *device);
+
+#endif

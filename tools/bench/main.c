@@ -1,0 +1,165 @@
+/*
+ * main.c — flashcl-bench: for every device asked for, how fast each
+ * algorithm is, how many bytes it moves, how close that is to the device's
+ * measured ceilings, and (with --check) how exact it is.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define MAX_DEVICES 32
+#define MAX_SHAPES 64
+
+static void add_shape(bench_shape *out, size_t *n, size_t capacity,
+                      const fcl_attention_desc *desc) {
+  if (*n < capacity) out[(*n)++].desc = *desc;
+}
+
+size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
+                    bench_shape *out, size_t capacity) {
+  int masks[2], n_masks = 0;
+  if (o->causal != CAUSAL_ON) masks[n_masks++] = 0;
+  if (o->causal != CAUSAL_OFF) masks[n_masks++] = 1;
+  size_t n = 0;
+  fcl_attention_desc d;
+  if (!o->sweep) {
+    for (int m = 0; m < n_masks; ++m) {
+      fcl_attention_desc_init(&d, o->batch, o->heads, o->heads_kv, o->seqlen, o->seqlen_k,
+                              o->head_dim);
+      d.dtype = o->dtype;
+      d.causal = masks[m];
+      add_shape(out, &n, capacity, &d);
+    }
+    return n;
+  }
+  /* flash-attn's benchmark on GPUs: 16k tokens, hidden 2048; on CPUs a
+   * sweep of the same form that finishes in minutes. */
+  const size_t tokens = device->limits.is_gpu ? 16384 : 2048;
+  const size_t hidden = device->limits.is_gpu ? 2048 : 512;
+  const size_t n_min = device->limits.is_gpu ? 512 : 256;
+  const size_t dims[2] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int m = 0; m < n_masks; ++m)
+      for (size_t len = n_min; len <= tokens; len *= 2) {
+        size_t heads = hidden / dims[di];
+        fcl_attention_desc_init(&d, tokens / len, heads, heads, len, len, dims[di]);
+        d.dtype = o->dtype;
+        d.causal = masks[m];
+        add_shape(out, &n, capacity, &d);
+      }
+  return n;
+}
+
+/* The devices to run on: every one for "all", else the one the selector
+ * (or the library's default) picks. */
+static size_t list_devices(const bench_options *o, bench_device *devices,
+                           const char **selectors, char storage[][16]) {
+  if (o->device && !strcmp(o->device, "all")) {
+    fcl_device_info infos[MAX_DEVICES];
+    size_t n = 0;
+    if (fcl_devices(infos, MAX_DEVICES, &n) != FCL_SUCCESS) n = 0;
+    if (n > MAX_DEVICES) n = MAX_DEVICES;
+    for (size_t i = 0; i < n; ++i) {
+      memset(&devices[i], 0, sizeof devices[i]);
+      devices[i].info = infos[i];
+      snprintf(storage[i], 16, "%u:%u", infos[i].platform_index, infos[i].device_index);
+      selectors[i] = storage[i];
+    }
+    return n;
+  }
+  memset(&devices[0], 0, sizeof devices[0]);
+  selectors[0] = o->device;
+  return 1;
+}
+
+static void progress(const bench_options *o, size_t done, size_t total,
+                     const bench_device *dev, const bench_results *all, size_t first) {
+  if (o->quiet) return;
+  fprintf(stderr, "[%zu/%zu] %s:", done, total, bench_device_label(dev));
+  for (size_t i = first; i < all->count; ++i) {
+    const bench_result *r = &all->items[i];
+    if (i == first) {
+      const fcl_attention_desc *d = &r->desc;
+      fprintf(stderr, " %s B%zu H%zu N%zu d%zu%s", bench_pass_name(r->pass), d->batch,
+              d->heads_q, d->seqlen_q, d->head_dim, d->causal ? " causal" : "");
+    }
+    if (r->status == FCL_SUCCESS)
+      fprintf(stderr, "  %s %.3f ms", fcl_algo_name(r->algo), r->ms_median);
+    else
+      fprintf(stderr, "  %s %s", fcl_algo_name(r->algo), fcl_status_str(r->status));
+  }
+  fprintf(stderr, "\n");
+}
+
+int main(int argc, char **argv) {
+  bench_options opts;
+  bench_parse(argc, argv, &opts);
+
+  static bench_device devices[MAX_DEVICES];
+  static char selector_storage[MAX_DEVICES][16];
+  const char *selectors[MAX_DEVICES];
+  size_t n_devices = list_devices(&opts, devices, selectors, selector_storage);
+  if (n_devices == 0) {
+    fprintf(stderr, "flashcl-bench: no OpenCL device found (is an ICD installed, e.g. "
+                    "pocl-opencl-icd?)\n");
+    return 1;
+  }
+
+  bench_results all = {0};
+  int usable = 0;
+  for (size_t dv = 0; dv < n_devices; ++dv) {
+    bench_device *dev = &devices[dv];
+    fcl_context *ctx = NULL;
+    dev->status = fcl_context_create(selectors[dv], &ctx);
+    if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
+    if (dev->status == FCL_SUCCESS && (opts.tiling.block_k || opts.tiling.wg_size ||
+                                       opts.tiling.threads_per_row || opts.tiling.rows_per_thread))
+      dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
+    if (dev->status != FCL_SUCCESS) {
+      snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));
+      fprintf(stderr, "flashcl-bench: device %s: %s: %s\n", selectors[dv] ? selectors[dv] : "(default)",
+              fcl_status_str(dev->status), dev->message);
+      fcl_context_release(ctx);
+      continue;
+    }
+    ++usable;
+    if (opts.peaks) {
+      if (!opts.quiet) fprintf(stderr, "%s: measuring copy bandwidth and FMA rate\n",
+                               bench_device_label(dev));
+      dev->have_peaks = fcl_measure_peaks(ctx, &dev->peaks) == FCL_SUCCESS;
+      if (!dev->have_peaks && !opts.quiet)
+        fprintf(stderr, "%s: peaks not measured: %s\n", bench_device_label(dev),
+                fcl_context_last_error(ctx));
+    }
+    bench_shape shapes[MAX_SHAPES];
+    size_t n_shapes = bench_shapes(&opts, &dev->info, shapes, MAX_SHAPES);
+    for (size_t s = 0; s < n_shapes; ++s) {
+      size_t first = all.count;
+      bench_measure(ctx, (int)dv, &opts, &shapes[s].desc, opts.pass, &all);
+      progress(&opts, s + 1, n_shapes, dev, &all, first);
+    }
+    fcl_context_release(ctx);
+  }
+
+  bench_print_table(stdout, devices, n_devices, &all, &opts);
+  if (opts.io_table)
+    for (size_t dv = 0; dv < n_devices; ++dv)
+      if (devices[dv].status == FCL_SUCCESS) bench_print_io_table(stdout, &devices[dv], opts.dtype);
+
+  int rc = usable ? 0 : 1;
+  if (opts.json && bench_write_json(opts.json, devices, n_devices, &all) != 0) {
+    fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.json);
+    rc = 1;
+  }
+  if (opts.csv && bench_write_csv(opts.csv, devices, &all) != 0) {
+    fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.csv);
+    rc = 1;
+  }
+  if (opts.svg && bench_write_svg(opts.svg, devices, n_devices, &all) != 0) {
+    fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.svg);
+    rc = 1;
+  }
+  free(all.items);
+  return rc;
+}

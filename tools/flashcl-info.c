@@ -1,0 +1,125 @@
+/*
+ * flashcl-info — every OpenCL device flashcl sees, with the limits the
+ * planner reads, and the tiling and global-memory traffic it would choose
+ * for a shape on each.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "flashcl.h"
+
+static const char usage[] =
+    "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
+    "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
+    "\n"
+    "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
+    "tiling and the global-memory bytes of both algorithms for one shape (default:\n"
+    "batch 1, 16 heads, seqlen 4096, head_dim 64 and 128).\n";
+
+static size_t size_arg(int *i, int argc, char **argv) {
+  if (*i + 1 >= argc) {
+    fprintf(stderr, "flashcl-info: %s needs a value\n", argv[*i]);
+    exit(2);
+  }
+  long long v = atoll(argv[++*i]);
+  if (v <= 0) {
+    fprintf(stderr, "flashcl-info: %s needs a positive integer\n", argv[*i - 1]);
+    exit(2);
+  }
+  return (size_t)v;
+}
+
+static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
+  fcl_io_estimate flash, naive;
+  char why[256] = "";
+  fcl_plan plan;
+  fcl_status st = fcl_plan_flash(&dev->limits, d, FCL_PASS_FORWARD, &plan, why, sizeof why);
+  printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
+         d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
+         d->causal ? " causal" : "");
+  if (st != FCL_SUCCESS) {
+    printf("      flash: %s: %s\n", fcl_status_str(st), why);
+    return;
+  }
+  printf("      flash plan: Br %u x Bc %u, %u work-items (%u per row, %u row(s) per work-item), "
+         "%zu B local, head_dim bucket %u\n",
+         plan.block_q, plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
+         plan.local_bytes, plan.head_dim_padded);
+  if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, FCL_PASS_FORWARD, 1, &flash) == FCL_SUCCESS)
+    printf("      flash traffic: %.2f MB\n",
+           (double)(flash.bytes_loaded + flash.bytes_stored) / 1e6);
+  st = fcl_io_model(&dev->limits, d, FCL_ALGO_NAIVE, FCL_PASS_FORWARD, 1, &naive);
+  if (st == FCL_SUCCESS)
+    printf("      naive traffic: %.2f MB in %u chunk(s)\n",
+           (double)(naive.bytes_loaded + naive.bytes_stored) / 1e6, naive.chunks);
+  else
+    printf("      naive: %s\n", fcl_status_str(st));
+}
+
+int main(int argc, char **argv) {
+  size_t batch = 1, heads = 16, heads_kv = 0, seqlen = 4096, seqlen_k = 0, head_dim = 0;
+  int causal = 0;
+  fcl_dtype dtype = FCL_DTYPE_F32;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--version")) {
+      printf("flashcl-info %s\n", fcl_version_string());
+      return 0;
+    } else if (!strcmp(argv[i], "--head-dim")) head_dim = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--seqlen")) seqlen = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--seqlen-k")) seqlen_k = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--heads")) heads = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--heads-kv")) heads_kv = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--batch")) batch = size_arg(&i, argc, argv);
+    else if (!strcmp(argv[i], "--causal")) causal = 1;
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      const char *t = argv[++i];
+      dtype = !strcmp(t, "f16") ? FCL_DTYPE_F16 : !strcmp(t, "bf16") ? FCL_DTYPE_BF16 : FCL_DTYPE_F32;
+      if (strcmp(t, "f16") && strcmp(t, "bf16") && strcmp(t, "f32")) {
+        fprintf(stderr, "flashcl-info: unknown dtype '%s'\n", t);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "flashcl-info: unknown option '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+  }
+
+  fcl_device_info devs[32];
+  size_t n = 0;
+  if (fcl_devices(devs, 32, &n) != FCL_SUCCESS || n == 0) {
+    printf("No OpenCL device found (is an ICD installed, e.g. pocl-opencl-icd?).\n");
+    return 1;
+  }
+  printf("flashcl %s: %zu OpenCL device(s)\n", fcl_version_string(), n);
+  for (size_t i = 0; i < n && i < 32; ++i) {
+    const fcl_device_info *d = &devs[i];
+    const fcl_device_limits *l = &d->limits;
+    printf("\n[%u:%u] %s\n", d->platform_index, d->device_index, d->name);
+    printf("    platform %s; %s; driver %s; vendor %s\n", d->platform, d->version, d->driver,
+           d->vendor);
+    printf("    %s, %u compute units at %u MHz\n", l->is_gpu ? "GPU" : "not a GPU",
+           l->compute_units, d->max_clock_mhz);
+    printf("    local memory %llu B, work-groups up to %zu, global %.1f GiB, largest "
+           "allocation %.1f GiB\n",
+           (unsigned long long)l->local_mem_bytes, l->max_work_group_size,
+           (double)l->global_mem_bytes / (1 << 30), (double)l->max_alloc_bytes / (1 << 30));
+    printf("    fp16 %s, fp64 %s, 64-bit atomics %s, inline PTX %s\n", l->has_fp16 ? "yes" : "no",
+           l->has_fp64 ? "yes" : "no", l->has_int64_atomics ? "yes" : "no",
+           l->nvidia_ptx ? "yes" : "no");
+    const size_t dims[2] = {64, 128};
+    for (int k = 0; k < 2; ++k) {
+      if (head_dim && k) break;
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, batch, heads, heads_kv ? heads_kv : heads, seqlen,
+                              seqlen_k ? seqlen_k : seqlen, head_dim ? head_dim : dims[k]);
+      desc.causal = causal;
+      desc.dtype = dtype;
+      show_plan(d, &desc);
+    }
+  }
+  return 0;
+}
