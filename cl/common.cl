@@ -15,6 +15,9 @@
 #define FCL_UNROLL 1 // 0 on CPUs: PoCL vectorises across work-items, and
                      // fully unrolled tile loops only slow its compiler down
 #endif
+#ifndef FCL_NATIVE_EXP
+#define FCL_NATIVE_EXP 0 // 1: native_exp2 (hardware approximation, ~2 ulp)
+#endif
 #ifndef FCL_NVIDIA_PTX
 #define FCL_NVIDIA_PTX 0 // 1 on NVIDIA's driver, whose compiler takes inline PTX
 #endif
@@ -99,6 +102,12 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
 #define UNROLL _Pragma("unroll")
 #else
 #define UNROLL _Pragma("nounroll")
+#endif
+
+#if FCL_NATIVE_EXP
+#define EXP2(x) native_exp2(x)
+#else
+#define EXP2(x) exp2(x)
 #endif
 
 /* Running maxima start here, not at -INFINITY: exp2(m_old - m_new) then

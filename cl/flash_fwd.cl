@@ -14,11 +14,13 @@
  * same K/V tile address at once (a broadcast), so one 16-byte local load
  * feeds 4 * ROWS_PER_THREAD multiply-adds.
  *
- * Accuracy: the scale is applied to each finished dot product, as the naive
- * GEMM's alpha does, and the conversion to base 2 for exp2 happens after
- * the running max is subtracted. Folding scale * log2(e) into q (as CUDA
- * FlashAttention does) rounds every logit once more at its full magnitude,
- * which at logits of 1e4 costs more than the 2x-naive error budget.
+ * Accuracy: scores stay unscaled dot products; the running max is kept in
+ * those units and the scale (times log2 e, for exp2) multiplies only the
+ * difference s - m. That difference is exact when the two are close, so
+ * the one rounding at the logits' full magnitude that the naive algorithm
+ * pays (fl(scale * dot), 5e-4 at logits of 1e4) never happens here.
+ * Folding the scale into q, as CUDA FlashAttention does, would instead add
+ * a rounding per element of q.
  */
 
 #ifndef HEAD_DIM_MAX
@@ -80,7 +82,8 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
                __global float *lse,         // [batch][heads_q][seqlen_q]
                const int seqlen_q, const int seqlen_k, const int heads_q,
                const int heads_kv, const int head_dim,
-               const float scale            // logits are scale * q.k
+               const float scale,           // logits are scale * q.k
+               const float scale_log2       // scale * log2(e)
                FCL_IO_PARAM) {
   __local float4 k_tile[BLOCK_K * TILE_LD4];   // [key][slice][D_SLICE + skew]
   __local float4 v_tile[BLOCK_K * TILE_LD4];
@@ -200,15 +203,15 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* ---- S = q . k for this tile (this work-item's slice) ----
-     * Four accumulator chains per score, one per float4 lane, summed
-     * pairwise at the end: the rounding error of a dot product grows with
-     * its chain length, and at logits of 1e4 it dominates the result. */
+     * Eight accumulator chains per score (two float4s, alternating), summed
+     * as a tree at the end: the rounding error of a dot product grows with
+     * its chain length, and at logits of 1e4 it decides the result. */
     float s[ROWS_PER_THREAD][BLOCK_K];
 UNROLL
     for (int j = 0; j < BLOCK_K; ++j) {
-      float4 dot[ROWS_PER_THREAD];
+      float4 dot[ROWS_PER_THREAD][2];
 UNROLL
-      for (int r = 0; r < ROWS_PER_THREAD; ++r) dot[r] = (float4)(0.0f);
+      for (int r = 0; r < ROWS_PER_THREAD; ++r) dot[r][0] = dot[r][1] = (float4)(0.0f);
 UNROLL
       for (int c4 = 0; c4 < D_SLICE4; ++c4) {
         const float4 kk = k_tile[j * TILE_LD4 + slice_base4 + c4];
@@ -216,12 +219,14 @@ UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float4 qq = (float4)(qr[r][4 * c4], qr[r][4 * c4 + 1], qr[r][4 * c4 + 2],
                                      qr[r][4 * c4 + 3]);
-          dot[r] = fma(qq, kk, dot[r]);
+          dot[r][c4 & 1] = fma(qq, kk, dot[r][c4 & 1]);
         }
       }
 UNROLL
-      for (int r = 0; r < ROWS_PER_THREAD; ++r)
-        s[r][j] = (dot[r].x + dot[r].y) + (dot[r].z + dot[r].w);
+      for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+        const float4 t = dot[r][0] + dot[r][1];
+        s[r][j] = (t.x + t.y) + (t.z + t.w);
+      }
     }
 
     /* ---- sum the slices' partial dot products ---- */
@@ -255,12 +260,10 @@ UNROLL
 #endif
 #endif
 
-    /* ---- online softmax: scale, mask, new max, rescale, p = e^(s - m) ---- */
+    /* ---- online softmax: mask, new max, rescale, p = e^(scale (s - m)) ---- */
     const int masked = k0 + BLOCK_K > kv_full;  // uniform over the group
 UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-UNROLL
-      for (int j = 0; j < BLOCK_K; ++j) s[r][j] *= scale;
       if (masked) {
 UNROLL
         for (int j = 0; j < BLOCK_K; ++j) {
@@ -276,12 +279,12 @@ UNROLL
       float m_new = m[r];
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) m_new = fmax(m_new, s[r][j]);
-      const float alpha = exp2((m[r] - m_new) * M_LOG2E_F);
+      const float alpha = EXP2((m[r] - m_new) * scale_log2);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
-        s[r][j] = exp2((s[r][j] - m_new) * M_LOG2E_F);  // masked: exp2(-inf) = 0
+        s[r][j] = EXP2((s[r][j] - m_new) * scale_log2);  // masked: exp2(-inf) = 0
         sum += s[r][j];
       }
       l[r] = l[r] * alpha + sum;
@@ -330,7 +333,7 @@ UNROLL
     }
 #if STORE_LSE
     if (slice == 0) {
-      const float value = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+      const float value = l[r] > 0.0f ? m[r] * scale + log(l[r]) : -INFINITY;
       STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
     }
 #endif

@@ -37,11 +37,13 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
   const cl_int head_dim = (cl_int)desc->head_dim;
   const cl_float scale = desc->scale;
+  const cl_float scale_log2 = (cl_float)((double)desc->scale * 1.4426950408889634);
   fcl__arg args[] = {
       FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
       FCL_ARG(call->o),    FCL_ARG(call->lse),      FCL_ARG(seqlen_q),
       FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
-      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(call->io_counter),
+      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(scale_log2),
+      FCL_ARG(call->io_counter),
   };
   cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
   status = fcl__set_args(ctx, kernel, "flash_fwd", args, n_args);

@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
@@ -27,6 +28,12 @@ static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Half of the allowed scratch goes to S; the rest is left for the padded
  * copies CLBlast's indirect GEMM makes of large operands. */
 #define CLBLAST_TEMP_SHARE 2
+
+/* CLBlast 1.5.3 computes element offsets in 32-bit ints (an S chunk past
+ * 2^31 elements faults on the device), and pads matrices to multiples of
+ * its tile sizes, at most 128. */
+#define CLBLAST_MAX_ELEMS ((size_t)INT32_MAX)
+#define CLBLAST_PAD 128
 
 /* Rows up to this many elements per work-item stay in registers. */
 #define SOFTMAX_MAX_COLS 64u
@@ -84,7 +91,18 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
                 slice, desc->seqlen_q, desc->seqlen_k, (unsigned long long)allowed,
                 (unsigned long long)limits->max_alloc_bytes,
                 (unsigned long long)scratch);
+  const size_t padded = ((desc->seqlen_q + CLBLAST_PAD - 1) / CLBLAST_PAD * CLBLAST_PAD) *
+                        ((desc->seqlen_k + CLBLAST_PAD - 1) / CLBLAST_PAD * CLBLAST_PAD);
+  const size_t q_elems = desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
+  const size_t kv_elems = desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
+  FCL_RETURN_IF(ctx, padded > CLBLAST_MAX_ELEMS || q_elems > CLBLAST_MAX_ELEMS ||
+                         kv_elems > CLBLAST_MAX_ELEMS,
+                FCL_ERROR_UNSUPPORTED,
+                "the naive algorithm's GEMMs (CLBlast) index at most 2^31 elements per "
+                "matrix; seqlen_q %zu x seqlen_k %zu, or Q/K/V of %zu/%zu elements, is more",
+                desc->seqlen_q, desc->seqlen_k, q_elems, kv_elems);
   size_t per_chunk = (size_t)(allowed / CLBLAST_TEMP_SHARE / slice);
+  if (per_chunk > CLBLAST_MAX_ELEMS / padded) per_chunk = CLBLAST_MAX_ELEMS / padded;
   if (per_chunk == 0) per_chunk = 1;
   if (per_chunk > desc->heads_kv) per_chunk = desc->heads_kv;
   size_t group = desc->heads_q / desc->heads_kv;

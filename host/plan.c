@@ -7,8 +7,10 @@
  * because its Q, K, V and O tiles share M. flash_fwd.cl keeps q and the
  * output accumulator in private registers instead, so:
  *   - K and V tiles may take all of M: Bc = floor(M / (2 * row floats)),
- *     rounded down to a power of two and capped at 64 because each
- *     work-item holds one score per key of the tile in registers;
+ *     rounded down to a power of two, and capped so that a work-item's
+ *     private floats (its q and accumulator slices plus one score per key
+ *     of the tile) stay within 160: on an H200, d = 64 ran at 24 TFLOP/s
+ *     with Bc = 32 and at 14 with Bc = 64, whose 192 floats spill;
  *   - Br is not bounded by local memory but by the work-group: Br =
  *     wg_size / threads_per_row * rows_per_thread.
  *   - threads_per_row splits a row's head_dim so that q and the accumulator
@@ -29,6 +31,7 @@
 
 #define LOCAL_RESERVE_BYTES 1024u
 #define MAX_BLOCK_K 64u
+#define PRIVATE_FLOATS 160u      /* q + accumulator slices + Bc scores */
 #define MIN_BLOCK_K 4u
 #define DEFAULT_WG 128u
 #define MIN_WG 32u
@@ -130,7 +133,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
                         ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
                         : 0;
-  unsigned bk = hint && hint->block_k ? hint->block_k : MAX_BLOCK_K;
+  /* Registers first: 2 * slice + rows * Bc private floats. */
+  unsigned bk = MAX_BLOCK_K;
+  const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
+  while (bk > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk > PRIVATE_FLOATS) bk /= 2;
+  if (hint && hint->block_k) bk = hint->block_k;
   for (; bk >= MIN_BLOCK_K; bk /= 2) {
     plan.block_k = bk;
     if (fcl__flash_local_bytes(&plan, row_sum_in_local) <= budget) break;

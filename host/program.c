@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef FCL_EXTRA_KERNEL_OPTIONS
+#define FCL_EXTRA_KERNEL_OPTIONS ""
+#endif
+
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
 extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
@@ -64,6 +68,8 @@ static void context_options(const fcl_context *ctx, fcl__options *opts) {
   if (ctx->count_io) fcl__options_define(opts, "FCL_COUNT_IO", 1);
   if (ctx->info.limits.nvidia_ptx) fcl__options_define(opts, "FCL_NVIDIA_PTX", 1);
   if (!ctx->info.limits.is_gpu) fcl__options_define(opts, "FCL_UNROLL", 0);
+  /* Build-time knob for tuning experiments (cmake -DFLASHCL_KERNEL_DEFINES). */
+  if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(opts, FCL_EXTRA_KERNEL_OPTIONS);
 }
 
 /* Looks up a built program; the caller holds ctx->lock. */

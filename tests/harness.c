@@ -64,6 +64,24 @@ void th_problem_init(th_problem *p, fcl_context *ctx, const fcl_attention_desc *
   ck_assert(p->dq && p->dk && p->dv);
 }
 
+void th_problem_upload(th_problem *p, fcl_context *ctx) {
+  const size_t es = fcl_dtype_size(p->desc.dtype);
+  const struct {
+    cl_mem mem;
+    const float *host;
+    size_t n;
+  } parts[] = {{p->dq, p->q, p->q_elems}, {p->dk, p->k, p->kv_elems}, {p->dv, p->v, p->kv_elems}};
+  for (int i = 0; i < 3; ++i) {
+    cl_mem fresh = fclu_upload(ctx, parts[i].host, parts[i].n, p->desc.dtype);
+    ck_assert_ptr_nonnull(fresh);
+    cl_int err = clEnqueueCopyBuffer(fcl_context_cl_queue(ctx), fresh, parts[i].mem, 0, 0,
+                                     parts[i].n * es, 0, NULL, NULL);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_int_eq(clFinish(fcl_context_cl_queue(ctx)), CL_SUCCESS);
+    clReleaseMemObject(fresh);
+  }
+}
+
 void th_problem_free(th_problem *p) {
   free(p->q);
   free(p->k);

@@ -35,6 +35,9 @@ void th_problem_init(th_problem *p, fcl_context *ctx, const fcl_attention_desc *
                      uint64_t seed, double sigma);
 void th_problem_free(th_problem *p);
 
+/** Uploads the host arrays again, after a test has edited them. */
+void th_problem_upload(th_problem *p, fcl_context *ctx);
+
 /** Outputs of one forward run, downloaded. */
 typedef struct th_forward {
   fcl_status status;

@@ -52,13 +52,17 @@ START_TEST(plans_fit_every_made_up_device) {
             ck_assert_uint_eq(plan.local_bytes, fcl__flash_local_bytes(&plan, !ptx));
             /* private floats per work-item for q and the accumulator */
             ck_assert_uint_le(2 * plan.head_dim_padded / plan.threads_per_row, 128);
-            /* the key tile is the largest power of two <= 64 that fits */
+            /* the key tile is the largest power of two <= 64 that fits both
+             * local memory and 160 private floats per work-item */
+            unsigned slice = plan.head_dim_padded / plan.threads_per_row;
             ck_assert_uint_le(plan.block_k, 64);
+            if (plan.wg_size >= 4 * plan.threads_per_row)
+              ck_assert_uint_le(2 * slice + plan.block_k, 160);
             if (plan.block_k < 64) {
               fcl_plan bigger = plan;
               bigger.block_k *= 2;
-              ck_assert_uint_gt(fcl__flash_local_bytes(&bigger, !ptx),
-                                lim.local_mem_bytes - 1024);
+              ck_assert(fcl__flash_local_bytes(&bigger, !ptx) > lim.local_mem_bytes - 1024 ||
+                        2 * slice + bigger.block_k > 160);
             }
           }
   printf("plan: %zu plans checked\n", plans);
