@@ -55,6 +55,12 @@
 #define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
 #define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // floats per key in a tile
 #define TILE_LD4 (TILE_LD / 4)
+/* Accumulator chains per dot product: 8 (two float4s) where a slice is
+ * long enough to pay for the longer final sum, else 4. */
+#ifndef DOT_LANES
+#define DOT_LANES (D_SLICE >= 64 ? 8 : 4)
+#endif
+#define DOT_VECS (DOT_LANES / 4)
 
 #if WG_SIZE % THREADS_PER_ROW != 0
 #error "WG_SIZE must be a multiple of THREADS_PER_ROW"
@@ -64,6 +70,9 @@
 #endif
 #if HEAD_DIM_MAX % (4 * THREADS_PER_ROW) != 0
 #error "HEAD_DIM_MAX must split into float4 slices"
+#endif
+#if DOT_LANES != 4 && DOT_LANES != 8
+#error "DOT_LANES must be 4 or 8"
 #endif
 
 /* How the THREADS_PER_ROW partial dot products of a row are summed: warp
@@ -203,15 +212,18 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* ---- S = q . k for this tile (this work-item's slice) ----
-     * Eight accumulator chains per score (two float4s, alternating), summed
-     * as a tree at the end: the rounding error of a dot product grows with
-     * its chain length, and at logits of 1e4 it decides the result. */
+     * DOT_LANES accumulator chains per score (float4s used in turn),
+     * summed as a tree at the end: the rounding error of a dot product
+     * grows with its chain length, and at logits of 1e4 it decides the
+     * result. */
     float s[ROWS_PER_THREAD][BLOCK_K];
 UNROLL
     for (int j = 0; j < BLOCK_K; ++j) {
-      float4 dot[ROWS_PER_THREAD][2];
+      float4 dot[ROWS_PER_THREAD][DOT_VECS];
 UNROLL
-      for (int r = 0; r < ROWS_PER_THREAD; ++r) dot[r][0] = dot[r][1] = (float4)(0.0f);
+      for (int r = 0; r < ROWS_PER_THREAD; ++r)
+UNROLL
+        for (int v = 0; v < DOT_VECS; ++v) dot[r][v] = (float4)(0.0f);
 UNROLL
       for (int c4 = 0; c4 < D_SLICE4; ++c4) {
         const float4 kk = k_tile[j * TILE_LD4 + slice_base4 + c4];
@@ -219,12 +231,16 @@ UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float4 qq = (float4)(qr[r][4 * c4], qr[r][4 * c4 + 1], qr[r][4 * c4 + 2],
                                      qr[r][4 * c4 + 3]);
-          dot[r][c4 & 1] = fma(qq, kk, dot[r][c4 & 1]);
+          dot[r][c4 % DOT_VECS] = fma(qq, kk, dot[r][c4 % DOT_VECS]);
         }
       }
 UNROLL
       for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+#if DOT_VECS == 2
         const float4 t = dot[r][0] + dot[r][1];
+#else
+        const float4 t = dot[r][0];
+#endif
         s[r][j] = (t.x + t.y) + (t.z + t.w);
       }
     }
