@@ -29,10 +29,16 @@
  *     q, dO, dq), so threads_per_row is the smallest power of two (up to
  *     8) that keeps 4 * rows_per_thread * slice <= 128 private floats,
  *     i.e. slices of at most 32 floats for one row per work-item;
+ *   - rows_per_thread is 2 where warp shuffles sum the slices (NVIDIA) and
+ *     head_dim <= 128, else 1. Every float4 a work-item reads from local
+ *     memory feeds 4 * rows_per_thread multiply-adds: at 4 the shared-memory
+ *     pipe, not the FMA units, would bound the kernels; two rows of half
+ *     the width double the reuse in the same registers, for one more
+ *     shuffle round per dot product;
  *   - the rows a work-group keeps, wg_size / threads_per_row *
  *     rows_per_thread, are also the rows of each tile it streams, so
- *     block_q = block_k. With 32-float slices a tile pair is
- *     2 * wg_size * 32 floats plus the skew: 36 KiB at 128 work-items,
+ *     block_q = block_k. A tile pair is then 2 * wg_size * 32 floats plus
+ *     the skew: 36 KiB at 128 work-items (40 KiB with 16-float slices),
  *     which fits NVIDIA's 47 KiB with room for the row statistics (and
  *     for the partial dot products where there are no warp shuffles);
  *   - wg_size starts at 128 and is halved, down to 32, while the dK/dV
@@ -124,7 +130,8 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {0};
   plan.head_dim_padded = head_dim_bucket(desc->head_dim);
-  plan.rows_per_thread = hint && hint->rows_per_thread ? hint->rows_per_thread : 1;
+  plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
+  if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
 
   unsigned g = 1;
   while (4 * plan.rows_per_thread * plan.head_dim_padded / g > BWD_PRIVATE_FLOATS &&

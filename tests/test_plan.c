@@ -165,13 +165,17 @@ START_TEST(backward_plans_fit_every_made_up_device) {
             if (plan.threads_per_row > 1) {
               fcl_plan fewer = plan;
               fewer.threads_per_row /= 2;
-              ck_assert_uint_gt(4 * bwd_slice(&fewer), 128);
+              ck_assert_uint_gt(4 * plan.rows_per_thread * bwd_slice(&fewer), 128);
             }
+            /* two rows per work-item where shuffles sum the slices */
+            ck_assert_uint_eq(plan.rows_per_thread,
+                              ptx && plan.head_dim_padded <= 128 ? 2 : 1);
             /* Where filling the device does not call for smaller groups,
              * the work-group is the largest that fits. */
             fcl_plan bigger = plan;
             bigger.wg_size *= 2;
-            bigger.block_q = bigger.block_k = bigger.wg_size / bigger.threads_per_row;
+            bigger.block_q = bigger.block_k =
+                bigger.wg_size / bigger.threads_per_row * bigger.rows_per_thread;
             size_t groups = desc.heads_kv * ((desc.seqlen_k + bigger.block_k - 1) / bigger.block_k);
             if (plan.wg_size < 128 && groups >= 2 * lim.compute_units) {
               ck_assert(bigger.wg_size > lim.max_work_group_size ||
@@ -194,7 +198,9 @@ START_TEST(backward_plan_on_the_h200) {
     ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
                      FCL_SUCCESS);
     ck_assert_uint_eq(plan.wg_size, 128);
-    ck_assert_uint_eq(plan.threads_per_row, dims[i] / 32);
+    /* slices of 16 floats, two rows each, up to head_dim 128; then 32 */
+    ck_assert_uint_eq(plan.rows_per_thread, dims[i] <= 128 ? 2 : 1);
+    ck_assert_uint_eq(plan.threads_per_row, dims[i] <= 128 ? dims[i] / 16 : 8);
     ck_assert_uint_le(plan.local_bytes, 47 * 1024);
   }
 }
