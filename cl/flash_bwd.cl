@@ -88,8 +88,9 @@
 #endif
 
 /* How the THREADS_PER_ROW partial dot products of a row are summed: warp
- * shuffles where the driver has them, else through local memory. */
-#if THREADS_PER_ROW > 1 && !FCL_NVIDIA_PTX
+ * shuffles where the driver has them and the work-group fills whole warps
+ * (a shuffle over absent lanes is undefined), else through local memory. */
+#if THREADS_PER_ROW > 1 && (!FCL_NVIDIA_PTX || WG_SIZE < 32)
 #define ROW_SUM_IN_LOCAL 1
 #else
 #define ROW_SUM_IN_LOCAL 0

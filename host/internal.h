@@ -244,7 +244,8 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
 /** Local memory of the flash forward kernel for a tiling. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
- *  backward tiling. */
+ *  backward tiling; row_sum_in_local: the device has no warp shuffles
+ *  (work-groups smaller than a warp never use them). */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile. */

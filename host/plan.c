@@ -105,6 +105,7 @@ unsigned fcl__flash_bwd_pre_threads(const fcl_plan *plan) {
  * and, without warp shuffles, the partial dot products of SUB_ROWS rows. */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   unsigned g = plan->threads_per_row;
+  if (plan->wg_size < 32) row_sum_in_local = 1;  /* no shuffles in part of a warp */
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t rows = plan->block_k;
