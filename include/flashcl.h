@@ -180,8 +180,9 @@ FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
 FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
- *  buffers). 0 restores the default, 40% of the device's global memory.
- *  The naive algorithm processes (batch, head) slices in chunks that fit.
+ *  buffers; P and dP in its backward). 0 restores the default, 40% of the
+ *  device's global memory. The naive algorithm processes (batch, head)
+ *  slices in chunks that fit.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
@@ -307,7 +308,8 @@ typedef struct fcl_run_info {
   double flops;
   /** The flash tiling used (zeros for the naive algorithm). */
   fcl_plan plan;
-  /** Chunks the naive algorithm split the (batch, head) slices into. */
+  /** Chunks the naive algorithm split the (batch, head) slices into
+   *  (0 for the flash algorithm). */
   unsigned chunks;
 } fcl_run_info;
 
