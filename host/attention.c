@@ -67,80 +67,169 @@ double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass) {
   return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;
 }
 
-/* Distinct buffers: an output that aliases an input would be read after it
- * was overwritten. */
-static fcl_status check_no_alias(fcl_context *ctx, const cl_mem *mems,
-                                 const char *const *names, size_t n_inputs,
-                                 size_t n) {
+/* One tensor argument of a call: the buffer, its name for messages, the
+ * bytes the shape needs, and whether NULL is allowed. */
+typedef struct tensor_arg {
+  cl_mem mem;
+  const char *name;
+  size_t bytes;
+  int optional;
+} tensor_arg;
+
+/* The context, the descriptor and the algorithm. */
+static fcl_status check_problem(fcl_context *ctx, const fcl_attention_desc *desc,
+                                fcl_algo algo, fcl__shape *shape) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  FCL_FORWARD_IF(fcl__check_desc(ctx, desc, shape));
+  FCL_RETURN_IF(ctx, algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE,
+                FCL_ERROR_INVALID_ARGUMENT, "algo = %d is not an fcl_algo", (int)algo);
+  return FCL_SUCCESS;
+}
+
+/* Every buffer present (unless optional), of this context and large
+ * enough; then distinct buffers for the outputs (args[n_inputs..n)): an
+ * output that aliases another argument would be read after it was
+ * overwritten, or written twice. */
+static fcl_status check_tensors(fcl_context *ctx, const tensor_arg *args, size_t n,
+                                size_t n_inputs) {
+  for (size_t i = 0; i < n; ++i)
+    FCL_FORWARD_IF(fcl__check_buffer(ctx, args[i].mem, args[i].bytes, args[i].name,
+                                     args[i].optional));
   for (size_t i = n_inputs; i < n; ++i)
     for (size_t j = 0; j < n; ++j)
-      FCL_RETURN_IF(ctx, j != i && mems[i] && mems[i] == mems[j],
-                    FCL_ERROR_INVALID_ARGUMENT,
-                    "output %s is the same buffer as %s", names[i], names[j]);
+      FCL_RETURN_IF(ctx, j != i && args[i].mem && args[i].mem == args[j].mem,
+                    FCL_ERROR_INVALID_ARGUMENT, "output %s is the same buffer as %s",
+                    args[i].name, args[j].name);
   return FCL_SUCCESS;
+}
+
+/* What a call measures while its algorithm runs: the timer (when the caller
+ * wants run info) and the I/O counter (when counting is on). */
+typedef struct measure {
+  fcl__timer timer;
+  fcl__io_counter counter;
+  uint64_t counted;  /* bytes the kernels counted, loads + stores */
+  double ms;
+} measure;
+
+static fcl_status measure_begin(fcl_context *ctx, measure *m, const fcl_run_info *info,
+                                fcl__timer **timer, cl_mem *io_counter) {
+  memset(m, 0, sizeof *m);
+  *timer = info ? &m->timer : NULL;
+  fcl_status status = fcl__io_counter_begin(ctx, &m->counter);
+  *io_counter = m->counter.buffer;
+  return status;
+}
+
+/* Reads the counter and stops the timer after the algorithm returned
+ * `status`; the timer is stopped even after a failure, to release its
+ * marker. */
+static fcl_status measure_end(fcl_context *ctx, measure *m, fcl_status status) {
+  uint64_t loaded = 0, stored = 0;
+  if (status == FCL_SUCCESS) status = fcl__io_counter_end(ctx, &m->counter, &loaded, &stored);
+  else fcl__release_mem(&m->counter.buffer);
+  fcl_status timed = fcl__timer_stop(ctx, &m->timer, &m->ms);
+  m->counted = loaded + stored;
+  return status == FCL_SUCCESS ? timed : status;
+}
+
+/* Run info of a successful call. `model` is the whole call's traffic by the
+ * I/O model, `own` the part of it our instrumented kernels count; the rest
+ * (CLBlast's GEMMs, buffer copies) enters bytes_counted by the model. */
+static void fill_info(fcl_context *ctx, fcl_run_info *info, const fcl_attention_desc *desc,
+                      fcl_pass pass, const measure *m, const fcl_plan *plan,
+                      unsigned chunks, fcl__io model, fcl__io own) {
+  memset(info, 0, sizeof *info);
+  info->ms = m->ms;
+  info->flops = fcl_attention_flops(desc, pass);
+  info->plan = *plan;
+  info->chunks = chunks;
+  info->bytes_model = model.loads + model.stores;
+  if (ctx->count_io)
+    info->bytes_counted = m->counted + info->bytes_model - (own.loads + own.stores);
 }
 
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
                                  cl_mem o, cl_mem lse, fcl_run_info *info) {
-  FCL_FORWARD_IF(fcl__check_context(ctx));
   fcl__forward_call call;
   memset(&call, 0, sizeof call);
+  FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
   call.ctx = ctx;
   call.desc = desc;
-  FCL_FORWARD_IF(fcl__check_desc(ctx, desc, &call.shape));
-  FCL_RETURN_IF(ctx, algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE,
-                FCL_ERROR_INVALID_ARGUMENT, "algo = %d is not an fcl_algo", (int)algo);
   const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
   const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
-  FCL_FORWARD_IF(fcl__check_buffer(ctx, q, q_bytes, "q", 0));
-  FCL_FORWARD_IF(fcl__check_buffer(ctx, k, kv_bytes, "k", 0));
-  FCL_FORWARD_IF(fcl__check_buffer(ctx, v, kv_bytes, "v", 0));
-  FCL_FORWARD_IF(fcl__check_buffer(ctx, o, q_bytes, "o", 0));
-  FCL_FORWARD_IF(fcl__check_buffer(ctx, lse, call.shape.lse_elems * sizeof(float), "lse", 1));
-  const cl_mem mems[] = {q, k, v, o, lse};
-  const char *const names[] = {"q", "k", "v", "o", "lse"};
-  FCL_FORWARD_IF(check_no_alias(ctx, mems, names, 3, 5));
+  const tensor_arg args[] = {
+      {q, "q", q_bytes, 0}, {k, "k", kv_bytes, 0}, {v, "v", kv_bytes, 0},
+      {o, "o", q_bytes, 0}, {lse, "lse", call.shape.lse_elems * sizeof(float), 1}};
+  FCL_FORWARD_IF(check_tensors(ctx, args, 5, 3));
   call.q = q;
   call.k = k;
   call.v = v;
   call.o = o;
   call.lse = lse;
 
-  fcl__timer timer = {0};
-  fcl__io_counter counter = {0};
-  call.timer = info ? &timer : NULL;
-  fcl_status status = fcl__io_counter_begin(ctx, &counter);
-  call.io_counter = counter.buffer;
+  measure m;
+  fcl_status status = measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
   if (status == FCL_SUCCESS)
     status = algo == FCL_ALGO_FLASH ? fcl__flash_forward(&call) : fcl__naive_forward(&call);
-  uint64_t loaded = 0, stored = 0;
-  double ms = 0.0;
-  if (status == FCL_SUCCESS) status = fcl__io_counter_end(ctx, &counter, &loaded, &stored);
-  else fcl__release_mem(&counter.buffer);
-  /* Stop the timer even after a failure, to release its marker. */
-  fcl_status timed = fcl__timer_stop(ctx, &timer, &ms);
-  if (status == FCL_SUCCESS) status = timed;
+  status = measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
 
-  memset(info, 0, sizeof *info);
-  info->ms = ms;
-  info->flops = fcl_attention_flops(desc, FCL_PASS_FORWARD);
-  info->plan = call.plan;
-  info->chunks = call.chunks;
   const int with_lse = lse != NULL;
-  fcl__io model = algo == FCL_ALGO_FLASH
-                      ? fcl__io_flash_forward(desc, &call.plan, with_lse)
-                      : fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
-  info->bytes_model = model.loads + model.stores;
-  if (ctx->count_io) {
-    info->bytes_counted = loaded + stored;
-    if (algo == FCL_ALGO_NAIVE) {
-      /* CLBlast cannot count: add the model's figure for everything but
-       * the softmax kernel. */
-      fcl__io softmax = fcl__io_softmax(&ctx->info.limits, desc, with_lse);
-      info->bytes_counted += info->bytes_model - (softmax.loads + softmax.stores);
-    }
+  fcl__io model, own;
+  if (algo == FCL_ALGO_FLASH) {
+    model = own = fcl__io_flash_forward(desc, &call.plan, with_lse);
+  } else {
+    model = fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
+    own = fcl__io_softmax(&ctx->info.limits, desc, with_lse);
   }
+  fill_info(ctx, info, desc, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *desc,
+                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
+                                  cl_mem o, cl_mem lse, cl_mem dout, cl_mem dq,
+                                  cl_mem dk, cl_mem dv, fcl_run_info *info) {
+  fcl__backward_call call;
+  memset(&call, 0, sizeof call);
+  FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
+  call.ctx = ctx;
+  call.desc = desc;
+  const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
+  const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
+  const tensor_arg args[] = {
+      {q, "q", q_bytes, 0},       {k, "k", kv_bytes, 0},
+      {v, "v", kv_bytes, 0},      {o, "o", q_bytes, 0},
+      {lse, "lse", call.shape.lse_elems * sizeof(float), 0},
+      {dout, "dout", q_bytes, 0}, {dq, "dq", q_bytes, 0},
+      {dk, "dk", kv_bytes, 0},    {dv, "dv", kv_bytes, 0}};
+  FCL_FORWARD_IF(check_tensors(ctx, args, 9, 6));
+  call.q = q;
+  call.k = k;
+  call.v = v;
+  call.o = o;
+  call.lse = lse;
+  call.dout = dout;
+  call.dq = dq;
+  call.dk = dk;
+  call.dv = dv;
+
+  measure m;
+  fcl_status status = measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
+  if (status == FCL_SUCCESS)
+    status = algo == FCL_ALGO_FLASH ? fcl__flash_backward(&call) : fcl__naive_backward(&call);
+  status = measure_end(ctx, &m, status);
+  if (status != FCL_SUCCESS || !info) return status;
+
+  fcl__io model, own;
+  if (algo == FCL_ALGO_FLASH) {
+    model = own = fcl__io_flash_backward(desc, &call.plan);
+  } else {
+    model = fcl__io_naive_backward(&ctx->info.limits, desc, call.chunks);
+    own = fcl__io_softmax_backward(&ctx->info.limits, desc);
+  }
+  fill_info(ctx, info, desc, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
 }

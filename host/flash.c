@@ -63,6 +63,128 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   return status;
 }
 
+/* The -D options of flash_bwd.cl, from the backward plan. */
+static void backward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
+                             fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
+  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
+  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
+  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
+  fcl__options_define(opts, "CAUSAL", desc->causal);
+  fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
+  fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
+}
+
+/* The backward's kernels and scratch, released in one place. */
+typedef struct backward_run {
+  cl_kernel pre, dkdv, dq;
+  cl_mem dsum;  /* D = rowsum(dO * O), [batch][heads_q][seqlen_q] */
+} backward_run;
+
+static void backward_release(backward_run *run) {
+  if (run->pre) clReleaseKernel(run->pre);
+  if (run->dkdv) clReleaseKernel(run->dkdv);
+  if (run->dq) clReleaseKernel(run->dq);
+  fcl__release_mem(&run->dsum);
+}
+
+/* Work-groups of a launch, which the kernels number with 32-bit ints. */
+static fcl_status checked_groups(fcl_context *ctx, size_t groups, const char *name,
+                                 size_t *out) {
+  FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
+                "the %s launch needs %zu work-groups; at most %d fit", name, groups,
+                INT32_MAX);
+  *out = groups;
+  return FCL_SUCCESS;
+}
+
+static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  const fcl_plan *plan = &call->plan;
+  const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
+  const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
+  const cl_int head_dim = (cl_int)desc->head_dim;
+  const cl_float scale = desc->scale;
+  const size_t rows = desc->batch * desc->seqlen_q * desc->heads_q;
+  const size_t pre_rows = plan->wg_size / fcl__flash_bwd_pre_threads(plan);
+  const size_t block = plan->block_k;
+  FCL_RETURN_IF(ctx, rows > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
+                "the flash backward indexes %zu query rows; at most %d fit", rows,
+                INT32_MAX);
+  const cl_int n_rows = (cl_int)rows;
+  size_t pre_groups = 0, dkdv_groups = 0, dq_groups = 0;
+  FCL_FORWARD_IF(checked_groups(ctx, (rows + pre_rows - 1) / pre_rows,
+                                "flash backward's preprocessing", &pre_groups));
+  FCL_FORWARD_IF(checked_groups(
+      ctx, desc->batch * desc->heads_kv * ((desc->seqlen_k + block - 1) / block),
+      "flash backward's dK/dV", &dkdv_groups));
+  FCL_FORWARD_IF(checked_groups(
+      ctx, desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block),
+      "flash backward's dQ", &dq_groups));
+
+  const cl_uint counting = call->io_counter ? 0 : 1;  /* arguments to leave off */
+  fcl__arg pre_args[] = {FCL_ARG(call->o),    FCL_ARG(call->dout), FCL_ARG(run->dsum),
+                         FCL_ARG(seqlen_q),   FCL_ARG(heads_q),    FCL_ARG(head_dim),
+                         FCL_ARG(n_rows),     FCL_ARG(call->io_counter)};
+  fcl__arg dkdv_args[] = {
+      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
+      FCL_ARG(call->dout), FCL_ARG(call->lse),      FCL_ARG(run->dsum),
+      FCL_ARG(call->dk),   FCL_ARG(call->dv),       FCL_ARG(seqlen_q),
+      FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
+      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(call->io_counter)};
+  fcl__arg dq_args[] = {
+      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
+      FCL_ARG(call->dout), FCL_ARG(call->lse),      FCL_ARG(run->dsum),
+      FCL_ARG(call->dq),   FCL_ARG(seqlen_q),       FCL_ARG(seqlen_k),
+      FCL_ARG(heads_q),    FCL_ARG(heads_kv),       FCL_ARG(head_dim),
+      FCL_ARG(scale),      FCL_ARG(call->io_counter)};
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->pre, "flash_bwd_preprocess", pre_args,
+                               sizeof pre_args / sizeof pre_args[0] - counting));
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->dkdv, "flash_bwd_dkdv", dkdv_args,
+                               sizeof dkdv_args / sizeof dkdv_args[0] - counting));
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->dq, "flash_bwd_dq", dq_args,
+                               sizeof dq_args / sizeof dq_args[0] - counting));
+
+  /* Each output is written by exactly one kernel: a launch that fails
+   * leaves its outputs untouched and the others complete. */
+  const size_t local = plan->wg_size;
+  size_t global = pre_groups * local;
+  FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
+  FCL_FORWARD_IF(fcl__launch(ctx, run->pre, "flash_bwd_preprocess", 1, &global, &local));
+  global = dkdv_groups * local;
+  FCL_FORWARD_IF(fcl__launch(ctx, run->dkdv, "flash_bwd_dkdv", 1, &global, &local));
+  global = dq_groups * local;
+  return fcl__launch(ctx, run->dq, "flash_bwd_dq", 1, &global, &local);
+}
+
+fcl_status fcl__flash_backward(fcl__backward_call *call) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  char why[256] = "";
+  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_BACKWARD,
+                                      &ctx->tiling_hint, &call->plan, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
+                ctx->info.name, why);
+
+  fcl__options opts;
+  backward_options(&call->plan, desc, &opts);
+  backward_run run = {0};
+  status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_preprocess", &run.pre);
+  if (status == FCL_SUCCESS)
+    status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_dkdv", &run.dkdv);
+  if (status == FCL_SUCCESS)
+    status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_dq", &run.dq);
+  if (status == FCL_SUCCESS)
+    run.dsum = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.lse_elems * sizeof(float),
+                           "the flash backward's D = rowsum(dO * O)", &status);
+  if (status == FCL_SUCCESS) status = backward_enqueue(call, &run);
+  backward_release(&run);
+  return status;
+}
+
 fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) {
   FCL_FORWARD_IF(fcl__check_context(ctx));
   if (!hint) {
@@ -70,8 +192,9 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
     return FCL_SUCCESS;
   }
   unsigned g = hint->threads_per_row, wg = hint->wg_size;
-  FCL_RETURN_IF(ctx, g != 0 && g != 1 && g != 2 && g != 4, FCL_ERROR_INVALID_ARGUMENT,
-                "threads_per_row = %u; it must be 1, 2 or 4", g);
+  FCL_RETURN_IF(ctx, g != 0 && g != 1 && g != 2 && g != 4 && g != 8,
+                FCL_ERROR_INVALID_ARGUMENT,
+                "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
   FCL_RETURN_IF(ctx, hint->rows_per_thread > 4, FCL_ERROR_INVALID_ARGUMENT,
                 "rows_per_thread = %u; at most 4", hint->rows_per_thread);
   FCL_RETURN_IF(ctx, wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g)),

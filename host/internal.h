@@ -123,6 +123,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_FWD = 0,
   FCL_SRC_SOFTMAX,
   FCL_SRC_PEAKS,
+  FCL_SRC_FLASH_BWD,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -221,6 +222,22 @@ typedef struct fcl__forward_call {
 
 fcl_status fcl__flash_forward(fcl__forward_call *call);
 
+/** One backward call, validated; what each algorithm needs. */
+typedef struct fcl__backward_call {
+  fcl_context *ctx;
+  const fcl_attention_desc *desc;
+  fcl__shape shape;
+  cl_mem q, k, v, o, lse, dout;  /* inputs */
+  cl_mem dq, dk, dv;             /* outputs */
+  cl_mem io_counter; /* NULL unless counting */
+  fcl__timer *timer; /* NULL unless the caller wants run info */
+  fcl_plan plan;     /* flash: filled by the algorithm */
+  unsigned chunks;   /* naive: filled by the algorithm */
+} fcl__backward_call;
+
+fcl_status fcl__flash_backward(fcl__backward_call *call);
+fcl_status fcl__naive_backward(fcl__backward_call *call);
+
 /** The planner, with optional overrides: nonzero block_k, wg_size,
  *  threads_per_row and rows_per_thread of `hint` replace its choices. */
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
@@ -229,12 +246,24 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            size_t why_len);
 /** Local memory of the flash forward kernel for a tiling. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+/** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
+ *  backward tiling; row_sum_in_local: the device has no warp shuffles
+ *  (work-groups smaller than a warp never use them). */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+/** Rows of a streamed tile the backward kernels take into registers at a
+ *  time: the largest of 8, 4, 2, 1 that divides the tile. */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan);
+/** Work-items per row of the backward's preprocessing kernel (D =
+ *  rowsum(dO * O)): enough for one float4 each, at most 32 and wg_size. */
+unsigned fcl__flash_bwd_pre_threads(const fcl_plan *plan);
 fcl_status fcl__naive_forward(fcl__forward_call *call);
 
 /** Chunking of the naive algorithm: (batch, head) slices per chunk given
- *  the device and scratch limits; shared by naive.c and the I/O model. */
+ *  the device and scratch limits; shared by naive.c, naive_bwd.c and the
+ *  I/O model. The forward keeps one seqlen_q x seqlen_k matrix per slice
+ *  (S, then P in place), the backward two (P, and dP then dS in place). */
 typedef struct fcl__chunking {
-  size_t slice_bytes;  /* one slice's S/P matrix */
+  size_t slice_bytes;  /* one slice's matrices */
   size_t per_chunk;    /* kv heads per chunk */
   size_t chunks;       /* total chunks over batch * group * kv heads */
 } fcl__chunking;
@@ -242,7 +271,30 @@ typedef struct fcl__chunking {
 /** ctx only receives the error message and may be NULL. */
 fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
                                uint64_t scratch_limit, const fcl_attention_desc *desc,
-                               fcl__chunking *out);
+                               fcl_pass pass, fcl__chunking *out);
+
+/** One strided-batched SGEMM, row-major: C = alpha * op(A) op(B) + beta * C
+ *  for `batch` matrices `*_stride` elements apart. */
+typedef struct fcl__gemm {
+  int trans_a, trans_b;
+  size_t m, n, k;
+  float alpha, beta;
+  cl_mem a, b, c;
+  size_t a_off, a_ld, a_stride;
+  size_t b_off, b_ld, b_stride;
+  size_t c_off, c_ld, c_stride;
+  size_t batch;
+} fcl__gemm;
+
+/** Runs a GEMM through CLBlast, one call at a time across the process
+ *  (CLBlast 1.5.3's caches are not thread-safe); `what` names it in errors.
+ *  Counts as an enqueue for failure injection. */
+fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
+
+/** Enqueues a copy of `bytes` from a staged buffer to the caller's output,
+ *  which is then either completely written or, failing, untouched. */
+fcl_status fcl__publish(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
+                        const char *what);
 
 /** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
  *  row elements per work-item (0: the streaming variant that reads twice). */
@@ -272,5 +324,16 @@ fcl__io fcl__io_softmax(const fcl_device_limits *limits,
 fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
                               const fcl_attention_desc *desc, int with_lse,
                               unsigned chunks);
+/** Backward traffic of the flash kernels (preprocessing, dK/dV, dQ) for
+ *  `plan`, causal block skipping included. */
+fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *plan);
+/** Traffic of the naive backward's own kernels (P recomputed from LSE, and
+ *  the softmax backward): what they can count. */
+fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc);
+/** Whole naive backward: five GEMMs plus the one that recomputes S, the two
+ *  row kernels, and the copies a chunked run makes. */
+fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
+                               const fcl_attention_desc *desc, unsigned chunks);
 
 #endif /* FLASHCL_INTERNAL_H */

@@ -82,26 +82,116 @@ fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
   return io;
 }
 
+/* ---- backward ---------------------------------------------------------- */
+
+/* Query rows the dK/dV kernel loads for the key block starting at k0, per
+ * query head: whole tiles from the first that holds a row seeing key k0
+ * (causal) to the end, clipped at seqlen_q. */
+static uint64_t flash_bwd_queries_loaded(const fcl_attention_desc *desc,
+                                         const fcl_plan *plan, uint64_t k0) {
+  int64_t nq = (int64_t)desc->seqlen_q, nk = (int64_t)desc->seqlen_k;
+  int64_t begin = 0;
+  if (desc->causal) {
+    begin = (int64_t)k0 - (nk - nq);
+    if (begin < 0) begin = 0;
+    if (begin > nq) begin = nq;
+  }
+  uint64_t first = (uint64_t)begin / plan->block_q * plan->block_q;
+  return (uint64_t)nq - first;
+}
+
+fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *plan) {
+  const uint64_t e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
+  const uint64_t nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const uint64_t kv_slices = (uint64_t)desc->batch * desc->heads_kv;
+  const uint64_t group = desc->heads_q / desc->heads_kv;
+  const uint64_t row = d * e;        /* one row of Q, K, V, O, dO or a gradient */
+  const uint64_t stats = 2 * 4;      /* LSE and D of one query row */
+  fcl__io io;
+  /* Preprocessing: reads O and dO, writes D. */
+  io.loads = slices * nq * 2 * row;
+  io.stores = slices * nq * 4;
+  /* dK/dV: K and V of the block once; Q, dO, LSE and D of every query tile
+   * it does not skip, for each query head of the group; dK and dV once. */
+  for (uint64_t k0 = 0; k0 < nk; k0 += plan->block_k) {
+    const uint64_t keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
+    const uint64_t queries = flash_bwd_queries_loaded(desc, plan, k0);
+    io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats));
+    io.stores += kv_slices * keys * 2 * row;
+  }
+  /* dQ: Q, dO, LSE and D of the block once; K and V of every key tile it
+   * does not skip; dQ once. */
+  for (uint64_t q0 = 0; q0 < nq; q0 += plan->block_q) {
+    const uint64_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
+    io.loads += slices * (rows * (2 * row + stats) +
+                          flash_keys_loaded(desc, plan, q0) * 2 * row);
+    io.stores += slices * rows * row;
+  }
+  return io;
+}
+
+fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc) {
+  unsigned wg, cols;
+  fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
+  const uint64_t se = fcl__naive_s_elem_size(desc);
+  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const uint64_t seen = seen_pairs(desc), all = (uint64_t)desc->seqlen_q * desc->seqlen_k;
+  fcl__io io;
+  /* softmax_recompute: LSE once per row, S where seen; P everywhere. */
+  io.loads = slices * (desc->seqlen_q * 4 + seen * se);
+  io.stores = slices * all * se;
+  /* softmax_bwd: P and dP where seen (twice when streaming); dS everywhere. */
+  io.loads += slices * 2 * seen * se * (cols ? 1 : 2);
+  io.stores += slices * all * se;
+  return io;
+}
+
+fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
+                               const fcl_attention_desc *desc, unsigned chunks) {
+  const uint64_t e = fcl_dtype_size(desc->dtype), se = fcl__naive_s_elem_size(desc);
+  const uint64_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const uint64_t q = nq * d * e, kv = nk * d * e, s = nq * nk * se;
+  fcl__io io = fcl__io_softmax_backward(limits, desc);
+  /* Each GEMM reads its operands once and writes its result once:
+   * S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q. */
+  io.loads += slices * ((q + kv) + (s + q) + (q + kv) + (s + kv) + (s + q));
+  io.stores += slices * (s + kv + s + q + kv);
+  /* dK and dV of the group's later members add to C (beta = 1): read too. */
+  const uint64_t adding = (uint64_t)desc->batch * (desc->heads_q - desc->heads_kv);
+  io.loads += adding * 2 * kv;
+  if (chunks > 1) {  /* staged gradients copied to the caller's buffers */
+    uint64_t staged = (uint64_t)desc->batch * (desc->heads_q * q + 2 * desc->heads_kv * kv);
+    io.loads += staged;
+    io.stores += staged;
+  }
+  return io;
+}
+
 fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                         fcl_algo algo, fcl_pass pass, int with_lse,
                         fcl_io_estimate *out) {
   if (!limits || !out) return FCL_ERROR_INVALID_ARGUMENT;
   FCL_FORWARD_IF(fcl__check_desc(NULL, desc, NULL));
   if (algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE) return FCL_ERROR_INVALID_ARGUMENT;
-  if (pass != FCL_PASS_FORWARD) return FCL_ERROR_UNSUPPORTED;
+  if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) return FCL_ERROR_INVALID_ARGUMENT;
   fcl_io_estimate est;
   memset(&est, 0, sizeof est);
   fcl__io io;
   if (algo == FCL_ALGO_FLASH) {
     FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &est.plan, NULL, 0));
-    io = fcl__io_flash_forward(desc, &est.plan, with_lse);
+    io = pass == FCL_PASS_FORWARD ? fcl__io_flash_forward(desc, &est.plan, with_lse)
+                                  : fcl__io_flash_backward(desc, &est.plan);
     est.chunks = 1;
   } else {
     fcl__chunking ch;
     FCL_FORWARD_IF(fcl__naive_chunking(NULL, limits, fcl__default_scratch_limit(limits),
-                                       desc, &ch));
+                                       desc, pass, &ch));
     est.chunks = (unsigned)ch.chunks;
-    io = fcl__io_naive_forward(limits, desc, with_lse, est.chunks);
+    io = pass == FCL_PASS_FORWARD ? fcl__io_naive_forward(limits, desc, with_lse, est.chunks)
+                                  : fcl__io_naive_backward(limits, desc, est.chunks);
   }
   est.bytes_loaded = io.loads;
   est.bytes_stored = io.stores;

@@ -73,22 +73,26 @@ size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
 
 fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
                                uint64_t scratch, const fcl_attention_desc *desc,
-                               fcl__chunking *out) {
-  size_t slice;
+                               fcl_pass pass, fcl__chunking *out) {
+  /* The forward needs S (P in place); the backward P and dP (dS in place). */
+  const size_t matrices = pass == FCL_PASS_BACKWARD ? 2 : 1;
+  const char *what = pass == FCL_PASS_BACKWARD ? "P and dP" : "S";
+  size_t one, slice;
   FCL_RETURN_IF(ctx,
-                __builtin_mul_overflow(desc->seqlen_q, desc->seqlen_k, &slice) ||
-                    __builtin_mul_overflow(slice, fcl__naive_s_elem_size(desc), &slice),
+                __builtin_mul_overflow(desc->seqlen_q, desc->seqlen_k, &one) ||
+                    __builtin_mul_overflow(one, fcl__naive_s_elem_size(desc), &one) ||
+                    __builtin_mul_overflow(one, matrices, &slice),
                 FCL_ERROR_OUT_OF_MEMORY,
-                "the naive algorithm's S for seqlen_q = %zu, seqlen_k = %zu "
+                "the naive algorithm's %s for seqlen_q = %zu, seqlen_k = %zu "
                 "overflows size_t",
-                desc->seqlen_q, desc->seqlen_k);
+                what, desc->seqlen_q, desc->seqlen_k);
   uint64_t allowed = limits->max_alloc_bytes;
   if (scratch < allowed) allowed = scratch;
   FCL_RETURN_IF(ctx, slice > allowed, FCL_ERROR_OUT_OF_MEMORY,
-                "the naive algorithm needs %zu bytes for S of one (batch, head) "
+                "the naive algorithm needs %zu bytes for %s of one (batch, head) "
                 "slice (%zu x %zu); %llu are allowed (the device's largest "
                 "allocation is %llu, the scratch limit %llu)",
-                slice, desc->seqlen_q, desc->seqlen_k, (unsigned long long)allowed,
+                slice, what, desc->seqlen_q, desc->seqlen_k, (unsigned long long)allowed,
                 (unsigned long long)limits->max_alloc_bytes,
                 (unsigned long long)scratch);
   const size_t padded = ((desc->seqlen_q + CLBLAST_PAD - 1) / CLBLAST_PAD * CLBLAST_PAD) *
@@ -109,6 +113,33 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
   out->slice_bytes = slice;
   out->per_chunk = per_chunk;
   out->chunks = desc->batch * group * ((desc->heads_kv + per_chunk - 1) / per_chunk);
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what) {
+  if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    return fcl__fail(ctx, FCL_ERROR_CLBLAST, "CLBlast SGEMM %s (injected failure)", what);
+  pthread_mutex_lock(&clblast_lock);
+  CLBlastStatusCode code = CLBlastSgemmStridedBatched(
+      CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+      g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k, g->alpha,
+      g->a, g->a_off, g->a_ld, g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride,
+      g->beta, g->c, g->c_off, g->c_ld, g->c_stride, g->batch, &ctx->queue, NULL);
+  pthread_mutex_unlock(&clblast_lock);
+  if (code != CLBlastSuccess) {
+    char name[96];
+    snprintf(name, sizeof name, "SGEMM %s", what);
+    return clblast_fail(ctx, code, name);
+  }
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__publish(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
+                        const char *what) {
+  cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
+                   ? CL_OUT_OF_RESOURCES
+                   : clEnqueueCopyBuffer(ctx->queue, from, to, 0, 0, bytes, 0, NULL, NULL);
+  FCL_CL_RETURN_IF(ctx, err, what);
   return FCL_SUCCESS;
 }
 
@@ -170,15 +201,11 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
   const size_t s_stride = nq * nk;
 
-  if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
-    return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM S = Q K^T (injected)");
-  pthread_mutex_lock(&clblast_lock);
-  CLBlastStatusCode code = CLBlastSgemmStridedBatched(
-      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, nq, nk, d,
-      desc->scale, call->q, q_off, q_ld, group * d, call->k, kv_off, kv_ld, d,
-      0.0f, run->s, 0, nk, s_stride, n, &ctx->queue, NULL);
-  pthread_mutex_unlock(&clblast_lock);
-  if (code != CLBlastSuccess) return clblast_fail(ctx, code, "SGEMM S = Q K^T");
+  const fcl__gemm qk = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = desc->scale,
+                        .a = call->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                        .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                        .c = run->s, .c_ld = nk, .c_stride = s_stride, .batch = n};
+  FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
   unsigned wg, cols;
   fcl__softmax_config(&ctx->info.limits, nk, &wg, &cols);
@@ -194,38 +221,26 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   size_t global[2] = {nq * wg, n}, local[2] = {wg, 1};
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax, "softmax_rows", 2, global, local));
 
-  if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
-    return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM O = P V (injected)");
-  pthread_mutex_lock(&clblast_lock);
-  code = CLBlastSgemmStridedBatched(
-      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, nq, d, nk, 1.0f,
-      run->s, 0, nk, s_stride, call->v, kv_off, kv_ld, d, 0.0f, run->o, q_off, q_ld,
-      group * d, n, &ctx->queue, NULL);
-  pthread_mutex_unlock(&clblast_lock);
-  if (code != CLBlastSuccess) return clblast_fail(ctx, code, "SGEMM O = P V");
-  return FCL_SUCCESS;
+  const fcl__gemm pv = {.m = nq, .n = d, .k = nk, .alpha = 1.0f,
+                        .a = run->s, .a_ld = nk, .a_stride = s_stride,
+                        .b = call->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                        .c = run->o, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
+                        .batch = n};
+  return fcl__gemm_run(ctx, &pv, "O = P V");
 }
 
 /* Copies staged outputs to the caller's buffers: each copy writes one
  * output completely or, failing to enqueue, not at all. */
 static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
   fcl_context *ctx = call->ctx;
-  if (run->o != call->o) {
-    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
-                     ? CL_OUT_OF_RESOURCES
-                     : clEnqueueCopyBuffer(ctx->queue, run->o, call->o, 0, 0,
-                                           call->shape.q_elems * call->shape.elem_size,
-                                           0, NULL, NULL);
-    FCL_CL_RETURN_IF(ctx, err, "copying the staged O");
-  }
-  if (run->lse != call->lse) {
-    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
-                     ? CL_OUT_OF_RESOURCES
-                     : clEnqueueCopyBuffer(ctx->queue, run->lse, call->lse, 0, 0,
-                                           call->shape.lse_elems * sizeof(float), 0,
-                                           NULL, NULL);
-    FCL_CL_RETURN_IF(ctx, err, "copying the staged LSE");
-  }
+  if (run->o != call->o)
+    FCL_FORWARD_IF(fcl__publish(ctx, run->o, call->o,
+                                call->shape.q_elems * call->shape.elem_size,
+                                "copying the staged O"));
+  if (run->lse != call->lse)
+    FCL_FORWARD_IF(fcl__publish(ctx, run->lse, call->lse,
+                                call->shape.lse_elems * sizeof(float),
+                                "copying the staged LSE"));
   return FCL_SUCCESS;
 }
 
@@ -236,7 +251,8 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
                 "the naive algorithm runs f32 storage only so far (asked for %s)",
                 fcl_dtype_name(desc->dtype));
   fcl__chunking ch;
-  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc, &ch));
+  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
+                                     FCL_PASS_FORWARD, &ch));
   call->chunks = (unsigned)ch.chunks;
 
   naive_run run = {0};

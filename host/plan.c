@@ -23,6 +23,30 @@
  *     problems still fill the device.
  * M excludes 1 KiB that NVIDIA reserves per work-group (DEVICE.md: 48 KiB
  * reported, 47 KiB usable); elsewhere the margin costs nothing.
+ *
+ * The backward (flash_bwd.cl) has two kernels that mirror each other: the
+ * dK/dV kernel keeps keys in registers and streams query tiles, the dQ
+ * kernel keeps queries and streams key tiles. They share one tiling:
+ *   - each work-item holds four row slices in registers (k, v, dk, dv; or
+ *     q, dO, dq), so threads_per_row is the smallest power of two (up to
+ *     8) that keeps 4 * rows_per_thread * slice <= 128 private floats,
+ *     i.e. slices of at most 32 floats for one row per work-item;
+ *   - rows_per_thread is 2 where warp shuffles sum the slices (NVIDIA) and
+ *     head_dim <= 128, else 1. Every float4 a work-item reads from local
+ *     memory feeds 4 * rows_per_thread multiply-adds: at 4 the shared-memory
+ *     pipe, not the FMA units, would bound the kernels; two rows of half
+ *     the width double the reuse in the same registers, for one more
+ *     shuffle round per dot product;
+ *   - the rows a work-group keeps, wg_size / threads_per_row *
+ *     rows_per_thread, are also the rows of each tile it streams, so
+ *     block_q = block_k. A tile pair is then 2 * wg_size * 32 floats plus
+ *     the skew: 36 KiB at 128 work-items (40 KiB with 16-float slices),
+ *     which fits NVIDIA's 47 KiB with room for the row statistics (and
+ *     for the partial dot products where there are no warp shuffles);
+ *   - wg_size starts at 128 and is halved, down to 32, while the dK/dV
+ *     kernel (the one with fewer work-groups under GQA) has fewer than two
+ *     work-groups per compute unit, then further (down to one row group)
+ *     while the tiles do not fit local memory.
  */
 #include "internal.h"
 
@@ -36,6 +60,9 @@
 #define DEFAULT_WG 128u
 #define MIN_WG 32u
 #define PRIVATE_ROW_FLOATS 128u  /* q slice + accumulator slice */
+#define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
+#define BWD_MAX_THREADS_PER_ROW 8u
+#define FWD_MAX_THREADS_PER_ROW 4u
 
 /* flash-attn's head_dim buckets: one kernel build serves a range of head
  * dims; the real head_dim is a run-time argument. */
@@ -62,12 +89,100 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   return bytes;
 }
 
+/* Mirrors flash_bwd.cl: SUB_ROWS is the largest of 8, 4, 2, 1 dividing the
+ * tile. */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan) {
+  unsigned rows = plan->block_k;
+  return rows % 8 == 0 ? 8 : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
+}
+
+unsigned fcl__flash_bwd_pre_threads(const fcl_plan *plan) {
+  unsigned t = 1;
+  while (t < 32 && 4 * t < plan->head_dim_padded) t *= 2;
+  while (t > plan->wg_size) t /= 2;
+  return t;
+}
+
+/* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
+ * same arrays: two streamed tiles, two per-row statistics (LSE and D),
+ * and, without warp shuffles, the partial dot products of SUB_ROWS rows. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
+  unsigned g = plan->threads_per_row;
+  if (plan->wg_size < 32) row_sum_in_local = 1;  /* no shuffles in part of a warp */
+  unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
+  unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
+  size_t rows = plan->block_k;
+  size_t bytes = 2 * rows * tile_ld * sizeof(float) + 2 * rows * sizeof(float);
+  if (g > 1 && row_sum_in_local)
+    bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan) * plan->wg_size * sizeof(float);
+  return bytes;
+}
+
 static void say(char *why, size_t len, const char *fmt, ...) {
   if (!why || !len) return;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(why, len, fmt, ap);
   va_end(ap);
+}
+
+/* The backward's rule (see the top of the file). Arguments are checked. */
+static fcl_status plan_backward(const fcl_device_limits *limits,
+                                const fcl_attention_desc *desc, const fcl_plan *hint,
+                                fcl_plan *out, char *why, size_t why_len) {
+  const int row_sum_in_local = !limits->nvidia_ptx;
+  const int fixed_wg = hint && hint->wg_size;
+  fcl_plan plan = {0};
+  plan.head_dim_padded = head_dim_bucket(desc->head_dim);
+  plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
+  if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
+
+  unsigned g = 1;
+  while (4 * plan.rows_per_thread * plan.head_dim_padded / g > BWD_PRIVATE_FLOATS &&
+         g < BWD_MAX_THREADS_PER_ROW)
+    g *= 2;
+  if (hint && hint->threads_per_row) g = hint->threads_per_row;
+
+  unsigned wg = fixed_wg ? hint->wg_size : DEFAULT_WG;
+  if (!fixed_wg && wg > limits->max_work_group_size)
+    wg = floor_pow2(limits->max_work_group_size);
+  if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
+  plan.threads_per_row = g;
+  if (!fixed_wg) {
+    /* Fill the device: at least two dK/dV work-groups per compute unit. */
+    size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+    for (;;) {
+      size_t rows = (size_t)wg / g * plan.rows_per_thread;
+      size_t groups = desc->batch * desc->heads_kv * ((desc->seqlen_k + rows - 1) / rows);
+      if (groups >= want || wg / 2 < MIN_WG || wg / 2 < g) break;
+      wg /= 2;
+    }
+  }
+  uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
+                        ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
+                        : 0;
+  for (;;) {
+    plan.wg_size = wg;
+    plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
+    plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local);
+    if (plan.local_bytes <= budget || fixed_wg || wg / 2 < g) break;
+    wg /= 2;
+  }
+  if (wg > limits->max_work_group_size) {
+    say(why, why_len,
+        "a work-group of %zu work-items exceeds the device's limit of %zu",
+        (size_t)wg, limits->max_work_group_size);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (plan.local_bytes > budget) {
+    say(why, why_len,
+        "head_dim %zu needs %zu bytes of local memory per work-group in the "
+        "backward; the device allows %zu",
+        desc->head_dim, plan.local_bytes, (size_t)budget);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  *out = plan;
+  return FCL_SUCCESS;
 }
 
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
@@ -78,9 +193,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     say(why, why_len, "limits, desc and plan must not be NULL");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (pass != FCL_PASS_FORWARD) {
-    say(why, why_len, "only the forward pass is planned so far");
-    return FCL_ERROR_UNSUPPORTED;
+  if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) {
+    say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
+    return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (desc->head_dim == 0 || desc->batch == 0 || desc->heads_q == 0 ||
       desc->seqlen_q == 0) {
@@ -96,6 +211,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     say(why, why_len, "the device reports a work-group limit of 0");
     return FCL_ERROR_UNSUPPORTED;
   }
+  if (pass == FCL_PASS_BACKWARD) return plan_backward(limits, desc, hint, out, why, why_len);
   const int row_sum_in_local = !limits->nvidia_ptx;
 
   fcl_plan plan = {0};
@@ -105,6 +221,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   unsigned g = 1;
   while (2 * plan.head_dim_padded / g > PRIVATE_ROW_FLOATS) g *= 2;
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
+  if (g > FWD_MAX_THREADS_PER_ROW) {
+    say(why, why_len, "the forward splits a row over at most %u work-items, not %u",
+        FWD_MAX_THREADS_PER_ROW, g);
+    return FCL_ERROR_UNSUPPORTED;
+  }
 
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DEFAULT_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)

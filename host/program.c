@@ -19,6 +19,7 @@ extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
+extern const char fcl__cl_flash_bwd[];
 
 static const struct {
   const char *text;
@@ -27,6 +28,7 @@ static const struct {
     [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl"},
     [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
+    [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl"},
 };
 
 struct fcl__program_entry {

@@ -180,8 +180,9 @@ FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
 FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
- *  buffers). 0 restores the default, 40% of the device's global memory.
- *  The naive algorithm processes (batch, head) slices in chunks that fit.
+ *  buffers; P and dP in its backward). 0 restores the default, 40% of the
+ *  device's global memory. The naive algorithm processes (batch, head)
+ *  slices in chunks that fit.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
@@ -246,10 +247,16 @@ typedef enum fcl_pass {
   FCL_PASS_BACKWARD = 1,
 } fcl_pass;
 
-/** The tiling a flash kernel runs with: the C form of its -D options. */
+/** The tiling a flash kernel runs with: the C form of its -D options.
+ *  Forward: a work-group keeps block_q query rows in registers and streams
+ *  tiles of block_k keys through local memory. Backward: both kernels (dK/dV
+ *  and dQ) share one tiling, with block_q = block_k = wg_size /
+ *  threads_per_row * rows_per_thread; the dK/dV kernel keeps block_k keys
+ *  in registers and streams tiles of block_q queries, the dQ kernel keeps
+ *  block_q queries and streams tiles of block_k keys. */
 typedef struct fcl_plan {
-  unsigned block_q;          /**< query rows per work-group (Br) */
-  unsigned block_k;          /**< keys per local-memory tile (Bc) */
+  unsigned block_q;          /**< query rows per work-group or tile (Br) */
+  unsigned block_k;          /**< keys per local-memory tile or work-group (Bc) */
   unsigned wg_size;          /**< work-items per work-group */
   unsigned threads_per_row;  /**< work-items sharing one query row's head_dim */
   unsigned rows_per_thread;  /**< query rows each work-item owns */
@@ -273,9 +280,14 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  rows_per_thread of `hint` replace the planner's choices; the others stay
  *  the planner's. NULL restores the planner. A combination that does not
  *  fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED.
+ *  The hint applies to both passes, except that the backward derives its
+ *  block sizes from the others (see fcl_plan) and so ignores block_k, and
+ *  that threads_per_row = 8 exists for the backward only (a forward with
+ *  it fails with FCL_ERROR_UNSUPPORTED).
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (threads_per_row not
- *          1, 2 or 4; rows_per_thread over 4; wg_size not a power of two up
- *          to 1024 or not a multiple of threads_per_row; block_k over 128). */
+ *          1, 2, 4 or 8; rows_per_thread over 4; wg_size not a power of two
+ *          up to 1024 or not a multiple of threads_per_row; block_k over
+ *          128). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until
@@ -296,7 +308,8 @@ typedef struct fcl_run_info {
   double flops;
   /** The flash tiling used (zeros for the naive algorithm). */
   fcl_plan plan;
-  /** Chunks the naive algorithm split the (batch, head) slices into. */
+  /** Chunks the naive algorithm split the (batch, head) slices into
+   *  (0 for the flash algorithm). */
   unsigned chunks;
 } fcl_run_info;
 
@@ -317,6 +330,32 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
                                  const fcl_attention_desc *desc,
                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
                                  cl_mem o, cl_mem lse, fcl_run_info *info);
+
+/** Exact attention backward: given the forward's inputs, its outputs O and
+ *  LSE, and dO = dL/dO, computes dQ, dK and dV. For grouped-query attention
+ *  dK and dV of a key/value head are summed over the query heads that read
+ *  it. A query row that saw no key (LSE = -INFINITY) contributes nothing
+ *  and gets dQ = 0. Enqueues on the context's queue and returns; when
+ *  `info` is not NULL, waits for completion and fills it.
+ *  q, k, v, o, lse, dout: inputs (o and lse as fcl_attention_forward wrote
+ *  them for the same desc; lse is required); dq, dk, dv: outputs, in the
+ *  layouts of q, k and v.
+ *  The flash algorithm stores nothing of size seqlen_q x seqlen_k: it
+ *  recomputes P block by block from Q, K and LSE, with D = rowsum(dO * O).
+ *  It uses no floating-point atomics: the same inputs give bit-identical
+ *  gradients run after run. The naive algorithm materialises P and dP
+ *  (f32 storage only).
+ *  On failure, each of dq, dk and dv is either untouched or completely
+ *  written: never half.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
+ *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
+ *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
+ *          FCL_ERROR_CLBLAST. */
+FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
+                                  const fcl_attention_desc *desc,
+                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
+                                  cl_mem o, cl_mem lse, cl_mem dout, cl_mem dq,
+                                  cl_mem dk, cl_mem dv, fcl_run_info *info);
 
 /** Floating-point operations of a pass by flash-attn's convention:
  *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),

@@ -132,6 +132,84 @@ void th_reference_free(th_reference *r) {
   r->o = r->lse = NULL;
 }
 
+void th_grad_inputs_init(th_grad_inputs *g, fcl_context *ctx, const th_problem *p,
+                         uint64_t seed) {
+  memset(g, 0, sizeof *g);
+  const fcl_dtype dtype = p->desc.dtype;
+  g->dout = host_alloc(p->q_elems);
+  g->o = host_alloc(p->q_elems);
+  g->lse = host_alloc(p->lse_elems);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + seed + 0x5eed);
+  fclu_fill_normal(&rng, g->dout, p->q_elems, 1.0, dtype);
+  th_reference ref = th_reference_forward(p);
+  for (size_t i = 0; i < p->q_elems; ++i) g->o[i] = fclu_round((float)ref.o[i], dtype);
+  for (size_t i = 0; i < p->lse_elems; ++i) g->lse[i] = (float)ref.lse[i];
+  th_reference_free(&ref);
+  g->d_dout = fclu_upload(ctx, g->dout, p->q_elems, dtype);
+  g->d_o = fclu_upload(ctx, g->o, p->q_elems, dtype);
+  g->d_lse = fclu_upload(ctx, g->lse, p->lse_elems, FCL_DTYPE_F32);
+  ck_assert(g->d_dout && g->d_o && g->d_lse);
+}
+
+void th_grad_inputs_free(th_grad_inputs *g) {
+  free(g->dout);
+  free(g->o);
+  free(g->lse);
+  if (g->d_dout) clReleaseMemObject(g->d_dout);
+  if (g->d_o) clReleaseMemObject(g->d_o);
+  if (g->d_lse) clReleaseMemObject(g->d_lse);
+  memset(g, 0, sizeof *g);
+}
+
+th_backward th_run_backward(fcl_context *ctx, const th_problem *p, const th_grad_inputs *g,
+                            fcl_algo algo) {
+  th_backward r;
+  memset(&r, 0, sizeof r);
+  const fcl_dtype dtype = p->desc.dtype;
+  const size_t es = fcl_dtype_size(dtype);
+  cl_mem dq = fclu_poisoned_buffer(ctx, p->q_elems * es);
+  cl_mem dk = fclu_poisoned_buffer(ctx, p->kv_elems * es);
+  cl_mem dv = fclu_poisoned_buffer(ctx, p->kv_elems * es);
+  ck_assert(dq && dk && dv);
+  r.status = fcl_attention_backward(ctx, &p->desc, algo, p->dq, p->dk, p->dv, g->d_o,
+                                    g->d_lse, g->d_dout, dq, dk, dv, &r.info);
+  r.dq = host_alloc(p->q_elems);
+  r.dk = host_alloc(p->kv_elems);
+  r.dv = host_alloc(p->kv_elems);
+  ck_assert_int_eq(fclu_download(ctx, dq, r.dq, p->q_elems, dtype), 0);
+  ck_assert_int_eq(fclu_download(ctx, dk, r.dk, p->kv_elems, dtype), 0);
+  ck_assert_int_eq(fclu_download(ctx, dv, r.dv, p->kv_elems, dtype), 0);
+  clReleaseMemObject(dq);
+  clReleaseMemObject(dk);
+  clReleaseMemObject(dv);
+  return r;
+}
+
+void th_backward_free(th_backward *r) {
+  free(r->dq);
+  free(r->dk);
+  free(r->dv);
+  r->dq = r->dk = r->dv = NULL;
+}
+
+th_grad_reference th_reference_backward(const th_problem *p, const th_grad_inputs *g) {
+  th_grad_reference r;
+  r.dq = malloc((p->q_elems ? p->q_elems : 1) * sizeof *r.dq);
+  r.dk = malloc((p->kv_elems ? p->kv_elems : 1) * sizeof *r.dk);
+  r.dv = malloc((p->kv_elems ? p->kv_elems : 1) * sizeof *r.dv);
+  ck_assert(r.dq && r.dk && r.dv);
+  fclref_backward(&p->desc, p->q, p->k, p->v, g->dout, r.dq, r.dk, r.dv);
+  return r;
+}
+
+void th_grad_reference_free(th_grad_reference *r) {
+  free(r->dq);
+  free(r->dk);
+  free(r->dv);
+  r->dq = r->dk = r->dv = NULL;
+}
+
 const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {
   snprintf(buf, len, "B%zu Hq%zu Hkv%zu Nq%zu Nk%zu d%zu %s%s scale %g", d->batch,
            d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,

@@ -59,6 +59,40 @@ typedef struct th_reference {
 th_reference th_reference_forward(const th_problem *p);
 void th_reference_free(th_reference *r);
 
+/** What a backward needs beyond the problem's q, k, v: dO drawn from
+ *  normal(0, 1), and O and LSE of the float64 reference forward rounded to
+ *  float (so that only the backward's arithmetic is judged), on the host
+ *  and the device. */
+typedef struct th_grad_inputs {
+  float *dout, *o, *lse;
+  cl_mem d_dout, d_o, d_lse;
+} th_grad_inputs;
+
+void th_grad_inputs_init(th_grad_inputs *g, fcl_context *ctx, const th_problem *p,
+                         uint64_t seed);
+void th_grad_inputs_free(th_grad_inputs *g);
+
+/** Gradients of one backward run, downloaded. */
+typedef struct th_backward {
+  fcl_status status;
+  fcl_run_info info;
+  float *dq, *dk, *dv;
+} th_backward;
+
+/** Runs the backward with poisoned outputs and downloads them. Never fails
+ *  the test itself: check .status. */
+th_backward th_run_backward(fcl_context *ctx, const th_problem *p, const th_grad_inputs *g,
+                            fcl_algo algo);
+void th_backward_free(th_backward *r);
+
+/** The float64 reference gradients of a problem. */
+typedef struct th_grad_reference {
+  double *dq, *dk, *dv;
+} th_grad_reference;
+
+th_grad_reference th_reference_backward(const th_problem *p, const th_grad_inputs *g);
+void th_grad_reference_free(th_grad_reference *r);
+
 /** The suite's random seed: $FLASHCL_TEST_SEED if set, else drawn from the
  *  clock, so every run sees fresh inputs; printed once so that a failure can
  *  be reproduced. */

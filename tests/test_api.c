@@ -244,6 +244,110 @@ START_TEST(forward_rejects_bad_arguments) {
 }
 END_TEST
 
+/* A valid backward problem: the fixture's plus dO, O, LSE and three
+ * poisoned gradient buffers. */
+typedef struct bwd_fixture {
+  fixture f;
+  th_grad_inputs g;
+  cl_mem dq, dk, dv;
+} bwd_fixture;
+
+static void bwd_fixture_init(bwd_fixture *b) {
+  fixture_init(&b->f);
+  th_grad_inputs_init(&b->g, b->f.ctx, &b->f.p, 2);
+  b->dq = fclu_poisoned_buffer(b->f.ctx, b->f.p.q_elems * sizeof(float));
+  b->dk = fclu_poisoned_buffer(b->f.ctx, b->f.p.kv_elems * sizeof(float));
+  b->dv = fclu_poisoned_buffer(b->f.ctx, b->f.p.kv_elems * sizeof(float));
+  ck_assert(b->dq && b->dk && b->dv);
+}
+
+static void bwd_fixture_free(bwd_fixture *b) {
+  clReleaseMemObject(b->dq);
+  clReleaseMemObject(b->dk);
+  clReleaseMemObject(b->dv);
+  th_grad_inputs_free(&b->g);
+  fixture_free(&b->f);
+}
+
+/* Calls the backward with one argument replaced (index 0..8 of q, k, v, o,
+ * lse, dout, dq, dk, dv), expects `want` and a message containing `needle`,
+ * and checks that the three gradients are still poisoned. */
+static void expect_backward_failure(bwd_fixture *b, fcl_algo algo, int index, cl_mem with,
+                                    fcl_status want, const char *needle) {
+  th_problem *p = &b->f.p;
+  cl_mem mems[9] = {p->dq, p->dk, p->dv, b->g.d_o, b->g.d_lse, b->g.d_dout,
+                    b->dq, b->dk, b->dv};
+  if (index >= 0) mems[index] = with;
+  fcl_run_info info;
+  fcl_status got = fcl_attention_backward(b->f.ctx, &b->f.desc, algo, mems[0], mems[1],
+                                          mems[2], mems[3], mems[4], mems[5], mems[6],
+                                          mems[7], mems[8], &info);
+  const char *msg = fcl_context_last_error(b->f.ctx);
+  ck_assert_msg(got == want, "want %s, got %s (%s)", fcl_status_str(want),
+                fcl_status_str(got), msg);
+  ck_assert_msg(strstr(msg, needle) != NULL, "message \"%s\" lacks \"%s\"", msg, needle);
+  const cl_mem outs[3] = {b->dq, b->dk, b->dv};
+  const size_t lens[3] = {p->q_elems, p->kv_elems, p->kv_elems};
+  float *out = malloc(p->q_elems * sizeof *out);
+  for (int i = 0; i < 3; ++i) {
+    ck_assert_int_eq(fclu_download(b->f.ctx, outs[i], out, lens[i], FCL_DTYPE_F32), 0);
+    for (size_t j = 0; j < lens[i]; ++j) ck_assert(isnan(out[j]));
+  }
+  free(out);
+}
+
+START_TEST(backward_rejects_bad_arguments) {
+  bwd_fixture b;
+  bwd_fixture_init(&b);
+  th_problem *p = &b.f.p;
+  const fcl_algo algo = (fcl_algo)_i;  /* both algorithms */
+  ck_assert_int_eq(fcl_attention_backward(NULL, &b.f.desc, algo, p->dq, p->dk, p->dv,
+                                          b.g.d_o, b.g.d_lse, b.g.d_dout, b.dq, b.dk,
+                                          b.dv, NULL),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_attention_backward(b.f.ctx, NULL, algo, p->dq, p->dk, p->dv,
+                                          b.g.d_o, b.g.d_lse, b.g.d_dout, b.dq, b.dk,
+                                          b.dv, NULL),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert(strstr(fcl_context_last_error(b.f.ctx), "desc"));
+  static const char *const nulls[9] = {"buffer q is NULL",    "buffer k is NULL",
+                                       "buffer v is NULL",    "buffer o is NULL",
+                                       "buffer lse is NULL",  "buffer dout is NULL",
+                                       "buffer dq is NULL",   "buffer dk is NULL",
+                                       "buffer dv is NULL"};
+  for (int i = 0; i < 9; ++i)
+    expect_backward_failure(&b, algo, i, NULL, FCL_ERROR_INVALID_ARGUMENT, nulls[i]);
+  /* Outputs that alias an input or each other. */
+  expect_backward_failure(&b, algo, 6, b.g.d_dout, FCL_ERROR_INVALID_ARGUMENT,
+                          "output dq is the same buffer as dout");
+  expect_backward_failure(&b, algo, 8, b.dk, FCL_ERROR_INVALID_ARGUMENT,
+                          "output dk is the same buffer as dv");
+  expect_backward_failure(&b, algo, 7, p->dk, FCL_ERROR_INVALID_ARGUMENT,
+                          "output dk is the same buffer as k");
+  /* Buffers one element short. */
+  cl_int err;
+  cl_mem short_kv = clCreateBuffer(fcl_context_cl_context(b.f.ctx), CL_MEM_READ_WRITE,
+                                   (p->kv_elems - 1) * sizeof(float), NULL, &err);
+  cl_mem short_q = clCreateBuffer(fcl_context_cl_context(b.f.ctx), CL_MEM_READ_WRITE,
+                                  (p->q_elems - 1) * sizeof(float), NULL, &err);
+  expect_backward_failure(&b, algo, 7, short_kv, FCL_ERROR_BUFFER_TOO_SMALL, "buffer dk");
+  expect_backward_failure(&b, algo, 5, short_q, FCL_ERROR_BUFFER_TOO_SMALL, "buffer dout");
+  clReleaseMemObject(short_kv);
+  clReleaseMemObject(short_q);
+  expect_backward_failure(&b, (fcl_algo)7, -1, NULL, FCL_ERROR_INVALID_ARGUMENT, "algo");
+  /* The descriptor is checked as for the forward. */
+  b.f.desc.heads_kv = 3;
+  expect_backward_failure(&b, algo, -1, NULL, FCL_ERROR_INVALID_SHAPE, "not a multiple");
+  b.f.desc.heads_kv = 2;
+  /* And the arguments were fine all along. */
+  ck_assert_int_eq(fcl_attention_backward(b.f.ctx, &b.f.desc, algo, p->dq, p->dk, p->dv,
+                                          b.g.d_o, b.g.d_lse, b.g.d_dout, b.dq, b.dk,
+                                          b.dv, NULL),
+                   FCL_SUCCESS);
+  bwd_fixture_free(&b);
+}
+END_TEST
+
 START_TEST(context_options_are_validated) {
   fcl_context *ctx = th_context();
   ck_assert_int_eq(fcl_context_set_count_io(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
@@ -253,6 +357,8 @@ START_TEST(context_options_are_validated) {
   bad.threads_per_row = 3;
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert(strstr(fcl_context_last_error(ctx), "threads_per_row"));
+  bad.threads_per_row = 16;
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
   bad = (fcl_plan){.wg_size = 96};
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
@@ -269,6 +375,7 @@ int main(void) {
   tcase_add_test(tc, context_selectors);
   tcase_add_test(tc, wrapping_a_callers_context);
   tcase_add_loop_test(tc, forward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
+  tcase_add_loop_test(tc, backward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_test(tc, context_options_are_validated);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

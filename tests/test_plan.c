@@ -1,8 +1,9 @@
 /*
- * test_plan.c — the tile planner on made-up devices: every plan fits the
- * device's local memory and work-group limit, is internally consistent, and
- * uses the largest key tile that fits; a head_dim that cannot fit gets
- * FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL device needed.
+ * test_plan.c — the tile planner on made-up devices: every plan, forward and
+ * backward, fits the device's local memory and work-group limit, is
+ * internally consistent, and uses the largest tiles that fit; a head_dim
+ * that cannot fit gets FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL
+ * device needed.
  */
 #include "harness.h"
 #include "internal.h"
@@ -125,6 +126,140 @@ START_TEST(small_work_group_limits_are_respected) {
 }
 END_TEST
 
+static unsigned bwd_slice(const fcl_plan *plan) {
+  return (plan->head_dim_padded / plan->threads_per_row + 3) / 4 * 4;
+}
+
+START_TEST(backward_plans_fit_every_made_up_device) {
+  const uint64_t locals[] = {16, 32, 48, 64, 512};
+  const size_t wgs[] = {256, 1024};
+  const size_t seqlens[] = {1, 100, 4096};
+  size_t plans = 0;
+  for (size_t li = 0; li < 5; ++li)
+    for (size_t wi = 0; wi < 2; ++wi)
+      for (int ptx = 0; ptx < 2; ++ptx)
+        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+          for (size_t si = 0; si < 3; ++si) {
+            fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
+            fcl_attention_desc desc;
+            /* GQA for some: the device is filled by the dK/dV work-groups */
+            fcl_attention_desc_init(&desc, 1, 8, d & 2 ? 2 : 8, seqlens[si], seqlens[si], d);
+            desc.causal = (int)(d & 1);
+            fcl_plan plan;
+            char why[200] = "";
+            fcl_status st = fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why);
+            ck_assert_msg(st == FCL_SUCCESS, "local %llu KiB, wg %zu, d %zu: %s",
+                          (unsigned long long)locals[li], wgs[wi], d, why);
+            ++plans;
+            ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+            ck_assert_uint_eq(plan.local_bytes, fcl__flash_bwd_local_bytes(&plan, !ptx));
+            ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
+            ck_assert_uint_ge(plan.head_dim_padded, d);
+            ck_assert_uint_ge(bwd_slice(&plan) * plan.threads_per_row, plan.head_dim_padded);
+            ck_assert_uint_eq(plan.wg_size % plan.threads_per_row, 0);
+            ck_assert_uint_eq(plan.block_q, plan.block_k);
+            ck_assert_uint_eq(plan.block_q,
+                              plan.wg_size / plan.threads_per_row * plan.rows_per_thread);
+            ck_assert_uint_eq(plan.block_k % fcl__flash_bwd_sub_rows(&plan), 0);
+            ck_assert(plan.threads_per_row == 1 || plan.threads_per_row == 2 ||
+                      plan.threads_per_row == 4 || plan.threads_per_row == 8);
+            /* k, v, dK and dV slices: at most 128 private floats */
+            ck_assert_uint_le(4 * plan.rows_per_thread * bwd_slice(&plan), 128);
+            /* and no more work-items per row than that needs */
+            if (plan.threads_per_row > 1) {
+              fcl_plan fewer = plan;
+              fewer.threads_per_row /= 2;
+              ck_assert_uint_gt(4 * plan.rows_per_thread * bwd_slice(&fewer), 128);
+            }
+            /* two rows per work-item where shuffles sum the slices */
+            ck_assert_uint_eq(plan.rows_per_thread,
+                              ptx && plan.head_dim_padded <= 128 ? 2 : 1);
+            /* Where filling the device does not call for smaller groups,
+             * the work-group is the largest that fits. */
+            fcl_plan bigger = plan;
+            bigger.wg_size *= 2;
+            bigger.block_q = bigger.block_k =
+                bigger.wg_size / bigger.threads_per_row * bigger.rows_per_thread;
+            size_t groups = desc.heads_kv * ((desc.seqlen_k + bigger.block_k - 1) / bigger.block_k);
+            if (plan.wg_size < 128 && groups >= 2 * lim.compute_units) {
+              ck_assert(bigger.wg_size > lim.max_work_group_size ||
+                        fcl__flash_bwd_local_bytes(&bigger, !ptx) > lim.local_mem_bytes - 1024);
+            }
+          }
+  printf("plan: %zu backward plans checked\n", plans);
+}
+END_TEST
+
+START_TEST(backward_plan_on_the_h200) {
+  /* What DEVICE.md reports: 48 KiB, 1024 work-items, 132 compute units. */
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  lim.compute_units = 132;
+  const size_t dims[] = {64, 128, 256};
+  for (size_t i = 0; i < 3; ++i) {
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 16, 16, 16, 2048, 2048, dims[i]);
+    fcl_plan plan;
+    ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.wg_size, 128);
+    /* slices of 16 floats, two rows each, up to head_dim 128; then 32 */
+    ck_assert_uint_eq(plan.rows_per_thread, dims[i] <= 128 ? 2 : 1);
+    ck_assert_uint_eq(plan.threads_per_row, dims[i] <= 128 ? dims[i] / 16 : 8);
+    ck_assert_uint_le(plan.local_bytes, 47 * 1024);
+  }
+}
+END_TEST
+
+START_TEST(backward_device_too_small_is_unsupported_with_a_reason) {
+  fcl_device_limits lim = made_up(2, 256, 0);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 1, 1, 128, 128, 256);
+  fcl_plan plan;
+  char why[200] = "";
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "head_dim 256") && strstr(why, "local memory"), "%s", why);
+  lim = made_up(8, 256, 0);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, (fcl_pass)5, &plan, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  /* A work-group hint that does not fit is refused, not shrunk. */
+  fcl_plan hint = {.wg_size = 256};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &hint, &plan, why,
+                                   sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  /* Eight work-items per row exist for the backward only. */
+  hint = (fcl_plan){.threads_per_row = 8};
+  lim = made_up(48, 256, 0);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &hint, &plan, why,
+                                   sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
+                                   sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "forward"), "%s", why);
+}
+END_TEST
+
+START_TEST(backward_small_work_group_limits_are_respected) {
+  const size_t limits[] = {1, 2, 16, 48, 100};
+  for (size_t i = 0; i < 5; ++i) {
+    fcl_device_limits lim = made_up(32, limits[i], 0);
+    for (size_t d = 8; d <= 256; d += 8) {
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, 1, 1, 1, 300, 300, d);
+      fcl_plan plan;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
+                       FCL_SUCCESS);
+      ck_assert_uint_le(plan.wg_size, limits[i]);
+      ck_assert_uint_le(plan.threads_per_row, plan.wg_size);
+      ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+    }
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = th_tcase("planner");
@@ -132,6 +267,10 @@ int main(void) {
   tcase_add_test(tc, work_group_shrinks_to_fill_the_device);
   tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);
   tcase_add_test(tc, small_work_group_limits_are_respected);
+  tcase_add_test(tc, backward_plans_fit_every_made_up_device);
+  tcase_add_test(tc, backward_plan_on_the_h200);
+  tcase_add_test(tc, backward_device_too_small_is_unsupported_with_a_reason);
+  tcase_add_test(tc, backward_small_work_group_limits_are_respected);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -1,6 +1,8 @@
 /*
  * reference.c — float64 attention on the host, the textbook formula with a
- * max-subtracted softmax; see reference.h.
+ * max-subtracted softmax, and its gradient by the chain rule
+ * (dP = dO V^T, dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale
+ * dS^T Q, dV = P^T dO); see reference.h.
  */
 #include "reference.h"
 
@@ -9,18 +11,21 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* Keys row i sees: bottom-right aligned, key j is seen iff j <= i + nk - nq. */
+static size_t seen_keys(const fcl_attention_desc *desc, size_t i) {
+  const size_t nq = desc->seqlen_q, nk = desc->seqlen_k;
+  if (!desc->causal) return nk;
+  long long last = (long long)i + (long long)nk - (long long)nq;
+  return last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
+}
+
 void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
                         const float *k, const float *v, size_t b, size_t h,
                         size_t i, double *o_row, double *lse) {
   const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
   const size_t hkv = h / (desc->heads_q / desc->heads_kv);
   const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
-  /* Bottom-right aligned: key j is seen iff j <= i + nk - nq. */
-  size_t seen = nk;
-  if (desc->causal) {
-    long long last = (long long)i + (long long)nk - (long long)nq;
-    seen = last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
-  }
+  const size_t seen = seen_keys(desc, i);
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0;
   if (seen == 0) {
     *lse = -INFINITY;
@@ -67,11 +72,7 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   /* S and P are float for f32 storage, else the storage type. */
   const fcl_dtype s_type = desc->dtype;
   const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
-  size_t seen = nk;
-  if (desc->causal) {
-    long long last = (long long)i + (long long)nk - (long long)nq;
-    seen = last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
-  }
+  const size_t seen = seen_keys(desc, i);
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
   if (seen == 0) {
     *lse = -INFINITY;
@@ -97,4 +98,64 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   for (size_t c = 0; c < d; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
   *lse = m + logf(l);
   free(p);
+}
+
+void fclref_backward_slice(const fcl_attention_desc *desc, const float *q,
+                           const float *k, const float *v, const float *dout,
+                           size_t b, size_t hkv, double *dq, double *dk, double *dv) {
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t group = desc->heads_q / desc->heads_kv;
+  const double scale = (double)desc->scale;
+  const size_t kv_ld = desc->heads_kv * d;
+  const float *kb = k + (b * nk * desc->heads_kv + hkv) * d;
+  const float *vb = v + (b * nk * desc->heads_kv + hkv) * d;
+  double *dkb = dk + (b * nk * desc->heads_kv + hkv) * d;
+  double *dvb = dv + (b * nk * desc->heads_kv + hkv) * d;
+  for (size_t j = 0; j < nk; ++j)
+    for (size_t c = 0; c < d; ++c) dkb[j * kv_ld + c] = dvb[j * kv_ld + c] = 0.0;
+  double *p = malloc((nk ? nk : 1) * sizeof *p);
+  double *dp = malloc((nk ? nk : 1) * sizeof *dp);
+  if (!p || !dp) abort();
+  for (size_t h = hkv * group; h < (hkv + 1) * group; ++h)
+    for (size_t i = 0; i < nq; ++i) {
+      const size_t at = ((b * nq + i) * desc->heads_q + h) * d;
+      const float *qi = q + at, *doi = dout + at;
+      double *dqi = dq + at;
+      for (size_t c = 0; c < d; ++c) dqi[c] = 0.0;
+      const size_t seen = seen_keys(desc, i);
+      if (seen == 0) continue;
+      double m = -INFINITY;
+      for (size_t j = 0; j < seen; ++j) {
+        double dot = 0.0, dot_v = 0.0;
+        for (size_t c = 0; c < d; ++c) {
+          dot += (double)qi[c] * (double)kb[j * kv_ld + c];
+          dot_v += (double)doi[c] * (double)vb[j * kv_ld + c];
+        }
+        p[j] = dot * scale;
+        dp[j] = dot_v;
+        if (p[j] > m) m = p[j];
+      }
+      double l = 0.0;
+      for (size_t j = 0; j < seen; ++j) l += (p[j] = exp(p[j] - m));
+      double rowsum = 0.0;
+      for (size_t j = 0; j < seen; ++j) rowsum += (p[j] /= l) * dp[j];
+      for (size_t j = 0; j < seen; ++j) {
+        const double ds = p[j] * (dp[j] - rowsum) * scale;
+        for (size_t c = 0; c < d; ++c) {
+          dqi[c] += ds * (double)kb[j * kv_ld + c];
+          dkb[j * kv_ld + c] += ds * (double)qi[c];
+          dvb[j * kv_ld + c] += p[j] * (double)doi[c];
+        }
+      }
+    }
+  free(p);
+  free(dp);
+}
+
+void fclref_backward(const fcl_attention_desc *desc, const float *q,
+                     const float *k, const float *v, const float *dout,
+                     double *dq, double *dk, double *dv) {
+  for (size_t b = 0; b < desc->batch; ++b)
+    for (size_t h = 0; h < desc->heads_kv; ++h)
+      fclref_backward_slice(desc, q, k, v, dout, b, h, dq, dk, dv);
 }

@@ -29,4 +29,21 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
                       const float *v, size_t b, size_t h, size_t i, float *o_row,
                       float *lse);
 
+/** The backward of one (batch b, kv head hkv) slice, from the inputs alone
+ *  (P recomputed exactly, not from a device LSE): dq rows of the query
+ *  heads that read kv head hkv, and dk, dv of that head (summed over those
+ *  query heads), each written at its place in a full array of its tensor's
+ *  layout; the rest of the arrays is left alone. dout is dL/dO in Q's
+ *  layout. A row that sees no key contributes nothing and gets dq = 0.
+ *  Costs O(group * seqlen_q * seqlen_k * head_dim), so callers can check a
+ *  sample of slices of a large problem. */
+void fclref_backward_slice(const fcl_attention_desc *desc, const float *q,
+                           const float *k, const float *v, const float *dout,
+                           size_t b, size_t hkv, double *dq, double *dk, double *dv);
+
+/** The whole backward: dq in Q's layout, dk and dv in K's. */
+void fclref_backward(const fcl_attention_desc *desc, const float *q,
+                     const float *k, const float *v, const float *dout,
+                     double *dq, double *dk, double *dv);
+
 #endif

@@ -1,0 +1,609 @@
+/*
+ * flash_bwd.cl — FlashAttention-2 backward with recomputation: nothing of
+ * size seqlen_q x seqlen_k is stored, and nothing is summed with atomics.
+ *
+ * Three kernels, enqueued in this order:
+ *   flash_bwd_preprocess  D_i = sum_c dO_ic * O_ic for every query row.
+ *   flash_bwd_dkdv        a work-group keeps BLOCK keys of one (batch, kv
+ *                         head) in registers and streams tiles of BLOCK
+ *                         queries of every query head of its group through
+ *                         local memory. It recomputes S = scale * q.k,
+ *                         P = e^(S - LSE), dP = dO.v and dS = P (dP - D),
+ *                         accumulates dV += P^T dO and dK += dS^T Q, and
+ *                         writes dK (times scale) and dV once.
+ *   flash_bwd_dq          a work-group keeps BLOCK queries and streams tiles
+ *                         of BLOCK keys; it recomputes the same and writes
+ *                         dQ = scale * dS K once.
+ * Every gradient element is summed by one work-item in a fixed order, the
+ * GQA sum over the query heads of a group included, so runs are
+ * bit-identical. The price of doing without atomics is recomputing S, P
+ * and dP in both kernels: 7 products of head_dim per (query, key) pair
+ * instead of 5.
+ *
+ * Work-item layout as in flash_fwd.cl: THREADS_PER_ROW adjacent work-items
+ * share a row, each holding a D_SLICE-wide slice of it, and each owns
+ * ROWS_PER_THREAD rows ROW_GROUPS apart. Streamed rows are read from local
+ * memory as float4s that all rows of a warp read at once (broadcasts). A
+ * tile is consumed SUB_ROWS rows at a time: their dot products are summed
+ * over the slices together, so that the shuffles or barriers of the sum
+ * are shared, and only 2 * SUB_ROWS scores per row sit in registers.
+ *
+ * Accuracy as in flash_fwd.cl: the scale multiplies finished dot products
+ * and the dot products run in four chains; the gradients' long sums are
+ * taken in two levels (ACCUMULATE). P is e^(S - LSE) by exp rather
+ * than exp2(x * log2 e), which would round the exponent once more; two exps
+ * per pair against 7 * head_dim multiply-adds cost nothing. Rows that saw
+ * no key (LSE = -inf) and rows past seqlen_q get P = 0 by an explicit test.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for; head_dim <= it
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 128         // work-items per work-group
+#endif
+#ifndef THREADS_PER_ROW
+#define THREADS_PER_ROW 2   // work-items splitting one row's head_dim
+#endif
+#ifndef ROWS_PER_THREAD
+#define ROWS_PER_THREAD 1   // rows kept in registers per work-item
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0            // bottom-right aligned causal mask
+#endif
+#ifndef SUB_ROWS
+#define SUB_ROWS 8          // streamed rows whose scores are in registers at once
+#endif
+#ifndef PRE_THREADS
+#define PRE_THREADS 16      // work-items per row in flash_bwd_preprocess
+#endif
+
+#define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
+/* Rows a work-group keeps (keys in dK/dV, queries in dQ) and rows of each
+ * tile it streams (queries in dK/dV, keys in dQ). */
+#define BLOCK (ROW_GROUPS * ROWS_PER_THREAD)
+#define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
+#define D_SLICE4 (D_SLICE / 4)
+/* Slices sit 4 floats apart beyond their width, so the THREADS_PER_ROW
+ * different addresses a warp reads at once fall into different banks. */
+#define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
+#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // floats per row in a tile
+#define TILE_LD4 (TILE_LD / 4)
+#define PRE_ROWS (WG_SIZE / PRE_THREADS)
+
+#if WG_SIZE % THREADS_PER_ROW != 0
+#error "WG_SIZE must be a multiple of THREADS_PER_ROW"
+#endif
+#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4 && THREADS_PER_ROW != 8
+#error "THREADS_PER_ROW must be 1, 2, 4 or 8"
+#endif
+#if D_SLICE * THREADS_PER_ROW < HEAD_DIM_MAX
+#error "the slices must cover HEAD_DIM_MAX"
+#endif
+#if BLOCK % SUB_ROWS != 0
+#error "SUB_ROWS must divide the tile"
+#endif
+#if WG_SIZE % PRE_THREADS != 0 || (PRE_THREADS & (PRE_THREADS - 1)) != 0
+#error "PRE_THREADS must be a power of two dividing WG_SIZE"
+#endif
+
+/* How the THREADS_PER_ROW partial dot products of a row are summed: warp
+ * shuffles where the driver has them and the work-group fills whole warps
+ * (a shuffle over absent lanes is undefined), else through local memory. */
+#if THREADS_PER_ROW > 1 && (!FCL_NVIDIA_PTX || WG_SIZE < 32)
+#define ROW_SUM_IN_LOCAL 1
+#else
+#define ROW_SUM_IN_LOCAL 0
+#endif
+
+/* Helpers that touch global memory take the kernel's counters along. */
+#ifdef FCL_COUNT_IO
+#define IO_LOADS , ulong *io_loads
+#define IO_STORES , ulong *io_stores
+#define IO_LOADS_ARG , &fcl_io_loaded
+#define IO_STORES_ARG , &fcl_io_stored
+#define IO_HELPER_INIT FCL_IO_INIT
+#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
+#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
+#else
+#define IO_LOADS
+#define IO_STORES
+#define IO_LOADS_ARG
+#define IO_STORES_ARG
+#define IO_HELPER_INIT
+#define IO_HELPER_LOADS_DONE() ((void)0)
+#define IO_HELPER_STORES_DONE() ((void)0)
+#endif
+
+/* Columns col..col+3 of a row; those past head_dim read as 0. */
+inline float4 load_quad(__global const store_t *row, const int col,
+                        const int head_dim IO_LOADS) {
+  IO_HELPER_INIT;
+  float4 x = (float4)(0.0f);
+  if ((head_dim & 3) == 0) {
+    if (col < head_dim) x = LOAD4(row, col);
+  } else {
+    if (col + 0 < head_dim) x.x = LOAD1(row, col + 0);
+    if (col + 1 < head_dim) x.y = LOAD1(row, col + 1);
+    if (col + 2 < head_dim) x.z = LOAD1(row, col + 2);
+    if (col + 3 < head_dim) x.w = LOAD1(row, col + 3);
+  }
+  IO_HELPER_LOADS_DONE();
+  return x;
+}
+
+/* Columns col..col+3 of a row, those before head_dim. */
+inline void store_quad(__global store_t *row, const int col, const int head_dim,
+                       const float4 x IO_STORES) {
+  IO_HELPER_INIT;
+  if ((head_dim & 3) == 0) {
+    if (col < head_dim) STORE4(row, col, x);
+  } else {
+    if (col + 0 < head_dim) STORE1(row, col + 0, x.x);
+    if (col + 1 < head_dim) STORE1(row, col + 1, x.y);
+    if (col + 2 < head_dim) STORE1(row, col + 2, x.z);
+    if (col + 3 < head_dim) STORE1(row, col + 3, x.w);
+  }
+  IO_HELPER_STORES_DONE();
+}
+
+/* Rows [0, rows) of two tensors (a and b point at the first row; rows are
+ * `stride` elements apart) into two tiles laid out [row][slice][D_SLICE +
+ * skew], coalesced over head_dim. Rows from `rows` on become 0: never
+ * stale local memory (0 * NaN is NaN). The padding columns past head_dim
+ * are not written: the caller zeroes them once. */
+inline void load_tile_pair(__local float4 *ta, __local float4 *tb,
+                           __global const store_t *a, __global const store_t *b,
+                           const size_t stride, const int rows, const int head_dim
+                           IO_LOADS) {
+  IO_HELPER_INIT;
+  const int quads = (head_dim + 3) / 4;
+  for (int i = get_local_id(0); i < BLOCK * quads; i += WG_SIZE) {
+    const int j = i / quads;
+    const int c = (i - j * quads) * 4;
+    const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
+    float4 x = (float4)(0.0f), y = (float4)(0.0f);
+    if (j < rows) {
+      x = load_quad(a + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+      y = load_quad(b + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+    }
+    ta[at] = x;
+    tb[at] = y;
+  }
+  IO_HELPER_LOADS_DONE();
+}
+
+/* ---- the parts both main kernels share, as statement macros so that the
+ * per-row arrays stay private arrays indexed by constants (registers) ---- */
+
+/* dst[r][..] = this work-item's slice of row r (0 for rows that are not
+ * live and for columns past head_dim). */
+#define LOAD_ROW_SLICES(dst, base, rows, limit, stride)                          \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    __global const store_t *src_ = (base) + (size_t)(rows)[r_] * (stride);      \
+    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+      float4 x_ = (float4)(0.0f);                                               \
+      if ((rows)[r_] < (limit)) x_ = load_quad(src_, col0 + c_, head_dim IO_LOADS_ARG); \
+      dst[r_][c_] = x_.x;                                                       \
+      dst[r_][c_ + 1] = x_.y;                                                   \
+      dst[r_][c_ + 2] = x_.z;                                                   \
+      dst[r_][c_ + 3] = x_.w;                                                   \
+    }                                                                           \
+  }
+
+/* Stores this work-item's slice of each live row r, times `factor`. */
+#define STORE_ROW_SLICES(src, base, rows, limit, stride, factor)                \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    if ((rows)[r_] >= (limit)) continue;                                        \
+    __global store_t *dst_ = (base) + (size_t)(rows)[r_] * (stride);            \
+    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+      const float4 x_ = (float4)(src[r_][c_], src[r_][c_ + 1], src[r_][c_ + 2], \
+                                 src[r_][c_ + 3]) * (factor);                   \
+      store_quad(dst_, col0 + c_, head_dim, x_ IO_STORES_ARG);                  \
+    }                                                                           \
+  }
+
+/* s[r][i] = slice of a_r . tile_a row (sb + i), dp[r][i] likewise for b:
+ * four chains per dot product, one per float4 lane, summed pairwise, as in
+ * flash_fwd.cl. */
+#define SLICE_DOTS(s, dp, ra, rb, tile_a, tile_b, sb)                           \
+  UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                                 \
+    float4 sa_[ROWS_PER_THREAD], sb_[ROWS_PER_THREAD];                          \
+    UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                          \
+      sa_[r_] = sb_[r_] = (float4)(0.0f);                                       \
+    const int at_ = ((sb) + i_) * TILE_LD4 + slice_base4;                       \
+    UNROLL for (int c4_ = 0; c4_ < D_SLICE4; ++c4_) {                            \
+      const float4 ta_ = tile_a[at_ + c4_], tb_ = tile_b[at_ + c4_];            \
+      UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                      \
+        sa_[r_] = fma((float4)(ra[r_][4 * c4_], ra[r_][4 * c4_ + 1],            \
+                               ra[r_][4 * c4_ + 2], ra[r_][4 * c4_ + 3]),       \
+                      ta_, sa_[r_]);                                            \
+        sb_[r_] = fma((float4)(rb[r_][4 * c4_], rb[r_][4 * c4_ + 1],            \
+                               rb[r_][4 * c4_ + 2], rb[r_][4 * c4_ + 3]),       \
+                      tb_, sb_[r_]);                                            \
+      }                                                                         \
+    }                                                                           \
+    UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                        \
+      s[r_][i_] = (sa_[r_].x + sa_[r_].y) + (sa_[r_].z + sa_[r_].w);            \
+      dp[r_][i_] = (sb_[r_].x + sb_[r_].y) + (sb_[r_].z + sb_[r_].w);           \
+    }                                                                           \
+  }
+
+/* acc[r][4 c4 .. 4 c4 + 3] += t[r]. The gradients are sums over every
+ * query (dK, dV) or key (dQ): the SUB_ROWS terms of a sub-tile are summed
+ * first, on their own, and only that partial joins the long running sum,
+ * which divides the running sum's rounding error by about sqrt(SUB_ROWS)
+ * for one add per SUB_ROWS multiply-adds. With one chain per element, a
+ * sum over a few hundred rows was up to 3x less accurate than CLBlast's
+ * GEMM on the same data. */
+#define ACCUMULATE(acc, t, c4)                                                  \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    acc[r_][4 * (c4) + 0] += t[r_].x;                                           \
+    acc[r_][4 * (c4) + 1] += t[r_].y;                                           \
+    acc[r_][4 * (c4) + 2] += t[r_].z;                                           \
+    acc[r_][4 * (c4) + 3] += t[r_].w;                                           \
+  }
+
+/* Sums the THREADS_PER_ROW partial dot products of each row; every slice
+ * of a row gets the same sum, in the same order run after run. */
+#if THREADS_PER_ROW == 1
+#define ROW_SUMS(s, dp) ((void)0)
+#elif ROW_SUM_IN_LOCAL
+#define ROW_SUMS(s, dp)                                                         \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      part[i_ * WG_SIZE + tid] = s[r_][i_];                                     \
+      part[(SUB_ROWS + i_) * WG_SIZE + tid] = dp[r_][i_];                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      float x_ = 0.0f, y_ = 0.0f;                                               \
+      UNROLL for (int t_ = 0; t_ < THREADS_PER_ROW; ++t_) {                      \
+        x_ += part[i_ * WG_SIZE + row_group * THREADS_PER_ROW + t_];            \
+        y_ += part[(SUB_ROWS + i_) * WG_SIZE + row_group * THREADS_PER_ROW + t_]; \
+      }                                                                         \
+      s[r_][i_] = x_;                                                           \
+      dp[r_][i_] = y_;                                                          \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+  }
+#else
+/* Butterfly: x + y == y + x exactly, so all lanes of a row agree. */
+#define ROW_SUMS(s, dp)                                                         \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                            \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      UNROLL for (int m_ = 1; m_ < THREADS_PER_ROW; m_ *= 2) {                   \
+        s[r_][i_] += fcl_shfl_xor(s[r_][i_], m_);                               \
+        dp[r_][i_] += fcl_shfl_xor(dp[r_][i_], m_);                             \
+      }                                                                         \
+    }
+#endif
+
+/* ---- D = rowsum(dO * O) -------------------------------------------------- */
+
+/* PRE_THREADS work-items per row, each summing strided float4s; a fixed
+ * tree sums their parts. Rows are taken in memory order (batch, query,
+ * head), so that a work-group reads one contiguous range. */
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_preprocess(__global const store_t *o,    // [batch][seqlen_q][heads_q][head_dim]
+                          __global const store_t *dout, // [batch][seqlen_q][heads_q][head_dim]
+                          __global float *dsum,         // [batch][heads_q][seqlen_q], D
+                          const int seqlen_q, const int heads_q, const int head_dim,
+                          const int n_rows              // batch * seqlen_q * heads_q
+                          FCL_IO_PARAM) {
+  __local float part[WG_SIZE];
+  FCL_IO_INIT;
+  const int tid = get_local_id(0);
+  const int lane = tid % PRE_THREADS;
+  const int row = get_group_id(0) * PRE_ROWS + tid / PRE_THREADS;
+  float4 acc = (float4)(0.0f);
+  if (row < n_rows) {
+    __global const store_t *o_row = o + (size_t)row * head_dim;
+    __global const store_t *do_row = dout + (size_t)row * head_dim;
+    for (int c = 4 * lane; c < head_dim; c += 4 * PRE_THREADS)
+      acc = fma(load_quad(o_row, c, head_dim IO_LOADS_ARG),
+                load_quad(do_row, c, head_dim IO_LOADS_ARG), acc);
+  }
+  part[tid] = (acc.x + acc.y) + (acc.z + acc.w);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int width = PRE_THREADS / 2; width > 0; width /= 2) {
+    if (lane < width) part[tid] += part[tid + width];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0 && row < n_rows) {
+    const int head = row % heads_q;
+    const int query = (row / heads_q) % seqlen_q;
+    const int batch = row / heads_q / seqlen_q;
+    STORE_F32(dsum, ((size_t)batch * heads_q + head) * seqlen_q + query, part[tid]);
+  }
+  FCL_IO_COMMIT();
+}
+
+/* ---- dK, dV --------------------------------------------------------------- */
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
+                    __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
+                    __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
+                    __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
+                    __global const float *lse,     // [batch][heads_q][seqlen_q]
+                    __global const float *dsum,    // [batch][heads_q][seqlen_q], D
+                    __global store_t *dk,          // [batch][seqlen_k][heads_kv][head_dim]
+                    __global store_t *dv,          // [batch][seqlen_k][heads_kv][head_dim]
+                    const int seqlen_q, const int seqlen_k, const int heads_q,
+                    const int heads_kv, const int head_dim,
+                    const float scale              // logits are scale * q.k
+                    FCL_IO_PARAM) {
+  __local float4 q_tile[BLOCK * TILE_LD4];   // [query][slice][D_SLICE + skew]
+  __local float4 do_tile[BLOCK * TILE_LD4];
+  __local float lse_tile[BLOCK], d_tile[BLOCK];
+#if ROW_SUM_IN_LOCAL
+  __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
+#endif
+  FCL_IO_INIT;
+
+  const int tid = get_local_id(0);
+  const int slice = tid % THREADS_PER_ROW;
+  const int row_group = tid / THREADS_PER_ROW;
+  /* One flat grid, key blocks fastest. Causal: the first key blocks are
+   * seen by the most queries, and they start first. */
+  const int n_kblocks = (seqlen_k + BLOCK - 1) / BLOCK;
+  const int group_id = get_group_id(0);
+  const int bh = group_id / n_kblocks;
+  const int kblock = group_id - bh * n_kblocks;
+  const int kv_head = bh % heads_kv;
+  const int batch = bh / heads_kv;
+  const int group = heads_q / heads_kv;
+  const int k0 = kblock * BLOCK;
+
+  const size_t q_stride = (size_t)heads_q * head_dim;   // between rows
+  const size_t kv_stride = (size_t)heads_kv * head_dim;
+  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+
+  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
+    q_tile[i] = (float4)(0.0f);
+    do_tile[i] = (float4)(0.0f);
+  }
+
+  int key[ROWS_PER_THREAD];
+  float kr[ROWS_PER_THREAD][D_SLICE], vr[ROWS_PER_THREAD][D_SLICE];
+  float dkr[ROWS_PER_THREAD][D_SLICE], dvr[ROWS_PER_THREAD][D_SLICE];
+  const int col0 = slice * D_SLICE;
+UNROLL
+  for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+    key[r] = k0 + row_group + r * ROW_GROUPS;
+UNROLL
+    for (int c = 0; c < D_SLICE; ++c) dkr[r][c] = dvr[r][c] = 0.0f;
+  }
+  LOAD_ROW_SLICES(kr, k + kv_offset, key, seqlen_k, kv_stride);
+  LOAD_ROW_SLICES(vr, v + kv_offset, key, seqlen_k, kv_stride);
+
+  /* Query i sees key j iff j <= i + diag. Queries before q_begin see no
+   * key of this block (their tiles are skipped); queries from q_full on see
+   * all of its keys (their tiles need no mask). Keys past seqlen_k need no
+   * mask either: their gradients are never stored. */
+  const int diag = seqlen_k - seqlen_q;
+#if CAUSAL
+  const int last_key = min(k0 + BLOCK, seqlen_k) - 1;
+  const int q_begin = clamp(k0 - diag, 0, seqlen_q);
+  const int q_full = clamp(last_key - diag, 0, seqlen_q);
+  const int first_tile = q_begin / BLOCK;
+#else
+  const int first_tile = 0;
+#endif
+  const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
+  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  for (int member = 0; member < group; ++member) {
+    const int head = kv_head * group + member;
+    const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
+    const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
+    for (int tile = first_tile; tile < n_tiles; ++tile) {
+      const int q0 = tile * BLOCK;
+      const int rows = min(BLOCK, seqlen_q - q0);
+
+      /* ---- Q, dO, LSE and D of this query tile into local memory ---- */
+      load_tile_pair(q_tile, do_tile, q + q_offset + (size_t)q0 * q_stride,
+                     dout + q_offset + (size_t)q0 * q_stride, q_stride, rows, head_dim
+                     IO_LOADS_ARG);
+      for (int i = tid; i < BLOCK; i += WG_SIZE) {
+        lse_tile[i] = i < rows ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
+        d_tile[i] = i < rows ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+#if CAUSAL
+      const int masked = q0 < q_full;  // uniform over the group
+#endif
+
+      for (int sb = 0; sb < BLOCK; sb += SUB_ROWS) {
+        float s[ROWS_PER_THREAD][SUB_ROWS], dp[ROWS_PER_THREAD][SUB_ROWS];
+        SLICE_DOTS(s, dp, kr, vr, q_tile, do_tile, sb);
+        ROW_SUMS(s, dp);
+
+        /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
+UNROLL
+        for (int i = 0; i < SUB_ROWS; ++i) {
+          const float lse_i = lse_tile[sb + i], d_i = d_tile[sb + i];
+UNROLL
+          for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+            int seen = lse_i != -INFINITY;  // past seqlen_q, or saw no key
+#if CAUSAL
+            if (masked) seen = seen && key[r] <= q0 + sb + i + diag;
+#endif
+            const float p = seen ? exp(s[r][i] * scale - lse_i) : 0.0f;
+            s[r][i] = p;
+            dp[r][i] = p * (dp[r][i] - d_i);
+          }
+        }
+
+        /* ---- dV += P^T dO, dK += dS^T Q ---- */
+UNROLL
+        for (int c4 = 0; c4 < D_SLICE4; ++c4) {
+          float4 tv[ROWS_PER_THREAD], tk[ROWS_PER_THREAD];
+UNROLL
+          for (int r = 0; r < ROWS_PER_THREAD; ++r) tv[r] = tk[r] = (float4)(0.0f);
+UNROLL
+          for (int i = 0; i < SUB_ROWS; ++i) {
+            const int at = (sb + i) * TILE_LD4 + slice_base4 + c4;
+            const float4 qq = q_tile[at], oo = do_tile[at];
+UNROLL
+            for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+              tv[r] = fma((float4)(s[r][i]), oo, tv[r]);
+              tk[r] = fma((float4)(dp[r][i]), qq, tk[r]);
+            }
+          }
+          ACCUMULATE(dvr, tv, c4);
+          ACCUMULATE(dkr, tk, c4);
+        }
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
+    }
+  }
+
+  STORE_ROW_SLICES(dkr, dk + kv_offset, key, seqlen_k, kv_stride, scale);
+  STORE_ROW_SLICES(dvr, dv + kv_offset, key, seqlen_k, kv_stride, 1.0f);
+  FCL_IO_COMMIT();
+}
+
+/* ---- dQ ------------------------------------------------------------------- */
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
+                  __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
+                  __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
+                  __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
+                  __global const float *lse,     // [batch][heads_q][seqlen_q]
+                  __global const float *dsum,    // [batch][heads_q][seqlen_q], D
+                  __global store_t *dq,          // [batch][seqlen_q][heads_q][head_dim]
+                  const int seqlen_q, const int seqlen_k, const int heads_q,
+                  const int heads_kv, const int head_dim,
+                  const float scale              // logits are scale * q.k
+                  FCL_IO_PARAM) {
+  __local float4 k_tile[BLOCK * TILE_LD4];   // [key][slice][D_SLICE + skew]
+  __local float4 v_tile[BLOCK * TILE_LD4];
+  __local float lse_rows[BLOCK], d_rows[BLOCK];
+#if ROW_SUM_IN_LOCAL
+  __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
+#endif
+  FCL_IO_INIT;
+
+  const int tid = get_local_id(0);
+  const int slice = tid % THREADS_PER_ROW;
+  const int row_group = tid / THREADS_PER_ROW;
+  /* As flash_fwd.cl: query blocks fastest; causal, the last blocks (which
+   * see the most keys) first. */
+  const int n_qblocks = (seqlen_q + BLOCK - 1) / BLOCK;
+  const int group_id = get_group_id(0);
+  const int bh = group_id / n_qblocks;
+  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
+                            : group_id - bh * n_qblocks;
+  const int head = bh % heads_q;
+  const int batch = bh / heads_q;
+  const int kv_head = head / (heads_q / heads_kv);
+  const int q0 = qblock * BLOCK;
+
+  const size_t q_stride = (size_t)heads_q * head_dim;
+  const size_t kv_stride = (size_t)heads_kv * head_dim;
+  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
+  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
+
+  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
+    k_tile[i] = (float4)(0.0f);
+    v_tile[i] = (float4)(0.0f);
+  }
+  for (int i = tid; i < BLOCK; i += WG_SIZE) {
+    const int live = q0 + i < seqlen_q;
+    lse_rows[i] = live ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
+    d_rows[i] = live ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
+  }
+
+  int row[ROWS_PER_THREAD];
+  float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][D_SLICE];
+  float dqr[ROWS_PER_THREAD][D_SLICE];
+  const int col0 = slice * D_SLICE;
+UNROLL
+  for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+    row[r] = q0 + row_group + r * ROW_GROUPS;
+UNROLL
+    for (int c = 0; c < D_SLICE; ++c) dqr[r][c] = 0.0f;
+  }
+  LOAD_ROW_SLICES(qr, q + q_offset, row, seqlen_q, q_stride);
+  LOAD_ROW_SLICES(dor, dout + q_offset, row, seqlen_q, q_stride);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float lse_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
+UNROLL
+  for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+    lse_r[r] = lse_rows[row_group + r * ROW_GROUPS];
+    d_r[r] = d_rows[row_group + r * ROW_GROUPS];
+  }
+
+  /* As flash_fwd.cl: keys below kv_full are seen by every row of this
+   * block, keys from kv_end on by none. */
+  const int diag = seqlen_k - seqlen_q;
+#if CAUSAL
+  const int last_row = min(q0 + BLOCK, seqlen_q) - 1;
+  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
+  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
+#else
+  const int kv_end = seqlen_k;
+  const int kv_full = seqlen_k;
+#endif
+  const int n_tiles = (kv_end + BLOCK - 1) / BLOCK;
+  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int k0 = tile * BLOCK;
+    load_tile_pair(k_tile, v_tile, k + kv_offset + (size_t)k0 * kv_stride,
+                   v + kv_offset + (size_t)k0 * kv_stride, kv_stride,
+                   min(BLOCK, seqlen_k - k0), head_dim IO_LOADS_ARG);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int masked = k0 + BLOCK > kv_full;  // uniform over the group
+
+    for (int sb = 0; sb < BLOCK; sb += SUB_ROWS) {
+      float s[ROWS_PER_THREAD][SUB_ROWS], dp[ROWS_PER_THREAD][SUB_ROWS];
+      SLICE_DOTS(s, dp, qr, dor, k_tile, v_tile, sb);
+      ROW_SUMS(s, dp);
+
+      /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
+UNROLL
+      for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+        const int live = lse_r[r] != -INFINITY;  // past seqlen_q, or sees no key
+UNROLL
+        for (int j = 0; j < SUB_ROWS; ++j) {
+          int seen = live;
+          if (masked) {
+            const int key = k0 + sb + j;
+#if CAUSAL
+            seen = seen && key < seqlen_k && key <= row[r] + diag;
+#else
+            seen = seen && key < seqlen_k;
+#endif
+          }
+          const float p = seen ? exp(s[r][j] * scale - lse_r[r]) : 0.0f;
+          dp[r][j] = p * (dp[r][j] - d_r[r]);
+        }
+      }
+
+      /* ---- dQ += dS K ---- */
+UNROLL
+      for (int c4 = 0; c4 < D_SLICE4; ++c4) {
+        float4 t[ROWS_PER_THREAD];
+UNROLL
+        for (int r = 0; r < ROWS_PER_THREAD; ++r) t[r] = (float4)(0.0f);
+UNROLL
+        for (int j = 0; j < SUB_ROWS; ++j) {
+          const float4 kk = k_tile[(sb + j) * TILE_LD4 + slice_base4 + c4];
+UNROLL
+          for (int r = 0; r < ROWS_PER_THREAD; ++r) t[r] = fma((float4)(dp[r][j]), kk, t[r]);
+        }
+        ACCUMULATE(dqr, t, c4);
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+  }
+
+  STORE_ROW_SLICES(dqr, dq + q_offset, row, seqlen_q, q_stride, scale);
+  FCL_IO_COMMIT();
+}

@@ -1,0 +1,192 @@
+/*
+ * naive_bwd.c — the baseline's backward: P recomputed and materialised,
+ * every product a CLBlast GEMM, and two row kernels from softmax.cl:
+ *   S  = scale * Q K^T                  GEMM
+ *   P  = e^(S - LSE)                    softmax_recompute, in place
+ *   dV = P^T dO                         GEMM
+ *   dP = dO V^T                         GEMM
+ *   dS = scale * P (dP - rowsum(P dP))  softmax_bwd, in place over dP
+ *   dQ = dS K                           GEMM
+ *   dK = dS^T Q                         GEMM
+ *
+ * Chunked as the forward is (naive.c): a chunk is one batch index, one
+ * member of the query-head group and a run of consecutive kv heads, and
+ * holds P and dP of each of its slices. dK and dV of a kv head are sums
+ * over the members of its group: the first member's GEMMs write them
+ * (beta = 0) and the later ones add to them (beta = 1), in member order on
+ * an in-order queue, so the sum is the same run after run.
+ *
+ * When a run takes several chunks, dQ, dK and dV are produced in scratch
+ * and copied at the end, so that a failure half-way leaves the caller's
+ * outputs untouched. With one chunk, one GEMM writes each output.
+ */
+#include "internal.h"
+
+/* Everything one run allocates, released in one place. */
+typedef struct bwd_run {
+  cl_mem p, dp;        /* [per_chunk][seqlen_q][seqlen_k] each */
+  cl_mem dq, dk, dv;   /* where the gradients are produced: the caller's or scratch */
+  cl_kernel recompute, softmax_bwd;
+} bwd_run;
+
+static void bwd_release(fcl__backward_call *call, bwd_run *run) {
+  fcl__release_mem(&run->p);
+  fcl__release_mem(&run->dp);
+  if (run->dq != call->dq) fcl__release_mem(&run->dq);
+  if (run->dk != call->dk) fcl__release_mem(&run->dk);
+  if (run->dv != call->dv) fcl__release_mem(&run->dv);
+  if (run->recompute) clReleaseKernel(run->recompute);
+  if (run->softmax_bwd) clReleaseKernel(run->softmax_bwd);
+}
+
+static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
+                              bwd_run *run) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  const size_t matrix = ch->slice_bytes / 2 * ch->per_chunk;
+  const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
+  const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
+  fcl_status status;
+  run->p = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's P", &status);
+  FCL_FORWARD_IF(status);
+  run->dp = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's dP", &status);
+  FCL_FORWARD_IF(status);
+  run->dq = call->dq;
+  run->dk = call->dk;
+  run->dv = call->dv;
+  if (ch->chunks > 1) {
+    run->dq = fcl__buffer(ctx, CL_MEM_READ_WRITE, q_bytes, "the naive backward's staged dQ",
+                          &status);
+    FCL_FORWARD_IF(status);
+    run->dk = fcl__buffer(ctx, CL_MEM_READ_WRITE, kv_bytes, "the naive backward's staged dK",
+                          &status);
+    FCL_FORWARD_IF(status);
+    run->dv = fcl__buffer(ctx, CL_MEM_READ_WRITE, kv_bytes, "the naive backward's staged dV",
+                          &status);
+    FCL_FORWARD_IF(status);
+  }
+  unsigned wg, cols;
+  fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
+  fcl__options opts;
+  fcl__options_init(&opts);
+  fcl__options_define(&opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(&opts, "WG_SIZE", (long)wg);
+  fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
+  fcl__options_define(&opts, "CAUSAL", desc->causal);
+  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_recompute",
+                             &run->recompute));
+  return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_bwd", &run->softmax_bwd);
+}
+
+/* One chunk: batch b, group member `member`, kv heads [kv0, kv0 + n). */
+static fcl_status bwd_chunk(fcl__backward_call *call, bwd_run *run, size_t b,
+                            size_t member, size_t kv0, size_t n) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t group = call->shape.group;
+  const size_t q_ld = desc->heads_q * d, kv_ld = desc->heads_kv * d;
+  const size_t q_off = (b * nq * desc->heads_q + kv0 * group + member) * d;
+  const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
+  const size_t s_stride = nq * nk;
+  /* dK and dV: the group's first member writes, the others add. */
+  const float beta = member > 0 ? 1.0f : 0.0f;
+
+  const fcl__gemm qk = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = desc->scale,
+                        .a = call->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                        .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                        .c = run->p, .c_ld = nk, .c_stride = s_stride, .batch = n};
+  FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
+
+  unsigned wg, cols;
+  fcl__softmax_config(&ctx->info.limits, nk, &wg, &cols);
+  const size_t global[2] = {nq * wg, n}, local[2] = {wg, 1};
+  const cl_int seqlen_q = (cl_int)nq, seqlen_k = (cl_int)nk;
+  const cl_int heads_q = (cl_int)desc->heads_q, batch = (cl_int)b;
+  const cl_int group_i = (cl_int)group, kv_first = (cl_int)kv0, member_i = (cl_int)member;
+  const cl_uint counting = call->io_counter ? 0 : 1;  /* arguments to leave off */
+  fcl__arg rec_args[] = {FCL_ARG(run->p),    FCL_ARG(call->lse), FCL_ARG(seqlen_q),
+                         FCL_ARG(seqlen_k),  FCL_ARG(heads_q),   FCL_ARG(batch),
+                         FCL_ARG(group_i),   FCL_ARG(kv_first),  FCL_ARG(member_i),
+                         FCL_ARG(call->io_counter)};
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->recompute, "softmax_recompute", rec_args,
+                               sizeof rec_args / sizeof rec_args[0] - counting));
+  FCL_FORWARD_IF(fcl__launch(ctx, run->recompute, "softmax_recompute", 2, global, local));
+
+  const fcl__gemm pdo = {.trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
+                         .a = run->p, .a_ld = nk, .a_stride = s_stride,
+                         .b = call->dout, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .beta = beta,
+                         .c = run->dv, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
+                         .batch = n};
+  FCL_FORWARD_IF(fcl__gemm_run(ctx, &pdo, "dV = P^T dO"));
+  const fcl__gemm dov = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
+                         .a = call->dout, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                         .b = call->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                         .c = run->dp, .c_ld = nk, .c_stride = s_stride, .batch = n};
+  FCL_FORWARD_IF(fcl__gemm_run(ctx, &dov, "dP = dO V^T"));
+
+  const cl_float scale = desc->scale;
+  fcl__arg bwd_args[] = {FCL_ARG(run->p),   FCL_ARG(run->dp), FCL_ARG(seqlen_q),
+                         FCL_ARG(seqlen_k), FCL_ARG(scale),   FCL_ARG(call->io_counter)};
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->softmax_bwd, "softmax_bwd", bwd_args,
+                               sizeof bwd_args / sizeof bwd_args[0] - counting));
+  FCL_FORWARD_IF(fcl__launch(ctx, run->softmax_bwd, "softmax_bwd", 2, global, local));
+
+  const fcl__gemm dsk = {.m = nq, .n = d, .k = nk, .alpha = 1.0f,
+                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
+                         .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                         .c = run->dq, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
+                         .batch = n};
+  FCL_FORWARD_IF(fcl__gemm_run(ctx, &dsk, "dQ = dS K"));
+  const fcl__gemm dsq = {.trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
+                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
+                         .b = call->q, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .beta = beta,
+                         .c = run->dk, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
+                         .batch = n};
+  return fcl__gemm_run(ctx, &dsq, "dK = dS^T Q");
+}
+
+/* Copies staged gradients to the caller's buffers: each copy writes one
+ * output completely or, failing to enqueue, not at all. */
+static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
+  fcl_context *ctx = call->ctx;
+  const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
+  const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
+  if (run->dq != call->dq)
+    FCL_FORWARD_IF(fcl__publish(ctx, run->dq, call->dq, q_bytes, "copying the staged dQ"));
+  if (run->dk != call->dk)
+    FCL_FORWARD_IF(fcl__publish(ctx, run->dk, call->dk, kv_bytes, "copying the staged dK"));
+  if (run->dv != call->dv)
+    FCL_FORWARD_IF(fcl__publish(ctx, run->dv, call->dv, kv_bytes, "copying the staged dV"));
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__naive_backward(fcl__backward_call *call) {
+  fcl_context *ctx = call->ctx;
+  const fcl_attention_desc *desc = call->desc;
+  FCL_RETURN_IF(ctx, desc->dtype != FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
+                "the naive algorithm runs f32 storage only so far (asked for %s)",
+                fcl_dtype_name(desc->dtype));
+  fcl__chunking ch;
+  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
+                                     FCL_PASS_BACKWARD, &ch));
+  call->chunks = (unsigned)ch.chunks;
+
+  bwd_run run = {0};
+  fcl_status status = bwd_prepare(call, &ch, &run);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+  const size_t group = call->shape.group;
+  /* Members in order within each (batch, kv heads): beta = 1 adds to what
+   * the previous member wrote. */
+  for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
+    for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)
+      for (size_t kv0 = 0; kv0 < desc->heads_kv && status == FCL_SUCCESS; kv0 += ch.per_chunk) {
+        size_t n = desc->heads_kv - kv0 < ch.per_chunk ? desc->heads_kv - kv0 : ch.per_chunk;
+        status = bwd_chunk(call, &run, b, member, kv0, n);
+      }
+  if (status == FCL_SUCCESS) status = bwd_publish(call, &run);
+  bwd_release(call, &run);
+  return status;
+}
