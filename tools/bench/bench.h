@@ -92,6 +92,9 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
                      const bench_results *all);
 int bench_write_csv(const char *path, const bench_device *devices,
                     const bench_results *all);
+/** Plots, per device, throughput against sequence length, a roofline on the
+ *  measured peaks and flash's speed-up over naive (svg.c). Only successful
+ *  results are drawn. @return 0, or -1 if the file cannot be written. */
 int bench_write_svg(const char *path, const bench_device *devices, size_t n_devices,
                     const bench_results *all);
 

@@ -54,8 +54,9 @@ static const char usage[] =
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
     "  --csv FILE        one line per result\n"
-    "  --svg FILE        per device: throughput against sequence length, and a\n"
-    "                    roofline with every run on it\n"
+    "  --svg FILE        per device: throughput against sequence length, a\n"
+    "                    roofline with every run on it, and flash's speed-up\n"
+    "                    over naive\n"
     "  --quiet           no progress on stderr\n"
     "  --help, --version\n";
 
