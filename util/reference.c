@@ -152,6 +152,42 @@ void fclref_backward_slice(const fcl_attention_desc *desc, const float *q,
   free(dp);
 }
 
+void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q,
+                            const float *k, const float *v, const float *dout,
+                            size_t b, size_t h, size_t i, double *dq_row) {
+  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
+  const size_t at = ((b * nq + i) * desc->heads_q + h) * d, kv_ld = desc->heads_kv * d;
+  const float *qi = q + at, *doi = dout + at;
+  const float *kb = k + (b * nk * desc->heads_kv + hkv) * d;
+  const float *vb = v + (b * nk * desc->heads_kv + hkv) * d;
+  const size_t seen = seen_keys(desc, i);
+  for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0;
+  if (seen == 0) return;
+  double *p = malloc(seen * sizeof *p), *dp = malloc(seen * sizeof *dp);
+  if (!p || !dp) abort();
+  double m = -INFINITY;
+  for (size_t j = 0; j < seen; ++j) {
+    double dot = 0.0, dot_v = 0.0;
+    for (size_t c = 0; c < d; ++c) {
+      dot += (double)qi[c] * (double)kb[j * kv_ld + c];
+      dot_v += (double)doi[c] * (double)vb[j * kv_ld + c];
+    }
+    p[j] = dot * (double)desc->scale;
+    dp[j] = dot_v;
+    if (p[j] > m) m = p[j];
+  }
+  double l = 0.0, rowsum = 0.0;
+  for (size_t j = 0; j < seen; ++j) l += (p[j] = exp(p[j] - m));
+  for (size_t j = 0; j < seen; ++j) rowsum += (p[j] /= l) * dp[j];
+  for (size_t j = 0; j < seen; ++j) {
+    const double ds = p[j] * (dp[j] - rowsum) * (double)desc->scale;
+    for (size_t c = 0; c < d; ++c) dq_row[c] += ds * (double)kb[j * kv_ld + c];
+  }
+  free(p);
+  free(dp);
+}
+
 void fclref_backward(const fcl_attention_desc *desc, const float *q,
                      const float *k, const float *v, const float *dout,
                      double *dq, double *dk, double *dv) {

@@ -41,6 +41,13 @@ void fclref_backward_slice(const fcl_attention_desc *desc, const float *q,
                            const float *k, const float *v, const float *dout,
                            size_t b, size_t hkv, double *dq, double *dk, double *dv);
 
+/** One row of dQ (batch b, query head h, row i), in O(seqlen_k * head_dim):
+ *  the check a large problem can afford for every row it samples (dK and
+ *  dV rows need every query row's softmax, a whole slice's work). */
+void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q,
+                            const float *k, const float *v, const float *dout,
+                            size_t b, size_t h, size_t i, double *dq_row);
+
 /** The whole backward: dq in Q's layout, dk and dv in K's. */
 void fclref_backward(const fcl_attention_desc *desc, const float *q,
                      const float *k, const float *v, const float *dout,

@@ -40,14 +40,16 @@ static int cmp_double(const void *a, const void *b) {
 typedef struct inputs {
   fcl_attention_desc desc;
   size_t q_elems, kv_elems, lse_elems;
-  float *q, *k, *v;
-  cl_mem dq, dk, dv;
+  float *q, *k, *v, *dout;  /* dout only for backward passes */
+  cl_mem dq, dk, dv, ddout;
 } inputs;
 
 static void inputs_free(inputs *in) {
   free(in->q);
   free(in->k);
   free(in->v);
+  free(in->dout);
+  if (in->ddout) clReleaseMemObject(in->ddout);
   if (in->dq) clReleaseMemObject(in->dq);
   if (in->dk) clReleaseMemObject(in->dk);
   if (in->dv) clReleaseMemObject(in->dv);
@@ -55,7 +57,7 @@ static void inputs_free(inputs *in) {
 }
 
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
-                       uint64_t seed) {
+                       int pass, uint64_t seed) {
   memset(in, 0, sizeof *in);
   in->desc = *desc;
   in->q_elems = desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
@@ -73,6 +75,13 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   in->dq = fclu_upload(ctx, in->q, in->q_elems, desc->dtype);
   in->dk = fclu_upload(ctx, in->k, in->kv_elems, desc->dtype);
   in->dv = fclu_upload(ctx, in->v, in->kv_elems, desc->dtype);
+  if (pass != PASS_FWD) {
+    in->dout = malloc(in->q_elems * sizeof(float));
+    if (!in->dout) return -1;
+    fclu_fill_normal(&rng, in->dout, in->q_elems, 1.0, desc->dtype);
+    in->ddout = fclu_upload(ctx, in->dout, in->q_elems, desc->dtype);
+    if (!in->ddout) return -1;
+  }
   return in->dq && in->dk && in->dv ? 0 : -1;
 }
 
@@ -94,28 +103,69 @@ static size_t sample_rows(const fcl_attention_desc *d, size_t *rows, size_t max)
   return n;
 }
 
-/* Max abs error of o (layout of Q) against the reference on sampled rows;
- * also the largest |reference| seen. */
-static double check_rows(const inputs *in, const float *o, const size_t *rows,
-                         size_t n_rows, double *ref_max) {
+/* Host copies of what a run produced, for --check. */
+typedef struct results_host {
+  float *o, *dq, *dk, *dv;
+} results_host;
+
+static void results_free(results_host *h) {
+  free(h->o);
+  free(h->dq);
+  free(h->dk);
+  free(h->dv);
+  memset(h, 0, sizeof *h);
+}
+
+static double worst(double a, double b) { return !(a <= b) ? a : b; }
+
+/* Max abs error of a run against the float64 reference on the sampled
+ * rows: O for the forward; for the backward the worst of dQ (sampled rows)
+ * and of dK and dV over the first (batch, kv head) slice when that slice's
+ * reference is affordable. Also the largest |reference| seen. */
+static double check_run(const inputs *in, int pass, const results_host *got,
+                        const size_t *rows, size_t n_rows, double *ref_max) {
   const fcl_attention_desc *d = &in->desc;
-  double *ref = malloc(d->head_dim * sizeof *ref), lse, worst = 0.0;
-  float *got = malloc(d->head_dim * sizeof *got);
+  const size_t hd = d->head_dim;
+  double *ref = malloc(hd * sizeof *ref), lse, err = 0.0;
+  float *row = malloc(hd * sizeof *row);
   *ref_max = 0.0;
-  for (size_t r = 0; r < n_rows && ref && got; ++r) {
-    size_t i = rows[r] % d->seqlen_q, bh = rows[r] / d->seqlen_q;
-    size_t h = bh % d->heads_q, b = bh / d->heads_q;
-    fclref_forward_row(d, in->q, in->k, in->v, b, h, i, ref, &lse);
-    memcpy(got, o + ((b * d->seqlen_q + i) * d->heads_q + h) * d->head_dim,
-           d->head_dim * sizeof *got);
-    double e = fclu_max_abs_err(got, ref, d->head_dim);
-    if (!(e <= worst)) worst = e;
-    double m = fclu_max_abs(ref, d->head_dim);
+  for (size_t r = 0; r < n_rows && ref && row; ++r) {
+    const size_t i = rows[r] % d->seqlen_q, h = rows[r] / d->seqlen_q % d->heads_q;
+    const size_t b = rows[r] / d->seqlen_q / d->heads_q;
+    const size_t at = ((b * d->seqlen_q + i) * d->heads_q + h) * hd;
+    if (pass == PASS_FWD) {
+      fclref_forward_row(d, in->q, in->k, in->v, b, h, i, ref, &lse);
+      memcpy(row, got->o + at, hd * sizeof *row);
+    } else {
+      fclref_backward_dq_row(d, in->q, in->k, in->v, in->dout, b, h, i, ref);
+      memcpy(row, got->dq + at, hd * sizeof *row);
+    }
+    err = worst(err, fclu_max_abs_err(row, ref, hd));
+    double m = fclu_max_abs(ref, hd);
     if (m > *ref_max) *ref_max = m;
   }
   free(ref);
-  free(got);
-  return worst;
+  free(row);
+  const double work = (double)(d->heads_q / d->heads_kv) * (double)d->seqlen_q *
+                      (double)d->seqlen_k * (double)hd;
+  if (pass != PASS_FWD && work <= 2147483648.0) {
+    double *rq = calloc(in->q_elems, sizeof *rq), *rk = calloc(in->kv_elems, sizeof *rk),
+           *rv = calloc(in->kv_elems, sizeof *rv);
+    if (rq && rk && rv) {
+      fclref_backward_slice(d, in->q, in->k, in->v, in->dout, 0, 0, rq, rk, rv);
+      const size_t kv_ld = d->heads_kv * hd;
+      for (size_t j = 0; j < d->seqlen_k; ++j) {
+        err = worst(err, fclu_max_abs_err(got->dk + j * kv_ld, rk + j * kv_ld, hd));
+        err = worst(err, fclu_max_abs_err(got->dv + j * kv_ld, rv + j * kv_ld, hd));
+        double m = fclu_max_abs(rk + j * kv_ld, hd);
+        if (m > *ref_max) *ref_max = m;
+      }
+    }
+    free(rq);
+    free(rk);
+    free(rv);
+  }
+  return err;
 }
 
 /* The naive algorithm's error emulated on the host for the sampled rows. */
@@ -144,50 +194,113 @@ static void set_failure(bench_result *r, fcl_status status, fcl_context *ctx) {
     if (*c == '\n' || *c == '\r') *c = ' ';
 }
 
-/* Runs one algorithm: warm-up, timed repeats, optional counting; leaves
- * the last output in *o_host when wanted. */
-static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
-                     const inputs *in, bench_result *r, float **o_host) {
+/* Device buffers one algorithm runs with. */
+typedef struct outputs {
+  cl_mem o, lse, dq, dk, dv;
+} outputs;
+
+static void outputs_free(outputs *out) {
+  cl_mem *all[] = {&out->o, &out->lse, &out->dq, &out->dk, &out->dv};
+  for (size_t i = 0; i < 5; ++i) {
+    if (*all[i]) clReleaseMemObject(*all[i]);
+    *all[i] = NULL;
+  }
+}
+
+static int outputs_init(outputs *out, fcl_context *ctx, const inputs *in, int pass) {
+  memset(out, 0, sizeof *out);
+  const size_t es = fcl_dtype_size(in->desc.dtype);
+  out->o = fclu_poisoned_buffer(ctx, in->q_elems * es);
+  out->lse = fclu_poisoned_buffer(ctx, in->lse_elems * sizeof(float));
+  if (!out->o || !out->lse) return -1;
+  if (pass == PASS_FWD) return 0;
+  out->dq = fclu_poisoned_buffer(ctx, in->q_elems * es);
+  out->dk = fclu_poisoned_buffer(ctx, in->kv_elems * es);
+  out->dv = fclu_poisoned_buffer(ctx, in->kv_elems * es);
+  return out->dq && out->dk && out->dv ? 0 : -1;
+}
+
+/* One run of a pass; fwdbwd adds up the two calls' figures. */
+static fcl_status run_pass(fcl_context *ctx, fcl_algo algo, int pass, const inputs *in,
+                           outputs *out, fcl_run_info *info) {
   const fcl_attention_desc *d = &in->desc;
-  size_t es = fcl_dtype_size(d->dtype);
-  cl_mem o = fclu_poisoned_buffer(ctx, in->q_elems * es);
-  cl_mem lse = fclu_poisoned_buffer(ctx, in->lse_elems * sizeof(float));
-  if (!o || !lse) {
+  fcl_run_info fwd, bwd;
+  memset(&fwd, 0, sizeof fwd);
+  memset(&bwd, 0, sizeof bwd);
+  fcl_status st;
+  if (pass != PASS_BWD) {
+    st = fcl_attention_forward(ctx, d, algo, in->dq, in->dk, in->dv, out->o, out->lse,
+                               info ? &fwd : NULL);
+    if (st != FCL_SUCCESS) return st;
+  }
+  if (pass != PASS_FWD) {
+    st = fcl_attention_backward(ctx, d, algo, in->dq, in->dk, in->dv, out->o, out->lse,
+                                in->ddout, out->dq, out->dk, out->dv, info ? &bwd : NULL);
+    if (st != FCL_SUCCESS) return st;
+  }
+  if (info) {
+    *info = pass == PASS_BWD ? bwd : fwd;
+    if (pass == PASS_FWDBWD) {
+      info->ms += bwd.ms;
+      info->bytes_model += bwd.bytes_model;
+      info->bytes_counted += bwd.bytes_counted;
+      info->flops += bwd.flops;
+    }
+  }
+  return FCL_SUCCESS;
+}
+
+static int download_results(fcl_context *ctx, const inputs *in, int pass,
+                            const outputs *out, results_host *h) {
+  const fcl_dtype t = in->desc.dtype;
+  memset(h, 0, sizeof *h);
+  if (pass == PASS_FWD) {
+    h->o = malloc(in->q_elems * sizeof(float));
+    return h->o && fclu_download(ctx, out->o, h->o, in->q_elems, t) == 0 ? 0 : -1;
+  }
+  h->dq = malloc(in->q_elems * sizeof(float));
+  h->dk = malloc(in->kv_elems * sizeof(float));
+  h->dv = malloc(in->kv_elems * sizeof(float));
+  if (!h->dq || !h->dk || !h->dv) return -1;
+  return fclu_download(ctx, out->dq, h->dq, in->q_elems, t) == 0 &&
+                 fclu_download(ctx, out->dk, h->dk, in->kv_elems, t) == 0 &&
+                 fclu_download(ctx, out->dv, h->dv, in->kv_elems, t) == 0
+             ? 0
+             : -1;
+}
+
+/* Runs one algorithm: warm-up, timed repeats, optional counting; leaves
+ * what it produced in *host when wanted. */
+static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
+                     const inputs *in, bench_result *r, results_host *host) {
+  outputs out;
+  fcl_run_info info;
+  memset(&info, 0, sizeof info);
+  fcl_status st = FCL_SUCCESS;
+  double *ms = NULL;
+  const int warmup = opts->warmup >= 0 ? opts->warmup : is_gpu ? 2 : 1;
+  const int repeat = opts->repeat > 0 ? opts->repeat : is_gpu ? 10 : 3;
+  if (outputs_init(&out, ctx, in, r->pass) != 0 ||
+      !(ms = malloc((size_t)repeat * sizeof *ms))) {
     r->status = FCL_ERROR_OUT_OF_MEMORY;
     snprintf(r->message, sizeof r->message, "could not allocate the outputs");
     goto done;
   }
-  if (r->pass != PASS_FWD) {
-    r->status = FCL_ERROR_UNSUPPORTED;
-    snprintf(r->message, sizeof r->message, "the %s pass is not available in this build",
-             bench_pass_name(r->pass));
-    goto done;
-  }
-  int warmup = opts->warmup >= 0 ? opts->warmup : is_gpu ? 2 : 1;
-  int repeat = opts->repeat > 0 ? opts->repeat : is_gpu ? 10 : 3;
-  fcl_run_info info;
-  for (int w = 0; w < warmup; ++w) {
-    fcl_status st = fcl_attention_forward(ctx, d, r->algo, in->dq, in->dk, in->dv, o, lse, NULL);
-    if (st != FCL_SUCCESS) {
-      set_failure(r, st, ctx);
-      goto done;
-    }
-  }
-  double *ms = malloc((size_t)repeat * sizeof *ms);
-  for (int t = 0; t < repeat && ms; ++t) {
-    fcl_status st = fcl_attention_forward(ctx, d, r->algo, in->dq, in->dk, in->dv, o, lse, &info);
-    if (st != FCL_SUCCESS) {
-      set_failure(r, st, ctx);
-      free(ms);
-      goto done;
-    }
+  /* The backward alone needs the forward's O and LSE first. */
+  if (r->pass == PASS_BWD) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
+  for (int w = 0; w < warmup && st == FCL_SUCCESS; ++w)
+    st = run_pass(ctx, r->algo, r->pass, in, &out, NULL);
+  for (int t = 0; t < repeat && st == FCL_SUCCESS; ++t) {
+    st = run_pass(ctx, r->algo, r->pass, in, &out, &info);
     ms[t] = info.ms;
   }
-  if (!ms) goto done;
+  if (st != FCL_SUCCESS) {
+    set_failure(r, st, ctx);
+    goto done;
+  }
   qsort(ms, (size_t)repeat, sizeof *ms, cmp_double);
   r->ms_min = ms[0];
   r->ms_median = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
-  free(ms);
   r->bytes_model = info.bytes_model;
   r->plan = info.plan;
   r->chunks = info.chunks;
@@ -197,9 +310,8 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
   r->status = FCL_SUCCESS;
 
   if (opts->count_io) {
-    fcl_status st = fcl_context_set_count_io(ctx, 1);
-    if (st == FCL_SUCCESS)
-      st = fcl_attention_forward(ctx, d, r->algo, in->dq, in->dk, in->dv, o, lse, &info);
+    st = fcl_context_set_count_io(ctx, 1);
+    if (st == FCL_SUCCESS) st = run_pass(ctx, r->algo, r->pass, in, &out, &info);
     fcl_context_set_count_io(ctx, 0);
     if (st == FCL_SUCCESS) {
       r->bytes_counted = info.bytes_counted;
@@ -208,16 +320,11 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
       set_failure(r, st, ctx);
     }
   }
-  if (o_host) {
-    *o_host = malloc(in->q_elems * sizeof(float));
-    if (*o_host && fclu_download(ctx, o, *o_host, in->q_elems, d->dtype) != 0) {
-      free(*o_host);
-      *o_host = NULL;
-    }
-  }
+  if (host && r->status == FCL_SUCCESS && download_results(ctx, in, r->pass, &out, host) != 0)
+    results_free(host);
 done:
-  if (o) clReleaseMemObject(o);
-  if (lse) clReleaseMemObject(lse);
+  free(ms);
+  outputs_free(&out);
 }
 
 void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts,
@@ -229,7 +336,7 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
 
   inputs in;
   uint64_t seed = 0x5eed ^ (uint64_t)desc->seqlen_q * 31 ^ desc->head_dim;
-  int ok = inputs_init(&in, ctx, desc, seed) == 0;
+  int ok = inputs_init(&in, ctx, desc, pass, seed) == 0;
 
   size_t rows[CHECK_ROWS], n_rows = sample_rows(desc, rows, CHECK_ROWS);
   double naive_err = -1.0, naive_ms = 0.0, ref_max = 0.0;
@@ -241,19 +348,20 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     r->algo = order[a];
     r->pass = pass;
     r->desc = *desc;
-    r->flops = fcl_attention_flops(desc, FCL_PASS_FORWARD);
+    r->flops = (pass != PASS_BWD ? fcl_attention_flops(desc, FCL_PASS_FORWARD) : 0.0) +
+               (pass != PASS_FWD ? fcl_attention_flops(desc, FCL_PASS_BACKWARD) : 0.0);
     if (!ok) {
       r->status = FCL_ERROR_OUT_OF_MEMORY;
       snprintf(r->message, sizeof r->message, "could not allocate the inputs");
       continue;
     }
-    float *o_host = NULL;
-    run_algo(ctx, opts, dev.limits.is_gpu, &in, r, opts->check ? &o_host : NULL);
-    if (r->status == FCL_SUCCESS && o_host) {
-      r->max_abs_err = check_rows(&in, o_host, rows, n_rows, &ref_max);
+    results_host host = {0};
+    run_algo(ctx, opts, dev.limits.is_gpu, &in, r, opts->check ? &host : NULL);
+    if (r->status == FCL_SUCCESS && (host.o || host.dq)) {
+      r->max_abs_err = check_run(&in, pass, &host, rows, n_rows, &ref_max);
       r->have_check = 1;
     }
-    free(o_host);
+    results_free(&host);
     if (r->algo == FCL_ALGO_NAIVE && r->status == FCL_SUCCESS) {
       naive_ms = r->ms_median;
       if (r->have_check) naive_err = r->max_abs_err;
@@ -265,7 +373,9 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     if (r->status != FCL_SUCCESS) continue;
     if (naive_ms > 0) r->speedup = naive_ms / r->ms_median;
     if (r->have_check) {
-      if (naive_err < 0) naive_err = emulated_naive_error(&in, rows, n_rows);
+      /* No host emulation of the naive backward: its yardstick is the floor. */
+      if (naive_err < 0)
+        naive_err = pass == PASS_FWD ? emulated_naive_error(&in, rows, n_rows) : 0.0;
       r->naive_max_abs_err = naive_err;
       double floor = 1e-6 * ref_max;
       r->err_ratio = r->max_abs_err / (naive_err > floor ? naive_err : floor > 0 ? floor : 1e-30);
