@@ -182,10 +182,20 @@ void softmax_bwd(__global const store_t *p,  // [slices][seqlen_q][seqlen_k]
   }
 #else
   float d = 0.0f;
-  for (int j = tid; j < seen; j += WG_SIZE) d = fma(LOAD1(prow, j), LOAD1(dprow, j), d);
+  /* One counted load per statement: two in one expression would modify the
+   * I/O tally unsequenced. */
+  for (int j = tid; j < seen; j += WG_SIZE) {
+    const float p = LOAD1(prow, j);
+    d = fma(p, LOAD1(dprow, j), d);
+  }
   d = group_reduce(d, scratch, 0);
   for (int j = tid; j < seqlen_k; j += WG_SIZE)
-    STORE1(dprow, j, j < seen ? scale * (LOAD1(prow, j) * (LOAD1(dprow, j) - d)) : 0.0f);
+    float ds = 0.0f;
+    if (j < seen) {
+      const float p = LOAD1(prow, j);
+      ds = scale * (p * (LOAD1(dprow, j) - d));
+    }
+    STORE1(dprow, j, ds);
 #endif
   FCL_IO_COMMIT();
 }

@@ -251,6 +251,9 @@ START_TEST(flash_tiling_override_gives_the_same_answer) {
       {.block_k = 16, .wg_size = 64, .threads_per_row = 2, .rows_per_thread = 1},
       {.block_k = 8, .wg_size = 32, .threads_per_row = 4, .rows_per_thread = 2},
       {.block_k = 32, .wg_size = 64, .threads_per_row = 1, .rows_per_thread = 2},
+      /* the H200 plans for head_dim 64 and 128 */
+      {.block_k = 16, .wg_size = 128, .threads_per_row = 2, .rows_per_thread = 2},
+      {.block_k = 32, .wg_size = 256, .threads_per_row = 2, .rows_per_thread = 1},
   };
   for (size_t i = 0; i < sizeof hints / sizeof hints[0]; ++i) {
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hints[i]), FCL_SUCCESS);
