@@ -189,13 +189,14 @@ void softmax_bwd(__global const store_t *p,  // [slices][seqlen_q][seqlen_k]
     d = fma(p, LOAD1(dprow, j), d);
   }
   d = group_reduce(d, scratch, 0);
-  for (int j = tid; j < seqlen_k; j += WG_SIZE)
+  for (int j = tid; j < seqlen_k; j += WG_SIZE) {
     float ds = 0.0f;
     if (j < seen) {
       const float p = LOAD1(prow, j);
       ds = scale * (p * (LOAD1(dprow, j) - d));
     }
     STORE1(dprow, j, ds);
+  }
 #endif
   FCL_IO_COMMIT();
 }

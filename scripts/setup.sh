@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what flashcl needs on Debian 12 (only the packages that are
 # missing), then configures and builds it into build/. Safe to run again.
+# Arguments name further packages to install (the test-suite's tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,7 @@ packages=(
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo  # OpenCL, and a CPU device
   libclblast-dev               # GEMMs of the naive baseline
   check                        # unit tests
+  "$@"
 )
 missing=()
 for p in "${packages[@]}"; do
