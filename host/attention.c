@@ -67,19 +67,6 @@ double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass) {
   return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;
 }
 
-/* Distinct buffers: an output that aliases an input would be read after it
- * was overwritten. */
-static fcl_status check_no_alias(fcl_context *ctx, const cl_mem *mems,
-                                 const char *const *names, size_t n_inputs,
-                                 size_t n) {
-  for (size_t i = n_inputs; i < n; ++i)
-    for (size_t j = 0; j < n; ++j)
-      FCL_RETURN_IF(ctx, j != i && mems[i] && mems[i] == mems[j],
-                    FCL_ERROR_INVALID_ARGUMENT,
-                    "output %s is the same buffer as %s", names[i], names[j]);
-  return FCL_SUCCESS;
-}
-
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
                                  cl_mem o, cl_mem lse, fcl_run_info *info) {
@@ -87,6 +74,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   fcl__forward_call call;
   memset(&call, 0, sizeof call);
   call.ctx = ctx;
+  call.settings = fcl__context_settings(ctx);
   call.desc = desc;
   FCL_FORWARD_IF(fcl__check_desc(ctx, desc, &call.shape));
   FCL_RETURN_IF(ctx, algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE,
@@ -100,7 +88,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   FCL_FORWARD_IF(fcl__check_buffer(ctx, lse, call.shape.lse_elems * sizeof(float), "lse", 1));
   const cl_mem mems[] = {q, k, v, o, lse};
   const char *const names[] = {"q", "k", "v", "o", "lse"};
-  FCL_FORWARD_IF(check_no_alias(ctx, mems, names, 3, 5));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, mems, names, 3, 5));
   call.q = q;
   call.k = k;
   call.v = v;
@@ -121,7 +109,13 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   /* Stop the timer even after a failure, to release its marker. */
   fcl_status timed = fcl__timer_stop(ctx, &timer, &ms);
   if (status == FCL_SUCCESS) status = timed;
-  if (status != FCL_SUCCESS || !info) return status;
+  if (status != FCL_SUCCESS) {
+    /* Let what was enqueued before the failure finish, so that on return
+     * each output is final: untouched or completely written. */
+    clFinish(ctx->queue);
+    return status;
+  }
+  if (!info) return FCL_SUCCESS;
 
   memset(info, 0, sizeof *info);
   info->ms = ms;
@@ -133,7 +127,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
                       ? fcl__io_flash_forward(desc, &call.plan, with_lse)
                       : fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
   info->bytes_model = model.loads + model.stores;
-  if (ctx->count_io) {
+  if (call.io_counter) {
     info->bytes_counted = loaded + stored;
     if (algo == FCL_ALGO_NAIVE) {
       /* CLBlast cannot count: add the model's figure for everything but

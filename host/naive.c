@@ -21,8 +21,33 @@
 #include <stdio.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
- * across the whole process, whatever the context. */
+ * across the whole process, whatever the context.
+ *
+ * That cache is keyed by OpenCL context and its programs retain the
+ * context, so an OpenCL context that ran a GEMM would never be freed. The
+ * contexts that used CLBlast are counted, and when the last of them is
+ * released the cache is cleared; contexts that overlap in time share the
+ * compiled GEMMs, and none is kept alive after the last one goes. */
 static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+static long clblast_contexts;  /* live contexts that ran CLBlast; under clblast_lock */
+
+/* Runs under clblast_lock. */
+static void clblast_register(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  if (!ctx->used_clblast) {
+    ctx->used_clblast = 1;
+    clblast_contexts++;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+void fcl__clblast_release(fcl_context *ctx) {
+  if (!ctx->used_clblast) return;
+  pthread_mutex_lock(&clblast_lock);
+  ctx->used_clblast = 0;
+  if (--clblast_contexts == 0) CLBlastClearCache();
+  pthread_mutex_unlock(&clblast_lock);
+}
 
 /* Half of the allowed scratch goes to S; the rest is left for the padded
  * copies CLBlast's indirect GEMM makes of large operands. */
@@ -137,6 +162,7 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
   fcl__options_define(&opts, "CAUSAL", desc->causal);
   fcl__options_define(&opts, "STORE_LSE", call->lse != NULL);
+  fcl__options_count_io(&opts, call->io_counter);
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
 }
 
@@ -155,6 +181,7 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
     return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM S = Q K^T (injected)");
   pthread_mutex_lock(&clblast_lock);
+  clblast_register(ctx);
   CLBlastStatusCode code = CLBlastSgemmStridedBatched(
       CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, nq, nk, d,
       desc->scale, call->q, q_off, q_ld, group * d, call->k, kv_off, kv_ld, d,
@@ -179,6 +206,7 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
     return clblast_fail(ctx, CLBlastOpenCLOutOfResources, "SGEMM O = P V (injected)");
   pthread_mutex_lock(&clblast_lock);
+  clblast_register(ctx);
   code = CLBlastSgemmStridedBatched(
       CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, nq, d, nk, 1.0f,
       run->s, 0, nk, s_stride, call->v, kv_off, kv_ld, d, 0.0f, run->o, q_off, q_ld,
@@ -192,22 +220,14 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
  * output completely or, failing to enqueue, not at all. */
 static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
   fcl_context *ctx = call->ctx;
-  if (run->o != call->o) {
-    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
-                     ? CL_OUT_OF_RESOURCES
-                     : clEnqueueCopyBuffer(ctx->queue, run->o, call->o, 0, 0,
-                                           call->shape.q_elems * call->shape.elem_size,
-                                           0, NULL, NULL);
-    FCL_CL_RETURN_IF(ctx, err, "copying the staged O");
-  }
-  if (run->lse != call->lse) {
-    cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
-                     ? CL_OUT_OF_RESOURCES
-                     : clEnqueueCopyBuffer(ctx->queue, run->lse, call->lse, 0, 0,
-                                           call->shape.lse_elems * sizeof(float), 0,
-                                           NULL, NULL);
-    FCL_CL_RETURN_IF(ctx, err, "copying the staged LSE");
-  }
+  if (run->o != call->o)
+    FCL_FORWARD_IF(fcl__copy(ctx, run->o, call->o,
+                             call->shape.q_elems * call->shape.elem_size,
+                             "copying the staged O"));
+  if (run->lse != call->lse)
+    FCL_FORWARD_IF(fcl__copy(ctx, run->lse, call->lse,
+                             call->shape.lse_elems * sizeof(float),
+                             "copying the staged LSE"));
   return FCL_SUCCESS;
 }
 

@@ -5,6 +5,10 @@
  * Everything public is declared here. Conventions, for every function:
  *   - Fallible calls return an fcl_status; FCL_SUCCESS is 0. fcl_status_str()
  *     names a status, fcl_context_last_error() explains the last failure.
+ *     Every argument is checked before anything is enqueued or allocated; a
+ *     bad one gives the status documented at the function and, where there
+ *     is a context, a message naming it. No call aborts, prints, or leaves
+ *     memory or OpenCL objects behind on any path, failures included.
  *   - Handles are opaque. Nothing is global: two contexts never share state.
  *   - Tensors are caller-owned cl_mem buffers in the layout
  *       Q, O, dQ, dO : [batch][seqlen_q][heads_q ][head_dim]
@@ -123,16 +127,31 @@ typedef struct fcl_device_info {
 /** Lists every OpenCL device of every platform, in platform order.
  *  Writes at most `capacity` entries to `out` (which may be NULL when
  *  capacity is 0) and the total number of devices to `*count`.
+ *  On failure *count is 0 (when count is not NULL); entries of `out` may
+ *  have been written.
  *  @return FCL_SUCCESS (also when no platform exists: *count is then 0),
- *          FCL_ERROR_INVALID_ARGUMENT if count is NULL, FCL_ERROR_OPENCL. */
+ *          FCL_ERROR_INVALID_ARGUMENT (count NULL, or out NULL with a
+ *          nonzero capacity), FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count);
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/** A device, its queue, the kernels built for it and the last error.
- *  One context may be used by several threads at once. */
+/** A device, its queue, the kernels built for it and the last errors.
+ *
+ *  Threads. Every function taking a context may be called from several
+ *  threads at once on the same context, except fcl_context_release(), which
+ *  must be the last call on it. Calls from several threads share the queue
+ *  (their commands interleave on it) and the cache of built kernels (each
+ *  variant is compiled once; a thread that needs a variant being compiled
+ *  waits for it, other threads do not). The fcl_context_set_* functions may
+ *  run while calls are in flight: a call reads the settings once, when it
+ *  starts, so it runs wholly with the old or wholly with the new values.
+ *  Results do not depend on what other threads do: each call computes the
+ *  same bits it would compute alone. Contexts are independent of each
+ *  other, apart from one process-wide lock around CLBlast (naive
+ *  algorithm), whose kernel cache is not thread-safe. */
 typedef struct fcl_context fcl_context;
 
 /** Creates a context on the device `selector` names, with its own OpenCL
@@ -153,28 +172,41 @@ FCL_API fcl_status fcl_context_create(const char *selector, fcl_context **ctx);
  *  fcl_context_release(); the caller keeps its own. Work is enqueued on
  *  `queue`. If the queue was created without profiling, run timings fall
  *  back to the host clock.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (a NULL handle, a queue of
- *          another context or device), FCL_ERROR_OUT_OF_MEMORY. */
+ *  As with fcl_context_create, *ctx receives a context even on failure, so
+ *  that fcl_context_last_error() can say which argument was wrong; release
+ *  it either way. *ctx is NULL only if it could not be allocated.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL, a NULL or
+ *          invalid handle, a queue of another context or device),
+ *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
                             cl_command_queue queue, fcl_context **ctx);
 
 /** Releases a context and every kernel it built. Waits for nothing: finish
- *  the queue first if work is in flight. NULL is a no-op. */
+ *  the queue first if work is in flight. No other thread may be using the
+ *  context. NULL is a no-op.
+ *  CLBlast (the naive algorithm's GEMMs) keeps its kernels in one cache for
+ *  the whole process, and those retain their OpenCL context; when the last
+ *  context that ran the naive algorithm is released, that cache is
+ *  cleared, so that no OpenCL context outlives its last user. */
 FCL_API void fcl_context_release(fcl_context *ctx);
 
-/** @return a description of the last failure in this context (which argument
- *  was bad, the build log, the OpenCL call and code), or "" if none. The text
- *  stays valid until the next failing call on the context; with several
- *  threads sharing a context, it is the most recent failure of any of them.
- *  NULL ctx gives a constant message. */
+/** @return a description of the calling thread's last failure on this
+ *  context (which argument was bad, the build log, the OpenCL call and
+ *  code), or "" if this thread has had none (or the message could not be
+ *  stored for lack of memory). Each thread has its own: a failure on
+ *  another thread never changes or frees the text this thread reads. The
+ *  text stays valid until this thread's next failing call on the context,
+ *  or the context's release. A successful call leaves it as it was.
+ *  Memory: one small buffer per thread that has failed on the context,
+ *  freed with the context. NULL ctx gives a constant message. */
 FCL_API const char *fcl_context_last_error(const fcl_context *ctx);
 
 /** Describes the context's device. @return FCL_SUCCESS or
- *  FCL_ERROR_INVALID_ARGUMENT. */
+ *  FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed, out NULL). */
 FCL_API fcl_status fcl_context_device(const fcl_context *ctx, fcl_device_info *out);
 
 /** The OpenCL objects the context runs on, for allocating buffers; the
- *  context keeps ownership. NULL when ctx is NULL. */
+ *  context keeps ownership. NULL when ctx is NULL or its creation failed. */
 FCL_API cl_context fcl_context_cl_context(const fcl_context *ctx);
 FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
 FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
@@ -182,14 +214,17 @@ FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
  *  buffers). 0 restores the default, 40% of the device's global memory.
  *  The naive algorithm processes (batch, head) slices in chunks that fit.
- *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
+ *  Applies to calls that start after it returns.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed). */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
 /** Enables (1) or disables (0) I/O counting: the library's own kernels are
  *  then built with instrumentation that counts every global-memory element
  *  they load and store, reported in fcl_run_info.bytes_counted. Slower; for
  *  verifying the I/O model, not for timing. Requires 64-bit atomics.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_UNSUPPORTED. */
+ *  Applies to calls that start after it returns.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed,
+ *          enable not 0 or 1), FCL_ERROR_UNSUPPORTED. */
 FCL_API fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable);
 
 /* ------------------------------------------------------------------------ */
@@ -259,11 +294,15 @@ typedef struct fcl_plan {
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
  *  touching any device: the same function the library uses at run time.
- *  On FCL_ERROR_UNSUPPORTED (a head_dim whose tiles cannot fit the device's
- *  local memory or work-group limit) a reason is written to `why` when it is
- *  non-NULL (at most why_len bytes, NUL-terminated).
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
- *          FCL_ERROR_UNSUPPORTED. */
+ *  `desc` is validated as fcl_attention_forward validates it, with the same
+ *  statuses. On any failure a reason (the bad argument, or why the tiles
+ *  cannot fit the device's local memory or work-group limit) is written to
+ *  `why` when it is non-NULL and why_len > 0 (at most why_len bytes,
+ *  NUL-terminated; "" on success). `plan` is written on success only.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (limits, desc or plan
+ *          NULL, pass not an fcl_pass, a bad dtype, causal or scale),
+ *          FCL_ERROR_INVALID_SHAPE, FCL_ERROR_UNSUPPORTED (head_dim over
+ *          FCL_MAX_HEAD_DIM, tiles that do not fit, a pass not planned yet). */
 FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           const fcl_attention_desc *desc, fcl_pass pass,
                           fcl_plan *plan, char *why, size_t why_len);
@@ -273,7 +312,9 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  rows_per_thread of `hint` replace the planner's choices; the others stay
  *  the planner's. NULL restores the planner. A combination that does not
  *  fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED.
- *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (threads_per_row not
+ *  Applies to calls that start after it returns.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
+ *          threads_per_row not
  *          1, 2 or 4; rows_per_thread over 4; wg_size not a power of two up
  *          to 1024 or not a multiple of threads_per_row; block_k over 128). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
