@@ -347,9 +347,32 @@ typedef struct fcl_run_info {
  *  NULL, waits for completion and fills it.
  *  q, k, v: inputs; o: output; lse: output, or NULL if not wanted.
  *  Buffers must belong to the context's OpenCL context and hold at least the
- *  shape's bytes (checked with CL_MEM_SIZE).
+ *  shape's bytes (checked with CL_MEM_SIZE). Inputs may be the same buffer;
+ *  an output may share no byte with any other buffer of the call (checked,
+ *  sub-buffers included), and may not be CL_MEM_READ_ONLY (nor an input
+ *  CL_MEM_WRITE_ONLY).
  *  On failure, each output buffer is either untouched or completely
- *  written: never half.
+ *  written, never half: the call waits for the work it had enqueued
+ *  before returning the failure, so this holds on return.
+ *
+ *  Non-finite inputs. NaN and infinities in q, k or v never make the call
+ *  fail, hang or crash; they propagate as IEEE arithmetic makes them, and
+ *  only into the elements named here. With s_ij = scale * (q_i . k_j) the
+ *  logit of query row i and a key j it sees (NaN or +-inf when q_i or k_j
+ *  holds a NaN or an infinity; which one follows IEEE: NaN for inf * 0 or
+ *  inf - inf):
+ *    - a row with a NaN or +inf logit has O all NaN and LSE NaN;
+ *    - a logit of -inf weighs 0, like a masked key: the row is the exact
+ *      attention over its other keys; if all its logits are -inf it outputs
+ *      zeros and LSE = -INFINITY, like a row that sees no key;
+ *    - a NaN or infinity in v at key j, column c makes column c of O NaN or
+ *      +-inf in every row that sees key j, and may do so (0 * inf is NaN)
+ *      in the other rows of that batch whose query heads read that kv
+ *      head; LSE and the other columns are unaffected;
+ *    - every other element of O and LSE is bit for bit what it would be if
+ *      the non-finite values were replaced by finite ones.
+ *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
+ *  their q holds (subject to the rule for v above).
  *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
  *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
  *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
