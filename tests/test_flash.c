@@ -45,6 +45,20 @@ typedef struct compare_result {
   double flash_err, naive_err, lse_err;
 } compare_result;
 
+/* The error that rounding each logit once to float can cause by itself:
+ * every softmax weight moves by a factor within e^(+-u |s|), so O by at most
+ * u max|s| max|v|. At logits of 1e4 that is about 1e-3, and which of two
+ * fp32 algorithms happens to land nearer the float64 answer is then luck
+ * (either one's error varies tenfold from seed to seed), so the 2x rule
+ * only applies beyond it. Negligible for ordinary logits. */
+static double logit_rounding_floor(const th_problem *p, const th_reference *ref) {
+  double vmax = 0;
+  for (size_t i = 0; i < p->kv_elems; ++i) vmax = fmax(vmax, fabs(p->v[i]));
+  /* |s| <= |LSE| + log(seqlen_k) bounds the largest logit of a row. */
+  double smax = fclu_max_abs(ref->lse, p->lse_elems) + log((double)p->desc.seqlen_k);
+  return 0x1p-24 * smax * vmax;
+}
+
 /* Runs both algorithms on one problem and checks flash against the rule. */
 static compare_result compare_one(fcl_context *ctx, const fcl_attention_desc *desc,
                                   uint64_t seed, double sigma) {
@@ -62,9 +76,15 @@ static compare_result compare_one(fcl_context *ctx, const fcl_attention_desc *de
   compare_result r;
   r.flash_err = fclu_max_abs_err(flash.o, ref.o, p.q_elems);
   r.naive_err = fclu_max_abs_err(naive.o, ref.o, p.q_elems);
-  ck_assert_msg(r.flash_err <= 2 * r.naive_err + ERR_FLOOR,
+  const double floor = fmax(ERR_FLOOR, logit_rounding_floor(&p, &ref));
+  ck_assert_msg(r.flash_err <= 2 * r.naive_err + floor,
                 "%s: flash error %g > 2 x naive error %g + %g", what, r.flash_err,
-                r.naive_err, ERR_FLOOR);
+                r.naive_err, floor);
+  /* LSE is a logit plus a log: it carries the logits' absolute rounding
+   * (a few u max|s|), which under cancellation can exceed LSE_REL_TOL of a
+   * small LSE when other logits of the problem are large. */
+  const double lse_floor = 4 * 0x1p-24 * (fclu_max_abs(ref.lse, p.lse_elems) +
+                                          log((double)desc->seqlen_k));
   r.lse_err = 0;
   for (size_t i = 0; i < p.lse_elems; ++i) {
     double want = ref.lse[i], got = flash.lse[i];
@@ -72,7 +92,7 @@ static compare_result compare_one(fcl_context *ctx, const fcl_attention_desc *de
       ck_assert_msg(got == want, "%s: LSE[%zu] = %g, want %g", what, i, got, want);
       continue;
     }
-    double rel = fabs(got - want) / fmax(1.0, fabs(want));
+    double rel = fmax(0.0, fabs(got - want) - lse_floor) / fmax(1.0, fabs(want));
     ck_assert_msg(rel <= LSE_REL_TOL, "%s: LSE[%zu] = %.9g, want %.9g", what, i, got, want);
     if (rel > r.lse_err) r.lse_err = rel;
   }
