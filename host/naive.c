@@ -18,6 +18,7 @@
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <limits.h>
 #include <stdio.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
@@ -239,7 +240,7 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
                 fcl_dtype_name(desc->dtype));
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_chunking(ctx, desc, &ch));
-  call->chunks = (unsigned)ch.chunks;
+  call->chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;  /* saturates */
 
   naive_run run = {0};
   fcl_status status = naive_prepare(call, &ch, &run);

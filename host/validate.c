@@ -45,6 +45,7 @@ static void say(char *why, size_t len, const char *fmt, ...) {
 
 fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
                                char *why, size_t why_len) {
+  if (why && why_len) why[0] = '\0';
   WHY_IF(!desc, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
   const struct {
     const char *name;

@@ -337,7 +337,8 @@ typedef struct fcl_run_info {
   double flops;
   /** The flash tiling used (zeros for the naive algorithm). */
   fcl_plan plan;
-  /** Chunks the naive algorithm split the (batch, head) slices into. */
+  /** Chunks the naive algorithm split the (batch, head) slices into
+   *  (UINT_MAX if more). */
   unsigned chunks;
 } fcl_run_info;
 
