@@ -374,10 +374,23 @@ typedef struct fcl_run_info {
  *      the non-finite values were replaced by finite ones.
  *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
  *  their q holds (subject to the rule for v above).
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
- *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
- *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
- *          FCL_ERROR_CLBLAST. */
+ *  @return FCL_SUCCESS;
+ *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL, algo,
+ *            dtype, causal or scale out of range, q, k, v or o NULL, a
+ *            buffer that is not a cl_mem, of another OpenCL context, with
+ *            the wrong access flags, or an output overlapping a buffer;
+ *          FCL_ERROR_INVALID_SHAPE: a size 0 or over INT_MAX, heads_q not a
+ *            multiple of heads_kv, tensor sizes overflowing size_t;
+ *          FCL_ERROR_BUFFER_TOO_SMALL (the message names the buffer);
+ *          FCL_ERROR_UNSUPPORTED: head_dim over FCL_MAX_HEAD_DIM or too
+ *            large for the device's local memory (flash), a storage type
+ *            the algorithm lacks (naive: f32 only);
+ *          FCL_ERROR_OUT_OF_MEMORY: a host or device allocation failed, or
+ *            the naive algorithm's S for one (batch, head) exceeds the
+ *            device's largest allocation or the scratch limit;
+ *          FCL_ERROR_BUILD_FAILED (the message holds the build log);
+ *          FCL_ERROR_OPENCL: an OpenCL call, e.g. an enqueue, failed;
+ *          FCL_ERROR_CLBLAST: a CLBlast GEMM failed. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
                                  const fcl_attention_desc *desc,
                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,
