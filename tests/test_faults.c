@@ -18,9 +18,13 @@
  *     (scripts/sanitize.sh), no memory.
  * Every call runs on a fresh context wrapped around the same OpenCL
  * objects, so its program cache is cold and the compile path is swept too.
- * Each entry point runs twice: plain (no run info, no I/O counting) and
- * instrumented (run info, so profiling markers, and I/O counting, so a
- * counter buffer, a fill and a read).
+ * Each entry point runs in three variants: "chunked" (the naive algorithm
+ * takes 8 chunks, so its staged outputs and their copies are swept; no run
+ * info, no I/O counting), "instrumented" (the same, plus run info, so
+ * profiling markers, and I/O counting, so a counter buffer, a fill and a
+ * read), both on a causal GQA problem of 2 batches, and "one-chunk" (one
+ * batch, as many kv heads as query heads: the naive algorithm runs in one
+ * chunk and writes the caller's buffers directly).
  *
  * The entry points are rows of a table: a new one (the backward) is a row
  * with its outputs and a function that calls it.
@@ -59,7 +63,7 @@ struct fixture {
   cl_mem out[MAX_OUTPUTS];
   size_t out_bytes[MAX_OUTPUTS];
   const char *out_name[MAX_OUTPUTS];
-  unsigned char *clean[2][MAX_OUTPUTS]; /* [instrumented][output] */
+  unsigned char *clean[3][MAX_OUTPUTS]; /* [variant][output] */
 };
 
 /* ---- the entry points ---------------------------------------------------- */
@@ -91,6 +95,28 @@ static const entry entries[] = {
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 
 /* ---- helpers ------------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int instrumented; /* run info and I/O counting */
+  int chunked;      /* a scratch limit that splits the naive algorithm */
+  int shape;        /* index into shapes */
+} variants[] = {
+    {"chunked", 0, 1, 0},
+    {"instrumented", 1, 1, 0},
+    {"one-chunk", 0, 0, 1},
+};
+
+/* batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal. Causal,
+ * sizes that are multiples of nothing; with the scratch limit of
+ * fresh_context the naive algorithm takes 2 x 2 x 2 = 8 chunks on the
+ * first, and 1 on the second without it. */
+static const size_t shapes[][7] = {
+    {2, 4, 2, 37, 41, 24, 1},
+    {1, 3, 3, 29, 45, 40, 1},
+};
+#define N_SHAPES 2
+#define N_VARIANTS 3
 
 static const struct {
   unsigned mask;
@@ -139,15 +165,17 @@ static int refs_return_to(cl_context cl, cl_command_queue queue, cl_uint want) {
   return 0;
 }
 
-/* A fresh flashcl context on the fixture's OpenCL objects, configured as
- * the sweep needs: the naive algorithm runs in several chunks, so that its
- * staged outputs are exercised. */
-static fcl_context *fresh_context(fixture *f, int instrumented) {
+/* A fresh flashcl context on the fixture's OpenCL objects, configured for
+ * a variant: with `chunked` the naive algorithm has room for one slice of
+ * S at a time. */
+static fcl_context *fresh_context(fixture *f, int variant) {
   fcl_context *ctx = NULL;
   ck_assert_int_eq(fcl_context_wrap(f->cl, f->dev, f->queue, &ctx), FCL_SUCCESS);
   size_t slice = f->desc.seqlen_q * f->desc.seqlen_k * sizeof(float);
-  ck_assert_int_eq(fcl_context_set_scratch_limit(ctx, 2 * slice + 16), FCL_SUCCESS);
-  ck_assert_int_eq(fcl_context_set_count_io(ctx, instrumented), FCL_SUCCESS);
+  if (variants[variant].chunked)
+    ck_assert_int_eq(fcl_context_set_scratch_limit(ctx, 2 * slice + 16), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_context_set_count_io(ctx, variants[variant].instrumented),
+                   FCL_SUCCESS);
   return ctx;
 }
 
@@ -171,23 +199,22 @@ static int all_poisoned(const unsigned char *x, size_t n) {
   return 1;
 }
 
-static void fixture_init(fixture *f, const entry *e) {
+static void fixture_init(fixture *f, const entry *e, int shape) {
   memset(f, 0, sizeof *f);
   f->owner = th_context();
   f->cl = fcl_context_cl_context(f->owner);
   f->dev = fcl_context_cl_device(f->owner);
   f->queue = fcl_context_cl_queue(f->owner);
-  /* Causal, GQA, sizes that are multiples of nothing; with the scratch
-   * limit of fresh_context the naive algorithm takes 2 x 2 x 2 = 8 chunks. */
-  fcl_attention_desc_init(&f->desc, 2, 4, 2, 37, 41, 24);
-  f->desc.causal = 1;
+  const size_t *s = shapes[shape];
+  fcl_attention_desc_init(&f->desc, s[0], s[1], s[2], s[3], s[4], s[5]);
+  f->desc.causal = (int)s[6];
   th_problem_init(&f->p, f->owner, &f->desc, 77, 1.0);
   e->setup(f);
   ck_assert_int_eq(fcl_context_wrap(f->cl, f->dev, f->queue, &f->keeper), FCL_SUCCESS);
 }
 
 static void fixture_free(fixture *f) {
-  for (int v = 0; v < 2; ++v)
+  for (int v = 0; v < N_VARIANTS; ++v)
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
   for (size_t i = 0; i < f->n_out; ++i) clReleaseMemObject(f->out[i]);
   th_problem_free(&f->p);
@@ -195,13 +222,15 @@ static void fixture_free(fixture *f) {
   fcl_context_release(f->owner);
 }
 
-/* Clean results of both variants, computed on fresh contexts. */
-static void clean_runs(fixture *f, const entry *e, fcl_algo algo, int variants) {
-  for (int v = 0; v < variants; ++v) {
+/* Clean results of every variant, computed on fresh contexts. */
+static void clean_runs(fixture *f, const entry *e, fcl_algo algo, int shape,
+                       int can_count) {
+  for (int v = 0; v < N_VARIANTS; ++v) {
+    if (variants[v].shape != shape || (variants[v].instrumented && !can_count)) continue;
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
     fcl_context *ctx = fresh_context(f, v);
     poison_outputs(f);
-    fcl_status st = e->call(ctx, f, algo, v);
+    fcl_status st = e->call(ctx, f, algo, variants[v].instrumented);
     ck_assert_msg(st == FCL_SUCCESS, "%s/%s clean run: %s: %s", e->name,
                   fcl_algo_name(algo), fcl_status_str(st), fcl_context_last_error(ctx));
     for (size_t i = 0; i < f->n_out; ++i) {
@@ -251,14 +280,14 @@ static void check_outputs(fixture *f, int variant, int must_be_clean, const char
 }
 
 static void sweep(fixture *f, const entry *e, fcl_algo algo, unsigned kind,
-                  const char *kind_name, int instrumented, cl_uint refs,
-                  sweep_counts *c) {
+                  const char *kind_name, int variant, cl_uint refs, sweep_counts *c) {
+  const int instrumented = variants[variant].instrumented;
   memset(c, 0, sizeof *c);
   char what[160];
   for (long n = 1; n <= MAX_SWEEP; ++n) {
     snprintf(what, sizeof what, "%s/%s/%s/%s n=%ld", e->name, fcl_algo_name(algo),
-             kind_name, instrumented ? "instrumented" : "plain", n);
-    fcl_context *ctx = fresh_context(f, instrumented);
+             kind_name, variants[variant].name, n);
+    fcl_context *ctx = fresh_context(f, variant);
     poison_outputs(f);
     fcl__inject_failures(ctx, kind, n);
     fcl_status st = e->call(ctx, f, algo, instrumented);
@@ -266,7 +295,7 @@ static void sweep(fixture *f, const entry *e, fcl_algo algo, unsigned kind,
     if (ran < n) {  /* the call completed without reaching the n-th */
       ck_assert_msg(st == FCL_SUCCESS, "%s: %s: %s", what, fcl_status_str(st),
                     fcl_context_last_error(ctx));
-      check_outputs(f, instrumented, 1, what, NULL);
+      check_outputs(f, variant, 1, what, NULL);
       fcl_context_release(ctx);
       c->ops = ran;
       ck_assert_msg(refs_return_to(f->cl, f->queue, refs),
@@ -281,14 +310,14 @@ static void sweep(fixture *f, const entry *e, fcl_algo algo, unsigned kind,
     ck_assert_msg(strlen(msg) > 0, "%s: no message", what);
     c->injected++;
     c->status[st]++;
-    check_outputs(f, instrumented, 0, what, c);
+    check_outputs(f, variant, 0, what, c);
 
     /* The context that failed still works. */
     poison_outputs(f);
     st = e->call(ctx, f, algo, instrumented);
     ck_assert_msg(st == FCL_SUCCESS, "%s: retry: %s: %s", what, fcl_status_str(st),
                   fcl_context_last_error(ctx));
-    check_outputs(f, instrumented, 1, what, NULL);
+    check_outputs(f, variant, 1, what, NULL);
     fcl_context_release(ctx);
     /* Every buffer, program and queue of the call was released. */
     ck_assert_msg(refs_return_to(f->cl, f->queue, refs),
@@ -318,27 +347,29 @@ static void print_counts(const fixture *f, const char *name, const char *algo,
   fflush(stdout);
 }
 
-/* One entry point and algorithm: every kind, both variants. */
+/* One entry point and algorithm: every kind, every variant. */
 static void sweep_entry(const entry *e, fcl_algo algo) {
-  fixture f;
-  fixture_init(&f, e);
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(f.owner, &info), FCL_SUCCESS);
-  const int variants = info.limits.has_int64_atomics ? 2 : 1;
-  clean_runs(&f, e, algo, variants);
-  const cl_uint refs = context_refs(f.cl, f.queue);
   long total = 0;
-  for (int v = 0; v < variants; ++v)
-    for (int k = 0; k < N_KINDS; ++k) {
-      sweep_counts c;
-      sweep(&f, e, algo, kinds[k].mask, kinds[k].name, v, refs, &c);
-      ck_assert_int_eq(c.injected, c.ops);  /* every operation was tried */
-      print_counts(&f, e->name, fcl_algo_name(algo), kinds[k].name,
-                   v ? "instrumented" : "plain", &c);
-      total += c.injected;
-    }
+  for (int shape = 0; shape < N_SHAPES; ++shape) {
+    fixture f;
+    fixture_init(&f, e, shape);
+    fcl_device_info info;
+    ck_assert_int_eq(fcl_context_device(f.owner, &info), FCL_SUCCESS);
+    const int can_count = info.limits.has_int64_atomics;
+    clean_runs(&f, e, algo, shape, can_count);
+    const cl_uint refs = context_refs(f.cl, f.queue);
+    for (int v = 0; v < N_VARIANTS; ++v)
+      for (int k = 0; k < N_KINDS; ++k) {
+        if (variants[v].shape != shape || (variants[v].instrumented && !can_count)) continue;
+        sweep_counts c;
+        sweep(&f, e, algo, kinds[k].mask, kinds[k].name, v, refs, &c);
+        ck_assert_int_eq(c.injected, c.ops);  /* every operation was tried */
+        print_counts(&f, e->name, fcl_algo_name(algo), kinds[k].name, variants[v].name, &c);
+        total += c.injected;
+      }
+    fixture_free(&f);
+  }
   ck_assert_int_gt(total, 0);
-  fixture_free(&f);
 }
 
 START_TEST(entry_points_survive_every_injected_failure) {
@@ -421,7 +452,7 @@ START_TEST(context_functions_survive_every_injected_failure) {
                     fc->name, n, refs_now(f.cl), refs);
     }
     ck_assert_int_eq(c.injected, c.ops);
-    print_counts(&f, fc->name, "-", kinds[k].name, "plain", &c);
+    print_counts(&f, fc->name, "-", kinds[k].name, "-", &c);
   }
   fcl_context_release(f.owner);
 }
