@@ -30,7 +30,7 @@ long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n) {
   }
   pthread_mutex_lock(&ctx->lock);
   long ran = ctx->inject_mask ? ctx->inject_ops : 0;
-  ctx->inject_mask = n > 0 ? mask : 0;
+  __atomic_store_n(&ctx->inject_mask, n > 0 ? mask : 0, __ATOMIC_RELAXED);
   ctx->inject_countdown = n;
   ctx->inject_ops = 0;
   pthread_mutex_unlock(&ctx->lock);
@@ -38,7 +38,8 @@ long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n) {
 }
 
 int fcl__injected(fcl_context *ctx, unsigned kind) {
-  if (ctx && (ctx->inject_mask & kind)) {
+  /* A quick look without the lock: injection is off but in tests. */
+  if (ctx && (__atomic_load_n(&ctx->inject_mask, __ATOMIC_RELAXED) & kind)) {
     pthread_mutex_lock(&ctx->lock);
     int fail = 0;
     if (ctx->inject_mask & kind) {

@@ -9,6 +9,10 @@
 # only suppressions, in tests/lsan.supp, are for the OpenCL driver's own
 # kernel compiler (see the file for why).
 #
+# A second build (<build-dir>-tsan) runs the thread tests under
+# ThreadSanitizer, which cannot be combined with AddressSanitizer; set
+# SANITIZE_TSAN=0 to skip it.
+#
 # Usage: scripts/sanitize.sh [build-dir]   (default: build-asan)
 # Environment: CC (default clang if installed, else cc), JOBS (default:
 # the number of CPUs), FLASHCL_TEST_DEVICE, FLASHCL_TEST_SEED as for ctest.
@@ -47,3 +51,22 @@ if [ "$status" -ne 0 ]; then
   exit "$status"
 fi
 echo "sanitize: all tests clean under AddressSanitizer, LeakSanitizer and UBSan"
+
+if [ "${SANITIZE_TSAN:-1}" != 0 ]; then
+  tsan="$build-tsan"
+  echo "sanitize: configuring $tsan with $CC, -fsanitize=thread"
+  cmake -S "$root" -B "$tsan" \
+    -DCMAKE_C_COMPILER="$CC" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DFLASHCL_SANITIZE=thread \
+    -DFLASHCL_BUILD_TESTS=ON >/dev/null
+  cmake --build "$tsan" -j "$jobs" --target test_threads
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+  export TSAN_OPTIONS
+  (cd "$tsan" && ctest --output-on-failure -R '^threads$') || status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "sanitize: FAILED under ThreadSanitizer (ctest exit status $status)" >&2
+    exit "$status"
+  fi
+  echo "sanitize: the thread tests are clean under ThreadSanitizer"
+fi
