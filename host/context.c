@@ -312,7 +312,6 @@ fcl_status fcl_context_create(const char *selector, fcl_context **out) {
   if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
     ctx->cl = clCreateContext(props, 1, &st.device, NULL, NULL, &err);
   if (!ctx->cl) return fcl__cl_fail(ctx, err, "clCreateContext");
-  ctx->owns_cl = 1;
   ctx->device = st.device;
   clRetainDevice(st.device);  /* balanced in release, as for a wrapped one */
   err = CL_OUT_OF_HOST_MEMORY;

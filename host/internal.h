@@ -18,8 +18,10 @@ typedef struct fcl__program_entry fcl__program_entry;
 typedef struct fcl__error_slot fcl__error_slot;
 
 /** What the fcl_context_set_* functions change. Guarded by the context's
- *  lock; a call reads them once, at its start (fcl__context_settings), so
- *  that a setter running on another thread never changes a call half-way. */
+ *  lock; a call reads each one once (the forward takes a copy when it
+ *  starts, fcl__io_counter_begin decides on counting, the naive chunking
+ *  reads the scratch limit), so that a setter running on another thread
+ *  never changes a call half-way. */
 typedef struct fcl__settings {
   uint64_t scratch_limit; /* 0: default */
   int count_io;
@@ -31,7 +33,6 @@ struct fcl_context {
   cl_device_id device;
   cl_command_queue queue;
   int usable;             /* 0 when creation failed: only last_error works */
-  int owns_cl;            /* created by fcl_context_create, not wrapped */
   int queue_profiling;    /* the queue has CL_QUEUE_PROFILING_ENABLE */
   fcl_device_info info;
   /* The program cache, under its own lock: a compile takes seconds, and
