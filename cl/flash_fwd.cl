@@ -349,7 +349,9 @@ UNROLL
     }
 #if STORE_LSE
     if (slice == 0) {
-      const float value = l[r] > 0.0f ? m[r] * scale + log(l[r]) : -INFINITY;
+      /* l is 0 only for a row that saw no key; NaN (a NaN or +inf logit)
+       * must stay NaN, not pass for such a row. */
+      const float value = l[r] == 0.0f ? -INFINITY : m[r] * scale + log(l[r]);
       STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
     }
 #endif

@@ -112,7 +112,7 @@ void softmax_rows(__global store_t *s,   // [slices][seqlen_q][seqlen_k], P on r
   if (tid == 0) {
     const int head = (kv_first + slice) * group + member;
     STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + i,
-              sum > 0.0f ? m + log(sum) : -INFINITY);
+              sum == 0.0f ? -INFINITY : m + log(sum));  // NaN stays NaN
   }
 #endif
   FCL_IO_COMMIT();

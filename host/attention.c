@@ -87,20 +87,19 @@ static fcl_status check_problem(fcl_context *ctx, const fcl_attention_desc *desc
 }
 
 /* Every buffer present (unless optional), of this context and large
- * enough; then distinct buffers for the outputs (args[n_inputs..n)): an
- * output that aliases another argument would be read after it was
- * overwritten, or written twice. */
+ * enough; then the access flags and overlaps of all of them together, the
+ * outputs being args[n_inputs..n). */
 static fcl_status check_tensors(fcl_context *ctx, const tensor_arg *args, size_t n,
                                 size_t n_inputs) {
-  for (size_t i = 0; i < n; ++i)
+  cl_mem mems[16];
+  const char *names[16];
+  for (size_t i = 0; i < n; ++i) {
     FCL_FORWARD_IF(fcl__check_buffer(ctx, args[i].mem, args[i].bytes, args[i].name,
                                      args[i].optional));
-  for (size_t i = n_inputs; i < n; ++i)
-    for (size_t j = 0; j < n; ++j)
-      FCL_RETURN_IF(ctx, j != i && args[i].mem && args[i].mem == args[j].mem,
-                    FCL_ERROR_INVALID_ARGUMENT, "output %s is the same buffer as %s",
-                    args[i].name, args[j].name);
-  return FCL_SUCCESS;
+    mems[i] = args[i].mem;
+    names[i] = args[i].name;
+  }
+  return fcl__check_call_buffers(ctx, mems, names, n_inputs, n);
 }
 
 /* What a call measures while its algorithm runs: the timer (when the caller
@@ -108,7 +107,8 @@ static fcl_status check_tensors(fcl_context *ctx, const tensor_arg *args, size_t
 typedef struct measure {
   fcl__timer timer;
   fcl__io_counter counter;
-  uint64_t counted;  /* bytes the kernels counted, loads + stores */
+  int counting;      /* the kernels of this call count their I/O */
+  uint64_t counted;  /* bytes they counted, loads + stores */
   double ms;
 } measure;
 
@@ -118,25 +118,30 @@ static fcl_status measure_begin(fcl_context *ctx, measure *m, const fcl_run_info
   *timer = info ? &m->timer : NULL;
   fcl_status status = fcl__io_counter_begin(ctx, &m->counter);
   *io_counter = m->counter.buffer;
+  m->counting = m->counter.buffer != NULL;
   return status;
 }
 
 /* Reads the counter and stops the timer after the algorithm returned
  * `status`; the timer is stopped even after a failure, to release its
- * marker. */
+ * marker. After a failure it also lets what was enqueued before it finish,
+ * so that on return each output is final: untouched or completely
+ * written. */
 static fcl_status measure_end(fcl_context *ctx, measure *m, fcl_status status) {
   uint64_t loaded = 0, stored = 0;
   if (status == FCL_SUCCESS) status = fcl__io_counter_end(ctx, &m->counter, &loaded, &stored);
   else fcl__release_mem(&m->counter.buffer);
   fcl_status timed = fcl__timer_stop(ctx, &m->timer, &m->ms);
   m->counted = loaded + stored;
-  return status == FCL_SUCCESS ? timed : status;
+  if (status == FCL_SUCCESS) status = timed;
+  if (status != FCL_SUCCESS) clFinish(ctx->queue);
+  return status;
 }
 
 /* Run info of a successful call. `model` is the whole call's traffic by the
  * I/O model, `own` the part of it our instrumented kernels count; the rest
  * (CLBlast's GEMMs, buffer copies) enters bytes_counted by the model. */
-static void fill_info(fcl_context *ctx, fcl_run_info *info, const fcl_attention_desc *desc,
+static void fill_info(fcl_run_info *info, const fcl_attention_desc *desc,
                       fcl_pass pass, const measure *m, const fcl_plan *plan,
                       unsigned chunks, fcl__io model, fcl__io own) {
   memset(info, 0, sizeof *info);
@@ -145,7 +150,7 @@ static void fill_info(fcl_context *ctx, fcl_run_info *info, const fcl_attention_
   info->plan = *plan;
   info->chunks = chunks;
   info->bytes_model = model.loads + model.stores;
-  if (ctx->count_io)
+  if (m->counting)
     info->bytes_counted = m->counted + info->bytes_model - (own.loads + own.stores);
 }
 
@@ -156,6 +161,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   memset(&call, 0, sizeof call);
   FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
   call.ctx = ctx;
+  call.settings = fcl__context_settings(ctx);
   call.desc = desc;
   const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
   const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
@@ -184,7 +190,7 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
     model = fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
     own = fcl__io_softmax(&ctx->info.limits, desc, with_lse);
   }
-  fill_info(ctx, info, desc, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
+  fill_info(info, desc, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
 }
 
@@ -196,6 +202,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   memset(&call, 0, sizeof call);
   FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
   call.ctx = ctx;
+  call.settings = fcl__context_settings(ctx);
   call.desc = desc;
   const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
   const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
@@ -230,6 +237,6 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
     model = fcl__io_naive_backward(&ctx->info.limits, desc, call.chunks);
     own = fcl__io_softmax_backward(&ctx->info.limits, desc);
   }
-  fill_info(ctx, info, desc, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
+  fill_info(info, desc, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
 }

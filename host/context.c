@@ -31,8 +31,12 @@ static int has_extension(const char *extensions, const char *name) {
   return 0;
 }
 
-static void describe(cl_platform_id platform, cl_device_id dev, unsigned pi,
-                     unsigned di, fcl_device_info *out) {
+/* Fills `out`; fails only when the extension list cannot be allocated
+ * (the limits would be wrong, not merely incomplete). `ctx` (may be NULL)
+ * is where injected failures are counted and messages go. */
+static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
+                           cl_device_id dev, unsigned pi, unsigned di,
+                           fcl_device_info *out) {
   memset(out, 0, sizeof *out);
   out->platform_index = pi;
   out->device_index = di;
@@ -68,8 +72,11 @@ static void describe(cl_platform_id platform, cl_device_id dev, unsigned pi,
   size_t ext_len = 0;
   if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&
       ext_len > 0) {
-    char *ext = malloc(ext_len + 1);
-    if (ext && clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
+    char *ext = fcl__malloc(ctx, ext_len + 1);
+    if (!ext)
+      return fcl__fail(ctx, FCL_ERROR_OUT_OF_MEMORY,
+                       "out of host memory reading the extensions of %s", out->name);
+    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
       ext[ext_len] = '\0';
       lim->has_fp16 = has_extension(ext, "cl_khr_fp16");
       lim->has_fp64 = has_extension(ext, "cl_khr_fp64");
@@ -78,8 +85,9 @@ static void describe(cl_platform_id platform, cl_device_id dev, unsigned pi,
        * compiler accepts inline PTX (checked on an H200, DEVICE.md). */
       lim->nvidia_ptx = has_extension(ext, "cl_nv_device_attribute_query");
     }
-    free(ext);
+    fcl__free(ext);
   }
+  return FCL_SUCCESS;
 }
 
 /* Calls `visit` for every device of every platform, in order, until it
@@ -112,22 +120,29 @@ static cl_int each_device(device_visitor visit, void *user) {
 typedef struct list_state {
   fcl_device_info *out;
   size_t capacity, count;
+  fcl_status status;
 } list_state;
 
 static int list_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
                       unsigned di, void *user) {
   list_state *st = user;
-  if (st->count < st->capacity) describe(platform, dev, pi, di, &st->out[st->count]);
+  if (st->count < st->capacity)
+    st->status = describe(NULL, platform, dev, pi, di, &st->out[st->count]);
   st->count++;
-  return 0;
+  return st->status != FCL_SUCCESS;
 }
 
 fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count) {
-  if (!count || (!out && capacity)) return FCL_ERROR_INVALID_ARGUMENT;
-  list_state st = {out, capacity, 0};
+  if (!count) return FCL_ERROR_INVALID_ARGUMENT;
+  *count = 0;
+  if (!out && capacity) return FCL_ERROR_INVALID_ARGUMENT;
+  list_state st = {out, capacity, 0, FCL_SUCCESS};
   cl_int err = each_device(list_visit, &st);
+  if (st.status != FCL_SUCCESS) return st.status;
+  if (err != CL_SUCCESS) return err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY
+                                                             : FCL_ERROR_OPENCL;
   *count = st.count;
-  return err == CL_SUCCESS ? FCL_SUCCESS : FCL_ERROR_OPENCL;
+  return FCL_SUCCESS;
 }
 
 /* ---- selection ---------------------------------------------------------- */
@@ -212,17 +227,21 @@ static int parse_index(const char *s, unsigned *pi, unsigned *di) {
 }
 
 static fcl_context *context_alloc(void) {
-  fcl_context *ctx = calloc(1, sizeof *ctx);
+  fcl_context *ctx = fcl__calloc(NULL, 1, sizeof *ctx);
   if (!ctx) return NULL;
-  /* Recursive: the program cache records errors and counts injected
-   * failures while it holds the lock. */
+  /* `lock` guards small state only and is held for moments; recursive so
+   * that a helper taking it may be called by one that holds it. */
   pthread_mutexattr_t attr;
   int ok = pthread_mutexattr_init(&attr) == 0 &&
            pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
            pthread_mutex_init(&ctx->lock, &attr) == 0;
   pthread_mutexattr_destroy(&attr);
+  if (ok && pthread_mutex_init(&ctx->build_lock, NULL) != 0) {
+    pthread_mutex_destroy(&ctx->lock);
+    ok = 0;
+  }
   if (!ok) {
-    free(ctx);
+    fcl__free(ctx);
     return NULL;
   }
   return ctx;
@@ -230,13 +249,13 @@ static fcl_context *context_alloc(void) {
 
 static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
                                  unsigned pi, unsigned di) {
-  describe(platform, ctx->device, pi, di, &ctx->info);
+  FCL_FORWARD_IF(describe(ctx, platform, ctx->device, pi, di, &ctx->info));
   cl_command_queue_properties props = 0;
   if (clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props,
                             &props, NULL) == CL_SUCCESS)
     ctx->queue_profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
   ctx->usable = 1;
-  ctx->error[0] = '\0';
+  fcl__clear_error(ctx);
   return FCL_SUCCESS;
 }
 
@@ -287,10 +306,17 @@ fcl_status fcl_context_create(const char *selector, fcl_context **out) {
 
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
                                    (cl_context_properties)st.platform, 0};
-  ctx->device = st.device;
-  ctx->cl = clCreateContext(props, 1, &st.device, NULL, NULL, &err);
+  /* Context and queue are host allocations of the driver: a test's
+   * injected failure makes them fail as if host memory ran out. */
+  err = CL_OUT_OF_HOST_MEMORY;
+  if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
+    ctx->cl = clCreateContext(props, 1, &st.device, NULL, NULL, &err);
   if (!ctx->cl) return fcl__cl_fail(ctx, err, "clCreateContext");
-  ctx->queue = clCreateCommandQueue(ctx->cl, st.device, CL_QUEUE_PROFILING_ENABLE, &err);
+  ctx->device = st.device;
+  clRetainDevice(st.device);  /* balanced in release, as for a wrapped one */
+  err = CL_OUT_OF_HOST_MEMORY;
+  if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
+    ctx->queue = clCreateCommandQueue(ctx->cl, st.device, CL_QUEUE_PROFILING_ENABLE, &err);
   if (!ctx->queue) return fcl__cl_fail(ctx, err, "clCreateCommandQueue");
   return context_finish(ctx, st.platform, st.found_pi, st.found_di);
 }
@@ -316,23 +342,39 @@ static int find_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
 fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
                             cl_command_queue queue, fcl_context **out) {
   if (!out) return FCL_ERROR_INVALID_ARGUMENT;
-  *out = NULL;
-  if (!context || !device || !queue) return FCL_ERROR_INVALID_ARGUMENT;
-  cl_context queue_context = NULL;
-  cl_device_id queue_device = NULL;
-  if (clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof queue_context,
-                            &queue_context, NULL) != CL_SUCCESS ||
-      clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof queue_device,
-                            &queue_device, NULL) != CL_SUCCESS ||
-      queue_context != context || queue_device != device)
-    return FCL_ERROR_INVALID_ARGUMENT;
-  cl_platform_id platform = NULL;
-  if (clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform,
-                      NULL) != CL_SUCCESS)
-    return FCL_ERROR_INVALID_ARGUMENT;
-
+  /* As with fcl_context_create, a context carries the reason of a failure. */
   fcl_context *ctx = *out = context_alloc();
   if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
+  FCL_RETURN_IF(ctx, !context || !device || !queue, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: %s is NULL",
+                !context ? "context" : !device ? "device" : "queue");
+  cl_context queue_context = NULL;
+  cl_device_id queue_device = NULL;
+  cl_uint context_devices = 0;
+  cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof queue_context,
+                                     &queue_context, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof queue_device,
+                                &queue_device, NULL);
+  FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: queue is not a valid command queue (%s)",
+                fcl__cl_error_name(err));
+  FCL_RETURN_IF(ctx, queue_context != context, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: queue belongs to another OpenCL context "
+                "than context");
+  FCL_RETURN_IF(ctx, queue_device != device, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: queue runs on another device than device");
+  err = clGetContextInfo(context, CL_CONTEXT_NUM_DEVICES, sizeof context_devices,
+                         &context_devices, NULL);
+  FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: context is not a valid OpenCL context (%s)",
+                fcl__cl_error_name(err));
+  cl_platform_id platform = NULL;
+  err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL);
+  FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: device is not a valid device (%s)",
+                fcl__cl_error_name(err));
+
   clRetainContext(context);
   clRetainDevice(device);
   clRetainCommandQueue(queue);
@@ -347,11 +389,14 @@ fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
 void fcl_context_release(fcl_context *ctx) {
   if (!ctx) return;
   fcl__programs_release(ctx);
+  fcl__clblast_release(ctx);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->device) clReleaseDevice(ctx->device);
   if (ctx->cl) clReleaseContext(ctx->cl);
+  fcl__errors_release(ctx);
+  pthread_mutex_destroy(&ctx->build_lock);
   pthread_mutex_destroy(&ctx->lock);
-  free(ctx);
+  fcl__free(ctx);
 }
 
 fcl_status fcl__check_context(fcl_context *ctx) {
@@ -379,7 +424,9 @@ cl_command_queue fcl_context_cl_queue(const fcl_context *ctx) {
 
 fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes) {
   FCL_FORWARD_IF(fcl__check_context(ctx));
-  ctx->scratch_limit = bytes;
+  pthread_mutex_lock(&ctx->lock);
+  ctx->settings.scratch_limit = bytes;
+  pthread_mutex_unlock(&ctx->lock);
   return FCL_SUCCESS;
 }
 
@@ -387,8 +434,16 @@ uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits) {
   return (uint64_t)((double)limits->global_mem_bytes * FCL_DEFAULT_SCRATCH_SHARE);
 }
 
+fcl__settings fcl__context_settings(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  fcl__settings settings = ctx->settings;
+  pthread_mutex_unlock(&ctx->lock);
+  return settings;
+}
+
 uint64_t fcl__scratch_limit(const fcl_context *ctx) {
-  if (ctx->scratch_limit) return ctx->scratch_limit;
+  fcl__settings settings = fcl__context_settings((fcl_context *)ctx);
+  if (settings.scratch_limit) return settings.scratch_limit;
   return fcl__default_scratch_limit(&ctx->info.limits);
 }
 
@@ -400,6 +455,8 @@ fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable) {
                 FCL_ERROR_UNSUPPORTED,
                 "I/O counting needs cl_khr_int64_base_atomics, which %s lacks",
                 ctx->info.name);
-  ctx->count_io = enable;
+  pthread_mutex_lock(&ctx->lock);
+  ctx->settings.count_io = enable;
+  pthread_mutex_unlock(&ctx->lock);
   return FCL_SUCCESS;
 }

@@ -6,7 +6,7 @@
 
 /* The -D options of flash_fwd.cl: one source of truth, the plan. */
 static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
-                            int with_lse, fcl__options *opts) {
+                            int with_lse, cl_mem io_counter, fcl__options *opts) {
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
@@ -16,6 +16,7 @@ static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
+  fcl__options_count_io(opts, io_counter);
 }
 
 fcl_status fcl__flash_forward(fcl__forward_call *call) {
@@ -23,13 +24,13 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
   fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
-                                      &ctx->tiling_hint, &call->plan, why, sizeof why);
+                                      &call->settings.tiling_hint, &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
                 ctx->info.name, why);
   const fcl_plan *plan = &call->plan;
 
   fcl__options opts;
-  forward_options(plan, desc, call->lse != NULL, &opts);
+  forward_options(plan, desc, call->lse != NULL, call->io_counter, &opts);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_FLASH_FWD, &opts, "flash_fwd", &kernel));
 
@@ -65,7 +66,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
 
 /* The -D options of flash_bwd.cl, from the backward plan. */
 static void backward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
-                             fcl__options *opts) {
+                             cl_mem io_counter, fcl__options *opts) {
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
@@ -75,6 +76,7 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
   fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
+  fcl__options_count_io(opts, io_counter);
 }
 
 /* The backward's kernels and scratch, released in one place. */
@@ -165,12 +167,13 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
   fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_BACKWARD,
-                                      &ctx->tiling_hint, &call->plan, why, sizeof why);
+                                      &call->settings.tiling_hint, &call->plan, why,
+                                      sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
                 ctx->info.name, why);
 
   fcl__options opts;
-  backward_options(&call->plan, desc, &opts);
+  backward_options(&call->plan, desc, call->io_counter, &opts);
   backward_run run = {0};
   status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_preprocess", &run.pre);
   if (status == FCL_SUCCESS)
@@ -187,26 +190,16 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
 
 fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) {
   FCL_FORWARD_IF(fcl__check_context(ctx));
-  if (!hint) {
-    ctx->tiling_hint = (fcl_plan){0};
-    return FCL_SUCCESS;
+  fcl_plan kept = {0};
+  if (hint) {
+    FCL_FORWARD_IF(fcl__check_tiling_hint(ctx, hint));
+    kept = (fcl_plan){.block_k = hint->block_k,
+                      .wg_size = hint->wg_size,
+                      .threads_per_row = hint->threads_per_row,
+                      .rows_per_thread = hint->rows_per_thread};
   }
-  unsigned g = hint->threads_per_row, wg = hint->wg_size;
-  FCL_RETURN_IF(ctx, g != 0 && g != 1 && g != 2 && g != 4 && g != 8,
-                FCL_ERROR_INVALID_ARGUMENT,
-                "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
-  FCL_RETURN_IF(ctx, hint->rows_per_thread > 4, FCL_ERROR_INVALID_ARGUMENT,
-                "rows_per_thread = %u; at most 4", hint->rows_per_thread);
-  FCL_RETURN_IF(ctx, wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g)),
-                FCL_ERROR_INVALID_ARGUMENT,
-                "wg_size = %u; it must be a power of two up to 1024 and a "
-                "multiple of threads_per_row",
-                wg);
-  FCL_RETURN_IF(ctx, hint->block_k > 128, FCL_ERROR_INVALID_ARGUMENT,
-                "block_k = %u; at most 128", hint->block_k);
-  ctx->tiling_hint = (fcl_plan){.block_k = hint->block_k,
-                                .wg_size = wg,
-                                .threads_per_row = g,
-                                .rows_per_thread = hint->rows_per_thread};
+  pthread_mutex_lock(&ctx->lock);
+  ctx->settings.tiling_hint = kept;
+  pthread_mutex_unlock(&ctx->lock);
   return FCL_SUCCESS;
 }

@@ -15,6 +15,18 @@
 /* ---- context ------------------------------------------------------------ */
 
 typedef struct fcl__program_entry fcl__program_entry;
+typedef struct fcl__error_slot fcl__error_slot;
+
+/** What the fcl_context_set_* functions change. Guarded by the context's
+ *  lock; a call reads each one once (the forward takes a copy when it
+ *  starts, fcl__io_counter_begin decides on counting, the naive chunking
+ *  reads the scratch limit), so that a setter running on another thread
+ *  never changes a call half-way. */
+typedef struct fcl__settings {
+  uint64_t scratch_limit; /* 0: default */
+  int count_io;
+  fcl_plan tiling_hint;   /* nonzero fields override the planner */
+} fcl__settings;
 
 struct fcl_context {
   cl_context cl;
@@ -23,33 +35,54 @@ struct fcl_context {
   int usable;             /* 0 when creation failed: only last_error works */
   int queue_profiling;    /* the queue has CL_QUEUE_PROFILING_ENABLE */
   fcl_device_info info;
-  uint64_t scratch_limit; /* 0: default */
-  int count_io;
-  fcl_plan tiling_hint;   /* nonzero fields override the planner */
-  pthread_mutex_t lock;   /* recursive; guards programs[], error[], inject_* */
+  /* The program cache, under its own lock: a compile takes seconds, and
+   * other threads' calls that need no compile must not wait for it. Taken
+   * before `lock` when both are held, never after. */
+  pthread_mutex_t build_lock;
   fcl__program_entry *programs;
   size_t n_programs, cap_programs;
+  long program_builds;    /* programs compiled (not taken from the cache) */
+  pthread_mutex_t lock;   /* recursive; guards everything below */
+  fcl__settings settings;
+  int used_clblast;       /* naive.c registered this context with CLBlast */
   /* Failure injection for tests (fcl__inject_failures). */
   unsigned inject_mask;
   long inject_countdown;
   long inject_ops;        /* operations of the armed kinds seen so far */
-  char error[16384];
+  /* The last error of each thread that failed on this context. */
+  fcl__error_slot **errors;
+  size_t n_errors, cap_errors;
 };
 
-/** The user's cap on one call's scratch memory, else the default. */
+/** A consistent copy of the context's settings, for one call. */
+fcl__settings fcl__context_settings(fcl_context *ctx);
+
+/** The cap on one call's scratch memory: the user's, or the default share
+ *  of the device's global memory. */
 uint64_t fcl__scratch_limit(const fcl_context *ctx);
 /** The default cap for a device. */
 uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits);
 
+/** Test hook: how many programs the context has compiled so far (a cache
+ *  hit does not count). */
+long fcl__program_builds(fcl_context *ctx);
+
 /* ---- errors ------------------------------------------------------------- */
 
-/** Records a formatted detail as the context's last error and returns
- *  `status`. ctx may be NULL (the message is then dropped). */
+/** Records a formatted detail as the calling thread's last error on the
+ *  context and returns `status`. ctx may be NULL (the message is then
+ *  dropped). */
 fcl_status fcl__fail(fcl_context *ctx, fcl_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/** Forgets the calling thread's last error on the context. */
+void fcl__clear_error(fcl_context *ctx);
+
+/** Frees every thread's error text; for fcl_context_release. */
+void fcl__errors_release(fcl_context *ctx);
 
 /** Records "what failed: CL_NAME (code)" and maps the code to a status:
  *  allocation failures become FCL_ERROR_OUT_OF_MEMORY, the rest
@@ -78,6 +111,16 @@ const char *fcl__cl_error_name(cl_int err);
 
 /* ---- resources, through wrappers that tests can make fail --------------- */
 
+/* What an injected failure simulates, and the status each becomes:
+ *   HOST_ALLOC    malloc returning NULL, or an OpenCL object (context, queue,
+ *                 program, kernel) failing with CL_OUT_OF_HOST_MEMORY
+ *                                               -> FCL_ERROR_OUT_OF_MEMORY
+ *   DEVICE_ALLOC  clCreateBuffer failing with
+ *                 CL_MEM_OBJECT_ALLOCATION_FAILURE -> FCL_ERROR_OUT_OF_MEMORY
+ *   ENQUEUE       an enqueue (kernel, copy, fill, read, marker) failing with
+ *                 CL_OUT_OF_RESOURCES           -> FCL_ERROR_OPENCL
+ *                 a CLBlast call failing with
+ *                 CLBlastOpenCLOutOfResources   -> FCL_ERROR_CLBLAST */
 enum {
   FCL_INJECT_HOST_ALLOC = 1u << 0,
   FCL_INJECT_DEVICE_ALLOC = 1u << 1,
@@ -85,15 +128,19 @@ enum {
 };
 
 /** Test hook: the `n`-th (1-based) subsequent operation of a kind in `mask`
- *  on this context fails as if the resource were exhausted; n = 0 disarms.
- *  @return how many operations of those kinds ran since the last call. */
+ *  fails as if the resource were exhausted; n = 0 disarms. With a context,
+ *  the operations counted are those on that context, from any thread; with
+ *  ctx NULL, those of the calling thread (on any context, or none: device
+ *  listing, context creation). A context's own setting takes precedence.
+ *  @return how many operations of those kinds ran since it was armed. */
 long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n);
 
-/** 1 when an injected failure of `kind` is due now. */
+/** 1 when an injected failure of `kind` is due now (ctx may be NULL). */
 int fcl__injected(fcl_context *ctx, unsigned kind);
 
 void *fcl__malloc(fcl_context *ctx, size_t bytes);
 void *fcl__calloc(fcl_context *ctx, size_t count, size_t size);
+void *fcl__realloc(fcl_context *ctx, void *p, size_t bytes);
 void fcl__free(void *p);
 
 /** Creates a device buffer; on failure records the detail and returns NULL
@@ -105,6 +152,24 @@ void fcl__release_mem(cl_mem *mem);
 /** Enqueues a 1–3 dimensional NDRange; `name` labels errors. */
 fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
                        cl_uint dims, const size_t *global, const size_t *local);
+
+/** Enqueued copies, fills, reads and markers; `what` labels errors. */
+fcl_status fcl__copy(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
+                     const char *what);
+fcl_status fcl__fill(fcl_context *ctx, cl_mem mem, const void *pattern,
+                     size_t pattern_size, size_t bytes, const char *what);
+fcl_status fcl__read(fcl_context *ctx, cl_mem mem, void *out, size_t bytes,
+                     const char *what);
+fcl_status fcl__marker(fcl_context *ctx, cl_event *event, const char *what);
+
+/** OpenCL objects the library creates for itself. */
+fcl_status fcl__create_program(fcl_context *ctx, cl_uint count,
+                               const char **texts, cl_program *program);
+/** clBuildProgram; returns the OpenCL code, injected failures included. */
+cl_int fcl__build_program(fcl_context *ctx, cl_program program,
+                          const char *options);
+fcl_status fcl__create_kernel(fcl_context *ctx, cl_program program,
+                              const char *name, cl_kernel *kernel);
 
 /** Sets kernel arguments from a list of (size, pointer) pairs. */
 typedef struct fcl__arg {
@@ -137,6 +202,12 @@ typedef struct fcl__options {
 void fcl__options_init(fcl__options *opts);
 void fcl__options_define(fcl__options *opts, const char *name, long value);
 void fcl__options_flag(fcl__options *opts, const char *flag);
+/** Defines FCL_COUNT_IO when the call counts I/O (`io_counter` not NULL).
+ *  Every kernel that takes FCL_IO_PARAM needs it in its options: the call,
+ *  not the context, decides, so that a concurrent
+ *  fcl_context_set_count_io() cannot build a kernel that disagrees with the
+ *  call's arguments. */
+void fcl__options_count_io(fcl__options *opts, cl_mem io_counter);
 
 /** Builds (or takes from the context's cache) the program for `source`
  *  with `opts` plus the context-wide options (I/O counting, vendor
@@ -176,6 +247,9 @@ typedef struct fcl__io_counter {
   cl_mem buffer;  /* NULL when counting is off */
 } fcl__io_counter;
 
+/** Creates and clears the counter when the context counts I/O (read once
+ *  here: kernels of the call are built with FCL_COUNT_IO exactly when
+ *  counter->buffer is set, see fcl__options_count_io). */
 fcl_status fcl__io_counter_begin(fcl_context *ctx, fcl__io_counter *counter);
 /** Reads the counter (blocking) and releases it. */
 fcl_status fcl__io_counter_end(fcl_context *ctx, fcl__io_counter *counter,
@@ -193,15 +267,33 @@ typedef struct fcl__shape {
   size_t group;     /* heads_q / heads_kv */
 } fcl__shape;
 
-/** Validates a descriptor's fields and computes its shape. Pure apart from
- *  the error message. */
+/** Validates a descriptor's fields and computes its shape (when `shape` is
+ *  not NULL). Pure apart from the error message, which goes to the context
+ *  (ctx may be NULL). */
 fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
                            fcl__shape *shape);
+/** The same, writing the message to why[why_len] (may be NULL / 0). */
+fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
+                               char *why, size_t why_len);
+
+/** Validates a tiling override as fcl_context_set_flash_tiling documents.
+ *  Pure apart from the message (ctx may be NULL). */
+fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint);
+fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t why_len);
 
 /** Checks that `mem` is non-NULL (unless optional), belongs to the context's
  *  OpenCL context and holds at least `bytes`. */
 fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
                              const char *name, int optional);
+
+/** Checks the buffers of one call, mems[0..n): the first n_inputs are read,
+ *  the rest written (NULL entries are absent optional buffers). An output
+ *  must be writable by kernels (not CL_MEM_READ_ONLY) and share no byte
+ *  with any other buffer of the call, sub-buffers included; an input must
+ *  be readable (not CL_MEM_WRITE_ONLY). Call after fcl__check_buffer. */
+fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
+                                   const char *const *names, size_t n_inputs,
+                                   size_t n);
 
 /** Validates the context handle (non-NULL, created successfully). */
 fcl_status fcl__check_context(fcl_context *ctx);
@@ -211,6 +303,7 @@ fcl_status fcl__check_context(fcl_context *ctx);
 /** One forward call, validated; what each algorithm needs. */
 typedef struct fcl__forward_call {
   fcl_context *ctx;
+  fcl__settings settings; /* read once at the start of the call */
   const fcl_attention_desc *desc;
   fcl__shape shape;
   cl_mem q, k, v, o, lse;
@@ -225,6 +318,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call);
 /** One backward call, validated; what each algorithm needs. */
 typedef struct fcl__backward_call {
   fcl_context *ctx;
+  fcl__settings settings; /* read once at the start of the call */
   const fcl_attention_desc *desc;
   fcl__shape shape;
   cl_mem q, k, v, o, lse, dout;  /* inputs */
@@ -291,15 +385,14 @@ typedef struct fcl__gemm {
  *  Counts as an enqueue for failure injection. */
 fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
 
-/** Enqueues a copy of `bytes` from a staged buffer to the caller's output,
- *  which is then either completely written or, failing, untouched. */
-fcl_status fcl__publish(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
-                        const char *what);
-
 /** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
  *  row elements per work-item (0: the streaming variant that reads twice). */
 void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
                          unsigned *wg_size, unsigned *cols_per_item);
+
+/** Forgets the context in CLBlast's process-wide kernel cache; for
+ *  fcl_context_release (naive.c explains). */
+void fcl__clblast_release(fcl_context *ctx);
 
 /** Bytes per element of the naive algorithm's S/P. */
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);

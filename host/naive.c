@@ -18,12 +18,38 @@
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
- * across the whole process, whatever the context. */
+ * across the whole process, whatever the context.
+ *
+ * That cache is keyed by OpenCL context and its programs retain the
+ * context, so an OpenCL context that ran a GEMM would never be freed. The
+ * contexts that used CLBlast are counted, and when the last of them is
+ * released the cache is cleared; contexts that overlap in time share the
+ * compiled GEMMs, and none is kept alive after the last one goes. */
 static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
+static long clblast_contexts;  /* live contexts that ran CLBlast; under clblast_lock */
+
+/* Runs under clblast_lock. */
+static void clblast_register(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  if (!ctx->used_clblast) {
+    ctx->used_clblast = 1;
+    clblast_contexts++;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+void fcl__clblast_release(fcl_context *ctx) {
+  if (!ctx->used_clblast) return;
+  pthread_mutex_lock(&clblast_lock);
+  ctx->used_clblast = 0;
+  if (--clblast_contexts == 0) CLBlastClearCache();
+  pthread_mutex_unlock(&clblast_lock);
+}
 
 /* Half of the allowed scratch goes to S; the rest is left for the padded
  * copies CLBlast's indirect GEMM makes of large operands. */
@@ -120,6 +146,7 @@ fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what)
   if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
     return fcl__fail(ctx, FCL_ERROR_CLBLAST, "CLBlast SGEMM %s (injected failure)", what);
   pthread_mutex_lock(&clblast_lock);
+  clblast_register(ctx);
   CLBlastStatusCode code = CLBlastSgemmStridedBatched(
       CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
       g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k, g->alpha,
@@ -131,15 +158,6 @@ fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what)
     snprintf(name, sizeof name, "SGEMM %s", what);
     return clblast_fail(ctx, code, name);
   }
-  return FCL_SUCCESS;
-}
-
-fcl_status fcl__publish(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
-                        const char *what) {
-  cl_int err = fcl__injected(ctx, FCL_INJECT_ENQUEUE)
-                   ? CL_OUT_OF_RESOURCES
-                   : clEnqueueCopyBuffer(ctx->queue, from, to, 0, 0, bytes, 0, NULL, NULL);
-  FCL_CL_RETURN_IF(ctx, err, what);
   return FCL_SUCCESS;
 }
 
@@ -186,6 +204,7 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
   fcl__options_define(&opts, "CAUSAL", desc->causal);
   fcl__options_define(&opts, "STORE_LSE", call->lse != NULL);
+  fcl__options_count_io(&opts, call->io_counter);
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
 }
 
@@ -234,13 +253,13 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
 static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
   fcl_context *ctx = call->ctx;
   if (run->o != call->o)
-    FCL_FORWARD_IF(fcl__publish(ctx, run->o, call->o,
-                                call->shape.q_elems * call->shape.elem_size,
-                                "copying the staged O"));
+    FCL_FORWARD_IF(fcl__copy(ctx, run->o, call->o,
+                             call->shape.q_elems * call->shape.elem_size,
+                             "copying the staged O"));
   if (run->lse != call->lse)
-    FCL_FORWARD_IF(fcl__publish(ctx, run->lse, call->lse,
-                                call->shape.lse_elems * sizeof(float),
-                                "copying the staged LSE"));
+    FCL_FORWARD_IF(fcl__copy(ctx, run->lse, call->lse,
+                             call->shape.lse_elems * sizeof(float),
+                             "copying the staged LSE"));
   return FCL_SUCCESS;
 }
 
@@ -253,7 +272,7 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
                                      FCL_PASS_FORWARD, &ch));
-  call->chunks = (unsigned)ch.chunks;
+  call->chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;  /* saturates */
 
   naive_run run = {0};
   fcl_status status = naive_prepare(call, &ch, &run);

@@ -22,6 +22,8 @@
  */
 #include "internal.h"
 
+#include <limits.h>
+
 /* Everything one run allocates, released in one place. */
 typedef struct bwd_run {
   cl_mem p, dp;        /* [per_chunk][seqlen_q][seqlen_k] each */
@@ -73,6 +75,7 @@ static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
   fcl__options_define(&opts, "WG_SIZE", (long)wg);
   fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
   fcl__options_define(&opts, "CAUSAL", desc->causal);
+  fcl__options_count_io(&opts, call->io_counter);
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_recompute",
                              &run->recompute));
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_bwd", &run->softmax_bwd);
@@ -155,11 +158,11 @@ static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
   const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
   const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
   if (run->dq != call->dq)
-    FCL_FORWARD_IF(fcl__publish(ctx, run->dq, call->dq, q_bytes, "copying the staged dQ"));
+    FCL_FORWARD_IF(fcl__copy(ctx, run->dq, call->dq, q_bytes, "copying the staged dQ"));
   if (run->dk != call->dk)
-    FCL_FORWARD_IF(fcl__publish(ctx, run->dk, call->dk, kv_bytes, "copying the staged dK"));
+    FCL_FORWARD_IF(fcl__copy(ctx, run->dk, call->dk, kv_bytes, "copying the staged dK"));
   if (run->dv != call->dv)
-    FCL_FORWARD_IF(fcl__publish(ctx, run->dv, call->dv, kv_bytes, "copying the staged dV"));
+    FCL_FORWARD_IF(fcl__copy(ctx, run->dv, call->dv, kv_bytes, "copying the staged dV"));
   return FCL_SUCCESS;
 }
 
@@ -172,7 +175,7 @@ fcl_status fcl__naive_backward(fcl__backward_call *call) {
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
                                      FCL_PASS_BACKWARD, &ch));
-  call->chunks = (unsigned)ch.chunks;
+  call->chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;  /* saturates */
 
   bwd_run run = {0};
   fcl_status status = bwd_prepare(call, &ch, &run);

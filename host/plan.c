@@ -193,27 +193,59 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   return FCL_SUCCESS;
 }
 
+fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t why_len) {
+  if (!hint) {
+    say(why, why_len, "the tiling hint is NULL");
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  unsigned g = hint->threads_per_row, wg = hint->wg_size;
+  if (g != 0 && g != 1 && g != 2 && g != 4 && g != 8) {
+    say(why, why_len, "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->rows_per_thread > 4) {
+    say(why, why_len, "rows_per_thread = %u; at most 4", hint->rows_per_thread);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g))) {
+    say(why, why_len,
+        "wg_size = %u; it must be a power of two up to 1024 and a multiple of "
+        "threads_per_row",
+        wg);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->block_k > 128) {
+    say(why, why_len, "block_k = %u; at most 128", hint->block_k);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
+  char why[160];
+  fcl_status status = fcl__check_tiling_hint_why(hint, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "%s", why);
+  return FCL_SUCCESS;
+}
+
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *desc, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len) {
+  if (why && why_len) why[0] = '\0';
   if (!limits || !desc || !out) {
-    say(why, why_len, "limits, desc and plan must not be NULL");
+    say(why, why_len, "%s is NULL", !limits ? "limits" : !desc ? "desc" : "plan");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) {
     say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (desc->head_dim == 0 || desc->batch == 0 || desc->heads_q == 0 ||
-      desc->seqlen_q == 0) {
-    say(why, why_len, "sizes must be at least 1");
-    return FCL_ERROR_INVALID_SHAPE;
-  }
-  if (desc->head_dim > FCL_MAX_HEAD_DIM) {
-    say(why, why_len, "head_dim %zu exceeds the maximum %d", desc->head_dim,
-        FCL_MAX_HEAD_DIM);
-    return FCL_ERROR_UNSUPPORTED;
+  /* The same checks, and so the same status, as a call with this desc. */
+  fcl_status status = fcl__check_desc_why(desc, NULL, why, why_len);
+  if (status == FCL_SUCCESS && hint) status = fcl__check_tiling_hint_why(hint, why, why_len);
+  if (status != FCL_SUCCESS) {
+    return status;
   }
   if (limits->max_work_group_size == 0) {
     say(why, why_len, "the device reports a work-group limit of 0");

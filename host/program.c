@@ -64,17 +64,20 @@ void fcl__options_flag(fcl__options *opts, const char *flag) {
   options_append(opts, flag);
 }
 
-/* Options every build of this context gets. */
+void fcl__options_count_io(fcl__options *opts, cl_mem io_counter) {
+  if (io_counter) fcl__options_define(opts, "FCL_COUNT_IO", 1);
+}
+
+/* Options every build on this context's device gets. */
 static void context_options(const fcl_context *ctx, fcl__options *opts) {
   fcl__options_flag(opts, "-cl-std=CL1.2");
-  if (ctx->count_io) fcl__options_define(opts, "FCL_COUNT_IO", 1);
   if (ctx->info.limits.nvidia_ptx) fcl__options_define(opts, "FCL_NVIDIA_PTX", 1);
   if (!ctx->info.limits.is_gpu) fcl__options_define(opts, "FCL_UNROLL", 0);
   /* Build-time knob for tuning experiments (cmake -DFLASHCL_KERNEL_DEFINES). */
   if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(opts, FCL_EXTRA_KERNEL_OPTIONS);
 }
 
-/* Looks up a built program; the caller holds ctx->lock. */
+/* Looks up a built program; the caller holds ctx->build_lock. */
 static cl_program cache_find(fcl_context *ctx, fcl__source source,
                              const char *options) {
   for (size_t i = 0; i < ctx->n_programs; ++i)
@@ -84,15 +87,12 @@ static cl_program cache_find(fcl_context *ctx, fcl__source source,
   return NULL;
 }
 
-/* Adds a program to the cache; the caller holds ctx->lock. */
+/* Adds a program to the cache; the caller holds ctx->build_lock. */
 static int cache_add(fcl_context *ctx, fcl__source source, const char *options,
                      cl_program program) {
   if (ctx->n_programs == ctx->cap_programs) {
     size_t cap = ctx->cap_programs ? 2 * ctx->cap_programs : 8;
-    fcl__program_entry *grown =
-        fcl__injected(ctx, FCL_INJECT_HOST_ALLOC)
-            ? NULL
-            : realloc(ctx->programs, cap * sizeof *grown);
+    fcl__program_entry *grown = fcl__realloc(ctx, ctx->programs, cap * sizeof *grown);
     if (!grown) return 0;
     ctx->programs = grown;
     ctx->cap_programs = cap;
@@ -109,10 +109,10 @@ static int cache_add(fcl_context *ctx, fcl__source source, const char *options,
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
   const char *texts[2] = {fcl__cl_common, sources[source].text};
-  cl_int err;
-  cl_program program = clCreateProgramWithSource(ctx->cl, 2, texts, NULL, &err);
-  if (!program) return fcl__cl_fail(ctx, err, "clCreateProgramWithSource");
-  err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
+  cl_program program;
+  FCL_FORWARD_IF(fcl__create_program(ctx, 2, texts, &program));
+  ctx->program_builds++;
+  cl_int err = fcl__build_program(ctx, program, options);
   if (err == CL_SUCCESS) {
     *out = program;
     return FCL_SUCCESS;
@@ -121,7 +121,7 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
   char *log = NULL;
   if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
                             &log_size) == CL_SUCCESS &&
-      (log = malloc(log_size + 1)) != NULL &&
+      (log = fcl__malloc(ctx, log_size + 1)) != NULL &&
       clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, log_size,
                             log, NULL) == CL_SUCCESS)
     log[log_size] = '\0';
@@ -132,8 +132,15 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
       ctx, err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY : FCL_ERROR_BUILD_FAILED,
       "building %s with \"%s\" failed: %s (%d)\n%s", sources[source].file,
       options, fcl__cl_error_name(err), (int)err, log ? log : "");
-  free(log);
+  fcl__free(log);
   return status;
+}
+
+long fcl__program_builds(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->build_lock);
+  long n = ctx->program_builds;
+  pthread_mutex_unlock(&ctx->build_lock);
+  return n;
 }
 
 fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
@@ -147,10 +154,10 @@ fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
   FCL_RETURN_IF(ctx, opts->overflow || all.overflow, FCL_ERROR_INVALID_ARGUMENT,
                 "build options for %s are too long", sources[source].file);
 
-  /* Builds run under the lock: a second thread wanting the same program
-   * waits for it instead of compiling it again. */
+  /* Builds run under the cache's lock: a second thread wanting the same
+   * program waits for it instead of compiling it again. */
   fcl_status status = FCL_SUCCESS;
-  pthread_mutex_lock(&ctx->lock);
+  pthread_mutex_lock(&ctx->build_lock);
   cl_program program = cache_find(ctx, source, all.text);
   if (!program) {
     status = build(ctx, source, all.text, &program);
@@ -160,25 +167,18 @@ fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
                          "out of host memory caching a program");
     }
   }
-  pthread_mutex_unlock(&ctx->lock);
+  pthread_mutex_unlock(&ctx->build_lock);
   FCL_FORWARD_IF(status);
 
-  cl_int err;
-  *kernel = clCreateKernel(program, name, &err);
-  if (!*kernel) {
-    char what[128];
-    snprintf(what, sizeof what, "clCreateKernel(%s)", name);
-    return fcl__cl_fail(ctx, err, what);
-  }
-  return FCL_SUCCESS;
+  return fcl__create_kernel(ctx, program, name, kernel);
 }
 
 void fcl__programs_release(fcl_context *ctx) {
   for (size_t i = 0; i < ctx->n_programs; ++i) {
     clReleaseProgram(ctx->programs[i].program);
-    free(ctx->programs[i].options);
+    fcl__free(ctx->programs[i].options);
   }
-  free(ctx->programs);
+  fcl__free(ctx->programs);
   ctx->programs = NULL;
   ctx->n_programs = ctx->cap_programs = 0;
 }

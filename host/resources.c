@@ -1,17 +1,36 @@
 /*
- * resources.c — every host allocation, device buffer and kernel launch of
- * the library goes through these wrappers, so that a test can make the n-th
- * one fail (as SQLite tests its malloc failures) and check that nothing
- * leaks and no output is left half written.
+ * resources.c — every host allocation, OpenCL object, device buffer and
+ * enqueue of the library goes through these wrappers, so that a test can
+ * make the n-th one fail (as SQLite tests its malloc failures) and check
+ * that nothing leaks and no output is left half written. internal.h lists
+ * what each kind of injected failure simulates and the status it becomes.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 
+/* Injection armed for the calling thread (fcl__inject_failures(NULL, ...)):
+ * covers what happens before a context exists (device listing, context
+ * creation) and lets threads be tested independently of each other. */
+typedef struct inject_state {
+  unsigned mask;
+  long countdown;
+  long ops;
+} inject_state;
+
+static _Thread_local inject_state thread_inject;
+
 long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n) {
+  if (!ctx) {
+    long ran = thread_inject.mask ? thread_inject.ops : 0;
+    thread_inject.mask = n > 0 ? mask : 0;
+    thread_inject.countdown = n;
+    thread_inject.ops = 0;
+    return ran;
+  }
   pthread_mutex_lock(&ctx->lock);
   long ran = ctx->inject_mask ? ctx->inject_ops : 0;
-  ctx->inject_mask = n > 0 ? mask : 0;
+  __atomic_store_n(&ctx->inject_mask, n > 0 ? mask : 0, __ATOMIC_RELAXED);
   ctx->inject_countdown = n;
   ctx->inject_ops = 0;
   pthread_mutex_unlock(&ctx->lock);
@@ -19,15 +38,22 @@ long fcl__inject_failures(fcl_context *ctx, unsigned mask, long n) {
 }
 
 int fcl__injected(fcl_context *ctx, unsigned kind) {
-  if (!ctx || !(ctx->inject_mask & kind)) return 0;
-  pthread_mutex_lock(&ctx->lock);
-  int fail = 0;
-  if (ctx->inject_mask & kind) {
-    ctx->inject_ops++;
-    fail = --ctx->inject_countdown == 0;
+  /* A quick look without the lock: injection is off but in tests. */
+  if (ctx && (__atomic_load_n(&ctx->inject_mask, __ATOMIC_RELAXED) & kind)) {
+    pthread_mutex_lock(&ctx->lock);
+    int fail = 0;
+    if (ctx->inject_mask & kind) {
+      ctx->inject_ops++;
+      fail = --ctx->inject_countdown == 0;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return fail;
   }
-  pthread_mutex_unlock(&ctx->lock);
-  return fail;
+  if (thread_inject.mask & kind) {
+    thread_inject.ops++;
+    return --thread_inject.countdown == 0;
+  }
+  return 0;
 }
 
 void *fcl__malloc(fcl_context *ctx, size_t bytes) {
@@ -38,6 +64,11 @@ void *fcl__malloc(fcl_context *ctx, size_t bytes) {
 void *fcl__calloc(fcl_context *ctx, size_t count, size_t size) {
   if (fcl__injected(ctx, FCL_INJECT_HOST_ALLOC)) return NULL;
   return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *fcl__realloc(fcl_context *ctx, void *p, size_t bytes) {
+  if (fcl__injected(ctx, FCL_INJECT_HOST_ALLOC)) return NULL;
+  return realloc(p, bytes ? bytes : 1);
 }
 
 void fcl__free(void *p) { free(p); }
@@ -68,6 +99,13 @@ void fcl__release_mem(cl_mem *mem) {
   *mem = NULL;
 }
 
+/* Enqueue failures: allocation codes are out of memory, the rest OpenCL. */
+static fcl_status enqueue_status(cl_int err) {
+  return err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY
+             ? FCL_ERROR_OUT_OF_MEMORY
+             : FCL_ERROR_OPENCL;
+}
+
 fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
                        cl_uint dims, const size_t *global, const size_t *local) {
   cl_int err = CL_OUT_OF_RESOURCES;
@@ -75,17 +113,83 @@ fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
     err = clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global, local,
                                  0, NULL, NULL);
   if (err != CL_SUCCESS)
-    return fcl__fail(ctx,
-                     err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
-                             err == CL_OUT_OF_HOST_MEMORY
-                         ? FCL_ERROR_OUT_OF_MEMORY
-                         : FCL_ERROR_OPENCL,
+    return fcl__fail(ctx, enqueue_status(err),
                      "launching %s (global %zu x %zu x %zu, local %zu) failed: "
                      "%s (%d)",
                      name, global[0], dims > 1 ? global[1] : 1,
                      dims > 2 ? global[2] : 1, local ? local[0] : 0,
                      fcl__cl_error_name(err), (int)err);
   return FCL_SUCCESS;
+}
+
+static fcl_status enqueued(fcl_context *ctx, cl_int err, const char *what) {
+  if (err == CL_SUCCESS) return FCL_SUCCESS;
+  return fcl__fail(ctx, enqueue_status(err), "%s failed: %s (%d)", what,
+                   fcl__cl_error_name(err), (int)err);
+}
+
+fcl_status fcl__copy(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
+                     const char *what) {
+  cl_int err = CL_OUT_OF_RESOURCES;
+  if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    err = clEnqueueCopyBuffer(ctx->queue, from, to, 0, 0, bytes, 0, NULL, NULL);
+  return enqueued(ctx, err, what);
+}
+
+fcl_status fcl__fill(fcl_context *ctx, cl_mem mem, const void *pattern,
+                     size_t pattern_size, size_t bytes, const char *what) {
+  cl_int err = CL_OUT_OF_RESOURCES;
+  if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    err = clEnqueueFillBuffer(ctx->queue, mem, pattern, pattern_size, 0, bytes,
+                              0, NULL, NULL);
+  return enqueued(ctx, err, what);
+}
+
+fcl_status fcl__read(fcl_context *ctx, cl_mem mem, void *out, size_t bytes,
+                     const char *what) {
+  cl_int err = CL_OUT_OF_RESOURCES;
+  if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    err = clEnqueueReadBuffer(ctx->queue, mem, CL_TRUE, 0, bytes, out, 0, NULL,
+                              NULL);
+  return enqueued(ctx, err, what);
+}
+
+fcl_status fcl__marker(fcl_context *ctx, cl_event *event, const char *what) {
+  cl_int err = CL_OUT_OF_RESOURCES;
+  *event = NULL;
+  if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, event);
+  if (err != CL_SUCCESS) *event = NULL;
+  return enqueued(ctx, err, what);
+}
+
+fcl_status fcl__create_program(fcl_context *ctx, cl_uint count,
+                               const char **texts, cl_program *program) {
+  cl_int err = CL_OUT_OF_HOST_MEMORY;
+  *program = NULL;
+  if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
+    *program = clCreateProgramWithSource(ctx->cl, count, texts, NULL, &err);
+  if (*program) return FCL_SUCCESS;
+  return fcl__cl_fail(ctx, err, "clCreateProgramWithSource");
+}
+
+cl_int fcl__build_program(fcl_context *ctx, cl_program program,
+                          const char *options) {
+  if (fcl__injected(ctx, FCL_INJECT_HOST_ALLOC)) return CL_OUT_OF_HOST_MEMORY;
+  return clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
+}
+
+fcl_status fcl__create_kernel(fcl_context *ctx, cl_program program,
+                              const char *name, cl_kernel *kernel) {
+  cl_int err = CL_OUT_OF_HOST_MEMORY;
+  *kernel = NULL;
+  if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
+    *kernel = clCreateKernel(program, name, &err);
+  if (*kernel) return FCL_SUCCESS;
+  return fcl__fail(ctx, err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY
+                                                     : FCL_ERROR_OPENCL,
+                   "clCreateKernel(%s) failed: %s (%d)", name,
+                   fcl__cl_error_name(err), (int)err);
 }
 
 fcl_status fcl__set_args(fcl_context *ctx, cl_kernel kernel, const char *name,

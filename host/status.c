@@ -5,6 +5,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *fcl_status_str(fcl_status status) {
@@ -87,15 +88,89 @@ const char *fcl__cl_error_name(cl_int err) {
   return "CL_UNKNOWN_ERROR";
 }
 
+/* ---- last errors, one per thread ---------------------------------------- */
+
+/* A thread's last error on one context. The slot array is guarded by the
+ * context's lock; a slot's text is written and read only by its thread, so
+ * the pointer fcl_context_last_error() returns stays valid, whatever other
+ * threads do, until that thread's next failing call on the context. */
+struct fcl__error_slot {
+  pthread_t thread;
+  char *text;         /* inline, or heap for long messages (build logs) */
+  size_t cap;
+  char inline_text[512];
+};
+
+/* Longest message kept (build logs can be long; the rest is cut). */
+#define FCL_ERROR_MAX 65536
+
+static fcl_context *mutable_ctx(const fcl_context *ctx) { return (fcl_context *)ctx; }
+
+/* The calling thread's slot; created when `create`. Caller holds the lock. */
+static fcl__error_slot *thread_slot(fcl_context *ctx, int create) {
+  pthread_t self = pthread_self();
+  for (size_t i = 0; i < ctx->n_errors; ++i)
+    if (pthread_equal(ctx->errors[i]->thread, self)) return ctx->errors[i];
+  if (!create) return NULL;
+  if (ctx->n_errors == ctx->cap_errors) {
+    size_t cap = ctx->cap_errors ? 2 * ctx->cap_errors : 4;
+    /* Plain allocations, not the injectable wrappers: recording a failure
+     * must not itself be a failure point the tests count. */
+    fcl__error_slot **grown = realloc(ctx->errors, cap * sizeof *grown);
+    if (!grown) return NULL;
+    ctx->errors = grown;
+    ctx->cap_errors = cap;
+  }
+  fcl__error_slot *slot = malloc(sizeof *slot);
+  if (!slot) return NULL;
+  slot->thread = self;
+  slot->text = slot->inline_text;
+  slot->cap = sizeof slot->inline_text;
+  slot->text[0] = '\0';
+  ctx->errors[ctx->n_errors++] = slot;
+  return slot;
+}
+
 fcl_status fcl__fail(fcl_context *ctx, fcl_status status, const char *fmt, ...) {
   if (!ctx) return status;
+  pthread_mutex_lock(&ctx->lock);
+  fcl__error_slot *slot = thread_slot(ctx, 1);
+  pthread_mutex_unlock(&ctx->lock);
+  if (!slot) return status;  /* out of memory: the message is lost */
   va_list ap;
   va_start(ap, fmt);
-  pthread_mutex_lock(&ctx->lock);
-  vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
-  pthread_mutex_unlock(&ctx->lock);
+  int n = vsnprintf(slot->text, slot->cap, fmt, ap);
   va_end(ap);
+  if (n >= 0 && (size_t)n >= slot->cap && slot->cap < FCL_ERROR_MAX) {
+    size_t cap = (size_t)n + 1 < FCL_ERROR_MAX ? (size_t)n + 1 : FCL_ERROR_MAX;
+    char *big = malloc(cap);
+    if (big) {
+      if (slot->text != slot->inline_text) free(slot->text);
+      slot->text = big;
+      slot->cap = cap;
+      va_start(ap, fmt);
+      vsnprintf(slot->text, slot->cap, fmt, ap);
+      va_end(ap);
+    }
+  }
   return status;
+}
+
+void fcl__clear_error(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->lock);
+  fcl__error_slot *slot = thread_slot(ctx, 0);
+  pthread_mutex_unlock(&ctx->lock);
+  if (slot) slot->text[0] = '\0';
+}
+
+void fcl__errors_release(fcl_context *ctx) {
+  for (size_t i = 0; i < ctx->n_errors; ++i) {
+    if (ctx->errors[i]->text != ctx->errors[i]->inline_text) free(ctx->errors[i]->text);
+    free(ctx->errors[i]);
+  }
+  free(ctx->errors);
+  ctx->errors = NULL;
+  ctx->n_errors = ctx->cap_errors = 0;
 }
 
 fcl_status fcl__cl_fail(fcl_context *ctx, cl_int err, const char *what) {
@@ -108,5 +183,9 @@ fcl_status fcl__cl_fail(fcl_context *ctx, cl_int err, const char *what) {
 
 const char *fcl_context_last_error(const fcl_context *ctx) {
   if (!ctx) return "no context (NULL)";
-  return ctx->error;
+  fcl_context *c = mutable_ctx(ctx);
+  pthread_mutex_lock(&c->lock);
+  fcl__error_slot *slot = thread_slot(c, 0);
+  pthread_mutex_unlock(&c->lock);
+  return slot ? slot->text : "";
 }

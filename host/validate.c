@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 
 static int mul_overflows(size_t a, size_t b, size_t *out) {
   return __builtin_mul_overflow(a, b, out);
@@ -20,9 +21,32 @@ static size_t product4(size_t a, size_t b, size_t c, size_t d) {
   return abcd;
 }
 
-fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
-                           fcl__shape *shape) {
-  FCL_RETURN_IF(ctx, !desc, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+static void say(char *why, size_t len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void say(char *why, size_t len, const char *fmt, ...) {
+  if (!why || !len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, len, fmt, ap);
+  va_end(ap);
+}
+
+#define WHY_IF(cond, status, ...)        \
+  do {                                   \
+    if (cond) {                          \
+      say(why, why_len, __VA_ARGS__);    \
+      return (status);                   \
+    }                                    \
+  } while (0)
+
+fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
+                               char *why, size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  WHY_IF(!desc, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
   const struct {
     const char *name;
     size_t value;
@@ -30,43 +54,40 @@ fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
                {"heads_kv", desc->heads_kv}, {"seqlen_q", desc->seqlen_q},
                {"seqlen_k", desc->seqlen_k}, {"head_dim", desc->head_dim}};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
-    FCL_RETURN_IF(ctx, sizes[i].value == 0, FCL_ERROR_INVALID_SHAPE,
-                  "%s is 0; every size must be at least 1", sizes[i].name);
+    WHY_IF(sizes[i].value == 0, FCL_ERROR_INVALID_SHAPE,
+           "%s is 0; every size must be at least 1", sizes[i].name);
     /* Kernels index rows and heads with 32-bit ints. */
-    FCL_RETURN_IF(ctx, sizes[i].value > INT_MAX, FCL_ERROR_INVALID_SHAPE,
-                  "%s = %zu exceeds %d", sizes[i].name, sizes[i].value, INT_MAX);
+    WHY_IF(sizes[i].value > INT_MAX, FCL_ERROR_INVALID_SHAPE, "%s = %zu exceeds %d",
+           sizes[i].name, sizes[i].value, INT_MAX);
   }
-  FCL_RETURN_IF(ctx, desc->heads_q % desc->heads_kv != 0, FCL_ERROR_INVALID_SHAPE,
-                "heads_q = %zu is not a multiple of heads_kv = %zu",
-                desc->heads_q, desc->heads_kv);
-  FCL_RETURN_IF(ctx, desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
-                "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
-                FCL_MAX_HEAD_DIM);
+  WHY_IF(desc->heads_q % desc->heads_kv != 0, FCL_ERROR_INVALID_SHAPE,
+         "heads_q = %zu is not a multiple of heads_kv = %zu", desc->heads_q,
+         desc->heads_kv);
+  WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+         "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
+         FCL_MAX_HEAD_DIM);
   size_t elem = fcl_dtype_size(desc->dtype);
-  FCL_RETURN_IF(ctx, elem == 0, FCL_ERROR_INVALID_ARGUMENT,
-                "dtype = %d is not an fcl_dtype", (int)desc->dtype);
-  FCL_RETURN_IF(ctx, desc->causal != 0 && desc->causal != 1,
-                FCL_ERROR_INVALID_ARGUMENT, "causal = %d; it must be 0 or 1",
-                desc->causal);
-  FCL_RETURN_IF(ctx, !(isfinite(desc->scale) && desc->scale > 0.0f),
-                FCL_ERROR_INVALID_ARGUMENT,
-                "scale = %g; it must be finite and > 0 (1/sqrt(head_dim) is "
-                "the usual choice)",
-                (double)desc->scale);
+  WHY_IF(elem == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
+         (int)desc->dtype);
+  WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
+         "causal = %d; it must be 0 or 1", desc->causal);
+  WHY_IF(!(isfinite(desc->scale) && desc->scale > 0.0f), FCL_ERROR_INVALID_ARGUMENT,
+         "scale = %g; it must be finite and > 0 (1/sqrt(head_dim) is the usual "
+         "choice)",
+         (double)desc->scale);
 
   size_t q = product4(desc->batch, desc->seqlen_q, desc->heads_q, desc->head_dim);
   size_t kv = product4(desc->batch, desc->seqlen_k, desc->heads_kv, desc->head_dim);
   size_t lse = product4(desc->batch, desc->heads_q, desc->seqlen_q, 1);
-  size_t q_bytes, kv_bytes;
-  FCL_RETURN_IF(ctx,
-                !q || !kv || !lse || mul_overflows(q, elem, &q_bytes) ||
-                    mul_overflows(kv, elem, &kv_bytes) ||
-                    mul_overflows(lse, sizeof(float), &(size_t){0}),
-                FCL_ERROR_INVALID_SHAPE,
-                "the tensors' sizes overflow size_t (batch %zu, seqlen_q %zu, "
-                "seqlen_k %zu, heads_q %zu, heads_kv %zu, head_dim %zu)",
-                desc->batch, desc->seqlen_q, desc->seqlen_k, desc->heads_q,
-                desc->heads_kv, desc->head_dim);
+  size_t q_bytes, kv_bytes, lse_bytes;
+  WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &q_bytes) ||
+             mul_overflows(kv, elem, &kv_bytes) ||
+             mul_overflows(lse, sizeof(float), &lse_bytes),
+         FCL_ERROR_INVALID_SHAPE,
+         "the tensors' sizes overflow size_t (batch %zu, seqlen_q %zu, seqlen_k "
+         "%zu, heads_q %zu, heads_kv %zu, head_dim %zu)",
+         desc->batch, desc->seqlen_q, desc->seqlen_k, desc->heads_q, desc->heads_kv,
+         desc->head_dim);
   if (shape) {
     shape->q_elems = q;
     shape->kv_elems = kv;
@@ -74,6 +95,14 @@ fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
     shape->elem_size = elem;
     shape->group = desc->heads_q / desc->heads_kv;
   }
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
+                           fcl__shape *shape) {
+  char why[256];
+  fcl_status status = fcl__check_desc_why(desc, shape, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "%s", why);
   return FCL_SUCCESS;
 }
 
@@ -99,5 +128,63 @@ fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
   FCL_RETURN_IF(ctx, size < bytes, FCL_ERROR_BUFFER_TOO_SMALL,
                 "buffer %s holds %zu bytes; the shape needs %zu", name, size,
                 bytes);
+  return FCL_SUCCESS;
+}
+
+/* Where a buffer's bytes live: its root buffer and the byte range in it. */
+typedef struct mem_range {
+  cl_mem root;
+  size_t begin, end;
+} mem_range;
+
+static cl_int range_of(cl_mem mem, mem_range *r) {
+  cl_mem parent = NULL;
+  size_t offset = 0, size = 0;
+  cl_int err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetMemObjectInfo(mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent,
+                             &parent, NULL);
+  if (err == CL_SUCCESS && parent)
+    err = clGetMemObjectInfo(mem, CL_MEM_OFFSET, sizeof offset, &offset, NULL);
+  /* OpenCL 1.2 has no sub-buffers of sub-buffers: the parent is the root. */
+  r->root = parent ? parent : mem;
+  r->begin = offset;
+  r->end = offset + size;
+  return err;
+}
+
+fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
+                                   const char *const *names, size_t n_inputs,
+                                   size_t n) {
+  mem_range ranges[16];
+  FCL_RETURN_IF(ctx, n > sizeof ranges / sizeof ranges[0], FCL_ERROR_INVALID_ARGUMENT,
+                "too many buffers (%zu)", n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!mems[i]) continue;
+    cl_mem_flags flags = 0;
+    cl_int err = clGetMemObjectInfo(mems[i], CL_MEM_FLAGS, sizeof flags, &flags, NULL);
+    if (err == CL_SUCCESS) err = range_of(mems[i], &ranges[i]);
+    FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
+                  "buffer %s is not a valid cl_mem (%s)", names[i],
+                  fcl__cl_error_name(err));
+    const int output = i >= n_inputs;
+    FCL_RETURN_IF(ctx, output && (flags & CL_MEM_READ_ONLY), FCL_ERROR_INVALID_ARGUMENT,
+                  "buffer %s is an output but was created CL_MEM_READ_ONLY", names[i]);
+    FCL_RETURN_IF(ctx, !output && (flags & CL_MEM_WRITE_ONLY),
+                  FCL_ERROR_INVALID_ARGUMENT,
+                  "buffer %s is an input but was created CL_MEM_WRITE_ONLY", names[i]);
+  }
+  /* An output that shares bytes with another buffer would be read after it
+   * was overwritten, or written twice. */
+  for (size_t i = n_inputs; i < n; ++i)
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i || !mems[i] || !mems[j]) continue;
+      const mem_range *a = &ranges[i], *b = &ranges[j];
+      int overlap = a->root == b->root && a->begin < b->end && b->begin < a->end;
+      FCL_RETURN_IF(ctx, overlap, FCL_ERROR_INVALID_ARGUMENT,
+                    mems[i] == mems[j] ? "output %s is the same buffer as %s"
+                                       : "output %s overlaps buffer %s",
+                    names[i], names[j]);
+    }
   return FCL_SUCCESS;
 }

@@ -5,6 +5,10 @@
  * Everything public is declared here. Conventions, for every function:
  *   - Fallible calls return an fcl_status; FCL_SUCCESS is 0. fcl_status_str()
  *     names a status, fcl_context_last_error() explains the last failure.
+ *     Every argument is checked before anything is enqueued or allocated; a
+ *     bad one gives the status documented at the function and, where there
+ *     is a context, a message naming it. No call aborts, prints, or leaves
+ *     memory or OpenCL objects behind on any path, failures included.
  *   - Handles are opaque. Nothing is global: two contexts never share state.
  *   - Tensors are caller-owned cl_mem buffers in the layout
  *       Q, O, dQ, dO : [batch][seqlen_q][heads_q ][head_dim]
@@ -123,16 +127,31 @@ typedef struct fcl_device_info {
 /** Lists every OpenCL device of every platform, in platform order.
  *  Writes at most `capacity` entries to `out` (which may be NULL when
  *  capacity is 0) and the total number of devices to `*count`.
+ *  On failure *count is 0 (when count is not NULL); entries of `out` may
+ *  have been written.
  *  @return FCL_SUCCESS (also when no platform exists: *count is then 0),
- *          FCL_ERROR_INVALID_ARGUMENT if count is NULL, FCL_ERROR_OPENCL. */
+ *          FCL_ERROR_INVALID_ARGUMENT (count NULL, or out NULL with a
+ *          nonzero capacity), FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count);
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/** A device, its queue, the kernels built for it and the last error.
- *  One context may be used by several threads at once. */
+/** A device, its queue, the kernels built for it and the last errors.
+ *
+ *  Threads. Every function taking a context may be called from several
+ *  threads at once on the same context, except fcl_context_release(), which
+ *  must be the last call on it. Calls from several threads share the queue
+ *  (their commands interleave on it) and the cache of built kernels (each
+ *  variant is compiled once; a thread that needs a variant being compiled
+ *  waits for it, other threads do not). The fcl_context_set_* functions may
+ *  run while calls are in flight: a call reads the settings once, when it
+ *  starts, so it runs wholly with the old or wholly with the new values.
+ *  Results do not depend on what other threads do: each call computes the
+ *  same bits it would compute alone. Contexts are independent of each
+ *  other, apart from one process-wide lock around CLBlast (naive
+ *  algorithm), whose kernel cache is not thread-safe. */
 typedef struct fcl_context fcl_context;
 
 /** Creates a context on the device `selector` names, with its own OpenCL
@@ -153,28 +172,41 @@ FCL_API fcl_status fcl_context_create(const char *selector, fcl_context **ctx);
  *  fcl_context_release(); the caller keeps its own. Work is enqueued on
  *  `queue`. If the queue was created without profiling, run timings fall
  *  back to the host clock.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (a NULL handle, a queue of
- *          another context or device), FCL_ERROR_OUT_OF_MEMORY. */
+ *  As with fcl_context_create, *ctx receives a context even on failure, so
+ *  that fcl_context_last_error() can say which argument was wrong; release
+ *  it either way. *ctx is NULL only if it could not be allocated.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL, a NULL or
+ *          invalid handle, a queue of another context or device),
+ *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
                             cl_command_queue queue, fcl_context **ctx);
 
 /** Releases a context and every kernel it built. Waits for nothing: finish
- *  the queue first if work is in flight. NULL is a no-op. */
+ *  the queue first if work is in flight. No other thread may be using the
+ *  context. NULL is a no-op.
+ *  CLBlast (the naive algorithm's GEMMs) keeps its kernels in one cache for
+ *  the whole process, and those retain their OpenCL context; when the last
+ *  context that ran the naive algorithm is released, that cache is
+ *  cleared, so that no OpenCL context outlives its last user. */
 FCL_API void fcl_context_release(fcl_context *ctx);
 
-/** @return a description of the last failure in this context (which argument
- *  was bad, the build log, the OpenCL call and code), or "" if none. The text
- *  stays valid until the next failing call on the context; with several
- *  threads sharing a context, it is the most recent failure of any of them.
- *  NULL ctx gives a constant message. */
+/** @return a description of the calling thread's last failure on this
+ *  context (which argument was bad, the build log, the OpenCL call and
+ *  code), or "" if this thread has had none (or the message could not be
+ *  stored for lack of memory). Each thread has its own: a failure on
+ *  another thread never changes or frees the text this thread reads. The
+ *  text stays valid until this thread's next failing call on the context,
+ *  or the context's release. A successful call leaves it as it was.
+ *  Memory: one small buffer per thread that has failed on the context,
+ *  freed with the context. NULL ctx gives a constant message. */
 FCL_API const char *fcl_context_last_error(const fcl_context *ctx);
 
 /** Describes the context's device. @return FCL_SUCCESS or
- *  FCL_ERROR_INVALID_ARGUMENT. */
+ *  FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed, out NULL). */
 FCL_API fcl_status fcl_context_device(const fcl_context *ctx, fcl_device_info *out);
 
 /** The OpenCL objects the context runs on, for allocating buffers; the
- *  context keeps ownership. NULL when ctx is NULL. */
+ *  context keeps ownership. NULL when ctx is NULL or its creation failed. */
 FCL_API cl_context fcl_context_cl_context(const fcl_context *ctx);
 FCL_API cl_device_id fcl_context_cl_device(const fcl_context *ctx);
 FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
@@ -182,15 +214,18 @@ FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
  *  buffers; P and dP in its backward). 0 restores the default, 40% of the
  *  device's global memory. The naive algorithm processes (batch, head)
- *  slices in chunks that fit.
- *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
+ *  slices in chunks that fit. Applies to calls that start after it
+ *  returns.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed). */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
 /** Enables (1) or disables (0) I/O counting: the library's own kernels are
  *  then built with instrumentation that counts every global-memory element
  *  they load and store, reported in fcl_run_info.bytes_counted. Slower; for
  *  verifying the I/O model, not for timing. Requires 64-bit atomics.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_UNSUPPORTED. */
+ *  Applies to calls that start after it returns.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed,
+ *          enable not 0 or 1), FCL_ERROR_UNSUPPORTED. */
 FCL_API fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable);
 
 /* ------------------------------------------------------------------------ */
@@ -266,11 +301,15 @@ typedef struct fcl_plan {
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
  *  touching any device: the same function the library uses at run time.
- *  On FCL_ERROR_UNSUPPORTED (a head_dim whose tiles cannot fit the device's
- *  local memory or work-group limit) a reason is written to `why` when it is
- *  non-NULL (at most why_len bytes, NUL-terminated).
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
- *          FCL_ERROR_UNSUPPORTED. */
+ *  `desc` is validated as fcl_attention_forward validates it, with the same
+ *  statuses. On any failure a reason (the bad argument, or why the tiles
+ *  cannot fit the device's local memory or work-group limit) is written to
+ *  `why` when it is non-NULL and why_len > 0 (at most why_len bytes,
+ *  NUL-terminated; "" on success). `plan` is written on success only.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (limits, desc or plan
+ *          NULL, pass not an fcl_pass, a bad dtype, causal or scale),
+ *          FCL_ERROR_INVALID_SHAPE, FCL_ERROR_UNSUPPORTED (head_dim over
+ *          FCL_MAX_HEAD_DIM, tiles that do not fit, a pass not planned yet). */
 FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           const fcl_attention_desc *desc, fcl_pass pass,
                           fcl_plan *plan, char *why, size_t why_len);
@@ -283,11 +322,12 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  The hint applies to both passes, except that the backward derives its
  *  block sizes from the others (see fcl_plan) and so ignores block_k, and
  *  that threads_per_row = 8 exists for the backward only (a forward with
- *  it fails with FCL_ERROR_UNSUPPORTED).
- *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (threads_per_row not
- *          1, 2, 4 or 8; rows_per_thread over 4; wg_size not a power of two
- *          up to 1024 or not a multiple of threads_per_row; block_k over
- *          128). */
+ *  it fails with FCL_ERROR_UNSUPPORTED). Applies to calls that start after
+ *  it returns.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
+ *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
+ *          wg_size not a power of two up to 1024 or not a multiple of
+ *          threads_per_row; block_k over 128). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until
@@ -309,7 +349,7 @@ typedef struct fcl_run_info {
   /** The flash tiling used (zeros for the naive algorithm). */
   fcl_plan plan;
   /** Chunks the naive algorithm split the (batch, head) slices into
-   *  (0 for the flash algorithm). */
+   *  (0 for the flash algorithm; UINT_MAX if more). */
   unsigned chunks;
 } fcl_run_info;
 
@@ -319,13 +359,49 @@ typedef struct fcl_run_info {
  *  NULL, waits for completion and fills it.
  *  q, k, v: inputs; o: output; lse: output, or NULL if not wanted.
  *  Buffers must belong to the context's OpenCL context and hold at least the
- *  shape's bytes (checked with CL_MEM_SIZE).
+ *  shape's bytes (checked with CL_MEM_SIZE). Inputs may be the same buffer;
+ *  an output may share no byte with any other buffer of the call (checked,
+ *  sub-buffers included), and may not be CL_MEM_READ_ONLY (nor an input
+ *  CL_MEM_WRITE_ONLY).
  *  On failure, each output buffer is either untouched or completely
- *  written: never half.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
- *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
- *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
- *          FCL_ERROR_CLBLAST. */
+ *  written, never half: the call waits for the work it had enqueued
+ *  before returning the failure, so this holds on return.
+ *
+ *  Non-finite inputs. NaN and infinities in q, k or v never make the call
+ *  fail, hang or crash; they propagate as IEEE arithmetic makes them, and
+ *  only into the elements named here. With s_ij = scale * (q_i . k_j) the
+ *  logit of query row i and a key j it sees (NaN or +-inf when q_i or k_j
+ *  holds a NaN or an infinity; which one follows IEEE: NaN for inf * 0 or
+ *  inf - inf):
+ *    - a row with a NaN or +inf logit has O all NaN and LSE NaN;
+ *    - a logit of -inf weighs 0, like a masked key: the row is the exact
+ *      attention over its other keys; if all its logits are -inf it outputs
+ *      zeros and LSE = -INFINITY, like a row that sees no key;
+ *    - a NaN or infinity in v at key j, column c makes column c of O NaN or
+ *      +-inf in every row that sees key j, and may do so (0 * inf is NaN)
+ *      in the other rows of that batch whose query heads read that kv
+ *      head; LSE and the other columns are unaffected;
+ *    - every other element of O and LSE is bit for bit what it would be if
+ *      the non-finite values were replaced by finite ones.
+ *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
+ *  their q holds (subject to the rule for v above).
+ *  @return FCL_SUCCESS;
+ *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL, algo,
+ *            dtype, causal or scale out of range, q, k, v or o NULL, a
+ *            buffer that is not a cl_mem, of another OpenCL context, with
+ *            the wrong access flags, or an output overlapping a buffer;
+ *          FCL_ERROR_INVALID_SHAPE: a size 0 or over INT_MAX, heads_q not a
+ *            multiple of heads_kv, tensor sizes overflowing size_t;
+ *          FCL_ERROR_BUFFER_TOO_SMALL (the message names the buffer);
+ *          FCL_ERROR_UNSUPPORTED: head_dim over FCL_MAX_HEAD_DIM or too
+ *            large for the device's local memory (flash), a storage type
+ *            the algorithm lacks (naive: f32 only);
+ *          FCL_ERROR_OUT_OF_MEMORY: a host or device allocation failed, or
+ *            the naive algorithm's S for one (batch, head) exceeds the
+ *            device's largest allocation or the scratch limit;
+ *          FCL_ERROR_BUILD_FAILED (the message holds the build log);
+ *          FCL_ERROR_OPENCL: an OpenCL call, e.g. an enqueue, failed;
+ *          FCL_ERROR_CLBLAST: a CLBlast GEMM failed. */
 FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
                                  const fcl_attention_desc *desc,
                                  fcl_algo algo, cl_mem q, cl_mem k, cl_mem v,

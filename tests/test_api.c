@@ -81,9 +81,6 @@ START_TEST(wrapping_a_callers_context) {
   cl_command_queue plain = clCreateCommandQueue(clctx, dev, 0, &err);  /* no profiling */
   ck_assert_int_eq(err, CL_SUCCESS);
   fcl_context *wrapped = NULL;
-  ck_assert_int_eq(fcl_context_wrap(NULL, dev, plain, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
-  ck_assert_int_eq(fcl_context_wrap(clctx, NULL, plain, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
-  ck_assert_int_eq(fcl_context_wrap(clctx, dev, NULL, &wrapped), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_wrap(clctx, dev, plain, NULL), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_wrap(clctx, dev, plain, &wrapped), FCL_SUCCESS);
   ck_assert_ptr_eq(fcl_context_cl_queue(wrapped), plain);
@@ -363,7 +360,279 @@ START_TEST(context_options_are_validated) {
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
   ck_assert_int_eq(fcl_context_device(ctx, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  const fcl_plan bad_hints[] = {
+      {.block_k = 129}, {.rows_per_thread = 5}, {.wg_size = 2048},
+      {.wg_size = 2, .threads_per_row = 4},
+  };
+  const char *names[] = {"block_k", "rows_per_thread", "wg_size", "wg_size"};
+  for (size_t i = 0; i < 4; ++i) {
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad_hints[i]),
+                     FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(fcl_context_last_error(ctx), names[i]), "%s",
+                  fcl_context_last_error(ctx));
+  }
+  ck_assert_int_eq(fcl_context_set_flash_tiling(NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);
   fcl_context_release(ctx);
+}
+END_TEST
+
+/* Every public function given NULL where a pointer or handle belongs. */
+START_TEST(every_function_takes_null) {
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(NULL, &info), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_null(fcl_context_cl_context(NULL));
+  ck_assert_ptr_null(fcl_context_cl_device(NULL));
+  ck_assert_ptr_null(fcl_context_cl_queue(NULL));
+  ck_assert_int_eq(fcl_context_set_scratch_limit(NULL, 0), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_count_io(NULL, 0), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_flash_tiling(NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_create("cpu", NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_wrap(NULL, NULL, NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_attention_forward(NULL, NULL, FCL_ALGO_FLASH, NULL, NULL, NULL, NULL,
+                                         NULL, NULL),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_devices(NULL, 0, NULL), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(fcl_context_last_error(NULL), "no context (NULL)");
+  fcl_context_release(NULL);
+  fcl_attention_desc_init(NULL, 1, 1, 1, 1, 1, 1);
+  ck_assert(fcl_attention_flops(NULL, FCL_PASS_FORWARD) == 0.0);
+  ck_assert_str_eq(fcl_dtype_name((fcl_dtype)-1), "?");
+  ck_assert_str_eq(fcl_algo_name((fcl_algo)2), "?");
+  ck_assert_uint_eq(fcl_dtype_size((fcl_dtype)-1), 0);
+  char why[64];
+  fcl_device_limits lim;
+  memset(&lim, 0, sizeof lim);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 1, 1, 8, 8, 16);
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(NULL, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "limits is NULL");
+  ck_assert_int_eq(fcl_plan_flash(&lim, NULL, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "desc is NULL");
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, NULL, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "plan is NULL");
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 99),
+                   FCL_ERROR_UNSUPPORTED);  /* no local memory */
+}
+END_TEST
+
+START_TEST(device_listing_misuse) {
+  size_t n = 77;
+  ck_assert_int_eq(fcl_devices(NULL, 3, &n), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_uint_eq(n, 0);  /* written on failure too */
+  ck_assert_int_eq(fcl_devices(NULL, 0, &n), FCL_SUCCESS);
+  ck_assert_uint_ge(n, 1);
+  /* A list shorter than the devices: filled up to capacity, count is all. */
+  fcl_device_info one[1], guard;
+  memset(&guard, 0x5a, sizeof guard);
+  fcl_device_info two[2];
+  two[1] = guard;
+  size_t count = 0;
+  ck_assert_int_eq(fcl_devices(two, 1, &count), FCL_SUCCESS);
+  ck_assert_uint_eq(count, n);
+  ck_assert(!memcmp(&two[1], &guard, sizeof guard));  /* nothing past capacity */
+  ck_assert_int_eq(fcl_devices(one, 1, &count), FCL_SUCCESS);
+  ck_assert_str_eq(one[0].name, two[0].name);
+}
+END_TEST
+
+START_TEST(planner_misuse) {
+  fcl_device_limits lim;
+  memset(&lim, 0, sizeof lim);
+  lim.local_mem_bytes = 64 * 1024;
+  lim.max_work_group_size = 256;
+  lim.compute_units = 4;
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 4, 2, 100, 100, 64);
+  fcl_plan plan, untouched;
+  memset(&untouched, 0x7e, sizeof untouched);
+  char why[200];
+  const struct {
+    const char *what;
+    fcl_attention_desc desc;
+    fcl_pass pass;
+    fcl_status want;
+    const char *needle;
+  } bad[] = {
+      {"pass", desc, (fcl_pass)7, FCL_ERROR_INVALID_ARGUMENT, "pass = 7"},
+      {"heads", {1, 4, 3, 100, 100, 64, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_SHAPE, "not a multiple"},
+      {"seqlen_k", {1, 4, 2, 100, 0, 64, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_SHAPE, "seqlen_k is 0"},
+      {"scale", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, NAN}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_ARGUMENT, "scale"},
+      {"scale", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, -1.0f}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_ARGUMENT, "scale"},
+      {"dtype", {1, 4, 2, 100, 100, 64, (fcl_dtype)3, 0, 0.125f}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_ARGUMENT, "dtype"},
+      {"causal", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 5, 0.125f}, FCL_PASS_FORWARD,
+       FCL_ERROR_INVALID_ARGUMENT, "causal"},
+      {"head_dim", {1, 4, 2, 100, 100, 257, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+       FCL_ERROR_UNSUPPORTED, "head_dim = 257"},
+      {"overflow",
+       {(size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, 1, 64,
+        FCL_DTYPE_F32, 0, 0.125f},
+       FCL_PASS_FORWARD, FCL_ERROR_INVALID_SHAPE, "overflow"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    plan = untouched;
+    fcl_status st = fcl_plan_flash(&lim, &bad[i].desc, bad[i].pass, &plan, why, sizeof why);
+    ck_assert_msg(st == bad[i].want, "%s: want %s, got %s (%s)", bad[i].what,
+                  fcl_status_str(bad[i].want), fcl_status_str(st), why);
+    ck_assert_msg(strstr(why, bad[i].needle), "%s: \"%s\" lacks \"%s\"", bad[i].what, why,
+                  bad[i].needle);
+    ck_assert_msg(!memcmp(&plan, &untouched, sizeof plan), "%s: plan written", bad[i].what);
+  }
+  /* The reason is cut to why_len, NUL-terminated; why_len 0 writes nothing. */
+  fcl_attention_desc zero = desc;
+  zero.batch = 0;
+  memset(why, 'x', sizeof why);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &zero, FCL_PASS_FORWARD, &plan, why, 6),
+                   FCL_ERROR_INVALID_SHAPE);
+  ck_assert_str_eq(why, "batch");
+  ck_assert_int_eq(why[6], 'x');
+  memset(why, 'x', sizeof why);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &zero, FCL_PASS_FORWARD, &plan, why, 0),
+                   FCL_ERROR_INVALID_SHAPE);
+  ck_assert_int_eq(why[0], 'x');
+  /* Success clears it. */
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_str_eq(why, "");
+}
+END_TEST
+
+/* fcl_context_wrap with handles that do not belong together. */
+START_TEST(wrap_misuse_names_the_argument) {
+  fcl_context *owner = th_context(), *other = th_context();
+  cl_context clctx = fcl_context_cl_context(owner);
+  cl_device_id dev = fcl_context_cl_device(owner);
+  cl_command_queue queue = fcl_context_cl_queue(owner);
+  cl_command_queue foreign_queue = fcl_context_cl_queue(other);
+  const struct {
+    cl_context c;
+    cl_device_id d;
+    cl_command_queue q;
+    const char *needle;
+  } cases[] = {
+      {NULL, dev, queue, "context is NULL"},
+      {clctx, NULL, queue, "device is NULL"},
+      {clctx, dev, NULL, "queue is NULL"},
+      {clctx, dev, foreign_queue, "another OpenCL context"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    fcl_context *w = NULL;
+    ck_assert_int_eq(fcl_context_wrap(cases[i].c, cases[i].d, cases[i].q, &w),
+                     FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(w);  /* carries the reason */
+    ck_assert_msg(strstr(fcl_context_last_error(w), cases[i].needle), "\"%s\" lacks \"%s\"",
+                  fcl_context_last_error(w), cases[i].needle);
+    /* ... and refuses work, with a message. */
+    ck_assert_ptr_null(fcl_context_cl_queue(w));
+    ck_assert_int_eq(fcl_context_set_scratch_limit(w, 1), FCL_ERROR_INVALID_ARGUMENT);
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 1, 1, 1, 1, 1, 16);
+    ck_assert_int_eq(fcl_attention_forward(w, &desc, FCL_ALGO_FLASH, NULL, NULL, NULL, NULL,
+                                           NULL, NULL),
+                     FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert(strstr(fcl_context_last_error(w), "not created successfully"));
+    fcl_context_release(w);
+  }
+
+  /* A queue on another device of the same context: a sub-device. */
+  cl_uint max_sub = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_PARTITION_MAX_SUB_DEVICES, sizeof max_sub, &max_sub, NULL);
+  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY, 1, 0};
+  cl_device_id subs[64];
+  cl_uint n_subs = 0;
+  if (max_sub >= 2 && clCreateSubDevices(dev, props, 64, subs, &n_subs) == CL_SUCCESS &&
+      n_subs >= 1) {
+    cl_int err;
+    cl_context both = clCreateContext(NULL, 1, &subs[0], NULL, NULL, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_command_queue sub_queue = clCreateCommandQueue(both, subs[0], 0, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    fcl_context *w = NULL;
+    /* The sub-device's queue, claimed for the parent device. */
+    ck_assert_int_eq(fcl_context_wrap(both, dev, sub_queue, &w), FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(fcl_context_last_error(w), "another device"), "%s",
+                  fcl_context_last_error(w));
+    fcl_context_release(w);
+    /* The right device: it works. */
+    ck_assert_int_eq(fcl_context_wrap(both, subs[0], sub_queue, &w), FCL_SUCCESS);
+    fcl_context_release(w);
+    clReleaseCommandQueue(sub_queue);
+    clReleaseContext(both);
+    for (cl_uint i = 0; i < n_subs; ++i) clReleaseDevice(subs[i]);
+  } else {
+    printf("api: the device cannot be partitioned; the other-device case was skipped\n");
+  }
+  fcl_context_release(other);
+  fcl_context_release(owner);
+}
+END_TEST
+
+/* Buffers the forward must refuse: read-only outputs, write-only inputs,
+ * outputs that overlap another buffer through sub-buffers. Sub-buffers
+ * that do not overlap work. */
+START_TEST(forward_checks_buffer_flags_and_overlap) {
+  fixture f;
+  fixture_init(&f);
+  th_problem *p = &f.p;
+  const fcl_algo algo = (fcl_algo)_i;
+  cl_context cl = fcl_context_cl_context(f.ctx);
+  cl_int err;
+  const size_t o_bytes = p->q_elems * sizeof(float), lse_bytes = p->lse_elems * sizeof(float);
+  cl_mem ro = clCreateBuffer(cl, CL_MEM_READ_ONLY, o_bytes, NULL, &err);
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, ro, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "buffer o is an output but was created "
+                 "CL_MEM_READ_ONLY");
+  clReleaseMemObject(ro);
+  cl_mem wo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, p->kv_elems * sizeof(float), NULL, &err);
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, wo, f.o, f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "buffer v is an input but was created "
+                 "CL_MEM_WRITE_ONLY");
+  clReleaseMemObject(wo);
+
+  /* One parent holding O and LSE, with an alignment the device accepts. */
+  cl_uint align_bits = 0;
+  clGetDeviceInfo(fcl_context_cl_device(f.ctx), CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+                  sizeof align_bits, &align_bits, NULL);
+  size_t align = align_bits / 8 ? align_bits / 8 : 128;
+  size_t lse_at = (o_bytes + align - 1) / align * align;
+  cl_mem parent = clCreateBuffer(cl, CL_MEM_READ_WRITE, lse_at + lse_bytes, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_buffer_region o_region = {0, o_bytes}, lse_region = {lse_at, lse_bytes};
+  cl_buffer_region clash_region = {0, lse_bytes};  /* the start of O */
+  cl_mem o_sub = clCreateSubBuffer(parent, 0, CL_BUFFER_CREATE_TYPE_REGION, &o_region, &err);
+  cl_mem lse_sub = clCreateSubBuffer(parent, 0, CL_BUFFER_CREATE_TYPE_REGION, &lse_region, &err);
+  cl_mem clash = clCreateSubBuffer(parent, 0, CL_BUFFER_CREATE_TYPE_REGION, &clash_region, &err);
+  ck_assert(o_sub && lse_sub && clash);
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, o_sub, clash,
+                 FCL_ERROR_INVALID_ARGUMENT, "output o overlaps buffer lse");
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, parent, lse_sub,
+                 FCL_ERROR_INVALID_ARGUMENT, "overlaps");
+  /* Disjoint sub-buffers of one parent compute the right answer. */
+  th_reference ref = th_reference_forward(p);
+  ck_assert_int_eq(fcl_attention_forward(f.ctx, &f.desc, algo, p->dq, p->dk, p->dv, o_sub,
+                                         lse_sub, NULL),
+                   FCL_SUCCESS);
+  float *o = malloc(o_bytes), *lse = malloc(lse_bytes);
+  ck_assert_int_eq(fclu_download(f.ctx, o_sub, o, p->q_elems, FCL_DTYPE_F32), 0);
+  ck_assert_int_eq(fclu_download(f.ctx, lse_sub, lse, p->lse_elems, FCL_DTYPE_F32), 0);
+  ck_assert(fclu_max_abs_err(o, ref.o, p->q_elems) < 1e-5);
+  ck_assert(fclu_max_abs_err(lse, ref.lse, p->lse_elems) < 1e-5);
+  free(o);
+  free(lse);
+  th_reference_free(&ref);
+  clReleaseMemObject(clash);
+  clReleaseMemObject(lse_sub);
+  clReleaseMemObject(o_sub);
+  clReleaseMemObject(parent);
+  fixture_free(&f);
 }
 END_TEST
 
@@ -377,6 +646,12 @@ int main(void) {
   tcase_add_loop_test(tc, forward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_loop_test(tc, backward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_test(tc, context_options_are_validated);
+  tcase_add_test(tc, every_function_takes_null);
+  tcase_add_test(tc, device_listing_misuse);
+  tcase_add_test(tc, planner_misuse);
+  tcase_add_test(tc, wrap_misuse_names_the_argument);
+  tcase_add_loop_test(tc, forward_checks_buffer_flags_and_overlap, FCL_ALGO_FLASH,
+                      FCL_ALGO_NAIVE + 1);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

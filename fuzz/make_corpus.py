@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_desc_plan (fuzz/corpus/) in the input
+format fuzz_desc_plan.c describes: typical problems on typical devices, and
+one seed per edge (zero sizes, overflow, head_dim 257, bad scale, dtype,
+causal, pass, tiny local memory and work-groups, hints)."""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def size(v):
+    """A size as tag + payload (the smallest exact encoding)."""
+    if v < 256:
+        return bytes([0, v])
+    if v < 1 << 16:
+        return bytes([1]) + struct.pack('<H', v)
+    if v < 1 << 32:
+        return bytes([2]) + struct.pack('<I', v)
+    return bytes([3]) + struct.pack('<Q', v)
+
+
+def special(tag, payload):
+    return bytes([tag, payload & 0xff])
+
+
+def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
+         pass_=0, local=48 * 1024, wg=1024, cus=132, glob=141 << 30,
+         maxalloc=35 << 30, flags=0b10001, hint=None, scratch=0, why_len=200,
+         sizes=None):
+    out = b''.join(sizes if sizes else [size(x) for x in (b, hq, hkv, nq, nk, d)])
+    out += struct.pack('<i', dtype) + struct.pack('<b', causal) + scale
+    out += struct.pack('<i', pass_)
+    out += b''.join(size(x) for x in (local, wg, cus, glob, maxalloc))
+    out += bytes([flags])
+    if hint:
+        out += bytes([1]) + struct.pack('<HHHH', *hint)
+    else:
+        out += bytes([0]) + b'\0' * 8
+    out += size(scratch) + struct.pack('<H', why_len)
+    return out
+
+
+seeds = {
+    'h200_d64': seed(),
+    'h200_d128_causal': seed(d=128, causal=1, nq=4096, nk=4096, b=4, hq=16, hkv=16),
+    'h200_d256_gqa': seed(d=256, hq=32, hkv=8, nq=1000, nk=3000),
+    'pocl_cpu': seed(local=512 * 1024, wg=4096, cus=2, glob=8 << 30, maxalloc=2 << 30,
+                     flags=0b01111, d=96, nq=77, nk=150),
+    'tiny_local_d256': seed(local=11 * 1024, wg=256, d=256, flags=0b00001),
+    'wg_limit_1': seed(wg=1, d=200, local=64 * 1024, flags=0),
+    'seqlen_1': seed(nq=1, nk=1, d=16),
+    'f16_bf16': seed(dtype=1, d=40) ,
+    'bf16': seed(dtype=2, d=13, causal=1, nq=7, nk=3),
+    'zero_batch': seed(b=0),
+    'zero_heads_kv': seed(hkv=0),
+    'not_a_multiple': seed(hq=6, hkv=4),
+    'head_dim_257': seed(sizes=[size(1), size(8), size(8), size(64), size(64),
+                                special(7, 1)]),
+    'overflow': seed(sizes=[special(5, 0)] * 4 + [special(5, 0), size(256)]),
+    'size_max': seed(sizes=[special(6, 0)] + [size(1)] * 4 + [size(8)]),
+    'scale_nan': seed(scale=b'\x02'),
+    'scale_zero': seed(scale=b'\x05'),
+    'scale_denormal': seed(scale=b'\x07'),
+    'bad_dtype': seed(dtype=7),
+    'bad_causal': seed(causal=-1),
+    'backward': seed(pass_=1),
+    'bad_pass': seed(pass_=-5),
+    'no_local_memory': seed(local=0),
+    'no_work_group': seed(wg=0),
+    'hint_ok': seed(hint=(16, 64, 2, 2)),
+    'hint_bad_threads': seed(hint=(0, 0, 3, 0)),
+    'hint_wg_not_pow2': seed(hint=(0, 96, 0, 0)),
+    'hint_block_k_3': seed(hint=(3, 0, 0, 0)),
+    'hint_too_big_wg': seed(hint=(0, 1024, 4, 4), wg=256),
+    'naive_chunks': seed(nq=37, nk=41, d=16, b=2, hq=6, hkv=3, scratch=2 * 37 * 41 * 4 + 16),
+    'naive_slice_too_big': seed(nq=300, nk=300, scratch=1000),
+    'why_len_0': seed(b=0, why_len=0),
+    'why_len_1': seed(b=0, why_len=1),
+}
+
+os.makedirs(os.path.join(HERE, 'corpus'), exist_ok=True)
+for name, data in seeds.items():
+    with open(os.path.join(HERE, 'corpus', 'seed_' + name), 'wb') as f:
+        f.write(data)
+print(f'{len(seeds)} seeds in {os.path.join(HERE, "corpus")}')
