@@ -143,21 +143,27 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
 
 static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *desc,
                        fcl_pass pass, const fcl_plan *hint, const fcl_plan *plan) {
+  const int forward = pass == FCL_PASS_FORWARD;
   CHECK(plan->wg_size >= 1 && plan->wg_size <= lim->max_work_group_size);
   CHECK(plan->local_bytes <= lim->local_mem_bytes);
-  if (pass == FCL_PASS_FORWARD)  /* the forward kernel's own accounting */
-    CHECK(plan->local_bytes == fcl__flash_local_bytes(plan, !lim->nvidia_ptx));
+  /* each kernel family's own accounting */
+  CHECK(plan->local_bytes == (forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
+                                      : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
+  /* 8 work-items per row exist in the backward only */
   CHECK(plan->threads_per_row == 1 || plan->threads_per_row == 2 ||
-        plan->threads_per_row == 4);
+        plan->threads_per_row == 4 || (!forward && plan->threads_per_row == 8));
   CHECK(plan->wg_size % plan->threads_per_row == 0);
   CHECK(plan->rows_per_thread >= 1 && plan->rows_per_thread <= 4);
   CHECK(plan->block_q == plan->wg_size / plan->threads_per_row * plan->rows_per_thread);
   CHECK(plan->block_q >= 1);
-  CHECK(plan->block_k >= 1 && plan->block_k <= 128);
+  /* forward: the key tile; backward: one tiling for both kernels */
+  CHECK(forward ? plan->block_k >= 1 && plan->block_k <= 128 : plan->block_k == plan->block_q);
   CHECK(plan->head_dim_padded >= desc->head_dim);
-  CHECK(plan->head_dim_padded % (4 * plan->threads_per_row) == 0);
+  /* the forward kernel needs whole float4 slices; the backward pads them */
+  if (forward) CHECK(plan->head_dim_padded % (4 * plan->threads_per_row) == 0);
   if (hint) {
-    if (hint->block_k) CHECK(plan->block_k == hint->block_k);
+    /* the backward derives block_k from the rest and ignores the hint's */
+    if (hint->block_k && forward) CHECK(plan->block_k == hint->block_k);
     if (hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
     if (hint->rows_per_thread) CHECK(plan->rows_per_thread == hint->rows_per_thread);
   }
