@@ -84,6 +84,14 @@ void fcl__clear_error(fcl_context *ctx);
 /** Frees every thread's error text; for fcl_context_release. */
 void fcl__errors_release(fcl_context *ctx);
 
+/** Formats a reason into a caller's buffer (the context-free functions'
+ *  way of explaining a failure); NULL or zero-length buffers are skipped. */
+void fcl__say(char *why, size_t why_len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /** Records "what failed: CL_NAME (code)" and maps the code to a status:
  *  allocation failures become FCL_ERROR_OUT_OF_MEMORY, the rest
  *  FCL_ERROR_OPENCL. */

@@ -56,7 +56,6 @@
  */
 #include "internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #define LOCAL_RESERVE_BYTES 1024u
@@ -126,14 +125,6 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   return bytes;
 }
 
-static void say(char *why, size_t len, const char *fmt, ...) {
-  if (!why || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, len, fmt, ap);
-  va_end(ap);
-}
-
 /* The backward's rule (see the top of the file). Arguments are checked. */
 static fcl_status plan_backward(const fcl_device_limits *limits,
                                 const fcl_attention_desc *desc, const fcl_plan *hint,
@@ -177,13 +168,13 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
     wg /= 2;
   }
   if (wg > limits->max_work_group_size) {
-    say(why, why_len,
+    fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",
         (size_t)wg, limits->max_work_group_size);
     return FCL_ERROR_UNSUPPORTED;
   }
   if (plan.local_bytes > budget) {
-    say(why, why_len,
+    fcl__say(why, why_len,
         "head_dim %zu needs %zu bytes of local memory per work-group in the "
         "backward; the device allows %zu",
         desc->head_dim, plan.local_bytes, (size_t)budget);
@@ -195,27 +186,27 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
 
 fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t why_len) {
   if (!hint) {
-    say(why, why_len, "the tiling hint is NULL");
+    fcl__say(why, why_len, "the tiling hint is NULL");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   unsigned g = hint->threads_per_row, wg = hint->wg_size;
   if (g != 0 && g != 1 && g != 2 && g != 4 && g != 8) {
-    say(why, why_len, "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
+    fcl__say(why, why_len, "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (hint->rows_per_thread > 4) {
-    say(why, why_len, "rows_per_thread = %u; at most 4", hint->rows_per_thread);
+    fcl__say(why, why_len, "rows_per_thread = %u; at most 4", hint->rows_per_thread);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g))) {
-    say(why, why_len,
+    fcl__say(why, why_len,
         "wg_size = %u; it must be a power of two up to 1024 and a multiple of "
         "threads_per_row",
         wg);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (hint->block_k > 128) {
-    say(why, why_len, "block_k = %u; at most 128", hint->block_k);
+    fcl__say(why, why_len, "block_k = %u; at most 128", hint->block_k);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   return FCL_SUCCESS;
@@ -234,11 +225,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            size_t why_len) {
   if (why && why_len) why[0] = '\0';
   if (!limits || !desc || !out) {
-    say(why, why_len, "%s is NULL", !limits ? "limits" : !desc ? "desc" : "plan");
+    fcl__say(why, why_len, "%s is NULL", !limits ? "limits" : !desc ? "desc" : "plan");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) {
-    say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
+    fcl__say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   /* The same checks, and so the same status, as a call with this desc. */
@@ -248,7 +239,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return status;
   }
   if (limits->max_work_group_size == 0) {
-    say(why, why_len, "the device reports a work-group limit of 0");
+    fcl__say(why, why_len, "the device reports a work-group limit of 0");
     return FCL_ERROR_UNSUPPORTED;
   }
   if (pass == FCL_PASS_BACKWARD) return plan_backward(limits, desc, hint, out, why, why_len);
@@ -269,7 +260,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (hint && hint->rows_per_thread) rows = hint->rows_per_thread;
   plan.rows_per_thread = rows;
   if (g > FWD_MAX_THREADS_PER_ROW) {
-    say(why, why_len, "the forward splits a row over at most %u work-items, not %u",
+    fcl__say(why, why_len, "the forward splits a row over at most %u work-items, not %u",
         FWD_MAX_THREADS_PER_ROW, g);
     return FCL_ERROR_UNSUPPORTED;
   }
@@ -291,7 +282,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     }
   }
   if (wg > limits->max_work_group_size) {
-    say(why, why_len,
+    fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",
         (size_t)wg, limits->max_work_group_size);
     return FCL_ERROR_UNSUPPORTED;
@@ -315,7 +306,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   }
   if (bk < MIN_BLOCK_K) {
     plan.block_k = hint && hint->block_k ? hint->block_k : MIN_BLOCK_K;
-    say(why, why_len,
+    fcl__say(why, why_len,
         "head_dim %zu needs %zu bytes of local memory per work-group; the "
         "device allows %zu",
         desc->head_dim, fcl__flash_local_bytes(&plan, row_sum_in_local),

@@ -173,6 +173,14 @@ void fcl__errors_release(fcl_context *ctx) {
   ctx->n_errors = ctx->cap_errors = 0;
 }
 
+void fcl__say(char *why, size_t why_len, const char *fmt, ...) {
+  if (!why || !why_len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, why_len, fmt, ap);
+  va_end(ap);
+}
+
 fcl_status fcl__cl_fail(fcl_context *ctx, cl_int err, const char *what) {
   fcl_status status = FCL_ERROR_OPENCL;
   if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_HOST_MEMORY)

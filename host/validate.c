@@ -21,26 +21,12 @@ static size_t product4(size_t a, size_t b, size_t c, size_t d) {
   return abcd;
 }
 
-static void say(char *why, size_t len, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void say(char *why, size_t len, const char *fmt, ...) {
-  if (!why || !len) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, len, fmt, ap);
-  va_end(ap);
-}
-
-#define WHY_IF(cond, status, ...)        \
-  do {                                   \
-    if (cond) {                          \
-      say(why, why_len, __VA_ARGS__);    \
-      return (status);                   \
-    }                                    \
+#define WHY_IF(cond, status, ...)           \
+  do {                                      \
+    if (cond) {                             \
+      fcl__say(why, why_len, __VA_ARGS__);  \
+      return (status);                      \
+    }                                       \
   } while (0)
 
 fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
