@@ -93,6 +93,42 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
 #define STORE4(p, i, x) (FCL_COUNT_STORE(4 * STORE_SIZE), RAW_STORE4(p, i, x))
 #define LOAD_F32(p, i) FCL_COUNTED_LOAD(4, (p)[i])
 #define STORE_F32(p, i, x) (FCL_COUNT_STORE(4), (p)[i] = (x))
+#define LOAD4_F32(p, i) FCL_COUNTED_LOAD(16, vload4(0, (p) + (i)))
+#define STORE4_F32(p, i, x) (FCL_COUNT_STORE(16), vstore4((x), 0, (p) + (i)))
+
+/* ---- local-memory tiles --------------------------------------------------
+ * The flash kernels stream rows (K and V; Q and dO in the backward) through
+ * local memory in groups of four elements, tile4_t. By default a tile holds
+ * floats, converted once as they arrive from global memory. TILE_STORAGE = 1
+ * (16-bit storage types only) keeps the storage type's bits instead: twice
+ * the rows fit the same local memory, and each read from the tile converts
+ * (vload_half4 from local memory, or a shift for bf16). The planner turns
+ * it on only where local memory, not registers, limits the tile
+ * (host/plan.c); the I/O is the same either way. */
+#ifndef TILE_STORAGE
+#define TILE_STORAGE 0  // 1: local tiles in the storage type (FCL_DTYPE 1 or 2)
+#endif
+#if TILE_STORAGE
+#if FCL_DTYPE == 0
+#error "TILE_STORAGE needs a 16-bit storage type"
+#endif
+typedef ushort4 tile4_t;  // the storage type's bits
+#define RAW_BITS1(p, i) (((__global const ushort *)(p))[i])
+#define RAW_BITS4(p, i) vload4(0, (__global const ushort *)(p) + (i))
+#define LOAD_TILE1(p, i) FCL_COUNTED_LOAD(STORE_SIZE, RAW_BITS1(p, i))
+#define LOAD_TILE4(p, i) FCL_COUNTED_LOAD(4 * STORE_SIZE, RAW_BITS4(p, i))
+#if FCL_DTYPE == 1
+#define TILE_READ4(t, i) vload_half4((i), (__local const half *)(t))
+#else
+#define TILE_READ4(t, i) fcl_bf16x4_to_float4((t)[i])
+#endif
+#else
+typedef float4 tile4_t;
+#define LOAD_TILE1(p, i) LOAD1(p, i)
+#define LOAD_TILE4(p, i) LOAD4(p, i)
+#define TILE_READ4(t, i) ((t)[i])
+#endif
+#define TILE_ZERO ((tile4_t)(0))  // +0 in every format
 
 /* ---- helpers -------------------------------------------------------------- */
 

@@ -16,6 +16,7 @@ static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
+  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
 fcl_status fcl__flash_forward(fcl__forward_call *call) {
@@ -75,6 +76,7 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
   fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
+  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
 /* The backward's kernels and scratch, released in one place. */
@@ -204,9 +206,14 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                 wg);
   FCL_RETURN_IF(ctx, hint->block_k > 128, FCL_ERROR_INVALID_ARGUMENT,
                 "block_k = %u; at most 128", hint->block_k);
+  FCL_RETURN_IF(ctx, hint->tile_elem_size != 0 && hint->tile_elem_size != 2 &&
+                         hint->tile_elem_size != 4,
+                FCL_ERROR_INVALID_ARGUMENT, "tile_elem_size = %u; it must be 0, 2 or 4",
+                hint->tile_elem_size);
   ctx->tiling_hint = (fcl_plan){.block_k = hint->block_k,
                                 .wg_size = wg,
                                 .threads_per_row = g,
-                                .rows_per_thread = hint->rows_per_thread};
+                                .rows_per_thread = hint->rows_per_thread,
+                                .tile_elem_size = hint->tile_elem_size};
   return FCL_SUCCESS;
 }

@@ -262,6 +262,12 @@ typedef struct fcl_plan {
   unsigned rows_per_thread;  /**< query rows each work-item owns */
   unsigned head_dim_padded;  /**< head_dim rounded up to the slices' width */
   size_t local_bytes;        /**< local memory per work-group */
+  /** Bytes of one element of the local-memory tiles: 4 (floats, converted
+   *  once as they are loaded) or, for f16 and bf16 storage, 2 (the storage
+   *  type, converted at every read from the tile; twice the rows fit). The
+   *  planner uses 2 only where local memory, not registers, limits the
+   *  tile and 2-byte elements let a larger one fit. */
+  unsigned tile_elem_size;
 } fcl_plan;
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
@@ -276,10 +282,11 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           fcl_plan *plan, char *why, size_t why_len);
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
- *  nonzero fields among block_k, wg_size, threads_per_row and
- *  rows_per_thread of `hint` replace the planner's choices; the others stay
- *  the planner's. NULL restores the planner. A combination that does not
- *  fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED.
+ *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread
+ *  and tile_elem_size of `hint` replace the planner's choices; the others
+ *  stay the planner's. NULL restores the planner. A combination that does
+ *  not fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED, as
+ *  does tile_elem_size = 2 with f32 storage.
  *  The hint applies to both passes, except that the backward derives its
  *  block sizes from the others (see fcl_plan) and so ignores block_k, and
  *  that threads_per_row = 8 exists for the backward only (a forward with
@@ -287,7 +294,7 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (threads_per_row not
  *          1, 2, 4 or 8; rows_per_thread over 4; wg_size not a power of two
  *          up to 1024 or not a multiple of threads_per_row; block_k over
- *          128). */
+ *          128; tile_elem_size not 0, 2 or 4). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until

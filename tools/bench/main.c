@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
     dev->status = fcl_context_create(selectors[dv], &ctx);
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
     if (dev->status == FCL_SUCCESS && (opts.tiling.block_k || opts.tiling.wg_size ||
-                                       opts.tiling.threads_per_row || opts.tiling.rows_per_thread))
+                                       opts.tiling.threads_per_row || opts.tiling.rows_per_thread ||
+                                       opts.tiling.tile_elem_size))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {
       snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));

@@ -47,9 +47,11 @@ static const char usage[] =
     "  --no-peaks        skip measuring each device's copy bandwidth and FMA\n"
     "                    rate (the roofline's ceilings)\n"
     "  --io-table        print, per device, naive vs flash bytes as N grows\n"
-    "  --tiling BK,WG,TPR,RPT\n"
+    "  --tiling BK,WG,TPR,RPT[,TILE]\n"
     "                    override the planner: keys per tile, work-group size,\n"
-    "                    work-items per row, rows per work-item (0 = planner's)\n"
+    "                    work-items per row, rows per work-item, bytes per\n"
+    "                    local tile element (4: floats; 2: the f16/bf16 storage\n"
+    "                    type, converted at each read) (0 = planner's)\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -99,15 +101,17 @@ static unsigned parse_algos(const char *text) {
 }
 
 static void parse_tiling(const char *text, fcl_plan *hint) {
-  unsigned v[4] = {0, 0, 0, 0};
+  unsigned v[5] = {0, 0, 0, 0, 0};
   char extra;
-  if (sscanf(text, "%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &extra) != 4)
-    fail("--tiling needs BK,WG,TPR,RPT, e.g. 32,128,2,1 (got '%s')", text);
+  int n = sscanf(text, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &extra);
+  if (n != 4 && n != 5)
+    fail("--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1 (got '%s')", text);
   memset(hint, 0, sizeof *hint);
   hint->block_k = v[0];
   hint->wg_size = v[1];
   hint->threads_per_row = v[2];
   hint->rows_per_thread = v[3];
+  hint->tile_elem_size = v[4];
 }
 
 void bench_parse(int argc, char **argv, bench_options *o) {
