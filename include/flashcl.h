@@ -16,7 +16,8 @@
  *     and LSE = -INFINITY.
  *   - Grouped-query attention: heads_q % heads_kv == 0 and query head h reads
  *     key/value head h / (heads_q / heads_kv).
- *   - Storage may be f32, f16 or bf16; arithmetic is always f32.
+ *   - Storage may be f32, f16 or bf16; the flash algorithm's arithmetic is
+ *     always f32 (see fcl_dtype for the naive algorithm's).
  */
 #ifndef FLASHCL_H
 #define FLASHCL_H
@@ -182,7 +183,8 @@ FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
  *  buffers; P and dP in its backward). 0 restores the default, 40% of the
  *  device's global memory. The naive algorithm processes (batch, head)
- *  slices in chunks that fit.
+ *  slices in chunks that fit. The float copies a naive bf16 call makes of
+ *  its tensors are allocated besides, as large as the tensors in float.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
@@ -197,6 +199,18 @@ FCL_API fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable);
 /* Attention                                                                */
 /* ------------------------------------------------------------------------ */
 
+/** Storage type of Q, K, V, O and the gradients (LSE is always float).
+ *  Loads widen to float exactly; stores round to nearest even. Neither
+ *  16-bit type needs cl_khr_fp16 for the flash algorithm (f16 goes through
+ *  vload_half/vstore_half, bf16 through bit operations).
+ *  The naive algorithm runs f16 with CLBlast's half-precision GEMMs (S and
+ *  P stored in half, products accumulated in half, alpha = scale rounded to
+ *  half), which exist only on devices with cl_khr_fp16: elsewhere a naive
+ *  f16 call returns FCL_ERROR_UNSUPPORTED. It runs bf16, for which no
+ *  OpenCL BLAS has a GEMM, by widening Q, K, V (and dO) to float copies,
+ *  running its f32 path on them (S and P in float) and rounding the outputs
+ *  to bf16: the same inputs exactly, a baseline on every device, and the
+ *  conversions counted in its bytes. */
 typedef enum fcl_dtype {
   FCL_DTYPE_F32 = 0,
   FCL_DTYPE_F16 = 1,  /**< IEEE binary16, loaded with vload_half */
@@ -351,7 +365,7 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
  *  recomputes P block by block from Q, K and LSE, with D = rowsum(dO * O).
  *  It uses no floating-point atomics: the same inputs give bit-identical
  *  gradients run after run. The naive algorithm materialises P and dP
- *  (f32 storage only).
+ *  (in the storage types fcl_dtype describes).
  *  On failure, each of dq, dk and dv is either untouched or completely
  *  written: never half.
  *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,

@@ -48,6 +48,13 @@ for dtype in 0 1 2; do
     done
   done
 done
+for dtype in 1 2; do
+  for io in "" -DFCL_COUNT_IO=1; do
+    for width in 1 4; do
+      check convert.cl -DFCL_DTYPE=$dtype -DCONVERT_WIDTH=$width $io
+    done
+  done
+done
 check peaks.cl
 echo "lint-kernels: $builds builds, $failures failed"
 [ "$failures" -eq 0 ]
