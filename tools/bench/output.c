@@ -126,7 +126,7 @@ void bench_print_io_table(FILE *out, const bench_device *device, fcl_dtype dtype
                 flash.bytes_asymptotic / per_head, flash.plan.block_q, flash.plan.block_k);
       } else {
         fprintf(out, "%4zu %7zu %12s %12.2f %8s   %12s %12.2f   %u x %u\n", dims[di], n,
-                sn == FCL_ERROR_UNSUPPORTED ? "(unsupported)" : "(too big)", fb, "-", "-",
+                sn == FCL_ERROR_UNSUPPORTED ? "unsupported" : "(too big)", fb, "-", "-",
                 flash.bytes_asymptotic / per_head,
                 flash.plan.block_q, flash.plan.block_k);
       }
