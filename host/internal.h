@@ -307,6 +307,10 @@ void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
 /** The type the naive algorithm computes in, for its GEMMs and S/P: f16
  *  for f16 storage, else f32 (bf16 runs the f32 path on widened copies). */
 fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
+/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
+ *  and beta (the kernels convert on the device); magnitudes below the
+ *  normal range (2^-14) become 0. */
+cl_half fcl__half_bits(float f);
 /** Bytes per element of the naive algorithm's S/P. */
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
 /** Whether the naive algorithm runs desc's storage type on a device with

@@ -89,9 +89,7 @@ size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
   return fcl_dtype_size(fcl__naive_compute_dtype(desc));
 }
 
-/* float -> IEEE binary16 bits, round to nearest even (for HGEMM's alpha and
- * beta; the kernels convert on the device). */
-static cl_half half_bits(float f) {
+cl_half fcl__half_bits(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
@@ -109,7 +107,7 @@ fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *lim
                 "the naive algorithm runs f16 through CLBlast's half-precision GEMMs, "
                 "which need cl_khr_fp16, and this device does not have it (the flash "
                 "algorithm runs f16 without it)");
-  const cl_half alpha = half_bits(desc->scale);
+  const cl_half alpha = fcl__half_bits(desc->scale);
   FCL_RETURN_IF(ctx, (alpha & 0x7fffu) == 0 || (alpha & 0x7fffu) == 0x7c00u,
                 FCL_ERROR_UNSUPPORTED,
                 "scale = %g is outside the normal range of f16, in which the naive "
@@ -174,9 +172,9 @@ fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what)
   pthread_mutex_lock(&clblast_lock);
   if (half)
     code = CLBlastHgemmStridedBatched(
-        CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, half_bits(g->alpha), g->a,
+        CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, fcl__half_bits(g->alpha), g->a,
         g->a_off, g->a_ld, g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride,
-        half_bits(g->beta), g->c, g->c_off, g->c_ld, g->c_stride, g->batch, &ctx->queue,
+        fcl__half_bits(g->beta), g->c, g->c_off, g->c_ld, g->c_stride, g->batch, &ctx->queue,
         NULL);
   else
     code = CLBlastSgemmStridedBatched(

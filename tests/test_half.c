@@ -176,6 +176,26 @@ START_TEST(host_narrowing_rounds_to_nearest_even) {
 }
 END_TEST
 
+/* The host-side f16 conversion the naive algorithm gives CLBlast's HGEMM
+ * its alpha and beta with: the host helpers' rounding, zero below f16's
+ * normal range. */
+START_TEST(hgemm_scalars_round_as_the_host_does) {
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 3);
+  float *x = probe_floats(&rng, FCL_DTYPE_F16, 100000);
+  for (size_t i = 0; i < 100000; ++i) {
+    if (isnan(x[i])) continue;
+    const uint16_t want = fabsf(x[i]) < 0x1p-14f ? (signbit(x[i]) ? 0x8000 : 0)
+                                                 : fclu_f32_to_f16(x[i]);
+    ck_assert_msg(fcl__half_bits(x[i]) == want, "%a: 0x%04x, want 0x%04x", (double)x[i],
+                  fcl__half_bits(x[i]), want);
+  }
+  free(x);
+  ck_assert_uint_eq(fcl__half_bits(1.0f), 0x3c00);
+  ck_assert_uint_eq(fcl__half_bits(0.0f), 0);
+}
+END_TEST
+
 /* ---- the device's conversions --------------------------------------------- */
 
 static cl_mem upload_bytes(fcl_context *ctx, const void *data, size_t bytes) {
@@ -833,6 +853,7 @@ int main(void) {
   TCase *tc = th_tcase("conversions");
   tcase_add_test(tc, host_conversions_round_trip_every_pattern);
   tcase_add_test(tc, host_narrowing_rounds_to_nearest_even);
+  tcase_add_test(tc, hgemm_scalars_round_as_the_host_does);
   tcase_add_test(tc, device_conversions_round_trip_every_pattern);
   tcase_add_test(tc, device_narrowing_matches_the_host);
   suite_add_tcase(s, tc);
