@@ -43,7 +43,13 @@
 #define FCL_IO_COMMIT() ((void)0)
 #endif
 
-/* ---- storage types ------------------------------------------------------- */
+/* ---- storage types -------------------------------------------------------
+ * RAW_LOAD4 and RAW_STORE4 of the 16-bit types are aligned vector accesses
+ * (vloada_half4, ushort4 pointers): one 8-byte load or store rather than
+ * four 2-byte ones, which a compiler must emit when it cannot prove the
+ * alignment. Their addresses are multiples of 4 elements from the start of
+ * a buffer (the kernels take the vector path only where head_dim % 4 == 0,
+ * and OpenCL aligns buffers and sub-buffers far beyond 8 bytes). */
 
 #if FCL_DTYPE == 0
 typedef float store_t;
@@ -55,9 +61,9 @@ typedef float store_t;
 /* half is usable as a pointer type without cl_khr_fp16 (OpenCL C 1.2 6.1.1.1) */
 typedef half store_t;
 #define RAW_LOAD1(p, i) vload_half(0, (p) + (i))
-#define RAW_LOAD4(p, i) vload_half4(0, (p) + (i))
+#define RAW_LOAD4(p, i) vloada_half4(0, (p) + (i))
 #define RAW_STORE1(p, i, x) vstore_half_rte((x), 0, (p) + (i))
-#define RAW_STORE4(p, i, x) vstore_half4_rte((x), 0, (p) + (i))
+#define RAW_STORE4(p, i, x) vstorea_half4_rte((x), 0, (p) + (i))
 #elif FCL_DTYPE == 2
 typedef ushort store_t;
 inline float fcl_bf16_to_float(ushort b) { return as_float((uint)b << 16); }
@@ -76,9 +82,9 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
                    fcl_float_to_bf16(f.z), fcl_float_to_bf16(f.w));
 }
 #define RAW_LOAD1(p, i) fcl_bf16_to_float((p)[i])
-#define RAW_LOAD4(p, i) fcl_bf16x4_to_float4(vload4(0, (p) + (i)))
+#define RAW_LOAD4(p, i) fcl_bf16x4_to_float4(*(__global const ushort4 *)((p) + (i)))
 #define RAW_STORE1(p, i, x) ((p)[i] = fcl_float_to_bf16(x))
-#define RAW_STORE4(p, i, x) vstore4(fcl_float4_to_bf16x4(x), 0, (p) + (i))
+#define RAW_STORE4(p, i, x) (*(__global ushort4 *)((p) + (i)) = fcl_float4_to_bf16x4(x))
 #else
 #error FCL_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)
 #endif
@@ -93,6 +99,42 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
 #define STORE4(p, i, x) (FCL_COUNT_STORE(4 * STORE_SIZE), RAW_STORE4(p, i, x))
 #define LOAD_F32(p, i) FCL_COUNTED_LOAD(4, (p)[i])
 #define STORE_F32(p, i, x) (FCL_COUNT_STORE(4), (p)[i] = (x))
+#define LOAD4_F32(p, i) FCL_COUNTED_LOAD(16, vload4(0, (p) + (i)))
+#define STORE4_F32(p, i, x) (FCL_COUNT_STORE(16), vstore4((x), 0, (p) + (i)))
+
+/* ---- local-memory tiles --------------------------------------------------
+ * The flash kernels stream rows (K and V; Q and dO in the backward) through
+ * local memory in groups of four elements, tile4_t. By default a tile holds
+ * floats, converted once as they arrive from global memory. TILE_STORAGE = 1
+ * (16-bit storage types only) keeps the storage type's bits instead: twice
+ * the rows fit the same local memory, and each read from the tile converts
+ * (vload_half4 from local memory, or a shift for bf16). The planner turns
+ * it on only where local memory, not registers, limits the tile
+ * (host/plan.c); the I/O is the same either way. */
+#ifndef TILE_STORAGE
+#define TILE_STORAGE 0  // 1: local tiles in the storage type (FCL_DTYPE 1 or 2)
+#endif
+#if TILE_STORAGE
+#if FCL_DTYPE == 0
+#error "TILE_STORAGE needs a 16-bit storage type"
+#endif
+typedef ushort4 tile4_t;  // the storage type's bits
+#define RAW_BITS1(p, i) (((__global const ushort *)(p))[i])
+#define RAW_BITS4(p, i) (*(__global const ushort4 *)((__global const ushort *)(p) + (i)))
+#define LOAD_TILE1(p, i) FCL_COUNTED_LOAD(STORE_SIZE, RAW_BITS1(p, i))
+#define LOAD_TILE4(p, i) FCL_COUNTED_LOAD(4 * STORE_SIZE, RAW_BITS4(p, i))
+#if FCL_DTYPE == 1
+#define TILE_READ4(t, i) vloada_half4((i), (__local const half *)(t))  // one 8-byte read
+#else
+#define TILE_READ4(t, i) fcl_bf16x4_to_float4((t)[i])
+#endif
+#else
+typedef float4 tile4_t;
+#define LOAD_TILE1(p, i) LOAD1(p, i)
+#define LOAD_TILE4(p, i) LOAD4(p, i)
+#define TILE_READ4(t, i) ((t)[i])
+#endif
+#define TILE_ZERO ((tile4_t)(0))  // +0 in every format
 
 /* ---- helpers -------------------------------------------------------------- */
 

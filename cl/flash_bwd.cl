@@ -23,7 +23,8 @@
  * Work-item layout as in flash_fwd.cl: THREADS_PER_ROW adjacent work-items
  * share a row, each holding a D_SLICE-wide slice of it, and each owns
  * ROWS_PER_THREAD rows ROW_GROUPS apart. Streamed rows are read from local
- * memory as float4s that all rows of a warp read at once (broadcasts). A
+ * memory as float4s that all rows of a warp read at once (broadcasts); the
+ * tiles hold floats, or with TILE_STORAGE the storage type (common.cl). A
  * tile is consumed SUB_ROWS rows at a time: their dot products are summed
  * over the slices together, so that the shuffles or barriers of the sum
  * are shared, and only 2 * SUB_ROWS scores per row sit in registers.
@@ -64,10 +65,10 @@
 #define BLOCK (ROW_GROUPS * ROWS_PER_THREAD)
 #define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
 #define D_SLICE4 (D_SLICE / 4)
-/* Slices sit 4 floats apart beyond their width, so the THREADS_PER_ROW
+/* Slices sit 4 elements apart beyond their width, so the THREADS_PER_ROW
  * different addresses a warp reads at once fall into different banks. */
 #define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
-#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // floats per row in a tile
+#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per row in a tile
 #define TILE_LD4 (TILE_LD / 4)
 #define PRE_ROWS (WG_SIZE / PRE_THREADS)
 
@@ -115,22 +116,26 @@
 #define IO_HELPER_STORES_DONE() ((void)0)
 #endif
 
-/* Columns col..col+3 of a row; those past head_dim read as 0. */
-inline float4 load_quad(__global const store_t *row, const int col,
-                        const int head_dim IO_LOADS) {
-  IO_HELPER_INIT;
-  float4 x = (float4)(0.0f);
-  if ((head_dim & 3) == 0) {
-    if (col < head_dim) x = LOAD4(row, col);
-  } else {
-    if (col + 0 < head_dim) x.x = LOAD1(row, col + 0);
-    if (col + 1 < head_dim) x.y = LOAD1(row, col + 1);
-    if (col + 2 < head_dim) x.z = LOAD1(row, col + 2);
-    if (col + 3 < head_dim) x.w = LOAD1(row, col + 3);
+/* Columns col..col+3 of a row; those past head_dim read as 0. load_quad
+ * gives floats (for registers), load_tile_quad what a local tile holds. */
+#define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
+  inline type name(__global const store_t *row, const int col,                \
+                   const int head_dim IO_LOADS) {                             \
+    IO_HELPER_INIT;                                                            \
+    type x = (type)(0);                                                        \
+    if ((head_dim & 3) == 0) {                                                 \
+      if (col < head_dim) x = load4(row, col);                                 \
+    } else {                                                                   \
+      if (col + 0 < head_dim) x.x = load1(row, col + 0);                       \
+      if (col + 1 < head_dim) x.y = load1(row, col + 1);                       \
+      if (col + 2 < head_dim) x.z = load1(row, col + 2);                       \
+      if (col + 3 < head_dim) x.w = load1(row, col + 3);                       \
+    }                                                                          \
+    IO_HELPER_LOADS_DONE();                                                    \
+    return x;                                                                  \
   }
-  IO_HELPER_LOADS_DONE();
-  return x;
-}
+DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)
+DEFINE_QUAD_LOADER(load_tile_quad, tile4_t, LOAD_TILE4, LOAD_TILE1)
 
 /* Columns col..col+3 of a row, those before head_dim. */
 inline void store_quad(__global store_t *row, const int col, const int head_dim,
@@ -152,7 +157,7 @@ inline void store_quad(__global store_t *row, const int col, const int head_dim,
  * skew], coalesced over head_dim. Rows from `rows` on become 0: never
  * stale local memory (0 * NaN is NaN). The padding columns past head_dim
  * are not written: the caller zeroes them once. */
-inline void load_tile_pair(__local float4 *ta, __local float4 *tb,
+inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
                            __global const store_t *a, __global const store_t *b,
                            const size_t stride, const int rows, const int head_dim
                            IO_LOADS) {
@@ -162,10 +167,10 @@ inline void load_tile_pair(__local float4 *ta, __local float4 *tb,
     const int j = i / quads;
     const int c = (i - j * quads) * 4;
     const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
-    float4 x = (float4)(0.0f), y = (float4)(0.0f);
+    tile4_t x = TILE_ZERO, y = TILE_ZERO;
     if (j < rows) {
-      x = load_quad(a + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
-      y = load_quad(b + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+      x = load_tile_quad(a + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+      y = load_tile_quad(b + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
     }
     ta[at] = x;
     tb[at] = y;
@@ -213,7 +218,8 @@ inline void load_tile_pair(__local float4 *ta, __local float4 *tb,
       sa_[r_] = sb_[r_] = (float4)(0.0f);                                       \
     const int at_ = ((sb) + i_) * TILE_LD4 + slice_base4;                       \
     UNROLL for (int c4_ = 0; c4_ < D_SLICE4; ++c4_) {                            \
-      const float4 ta_ = tile_a[at_ + c4_], tb_ = tile_b[at_ + c4_];            \
+      const float4 ta_ = TILE_READ4(tile_a, at_ + c4_);                         \
+      const float4 tb_ = TILE_READ4(tile_b, at_ + c4_);                         \
       UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                      \
         sa_[r_] = fma((float4)(ra[r_][4 * c4_], ra[r_][4 * c4_ + 1],            \
                                ra[r_][4 * c4_ + 2], ra[r_][4 * c4_ + 3]),       \
@@ -334,8 +340,8 @@ void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q]
                     const int heads_kv, const int head_dim,
                     const float scale              // logits are scale * q.k
                     FCL_IO_PARAM) {
-  __local float4 q_tile[BLOCK * TILE_LD4];   // [query][slice][D_SLICE + skew]
-  __local float4 do_tile[BLOCK * TILE_LD4];
+  __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
+  __local tile4_t do_tile[BLOCK * TILE_LD4];
   __local float lse_tile[BLOCK], d_tile[BLOCK];
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
@@ -361,8 +367,8 @@ void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q]
   const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
-    q_tile[i] = (float4)(0.0f);
-    do_tile[i] = (float4)(0.0f);
+    q_tile[i] = TILE_ZERO;
+    do_tile[i] = TILE_ZERO;
   }
 
   int key[ROWS_PER_THREAD];
@@ -446,7 +452,7 @@ UNROLL
 UNROLL
           for (int i = 0; i < SUB_ROWS; ++i) {
             const int at = (sb + i) * TILE_LD4 + slice_base4 + c4;
-            const float4 qq = q_tile[at], oo = do_tile[at];
+            const float4 qq = TILE_READ4(q_tile, at), oo = TILE_READ4(do_tile, at);
 UNROLL
             for (int r = 0; r < ROWS_PER_THREAD; ++r) {
               tv[r] = fma((float4)(s[r][i]), oo, tv[r]);
@@ -480,8 +486,8 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
                   const int heads_kv, const int head_dim,
                   const float scale              // logits are scale * q.k
                   FCL_IO_PARAM) {
-  __local float4 k_tile[BLOCK * TILE_LD4];   // [key][slice][D_SLICE + skew]
-  __local float4 v_tile[BLOCK * TILE_LD4];
+  __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
+  __local tile4_t v_tile[BLOCK * TILE_LD4];
   __local float lse_rows[BLOCK], d_rows[BLOCK];
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
@@ -510,8 +516,8 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
   const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
-    k_tile[i] = (float4)(0.0f);
-    v_tile[i] = (float4)(0.0f);
+    k_tile[i] = TILE_ZERO;
+    v_tile[i] = TILE_ZERO;
   }
   for (int i = tid; i < BLOCK; i += WG_SIZE) {
     const int live = q0 + i < seqlen_q;
@@ -594,7 +600,7 @@ UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) t[r] = (float4)(0.0f);
 UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
-          const float4 kk = k_tile[(sb + j) * TILE_LD4 + slice_base4 + c4];
+          const float4 kk = TILE_READ4(k_tile, (sb + j) * TILE_LD4 + slice_base4 + c4);
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) t[r] = fma((float4)(dp[r][j]), kk, t[r]);
         }

@@ -12,7 +12,8 @@
  * each holding a D_SLICE-wide slice of q and of the accumulator, and each
  * owns ROWS_PER_THREAD rows ROW_GROUPS apart. All rows of a warp read the
  * same K/V tile address at once (a broadcast), so one 16-byte local load
- * feeds 4 * ROWS_PER_THREAD multiply-adds.
+ * feeds 4 * ROWS_PER_THREAD multiply-adds. The tiles hold floats, or with
+ * TILE_STORAGE the storage type, converted at each read (common.cl).
  *
  * Accuracy: scores stay unscaled dot products; the running max is kept in
  * those units and the scale (times log2 e, for exp2) multiplies only the
@@ -50,10 +51,10 @@
 /* Each slice is a whole number of float4s. */
 #define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
 #define D_SLICE4 (D_SLICE / 4)
-/* Slices sit 4 floats apart beyond their width, so the THREADS_PER_ROW
+/* Slices sit 4 elements apart beyond their width, so the THREADS_PER_ROW
  * different addresses a warp reads at once fall into different banks. */
 #define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
-#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // floats per key in a tile
+#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per key in a tile
 #define TILE_LD4 (TILE_LD / 4)
 /* Accumulator chains per dot product: 8 (two float4s) where a slice is
  * long enough to pay for the longer final sum, else 4. */
@@ -94,8 +95,8 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
                const float scale,           // logits are scale * q.k
                const float scale_log2       // scale * log2(e)
                FCL_IO_PARAM) {
-  __local float4 k_tile[BLOCK_K * TILE_LD4];   // [key][slice][D_SLICE + skew]
-  __local float4 v_tile[BLOCK_K * TILE_LD4];
+  __local tile4_t k_tile[BLOCK_K * TILE_LD4];  // [key][slice][D_SLICE + skew]
+  __local tile4_t v_tile[BLOCK_K * TILE_LD4];
 #if ROW_SUM_IN_LOCAL
   __local float s_part[BLOCK_K * WG_SIZE];     // [key][work-item]
 #endif
@@ -131,8 +132,8 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
   /* Padding columns and keys past seqlen_k must read as 0, never as stale
    * local memory (0 * NaN is NaN). */
   for (int i = tid; i < BLOCK_K * TILE_LD4; i += WG_SIZE) {
-    k_tile[i] = (float4)(0.0f);
-    v_tile[i] = (float4)(0.0f);
+    k_tile[i] = TILE_ZERO;
+    v_tile[i] = TILE_ZERO;
   }
 
   int row[ROWS_PER_THREAD];
@@ -192,18 +193,18 @@ UNROLL
       const int j = i / quads;
       const int c = (i - j * quads) * 4;
       const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
-      float4 kx = (float4)(0.0f), vx = (float4)(0.0f);
+      tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
         const size_t g = (size_t)(k0 + j) * kv_stride + c;
         if (vec) {
-          kx = LOAD4(k_rows, g);
-          vx = LOAD4(v_rows, g);
+          kx = LOAD_TILE4(k_rows, g);
+          vx = LOAD_TILE4(v_rows, g);
         } else {
-          kx.x = LOAD1(k_rows, g);
-          vx.x = LOAD1(v_rows, g);
-          if (c + 1 < head_dim) { kx.y = LOAD1(k_rows, g + 1); vx.y = LOAD1(v_rows, g + 1); }
-          if (c + 2 < head_dim) { kx.z = LOAD1(k_rows, g + 2); vx.z = LOAD1(v_rows, g + 2); }
-          if (c + 3 < head_dim) { kx.w = LOAD1(k_rows, g + 3); vx.w = LOAD1(v_rows, g + 3); }
+          kx.x = LOAD_TILE1(k_rows, g);
+          vx.x = LOAD_TILE1(v_rows, g);
+          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_rows, g + 1); vx.y = LOAD_TILE1(v_rows, g + 1); }
+          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_rows, g + 2); vx.z = LOAD_TILE1(v_rows, g + 2); }
+          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_rows, g + 3); vx.w = LOAD_TILE1(v_rows, g + 3); }
         }
       }
       k_tile[at] = kx;
@@ -226,7 +227,7 @@ UNROLL
         for (int v = 0; v < DOT_VECS; ++v) dot[r][v] = (float4)(0.0f);
 UNROLL
       for (int c4 = 0; c4 < D_SLICE4; ++c4) {
-        const float4 kk = k_tile[j * TILE_LD4 + slice_base4 + c4];
+        const float4 kk = TILE_READ4(k_tile, j * TILE_LD4 + slice_base4 + c4);
 UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float4 qq = (float4)(qr[r][4 * c4], qr[r][4 * c4 + 1], qr[r][4 * c4 + 2],
@@ -313,7 +314,7 @@ UNROLL
     for (int j = 0; j < BLOCK_K; ++j) {
 UNROLL
       for (int c4 = 0; c4 < D_SLICE4; ++c4) {
-        const float4 vv = v_tile[j * TILE_LD4 + slice_base4 + c4];
+        const float4 vv = TILE_READ4(v_tile, j * TILE_LD4 + slice_base4 + c4);
 UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float p = s[r][j];

@@ -138,6 +138,12 @@ static fcl_status measure_end(fcl_context *ctx, measure *m, fcl_status status) {
   return status;
 }
 
+static fcl__io io_sum(fcl__io a, fcl__io b) {
+  a.loads += b.loads;
+  a.stores += b.stores;
+  return a;
+}
+
 /* Run info of a successful call. `model` is the whole call's traffic by the
  * I/O model, `own` the part of it our instrumented kernels count; the rest
  * (CLBlast's GEMMs, buffer copies) enters bytes_counted by the model. */
@@ -188,7 +194,8 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
     model = own = fcl__io_flash_forward(desc, &call.plan, with_lse);
   } else {
     model = fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
-    own = fcl__io_softmax(&ctx->info.limits, desc, with_lse);
+    own = io_sum(fcl__io_softmax(&ctx->info.limits, desc, with_lse),
+                 fcl__io_naive_conversions(desc, FCL_PASS_FORWARD));
   }
   fill_info(info, desc, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
@@ -235,7 +242,8 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
     model = own = fcl__io_flash_backward(desc, &call.plan);
   } else {
     model = fcl__io_naive_backward(&ctx->info.limits, desc, call.chunks);
-    own = fcl__io_softmax_backward(&ctx->info.limits, desc);
+    own = io_sum(fcl__io_softmax_backward(&ctx->info.limits, desc),
+                 fcl__io_naive_conversions(desc, FCL_PASS_BACKWARD));
   }
   fill_info(info, desc, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;

@@ -17,6 +17,7 @@ static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_count_io(opts, io_counter);
+  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
 fcl_status fcl__flash_forward(fcl__forward_call *call) {
@@ -77,6 +78,7 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
   fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
   fcl__options_count_io(opts, io_counter);
+  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
 /* The backward's kernels and scratch, released in one place. */
@@ -196,7 +198,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
     kept = (fcl_plan){.block_k = hint->block_k,
                       .wg_size = hint->wg_size,
                       .threads_per_row = hint->threads_per_row,
-                      .rows_per_thread = hint->rows_per_thread};
+                      .rows_per_thread = hint->rows_per_thread,
+                      .tile_elem_size = hint->tile_elem_size};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

@@ -197,6 +197,7 @@ typedef enum fcl__source {
   FCL_SRC_SOFTMAX,
   FCL_SRC_PEAKS,
   FCL_SRC_FLASH_BWD,
+  FCL_SRC_CONVERT,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -375,9 +376,11 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
                                uint64_t scratch_limit, const fcl_attention_desc *desc,
                                fcl_pass pass, fcl__chunking *out);
 
-/** One strided-batched SGEMM, row-major: C = alpha * op(A) op(B) + beta * C
- *  for `batch` matrices `*_stride` elements apart. */
+/** One strided-batched GEMM, row-major: C = alpha * op(A) op(B) + beta * C
+ *  for `batch` matrices `*_stride` elements apart, in f32 (SGEMM) or f16
+ *  (HGEMM, alpha and beta rounded to half). */
 typedef struct fcl__gemm {
+  fcl_dtype type;  /* FCL_DTYPE_F32 (0, the default) or FCL_DTYPE_F16 */
   int trans_a, trans_b;
   size_t m, n, k;
   float alpha, beta;
@@ -402,8 +405,36 @@ void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
  *  fcl_context_release (naive.c explains). */
 void fcl__clblast_release(fcl_context *ctx);
 
+/** The type the naive algorithm computes in, for its GEMMs and S/P: f16
+ *  for f16 storage, else f32 (bf16 runs the f32 path on widened copies). */
+fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
+/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
+ *  and beta (the kernels convert on the device); magnitudes below the
+ *  normal range (2^-14) become 0. */
+cl_half fcl__half_bits(float f);
 /** Bytes per element of the naive algorithm's S/P. */
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
+/** Whether the naive algorithm runs desc's storage type on a device with
+ *  `limits` (f16 needs cl_khr_fp16 and a scale that is a normal half);
+ *  FCL_ERROR_UNSUPPORTED and why if not. ctx may be NULL. */
+fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *limits,
+                                  const fcl_attention_desc *desc);
+/** Allocates n float buffers of elems[i] elements into out[] (NULL where
+ *  not allocated); `what` names them in errors. */
+fcl_status fcl__f32_copies(fcl_context *ctx, const size_t *elems, cl_mem *out, size_t n,
+                           const char *what);
+/** Enqueues the widening of n tensors of desc's 16-bit type to float. */
+fcl_status fcl__naive_widen(fcl_context *ctx, const fcl_attention_desc *desc,
+                            cl_mem io_counter, const cl_mem *from, const cl_mem *to,
+                            const size_t *elems, size_t n);
+
+/** Enqueues the conversion of n elements (convert.cl) of a 16-bit storage
+ *  type `dtype` to float (to_f32) or from float, rounding to nearest even,
+ *  with `width` (1 or 4) elements per work-item; io_counter as the
+ *  instrumented kernels take it (NULL when not counting). Counts as an
+ *  enqueue for failure injection. */
+fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem from,
+                        cl_mem to, size_t n, unsigned width, cl_mem io_counter);
 
 /* ---- the I/O model ------------------------------------------------------ */
 
@@ -420,8 +451,11 @@ fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,
 /** Traffic of the naive forward's softmax kernel (what it can count). */
 fcl__io fcl__io_softmax(const fcl_device_limits *limits,
                         const fcl_attention_desc *desc, int with_lse);
+/** The conversions of a bf16 naive run (its f32 path's float copies of the
+ *  inputs, and the outputs rounded back); zero for f32 and f16. */
+fcl__io fcl__io_naive_conversions(const fcl_attention_desc *desc, fcl_pass pass);
 /** Whole naive forward: GEMMs (each operand read once, result written once),
- *  the softmax, and the copies a chunked run makes. */
+ *  the softmax, the conversions and the copies a chunked run makes. */
 fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
                               const fcl_attention_desc *desc, int with_lse,
                               unsigned chunks);
@@ -433,7 +467,7 @@ fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *p
 fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc);
 /** Whole naive backward: five GEMMs plus the one that recomputes S, the two
- *  row kernels, and the copies a chunked run makes. */
+ *  row kernels, the conversions and the copies a chunked run makes. */
 fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
                                const fcl_attention_desc *desc, unsigned chunks);
 

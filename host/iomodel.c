@@ -64,21 +64,51 @@ fcl__io fcl__io_softmax(const fcl_device_limits *limits,
   return io;
 }
 
+/* Elements of the query-shaped and key-shaped tensors. */
+static uint64_t q_elems(const fcl_attention_desc *desc) {
+  return (uint64_t)desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
+}
+static uint64_t kv_elems(const fcl_attention_desc *desc) {
+  return (uint64_t)desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
+}
+
+fcl__io fcl__io_naive_conversions(const fcl_attention_desc *desc, fcl_pass pass) {
+  fcl__io io = {0, 0};
+  if (fcl__naive_compute_dtype(desc) == desc->dtype) return io;
+  const uint64_t e = fcl_dtype_size(desc->dtype), q = q_elems(desc), kv = kv_elems(desc);
+  /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
+   * dQ, dK, dV narrowed. */
+  const uint64_t in = pass == FCL_PASS_FORWARD ? q + 2 * kv : 2 * q + 2 * kv;
+  const uint64_t out = pass == FCL_PASS_FORWARD ? q : q + 2 * kv;
+  io.loads = in * e + out * 4;
+  io.stores = in * 4 + out * e;
+  return io;
+}
+
 fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
                               const fcl_attention_desc *desc, int with_lse,
                               unsigned chunks) {
-  const uint64_t e = fcl_dtype_size(desc->dtype), se = fcl__naive_s_elem_size(desc);
+  /* The GEMMs read and write tensors in the compute type (float copies for
+   * bf16), S and P in the S type. */
+  const uint64_t e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const uint64_t se = fcl__naive_s_elem_size(desc);
   const uint64_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
   const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
   fcl__io io = fcl__io_softmax(limits, desc, with_lse);
   /* S = Q K^T: reads Q and K, writes S. O = P V: reads P and V, writes O. */
   io.loads += slices * ((nq * d + nk * d) * e + nq * nk * se + nk * d * e);
   io.stores += slices * (nq * nk * se + nq * d * e);
-  if (chunks > 1) {  /* staged outputs copied to the caller's buffers */
-    uint64_t staged = slices * (nq * d * e + (with_lse ? nq * 4 : 0));
+  /* Staged outputs copied to the caller's buffers; a widened O is scratch
+   * anyway, and its conversion is the copy. */
+  if (chunks > 1) {
+    uint64_t staged = slices * ((widened ? 0 : nq * d * e) + (with_lse ? nq * 4 : 0));
     io.loads += staged;
     io.stores += staged;
   }
+  const fcl__io conv = fcl__io_naive_conversions(desc, FCL_PASS_FORWARD);
+  io.loads += conv.loads;
+  io.stores += conv.stores;
   return io;
 }
 
@@ -150,7 +180,9 @@ fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
 
 fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
                                const fcl_attention_desc *desc, unsigned chunks) {
-  const uint64_t e = fcl_dtype_size(desc->dtype), se = fcl__naive_s_elem_size(desc);
+  const uint64_t e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const uint64_t se = fcl__naive_s_elem_size(desc);
+  const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
   const uint64_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
   const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
   const uint64_t q = nq * d * e, kv = nk * d * e, s = nq * nk * se;
@@ -162,11 +194,14 @@ fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
   /* dK and dV of the group's later members add to C (beta = 1): read too. */
   const uint64_t adding = (uint64_t)desc->batch * (desc->heads_q - desc->heads_kv);
   io.loads += adding * 2 * kv;
-  if (chunks > 1) {  /* staged gradients copied to the caller's buffers */
+  if (chunks > 1 && !widened) {  /* staged gradients copied to the caller's buffers */
     uint64_t staged = (uint64_t)desc->batch * (desc->heads_q * q + 2 * desc->heads_kv * kv);
     io.loads += staged;
     io.stores += staged;
   }
+  const fcl__io conv = fcl__io_naive_conversions(desc, FCL_PASS_BACKWARD);
+  io.loads += conv.loads;
+  io.stores += conv.stores;
   return io;
 }
 
@@ -186,6 +221,7 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
                                   : fcl__io_flash_backward(desc, &est.plan);
     est.chunks = 1;
   } else {
+    FCL_FORWARD_IF(fcl__naive_check_dtype(NULL, limits, desc));
     fcl__chunking ch;
     FCL_FORWARD_IF(fcl__naive_chunking(NULL, limits, fcl__default_scratch_limit(limits),
                                        desc, pass, &ch));

@@ -3,6 +3,19 @@
  * P = softmax(S) in place by softmax.cl (causal mask, LSE), O = P V with
  * CLBlast. S and P live in global memory, which is the point of comparing.
  *
+ * Storage types. f32 runs SGEMMs with S and P in float. f16 runs CLBlast's
+ * HGEMMs with S and P in half, as a half-precision baseline would; CLBlast
+ * runs them only on devices with cl_khr_fp16 (and accumulates in half, with
+ * alpha = scale rounded to half), so elsewhere (NVIDIA, Debian's PoCL) the
+ * naive f16 run is FCL_ERROR_UNSUPPORTED and says so. bf16 has no GEMM in
+ * CLBlast or any OpenCL BLAS, and a bfloat16 value widens to float exactly,
+ * so a bf16 run converts Q, K and V to float (convert.cl), runs the f32
+ * path on exactly the same values, and rounds O to bf16 at the end: S and P
+ * stay float. That keeps a bf16 baseline on every device, as fast as the
+ * f32 one plus the conversions, which the I/O model counts; the
+ * alternative, no bf16 baseline at all, would leave flash's bf16 numbers
+ * with nothing to stand against.
+ *
  * Chunking. S needs seqlen_q * seqlen_k floats per (batch, head) slice, so
  * the slices are processed in chunks that fit the device's largest
  * allocation and the context's scratch limit. A chunk is one batch index,
@@ -21,6 +34,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
  * across the whole process, whatever the context.
@@ -93,8 +107,39 @@ void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
   *cols_per_item = bucket <= SOFTMAX_MAX_COLS ? bucket : 0;
 }
 
+fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc) {
+  return desc->dtype == FCL_DTYPE_F16 ? FCL_DTYPE_F16 : FCL_DTYPE_F32;
+}
+
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
-  return desc->dtype == FCL_DTYPE_F32 ? sizeof(float) : fcl_dtype_size(desc->dtype);
+  return fcl_dtype_size(fcl__naive_compute_dtype(desc));
+}
+
+cl_half fcl__half_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
+  if (mag >= 0x477ff000u) return (cl_half)(sign | 0x7c00u);  /* >= 65520: inf */
+  if (mag < 0x38800000u) return (cl_half)sign;  /* below the normal range: 0 */
+  uint32_t r = mag - 0x38000000u, q = r >> 13, rem = r & 0x1fffu;
+  q += rem > 0x1000u || (rem == 0x1000u && (q & 1u));
+  return (cl_half)(sign | q);
+}
+
+fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *limits,
+                                  const fcl_attention_desc *desc) {
+  if (desc->dtype != FCL_DTYPE_F16) return FCL_SUCCESS;
+  FCL_RETURN_IF(ctx, !limits->has_fp16, FCL_ERROR_UNSUPPORTED,
+                "the naive algorithm runs f16 through CLBlast's half-precision GEMMs, "
+                "which need cl_khr_fp16, and this device does not have it (the flash "
+                "algorithm runs f16 without it)");
+  const cl_half alpha = fcl__half_bits(desc->scale);
+  FCL_RETURN_IF(ctx, (alpha & 0x7fffu) == 0 || (alpha & 0x7fffu) == 0x7c00u,
+                FCL_ERROR_UNSUPPORTED,
+                "scale = %g is outside the normal range of f16, in which the naive "
+                "algorithm's f16 GEMM takes it",
+                (double)desc->scale);
+  return FCL_SUCCESS;
 }
 
 fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
@@ -143,32 +188,68 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
 }
 
 fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what) {
+  const int half = g->type == FCL_DTYPE_F16;
   if (fcl__injected(ctx, FCL_INJECT_ENQUEUE))
-    return fcl__fail(ctx, FCL_ERROR_CLBLAST, "CLBlast SGEMM %s (injected failure)", what);
+    return fcl__fail(ctx, FCL_ERROR_CLBLAST, "CLBlast %s %s (injected failure)",
+                     half ? "HGEMM" : "SGEMM", what);
+  const CLBlastTranspose ta = g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+  const CLBlastTranspose tb = g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastStatusCode code;
   pthread_mutex_lock(&clblast_lock);
   clblast_register(ctx);
-  CLBlastStatusCode code = CLBlastSgemmStridedBatched(
-      CLBlastLayoutRowMajor, g->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-      g->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, g->m, g->n, g->k, g->alpha,
-      g->a, g->a_off, g->a_ld, g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride,
-      g->beta, g->c, g->c_off, g->c_ld, g->c_stride, g->batch, &ctx->queue, NULL);
+  if (half)
+    code = CLBlastHgemmStridedBatched(
+        CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, fcl__half_bits(g->alpha), g->a,
+        g->a_off, g->a_ld, g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride,
+        fcl__half_bits(g->beta), g->c, g->c_off, g->c_ld, g->c_stride, g->batch, &ctx->queue,
+        NULL);
+  else
+    code = CLBlastSgemmStridedBatched(
+        CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->a_ld,
+        g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride, g->beta, g->c, g->c_off, g->c_ld,
+        g->c_stride, g->batch, &ctx->queue, NULL);
   pthread_mutex_unlock(&clblast_lock);
+  if (code == CLBlastNoHalfPrecision)
+    return fcl__fail(ctx, FCL_ERROR_UNSUPPORTED,
+                     "CLBlast HGEMM %s: the device has no half precision", what);
   if (code != CLBlastSuccess) {
     char name[96];
-    snprintf(name, sizeof name, "SGEMM %s", what);
+    snprintf(name, sizeof name, "%s %s", half ? "HGEMM" : "SGEMM", what);
     return clblast_fail(ctx, code, name);
   }
   return FCL_SUCCESS;
 }
 
+fcl_status fcl__naive_widen(fcl_context *ctx, const fcl_attention_desc *desc,
+                            cl_mem io_counter, const cl_mem *from, const cl_mem *to,
+                            const size_t *elems, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    FCL_FORWARD_IF(fcl__convert(ctx, desc->dtype, 1, from[i], to[i], elems[i], 4, io_counter));
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__f32_copies(fcl_context *ctx, const size_t *elems, cl_mem *out, size_t n,
+                           const char *what) {
+  fcl_status status = FCL_SUCCESS;
+  for (size_t i = 0; i < n && status == FCL_SUCCESS; ++i)
+    out[i] = fcl__buffer(ctx, CL_MEM_READ_WRITE, elems[i] * sizeof(float), what, &status);
+  return status;
+}
+
 /* Everything one run allocates, released in one place. */
 typedef struct naive_run {
-  cl_mem s;        /* [per_chunk][seqlen_q][seqlen_k] */
-  cl_mem o, lse;   /* where O and LSE are produced: the caller's or scratch */
+  fcl_dtype type;      /* of the GEMMs, S and P: f32, or f16 for f16 storage */
+  int widened;         /* bf16: q, k, v, o are float copies */
+  cl_mem q, k, v;      /* the inputs in `type`: the caller's, or float copies */
+  cl_mem s;            /* [per_chunk][seqlen_q][seqlen_k] */
+  cl_mem o, lse;       /* where O and LSE are produced: the caller's or scratch */
   cl_kernel softmax;
 } naive_run;
 
 static void naive_release(fcl__forward_call *call, naive_run *run) {
+  if (run->q != call->q) fcl__release_mem(&run->q);
+  if (run->k != call->k) fcl__release_mem(&run->k);
+  if (run->v != call->v) fcl__release_mem(&run->v);
   fcl__release_mem(&run->s);
   if (run->o != call->o) fcl__release_mem(&run->o);
   if (run->lse != call->lse) fcl__release_mem(&run->lse);
@@ -180,15 +261,34 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   fcl_status status;
+  run->type = fcl__naive_compute_dtype(desc);
+  run->widened = desc->dtype != run->type;
+  run->q = call->q;
+  run->k = call->k;
+  run->v = call->v;
+  run->o = call->o;
+  run->lse = call->lse;
+  if (run->widened) {  /* bf16: float copies of the inputs and of O */
+    const size_t elems[4] = {call->shape.q_elems, call->shape.kv_elems,
+                             call->shape.kv_elems, call->shape.q_elems};
+    cl_mem copies[4] = {NULL, NULL, NULL, NULL};
+    status = fcl__f32_copies(ctx, elems, copies, 4, "the naive algorithm's float copies");
+    run->q = copies[0] ? copies[0] : call->q;
+    run->k = copies[1] ? copies[1] : call->k;
+    run->v = copies[2] ? copies[2] : call->v;
+    run->o = copies[3] ? copies[3] : call->o;
+    FCL_FORWARD_IF(status);
+  }
   run->s = fcl__buffer(ctx, CL_MEM_READ_WRITE, ch->slice_bytes * ch->per_chunk,
                        "the naive algorithm's S/P", &status);
   FCL_FORWARD_IF(status);
-  run->o = call->o;
-  run->lse = call->lse;
   if (ch->chunks > 1) {
-    run->o = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.q_elems * call->shape.elem_size,
-                         "the naive algorithm's staged O", &status);
-    FCL_FORWARD_IF(status);
+    if (!run->widened) {  /* a widened O is scratch already */
+      run->o = fcl__buffer(ctx, CL_MEM_READ_WRITE,
+                           call->shape.q_elems * call->shape.elem_size,
+                           "the naive algorithm's staged O", &status);
+      FCL_FORWARD_IF(status);
+    }
     if (call->lse) {
       run->lse = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.lse_elems * sizeof(float),
                              "the naive algorithm's staged LSE", &status);
@@ -199,7 +299,7 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
   fcl__options opts;
   fcl__options_init(&opts);
-  fcl__options_define(&opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(&opts, "FCL_DTYPE", (long)run->type);
   fcl__options_define(&opts, "WG_SIZE", (long)wg);
   fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
   fcl__options_define(&opts, "CAUSAL", desc->causal);
@@ -220,9 +320,10 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
   const size_t s_stride = nq * nk;
 
-  const fcl__gemm qk = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = desc->scale,
-                        .a = call->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                        .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+  const fcl__gemm qk = {.type = run->type, .trans_b = 1, .m = nq, .n = nk, .k = d,
+                        .alpha = desc->scale,
+                        .a = run->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                        .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
                         .c = run->s, .c_ld = nk, .c_stride = s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
@@ -240,19 +341,23 @@ static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
   size_t global[2] = {nq * wg, n}, local[2] = {wg, 1};
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax, "softmax_rows", 2, global, local));
 
-  const fcl__gemm pv = {.m = nq, .n = d, .k = nk, .alpha = 1.0f,
+  const fcl__gemm pv = {.type = run->type, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
                         .a = run->s, .a_ld = nk, .a_stride = s_stride,
-                        .b = call->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                        .b = run->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
                         .c = run->o, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
                         .batch = n};
   return fcl__gemm_run(ctx, &pv, "O = P V");
 }
 
-/* Copies staged outputs to the caller's buffers: each copy writes one
- * output completely or, failing to enqueue, not at all. */
+/* Copies staged outputs to the caller's buffers (a widened O is rounded
+ * to bf16 on the way): each copy writes one output completely or, failing
+ * to enqueue, not at all. */
 static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
   fcl_context *ctx = call->ctx;
-  if (run->o != call->o)
+  if (run->widened)
+    FCL_FORWARD_IF(fcl__convert(ctx, call->desc->dtype, 0, run->o, call->o,
+                                call->shape.q_elems, 4, call->io_counter));
+  else if (run->o != call->o)
     FCL_FORWARD_IF(fcl__copy(ctx, run->o, call->o,
                              call->shape.q_elems * call->shape.elem_size,
                              "copying the staged O"));
@@ -266,9 +371,7 @@ static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
 fcl_status fcl__naive_forward(fcl__forward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
-  FCL_RETURN_IF(ctx, desc->dtype != FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
-                "the naive algorithm runs f32 storage only so far (asked for %s)",
-                fcl_dtype_name(desc->dtype));
+  FCL_FORWARD_IF(fcl__naive_check_dtype(ctx, &ctx->info.limits, desc));
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
                                      FCL_PASS_FORWARD, &ch));
@@ -277,6 +380,11 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
   naive_run run = {0};
   fcl_status status = naive_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+  if (status == FCL_SUCCESS && run.widened) {
+    const cl_mem from[3] = {call->q, call->k, call->v}, to[3] = {run.q, run.k, run.v};
+    const size_t elems[3] = {call->shape.q_elems, call->shape.kv_elems, call->shape.kv_elems};
+    status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 3);
+  }
   const size_t group = call->shape.group;
   for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
     for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)

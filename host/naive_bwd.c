@@ -19,6 +19,11 @@
  * When a run takes several chunks, dQ, dK and dV are produced in scratch
  * and copied at the end, so that a failure half-way leaves the caller's
  * outputs untouched. With one chunk, one GEMM writes each output.
+ *
+ * Storage types as in the forward (naive.c): f16 in HGEMMs with P, dP and
+ * dS in half where the device has cl_khr_fp16; bf16 through the f32 path on
+ * float copies of Q, K, V and dO, with dQ, dK and dV produced in float and
+ * rounded to bf16 as they are published.
  */
 #include "internal.h"
 
@@ -26,12 +31,19 @@
 
 /* Everything one run allocates, released in one place. */
 typedef struct bwd_run {
-  cl_mem p, dp;        /* [per_chunk][seqlen_q][seqlen_k] each */
-  cl_mem dq, dk, dv;   /* where the gradients are produced: the caller's or scratch */
+  fcl_dtype type;          /* of the GEMMs, P and dP: f32, or f16 for f16 storage */
+  int widened;             /* bf16: inputs and gradients are float copies */
+  cl_mem q, k, v, dout;    /* the inputs in `type`: the caller's, or float copies */
+  cl_mem p, dp;            /* [per_chunk][seqlen_q][seqlen_k] each */
+  cl_mem dq, dk, dv;       /* where the gradients are produced: the caller's or scratch */
   cl_kernel recompute, softmax_bwd;
 } bwd_run;
 
 static void bwd_release(fcl__backward_call *call, bwd_run *run) {
+  if (run->q != call->q) fcl__release_mem(&run->q);
+  if (run->k != call->k) fcl__release_mem(&run->k);
+  if (run->v != call->v) fcl__release_mem(&run->v);
+  if (run->dout != call->dout) fcl__release_mem(&run->dout);
   fcl__release_mem(&run->p);
   fcl__release_mem(&run->dp);
   if (run->dq != call->dq) fcl__release_mem(&run->dq);
@@ -49,14 +61,30 @@ static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
   const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
   const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
   fcl_status status;
+  run->type = fcl__naive_compute_dtype(desc);
+  run->widened = desc->dtype != run->type;
+  run->q = call->q;
+  run->k = call->k;
+  run->v = call->v;
+  run->dout = call->dout;
+  run->dq = call->dq;
+  run->dk = call->dk;
+  run->dv = call->dv;
+  if (run->widened) {  /* bf16: float copies of the inputs and the gradients */
+    const size_t q = call->shape.q_elems, kv = call->shape.kv_elems;
+    const size_t elems[7] = {q, kv, kv, q, q, kv, kv};
+    cl_mem copies[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    status = fcl__f32_copies(ctx, elems, copies, 7, "the naive backward's float copies");
+    cl_mem *slots[7] = {&run->q, &run->k, &run->v, &run->dout, &run->dq, &run->dk, &run->dv};
+    for (int i = 0; i < 7; ++i)
+      if (copies[i]) *slots[i] = copies[i];
+    FCL_FORWARD_IF(status);
+  }
   run->p = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's P", &status);
   FCL_FORWARD_IF(status);
   run->dp = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's dP", &status);
   FCL_FORWARD_IF(status);
-  run->dq = call->dq;
-  run->dk = call->dk;
-  run->dv = call->dv;
-  if (ch->chunks > 1) {
+  if (ch->chunks > 1 && !run->widened) {  /* widened gradients are scratch already */
     run->dq = fcl__buffer(ctx, CL_MEM_READ_WRITE, q_bytes, "the naive backward's staged dQ",
                           &status);
     FCL_FORWARD_IF(status);
@@ -71,7 +99,7 @@ static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
   fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
   fcl__options opts;
   fcl__options_init(&opts);
-  fcl__options_define(&opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(&opts, "FCL_DTYPE", (long)run->type);
   fcl__options_define(&opts, "WG_SIZE", (long)wg);
   fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
   fcl__options_define(&opts, "CAUSAL", desc->causal);
@@ -95,9 +123,11 @@ static fcl_status bwd_chunk(fcl__backward_call *call, bwd_run *run, size_t b,
   /* dK and dV: the group's first member writes, the others add. */
   const float beta = member > 0 ? 1.0f : 0.0f;
 
-  const fcl__gemm qk = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = desc->scale,
-                        .a = call->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                        .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+  const fcl_dtype t = run->type;
+  const fcl__gemm qk = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d,
+                        .alpha = desc->scale,
+                        .a = run->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                        .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
                         .c = run->p, .c_ld = nk, .c_stride = s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
@@ -116,16 +146,16 @@ static fcl_status bwd_chunk(fcl__backward_call *call, bwd_run *run, size_t b,
                                sizeof rec_args / sizeof rec_args[0] - counting));
   FCL_FORWARD_IF(fcl__launch(ctx, run->recompute, "softmax_recompute", 2, global, local));
 
-  const fcl__gemm pdo = {.trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
+  const fcl__gemm pdo = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
                          .a = run->p, .a_ld = nk, .a_stride = s_stride,
-                         .b = call->dout, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .b = run->dout, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
                          .beta = beta,
                          .c = run->dv, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
                          .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &pdo, "dV = P^T dO"));
-  const fcl__gemm dov = {.trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
-                         .a = call->dout, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                         .b = call->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+  const fcl__gemm dov = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
+                         .a = run->dout, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
+                         .b = run->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
                          .c = run->dp, .c_ld = nk, .c_stride = s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dov, "dP = dO V^T"));
 
@@ -136,27 +166,37 @@ static fcl_status bwd_chunk(fcl__backward_call *call, bwd_run *run, size_t b,
                                sizeof bwd_args / sizeof bwd_args[0] - counting));
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax_bwd, "softmax_bwd", 2, global, local));
 
-  const fcl__gemm dsk = {.m = nq, .n = d, .k = nk, .alpha = 1.0f,
+  const fcl__gemm dsk = {.type = t, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
                          .a = run->dp, .a_ld = nk, .a_stride = s_stride,
-                         .b = call->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
+                         .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
                          .c = run->dq, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
                          .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dsk, "dQ = dS K"));
-  const fcl__gemm dsq = {.trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
+  const fcl__gemm dsq = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
                          .a = run->dp, .a_ld = nk, .a_stride = s_stride,
-                         .b = call->q, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .b = run->q, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
                          .beta = beta,
                          .c = run->dk, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
                          .batch = n};
   return fcl__gemm_run(ctx, &dsq, "dK = dS^T Q");
 }
 
-/* Copies staged gradients to the caller's buffers: each copy writes one
- * output completely or, failing to enqueue, not at all. */
+/* Copies staged gradients to the caller's buffers (widened ones rounded to
+ * bf16 on the way): each copy writes one output completely or, failing to
+ * enqueue, not at all. */
 static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
   fcl_context *ctx = call->ctx;
   const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
   const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
+  if (run->widened) {
+    const fcl_dtype t = call->desc->dtype;
+    FCL_FORWARD_IF(fcl__convert(ctx, t, 0, run->dq, call->dq, call->shape.q_elems, 4,
+                                call->io_counter));
+    FCL_FORWARD_IF(fcl__convert(ctx, t, 0, run->dk, call->dk, call->shape.kv_elems, 4,
+                                call->io_counter));
+    return fcl__convert(ctx, t, 0, run->dv, call->dv, call->shape.kv_elems, 4,
+                        call->io_counter);
+  }
   if (run->dq != call->dq)
     FCL_FORWARD_IF(fcl__copy(ctx, run->dq, call->dq, q_bytes, "copying the staged dQ"));
   if (run->dk != call->dk)
@@ -169,9 +209,7 @@ static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
 fcl_status fcl__naive_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
-  FCL_RETURN_IF(ctx, desc->dtype != FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
-                "the naive algorithm runs f32 storage only so far (asked for %s)",
-                fcl_dtype_name(desc->dtype));
+  FCL_FORWARD_IF(fcl__naive_check_dtype(ctx, &ctx->info.limits, desc));
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
                                      FCL_PASS_BACKWARD, &ch));
@@ -180,6 +218,13 @@ fcl_status fcl__naive_backward(fcl__backward_call *call) {
   bwd_run run = {0};
   fcl_status status = bwd_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+  if (status == FCL_SUCCESS && run.widened) {
+    const cl_mem from[4] = {call->q, call->k, call->v, call->dout};
+    const cl_mem to[4] = {run.q, run.k, run.v, run.dout};
+    const size_t q = call->shape.q_elems, kv = call->shape.kv_elems;
+    const size_t elems[4] = {q, kv, kv, q};
+    status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 4);
+  }
   const size_t group = call->shape.group;
   /* Members in order within each (batch, kv heads): beta = 1 adds to what
    * the previous member wrote. */

@@ -30,6 +30,18 @@
  * M excludes 1 KiB that NVIDIA reserves per work-group (DEVICE.md: 48 KiB
  * reported, 47 KiB usable); elsewhere the margin costs nothing.
  *
+ * Tile elements (both passes). The local tiles hold floats, converted once
+ * as they arrive from global memory, or, for f16 and bf16 storage, the
+ * storage type itself (TILE_STORAGE in common.cl), converted at every read
+ * from the tile: twice the rows in the same local memory, for a conversion
+ * per local read that a GPU pays in ALU instructions on every row that
+ * shares the read. So floats stay the rule, and 2-byte tiles are used only
+ * where they let a larger tile fit than floats do: where local memory, not
+ * registers, caps Bc (forward) or the work-group (backward). On the H200
+ * the forward's Bc is capped by registers and the backward's 128-work-item
+ * tiles fit 47 KiB as floats, so its plans do not change with the dtype;
+ * devices with 16-32 KiB of local memory get the larger tiles.
+ *
  * The backward (flash_bwd.cl) has two kernels that mirror each other: the
  * dK/dV kernel keeps keys in registers and streams query tiles, the dQ
  * kernel keeps queries and streams key tiles. They share one tiling:
@@ -85,12 +97,17 @@ static unsigned floor_pow2(size_t x) {
   return p;
 }
 
+/* Bytes of one tile element: the plan's, floats when unset. */
+static size_t tile_elem(const fcl_plan *plan) {
+  return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
+}
+
 /* Local bytes of flash_fwd.cl for a tiling; mirrors its __local arrays. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   unsigned g = plan->threads_per_row;
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
-  size_t bytes = 2 * (size_t)plan->block_k * tile_ld * sizeof(float);
+  size_t bytes = 2 * (size_t)plan->block_k * tile_ld * tile_elem(plan);
   if (g > 1 && row_sum_in_local)
     bytes += (size_t)plan->block_k * plan->wg_size * sizeof(float);
   return bytes;
@@ -119,10 +136,32 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t rows = plan->block_k;
-  size_t bytes = 2 * rows * tile_ld * sizeof(float) + 2 * rows * sizeof(float);
+  size_t bytes = 2 * rows * tile_ld * tile_elem(plan) + 2 * rows * sizeof(float);
   if (g > 1 && row_sum_in_local)
     bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan) * plan->wg_size * sizeof(float);
   return bytes;
+}
+
+/* The tile element sizes to try, floats first (see the top of the file):
+ * also the storage type's 2 bytes for f16 and bf16; only the hint's size
+ * when it names one. @return how many, or 0 (and why) for a hint of 2-byte
+ * tiles with f32 storage. */
+static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hint,
+                             unsigned out[2], char *why, size_t why_len) {
+  const unsigned store = (unsigned)fcl_dtype_size(desc->dtype);
+  const unsigned want = hint ? hint->tile_elem_size : 0;
+  if (want == 2 && store != 2) {
+    fcl__say(why, why_len, "tiles of 2-byte elements need f16 or bf16 storage, not %s",
+        fcl_dtype_name(desc->dtype));
+    return 0;
+  }
+  if (want) {
+    out[0] = want;
+    return 1;
+  }
+  out[0] = sizeof(float);
+  out[1] = 2;
+  return store == 2 ? 2 : 1;
 }
 
 /* The backward's rule (see the top of the file). Arguments are checked. */
@@ -160,13 +199,31 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
                         ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
                         : 0;
-  for (;;) {
-    plan.wg_size = wg;
-    plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
-    plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local);
-    if (plan.local_bytes <= budget || fixed_wg || wg / 2 < g) break;
-    wg /= 2;
+  unsigned elems[2];
+  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  if (!n_elems) return FCL_ERROR_UNSUPPORTED;
+  /* The largest work-group from wg down whose tiles fit, for each element
+   * size; 2-byte tiles only where they fit a larger one. */
+  unsigned best_wg = 0, best_elem = elems[0], smallest_wg = wg;
+  for (int e = 0; e < n_elems; ++e) {
+    plan.tile_elem_size = elems[e];
+    for (unsigned w = wg;; w /= 2) {
+      plan.wg_size = w;
+      plan.block_q = plan.block_k = w / g * plan.rows_per_thread;
+      smallest_wg = w;
+      if (fcl__flash_bwd_local_bytes(&plan, row_sum_in_local) <= budget) {
+        if (w > best_wg) best_wg = w, best_elem = elems[e];
+        break;
+      }
+      if (fixed_wg || w / 2 < g) break;
+    }
   }
+  /* Without a fit, the smallest tiles tried, for the message. */
+  wg = best_wg ? best_wg : smallest_wg;
+  plan.tile_elem_size = best_wg ? best_elem : elems[n_elems - 1];
+  plan.wg_size = wg;
+  plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
+  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local);
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",
@@ -207,6 +264,10 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
   }
   if (hint->block_k > 128) {
     fcl__say(why, why_len, "block_k = %u; at most 128", hint->block_k);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->tile_elem_size != 0 && hint->tile_elem_size != 2 && hint->tile_elem_size != 4) {
+    fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   return FCL_SUCCESS;
@@ -294,18 +355,36 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
                         ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
                         : 0;
+  unsigned elems[2];
+  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  if (!n_elems) return FCL_ERROR_UNSUPPORTED;
   /* Registers first: 2 * slice + rows * Bc private floats. */
-  unsigned bk = MAX_BLOCK_K;
+  unsigned bk_cap = MAX_BLOCK_K;
   const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
-  while (bk > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk > PRIVATE_FLOATS) bk /= 2;
-  if (hint && hint->block_k) bk = hint->block_k;
-  for (; bk >= MIN_BLOCK_K; bk /= 2) {
-    plan.block_k = bk;
-    if (fcl__flash_local_bytes(&plan, row_sum_in_local) <= budget) break;
-    if (hint && hint->block_k) bk = 0;  /* a requested size either fits or not */
+  while (bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > PRIVATE_FLOATS)
+    bk_cap /= 2;
+  const int fixed_bk = hint && hint->block_k;
+  if (fixed_bk) bk_cap = hint->block_k;
+  /* Then local memory: the largest power-of-two tile up to the cap that
+   * fits, for each element size; 2-byte tiles only where they fit a larger
+   * one. A requested size either fits or not. */
+  unsigned bk = 0, best_elem = elems[0];
+  for (int e = 0; e < n_elems; ++e) {
+    plan.tile_elem_size = elems[e];
+    for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
+      plan.block_k = b;
+      if (fcl__flash_local_bytes(&plan, row_sum_in_local) <= budget) {
+        if (b > bk) bk = b, best_elem = elems[e];
+        break;
+      }
+      if (fixed_bk) break;
+    }
   }
+  plan.tile_elem_size = best_elem;
+  plan.block_k = bk;
   if (bk < MIN_BLOCK_K) {
-    plan.block_k = hint && hint->block_k ? hint->block_k : MIN_BLOCK_K;
+    plan.block_k = fixed_bk ? hint->block_k : MIN_BLOCK_K;
+    plan.tile_elem_size = elems[n_elems - 1];
     fcl__say(why, why_len,
         "head_dim %zu needs %zu bytes of local memory per work-group; the "
         "device allows %zu",

@@ -20,6 +20,7 @@ extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
 extern const char fcl__cl_flash_bwd[];
+extern const char fcl__cl_convert[];
 
 static const struct {
   const char *text;
@@ -29,6 +30,7 @@ static const struct {
     [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl"},
+    [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl"},
 };
 
 struct fcl__program_entry {

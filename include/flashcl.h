@@ -20,7 +20,8 @@
  *     and LSE = -INFINITY.
  *   - Grouped-query attention: heads_q % heads_kv == 0 and query head h reads
  *     key/value head h / (heads_q / heads_kv).
- *   - Storage may be f32, f16 or bf16; arithmetic is always f32.
+ *   - Storage may be f32, f16 or bf16; the flash algorithm's arithmetic is
+ *     always f32 (see fcl_dtype for the naive algorithm's).
  */
 #ifndef FLASHCL_H
 #define FLASHCL_H
@@ -214,8 +215,9 @@ FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
 /** Caps the scratch memory one call may allocate (the naive algorithm's S/P
  *  buffers; P and dP in its backward). 0 restores the default, 40% of the
  *  device's global memory. The naive algorithm processes (batch, head)
- *  slices in chunks that fit. Applies to calls that start after it
- *  returns.
+ *  slices in chunks that fit. The float copies a naive bf16 call makes of
+ *  its tensors are allocated besides, as large as the tensors in float.
+ *  Applies to calls that start after it returns.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed). */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
@@ -232,6 +234,18 @@ FCL_API fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable);
 /* Attention                                                                */
 /* ------------------------------------------------------------------------ */
 
+/** Storage type of Q, K, V, O and the gradients (LSE is always float).
+ *  Loads widen to float exactly; stores round to nearest even. Neither
+ *  16-bit type needs cl_khr_fp16 for the flash algorithm (f16 goes through
+ *  vload_half/vstore_half, bf16 through bit operations).
+ *  The naive algorithm runs f16 with CLBlast's half-precision GEMMs (S and
+ *  P stored in half, products accumulated in half, alpha = scale rounded to
+ *  half), which exist only on devices with cl_khr_fp16: elsewhere a naive
+ *  f16 call returns FCL_ERROR_UNSUPPORTED. It runs bf16, for which no
+ *  OpenCL BLAS has a GEMM, by widening Q, K, V (and dO) to float copies,
+ *  running its f32 path on them (S and P in float) and rounding the outputs
+ *  to bf16: the same inputs exactly, a baseline on every device, and the
+ *  conversions counted in its bytes. */
 typedef enum fcl_dtype {
   FCL_DTYPE_F32 = 0,
   FCL_DTYPE_F16 = 1,  /**< IEEE binary16, loaded with vload_half */
@@ -297,6 +311,12 @@ typedef struct fcl_plan {
   unsigned rows_per_thread;  /**< query rows each work-item owns */
   unsigned head_dim_padded;  /**< head_dim rounded up to the slices' width */
   size_t local_bytes;        /**< local memory per work-group */
+  /** Bytes of one element of the local-memory tiles: 4 (floats, converted
+   *  once as they are loaded) or, for f16 and bf16 storage, 2 (the storage
+   *  type, converted at every read from the tile; twice the rows fit). The
+   *  planner uses 2 only where local memory, not registers, limits the
+   *  tile and 2-byte elements let a larger one fit. */
+  unsigned tile_elem_size;
 } fcl_plan;
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
@@ -315,10 +335,11 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           fcl_plan *plan, char *why, size_t why_len);
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
- *  nonzero fields among block_k, wg_size, threads_per_row and
- *  rows_per_thread of `hint` replace the planner's choices; the others stay
- *  the planner's. NULL restores the planner. A combination that does not
- *  fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED.
+ *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread
+ *  and tile_elem_size of `hint` replace the planner's choices; the others
+ *  stay the planner's. NULL restores the planner. A combination that does
+ *  not fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED, as
+ *  does tile_elem_size = 2 with f32 storage.
  *  The hint applies to both passes, except that the backward derives its
  *  block sizes from the others (see fcl_plan) and so ignores block_k, and
  *  that threads_per_row = 8 exists for the backward only (a forward with
@@ -327,7 +348,7 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
- *          threads_per_row; block_k over 128). */
+ *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until
@@ -420,7 +441,7 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
  *  recomputes P block by block from Q, K and LSE, with D = rowsum(dO * O).
  *  It uses no floating-point atomics: the same inputs give bit-identical
  *  gradients run after run. The naive algorithm materialises P and dP
- *  (f32 storage only).
+ *  (in the storage types fcl_dtype describes).
  *  On failure, each of dq, dk and dv is either untouched or completely
  *  written: never half.
  *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,

@@ -22,23 +22,36 @@ check() {  # file, options...
   fi
 }
 for dtype in 0 1 2; do
+  # local tiles in floats; for the 16-bit types also in the storage type
+  tiles=(0)
+  [ "$dtype" -ne 0 ] && tiles=(0 1)
   for causal in 0 1; do
     for io in "" -DFCL_COUNT_IO=1; do
       for unroll in 0 1; do
         common=(-DFCL_DTYPE=$dtype -DCAUSAL=$causal -DFCL_UNROLL=$unroll $io)
-        for layout in "1 1" "2 1" "2 2" "4 2"; do
-          set -- $layout
-          check flash_fwd.cl "${common[@]}" -DTHREADS_PER_ROW=$1 -DROWS_PER_THREAD=$2 \
-            -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128
-        done
-        for layout in "1 1" "2 2" "4 1" "8 1"; do
-          set -- $layout
-          check flash_bwd.cl "${common[@]}" -DTHREADS_PER_ROW=$1 -DROWS_PER_THREAD=$2
+        for tile in "${tiles[@]}"; do
+          for layout in "1 1" "2 1" "2 2" "4 2"; do
+            set -- $layout
+            check flash_fwd.cl "${common[@]}" -DTILE_STORAGE=$tile -DTHREADS_PER_ROW=$1 \
+              -DROWS_PER_THREAD=$2 -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128
+          done
+          for layout in "1 1" "2 2" "4 1" "8 1"; do
+            set -- $layout
+            check flash_bwd.cl "${common[@]}" -DTILE_STORAGE=$tile -DTHREADS_PER_ROW=$1 \
+              -DROWS_PER_THREAD=$2
+          done
         done
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done
       done
+    done
+  done
+done
+for dtype in 1 2; do
+  for io in "" -DFCL_COUNT_IO=1; do
+    for width in 1 4; do
+      check convert.cl -DFCL_DTYPE=$dtype -DCONVERT_WIDTH=$width $io
     done
   done
 done

@@ -1,9 +1,10 @@
 /*
  * test_plan.c — the tile planner on made-up devices: every plan, forward and
- * backward, fits the device's local memory and work-group limit, is
- * internally consistent, and uses the largest tiles that fit; a head_dim
- * that cannot fit gets FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL
- * device needed.
+ * backward, for every storage type, fits the device's local memory and
+ * work-group limit, is internally consistent, and uses the largest tiles
+ * that fit; 16-bit storage keeps its tiles in the storage type exactly
+ * where that fits a larger tile; a head_dim that cannot fit gets
+ * FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL device needed.
  */
 #include "harness.h"
 #include "internal.h"
@@ -24,20 +25,38 @@ static fcl_device_limits made_up(uint64_t local_kib, size_t max_wg, int ptx) {
   return l;
 }
 
+/* Local bytes of the same tiles with `elem`-byte elements. */
+static size_t fwd_bytes_as(const fcl_plan *plan, unsigned elem, int row_sum_in_local) {
+  fcl_plan other = *plan;
+  other.tile_elem_size = elem;
+  return fcl__flash_local_bytes(&other, row_sum_in_local);
+}
+
+static size_t bwd_bytes_as(const fcl_plan *plan, unsigned elem, int row_sum_in_local) {
+  fcl_plan other = *plan;
+  other.tile_elem_size = elem;
+  return fcl__flash_bwd_local_bytes(&other, row_sum_in_local);
+}
+
+static const fcl_dtype all_dtypes[3] = {FCL_DTYPE_F32, FCL_DTYPE_F16, FCL_DTYPE_BF16};
+
 START_TEST(plans_fit_every_made_up_device) {
   const uint64_t locals[] = {16, 32, 48, 64, 512};
   const size_t wgs[] = {256, 1024};
   const size_t seqlens[] = {1, 100, 4096};
-  size_t plans = 0;
+  size_t plans = 0, half_tiles = 0;
   for (size_t li = 0; li < 5; ++li)
     for (size_t wi = 0; wi < 2; ++wi)
       for (int ptx = 0; ptx < 2; ++ptx)
         for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
-          for (size_t si = 0; si < 3; ++si) {
+          for (size_t si = 0; si < 3; ++si)
+          for (size_t ti = 0; ti < 3; ++ti) {
             fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
             fcl_attention_desc desc;
             fcl_attention_desc_init(&desc, 1, 8, 8, seqlens[si], seqlens[si], d);
             desc.causal = (int)(d & 1);
+            desc.dtype = all_dtypes[ti];
+            const unsigned budget = (unsigned)lim.local_mem_bytes - 1024;
             fcl_plan plan;
             char why[200] = "";
             fcl_status st = fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why);
@@ -64,11 +83,24 @@ START_TEST(plans_fit_every_made_up_device) {
             if (plan.block_k < 64) {
               fcl_plan bigger = plan;
               bigger.block_k *= 2;
-              ck_assert(fcl__flash_local_bytes(&bigger, !ptx) > lim.local_mem_bytes - 1024 ||
+              ck_assert(fcl__flash_local_bytes(&bigger, !ptx) > budget ||
                         rows * (2 * slice + bigger.block_k) > 160);
+              /* nor in the storage type, for 16-bit storage */
+              if (fcl_dtype_size(desc.dtype) == 2)
+                ck_assert(fwd_bytes_as(&bigger, 2, !ptx) > budget ||
+                          rows * (2 * slice + bigger.block_k) > 160);
+            }
+            /* tiles hold floats unless the storage type fits a larger tile */
+            ck_assert(plan.tile_elem_size == 4 ||
+                      (plan.tile_elem_size == 2 && fcl_dtype_size(desc.dtype) == 2));
+            if (plan.tile_elem_size == 2) {
+              ++half_tiles;
+              ck_assert(fwd_bytes_as(&plan, 4, !ptx) >
+                        budget);
             }
           }
-  printf("plan: %zu plans checked\n", plans);
+  printf("plan: %zu plans checked, %zu with tiles in the storage type\n", plans, half_tiles);
+  ck_assert_uint_gt(half_tiles, 0);
 }
 END_TEST
 
@@ -136,17 +168,20 @@ START_TEST(backward_plans_fit_every_made_up_device) {
   const uint64_t locals[] = {16, 32, 48, 64, 512};
   const size_t wgs[] = {256, 1024};
   const size_t seqlens[] = {1, 100, 4096};
-  size_t plans = 0;
+  size_t plans = 0, half_tiles = 0;
   for (size_t li = 0; li < 5; ++li)
     for (size_t wi = 0; wi < 2; ++wi)
       for (int ptx = 0; ptx < 2; ++ptx)
         for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
-          for (size_t si = 0; si < 3; ++si) {
+          for (size_t si = 0; si < 3; ++si)
+          for (size_t ti = 0; ti < 3; ++ti) {
             fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
             fcl_attention_desc desc;
             /* GQA for some: the device is filled by the dK/dV work-groups */
             fcl_attention_desc_init(&desc, 1, 8, d & 2 ? 2 : 8, seqlens[si], seqlens[si], d);
             desc.causal = (int)(d & 1);
+            desc.dtype = all_dtypes[ti];
+            const unsigned budget = (unsigned)lim.local_mem_bytes - 1024;
             fcl_plan plan;
             char why[200] = "";
             fcl_status st = fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why);
@@ -185,10 +220,22 @@ START_TEST(backward_plans_fit_every_made_up_device) {
             size_t groups = desc.heads_kv * ((desc.seqlen_k + bigger.block_k - 1) / bigger.block_k);
             if (plan.wg_size < 128 && groups >= 2 * lim.compute_units) {
               ck_assert(bigger.wg_size > lim.max_work_group_size ||
-                        fcl__flash_bwd_local_bytes(&bigger, !ptx) > lim.local_mem_bytes - 1024);
+                        fcl__flash_bwd_local_bytes(&bigger, !ptx) > budget);
+              if (fcl_dtype_size(desc.dtype) == 2)
+                ck_assert(bigger.wg_size > lim.max_work_group_size ||
+                          bwd_bytes_as(&bigger, 2, !ptx) > budget);
+            }
+            /* tiles hold floats unless the storage type fits larger tiles */
+            ck_assert(plan.tile_elem_size == 4 ||
+                      (plan.tile_elem_size == 2 && fcl_dtype_size(desc.dtype) == 2));
+            if (plan.tile_elem_size == 2) {
+              ++half_tiles;
+              ck_assert(bwd_bytes_as(&plan, 4, !ptx) > budget);
             }
           }
-  printf("plan: %zu backward plans checked\n", plans);
+  printf("plan: %zu backward plans checked, %zu with tiles in the storage type\n", plans,
+         half_tiles);
+  ck_assert_uint_gt(half_tiles, 0);
 }
 END_TEST
 
@@ -202,21 +249,26 @@ START_TEST(forward_plan_on_the_h200) {
     size_t d;
     unsigned block_k, wg, per_row, rows;
   } best[] = {{64, 16, 128, 2, 2}, {128, 32, 256, 2, 1}};
+  /* Registers cap the key tile there, so 16-bit storage changes nothing:
+   * its tiles stay floats (converted once, not at every read). */
   for (size_t i = 0; i < 2; ++i)
-    for (int causal = 0; causal < 2; ++causal) {
-      fcl_attention_desc desc;
-      fcl_attention_desc_init(&desc, 4, 2048 / best[i].d, 2048 / best[i].d, 4096, 4096,
-                              best[i].d);
-      desc.causal = causal;
-      fcl_plan plan;
-      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
-                       FCL_SUCCESS);
-      ck_assert_uint_eq(plan.block_k, best[i].block_k);
-      ck_assert_uint_eq(plan.wg_size, best[i].wg);
-      ck_assert_uint_eq(plan.threads_per_row, best[i].per_row);
-      ck_assert_uint_eq(plan.rows_per_thread, best[i].rows);
-      ck_assert_uint_eq(plan.block_q, 128);
-    }
+    for (int causal = 0; causal < 2; ++causal)
+      for (size_t t = 0; t < 3; ++t) {
+        fcl_attention_desc desc;
+        fcl_attention_desc_init(&desc, 4, 2048 / best[i].d, 2048 / best[i].d, 4096, 4096,
+                                best[i].d);
+        desc.causal = causal;
+        desc.dtype = all_dtypes[t];
+        fcl_plan plan;
+        ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
+                         FCL_SUCCESS);
+        ck_assert_uint_eq(plan.block_k, best[i].block_k);
+        ck_assert_uint_eq(plan.wg_size, best[i].wg);
+        ck_assert_uint_eq(plan.threads_per_row, best[i].per_row);
+        ck_assert_uint_eq(plan.rows_per_thread, best[i].rows);
+        ck_assert_uint_eq(plan.block_q, 128);
+        ck_assert_uint_eq(plan.tile_elem_size, 4);
+      }
 }
 END_TEST
 
@@ -225,18 +277,22 @@ START_TEST(backward_plan_on_the_h200) {
   fcl_device_limits lim = made_up(48, 1024, 1);
   lim.compute_units = 132;
   const size_t dims[] = {64, 128, 256};
-  for (size_t i = 0; i < 3; ++i) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, 16, 16, 16, 2048, 2048, dims[i]);
-    fcl_plan plan;
-    ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
-                     FCL_SUCCESS);
-    ck_assert_uint_eq(plan.wg_size, 128);
-    /* slices of 16 floats, two rows each, up to head_dim 128; then 32 */
-    ck_assert_uint_eq(plan.rows_per_thread, dims[i] <= 128 ? 2 : 1);
-    ck_assert_uint_eq(plan.threads_per_row, dims[i] <= 128 ? dims[i] / 16 : 8);
-    ck_assert_uint_le(plan.local_bytes, 47 * 1024);
-  }
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t t = 0; t < 3; ++t) {
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, 16, 16, 16, 2048, 2048, dims[i]);
+      desc.dtype = all_dtypes[t];
+      fcl_plan plan;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
+                       FCL_SUCCESS);
+      ck_assert_uint_eq(plan.wg_size, 128);
+      /* slices of 16 floats, two rows each, up to head_dim 128; then 32 */
+      ck_assert_uint_eq(plan.rows_per_thread, dims[i] <= 128 ? 2 : 1);
+      ck_assert_uint_eq(plan.threads_per_row, dims[i] <= 128 ? dims[i] / 16 : 8);
+      ck_assert_uint_le(plan.local_bytes, 47 * 1024);
+      /* 128-work-item tiles fit as floats: no conversion at every read */
+      ck_assert_uint_eq(plan.tile_elem_size, 4);
+    }
 }
 END_TEST
 
@@ -272,6 +328,72 @@ START_TEST(backward_device_too_small_is_unsupported_with_a_reason) {
 }
 END_TEST
 
+/* 16 KiB of local memory: floats cap the forward's key tile (and the
+ * backward's work-group) below what registers allow; the storage type's
+ * 2-byte elements fit twice the rows, and the plan takes them. */
+START_TEST(half_storage_takes_larger_tiles_where_local_memory_limits_them) {
+  for (int ptx = 0; ptx < 2; ++ptx)
+    for (size_t t = 1; t < 3; ++t) {
+      fcl_device_limits lim = made_up(16, 1024, ptx);
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, 1, 8, 8, 4096, 4096, 128);
+      fcl_plan f32, half;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &f32, NULL, 0),
+                       FCL_SUCCESS);
+      desc.dtype = all_dtypes[t];
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &half, NULL, 0),
+                       FCL_SUCCESS);
+      ck_assert_uint_eq(f32.tile_elem_size, 4);
+      ck_assert_uint_eq(half.tile_elem_size, 2);
+      ck_assert_uint_eq(half.block_k, 2 * f32.block_k);
+      ck_assert_uint_eq(half.wg_size, f32.wg_size);
+      ck_assert_uint_le(half.local_bytes, lim.local_mem_bytes - 1024);
+      ck_assert_uint_eq(half.local_bytes, fcl__flash_local_bytes(&half, !ptx));
+
+      desc.dtype = FCL_DTYPE_F32;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &f32, NULL, 0),
+                       FCL_SUCCESS);
+      desc.dtype = all_dtypes[t];
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &half, NULL, 0),
+                       FCL_SUCCESS);
+      ck_assert_uint_eq(f32.tile_elem_size, 4);
+      ck_assert_uint_eq(half.tile_elem_size, 2);
+      ck_assert_uint_eq(half.wg_size, 2 * f32.wg_size);
+      ck_assert_uint_eq(half.block_k, 2 * f32.block_k);
+      ck_assert_uint_le(half.local_bytes, lim.local_mem_bytes - 1024);
+      ck_assert_uint_eq(half.local_bytes, fcl__flash_bwd_local_bytes(&half, !ptx));
+    }
+}
+END_TEST
+
+/* The tile element size as a tuning hint: forced either way for 16-bit
+ * storage, refused with a reason for f32. */
+START_TEST(tile_element_hints) {
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 8, 8, 1024, 1024, 64);
+  desc.dtype = FCL_DTYPE_BF16;
+  const fcl_pass passes[2] = {FCL_PASS_FORWARD, FCL_PASS_BACKWARD};
+  for (int p = 0; p < 2; ++p) {
+    fcl_plan plan, hint = {.tile_elem_size = 2};
+    char why[200] = "";
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, passes[p], &hint, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.tile_elem_size, 2);
+    hint.tile_elem_size = 4;
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, passes[p], &hint, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.tile_elem_size, 4);
+    desc.dtype = FCL_DTYPE_F32;
+    hint.tile_elem_size = 2;
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, passes[p], &hint, &plan, why, sizeof why),
+                     FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, "2-byte") && strstr(why, "f32"), "%s", why);
+    desc.dtype = FCL_DTYPE_BF16;
+  }
+}
+END_TEST
+
 START_TEST(backward_small_work_group_limits_are_respected) {
   const size_t limits[] = {1, 2, 16, 48, 100};
   for (size_t i = 0; i < 5; ++i) {
@@ -302,6 +424,8 @@ int main(void) {
   tcase_add_test(tc, backward_plan_on_the_h200);
   tcase_add_test(tc, backward_device_too_small_is_unsupported_with_a_reason);
   tcase_add_test(tc, backward_small_work_group_limits_are_respected);
+  tcase_add_test(tc, half_storage_takes_larger_tiles_where_local_memory_limits_them);
+  tcase_add_test(tc, tile_element_hints);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -43,9 +43,9 @@ static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
     return;
   }
   printf("      flash plan: Br %u x Bc %u, %u work-items (%u per row, %u row(s) per work-item), "
-         "%zu B local, head_dim bucket %u\n",
+         "%zu B local (%u-byte tile elements), head_dim bucket %u\n",
          plan.block_q, plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
-         plan.local_bytes, plan.head_dim_padded);
+         plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, FCL_PASS_FORWARD, 1, &flash) == FCL_SUCCESS)
     printf("      flash traffic: %.2f MB\n",
            (double)(flash.bytes_loaded + flash.bytes_stored) / 1e6);

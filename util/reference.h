@@ -21,10 +21,16 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
 void fclref_forward(const fcl_attention_desc *desc, const float *q,
                     const float *k, const float *v, double *o, double *lse);
 
-/** The naive algorithm emulated on the host for one row: float arithmetic,
- *  with S, P and O rounded to the naive algorithm's storage types as the
- *  device stores them. The yardstick for a naive run's error where the
- *  device cannot run one (flashcl-bench --check). */
+/** The type the naive algorithm stores S and P in (and dP, dS) for a
+ *  storage type, as the library runs it: half for f16 (half GEMMs), float
+ *  for f32 and for bf16 (its f32 path on widened copies). */
+fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype);
+
+/** The naive algorithm emulated on the host for one row: float arithmetic
+ *  (products accumulated in float), with S and P rounded to
+ *  fclref_naive_s_dtype() and O to the storage type, as the device stores
+ *  them. The yardstick for a naive run's error where the device cannot run
+ *  one (flashcl-bench --check) and for the tests of half storage. */
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row,
                       float *lse);
@@ -52,5 +58,20 @@ void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q,
 void fclref_backward(const fcl_attention_desc *desc, const float *q,
                      const float *k, const float *v, const float *dout,
                      double *dq, double *dk, double *dv);
+
+/** The naive backward emulated on the host, as naive_bwd.c computes it:
+ *  float arithmetic, S, P, dP and dS rounded to fclref_naive_s_dtype(), LSE
+ *  from that S, each group member's dK and dV sum rounded to the S type
+ *  (the GEMMs' output) and the gradients to the storage type. The slice
+ *  and row forms write what fclref_backward_slice and _dq_row would. */
+void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
+                                 const float *k, const float *v, const float *dout,
+                                 size_t b, size_t hkv, float *dq, float *dk, float *dv);
+void fclref_naive_backward_dq_row(const fcl_attention_desc *desc, const float *q,
+                                  const float *k, const float *v, const float *dout,
+                                  size_t b, size_t h, size_t i, float *dq_row);
+void fclref_naive_backward(const fcl_attention_desc *desc, const float *q, const float *k,
+                           const float *v, const float *dout, float *dq, float *dk,
+                           float *dv);
 
 #endif

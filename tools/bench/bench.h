@@ -18,7 +18,9 @@ typedef struct bench_options {
   const char *device;       /* selector, "all", or NULL: the library's default */
   unsigned algos;           /* ALGO_* bits */
   int pass;                 /* PASS_* */
-  fcl_dtype dtype;
+  fcl_dtype dtype;          /* the first of dtypes */
+  fcl_dtype dtypes[3];      /* --dtype LIST: each shape runs in each, in order */
+  int n_dtypes;
   size_t batch, heads, heads_kv, seqlen, seqlen_k, head_dim; /* 0: unset */
   int causal;               /* CAUSAL_* */
   int sweep;                /* the standard sweep (default without a shape) */

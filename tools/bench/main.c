@@ -9,11 +9,16 @@
 #include "bench.h"
 
 #define MAX_DEVICES 32
-#define MAX_SHAPES 64
+#define MAX_SHAPES 256
 
+/* Adds a shape once per storage type asked for. */
 static void add_shape(bench_shape *out, size_t *n, size_t capacity,
-                      const fcl_attention_desc *desc) {
-  if (*n < capacity) out[(*n)++].desc = *desc;
+                      const fcl_attention_desc *desc, const bench_options *o) {
+  for (int t = 0; t < o->n_dtypes; ++t)
+    if (*n < capacity) {
+      out[*n].desc = *desc;
+      out[(*n)++].desc.dtype = o->dtypes[t];
+    }
 }
 
 size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
@@ -27,9 +32,8 @@ size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
     for (int m = 0; m < n_masks; ++m) {
       fcl_attention_desc_init(&d, o->batch, o->heads, o->heads_kv, o->seqlen, o->seqlen_k,
                               o->head_dim);
-      d.dtype = o->dtype;
       d.causal = masks[m];
-      add_shape(out, &n, capacity, &d);
+      add_shape(out, &n, capacity, &d, o);
     }
     return n;
   }
@@ -44,9 +48,8 @@ size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
       for (size_t len = n_min; len <= tokens; len *= 2) {
         size_t heads = hidden / dims[di];
         fcl_attention_desc_init(&d, tokens / len, heads, heads, len, len, dims[di]);
-        d.dtype = o->dtype;
         d.causal = masks[m];
-        add_shape(out, &n, capacity, &d);
+        add_shape(out, &n, capacity, &d, o);
       }
   return n;
 }
@@ -114,7 +117,8 @@ int main(int argc, char **argv) {
     dev->status = fcl_context_create(selectors[dv], &ctx);
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
     if (dev->status == FCL_SUCCESS && (opts.tiling.block_k || opts.tiling.wg_size ||
-                                       opts.tiling.threads_per_row || opts.tiling.rows_per_thread))
+                                       opts.tiling.threads_per_row || opts.tiling.rows_per_thread ||
+                                       opts.tiling.tile_elem_size))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {
       snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));

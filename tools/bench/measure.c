@@ -118,6 +118,14 @@ static void results_free(results_host *h) {
 
 static double worst(double a, double b) { return !(a <= b) ? a : b; }
 
+/* Whether the reference of one (batch, kv head) slice of the backward is
+ * cheap enough for --check. */
+static int slice_affordable(const fcl_attention_desc *d) {
+  const double work = (double)(d->heads_q / d->heads_kv) * (double)d->seqlen_q *
+                      (double)d->seqlen_k * (double)d->head_dim;
+  return work <= 2147483648.0;
+}
+
 /* Max abs error of a run against the float64 reference on the sampled
  * rows: O for the forward; for the backward the worst of dQ (sampled rows)
  * and of dK and dV over the first (batch, kv head) slice when that slice's
@@ -146,9 +154,7 @@ static double check_run(const inputs *in, int pass, const results_host *got,
   }
   free(ref);
   free(row);
-  const double work = (double)(d->heads_q / d->heads_kv) * (double)d->seqlen_q *
-                      (double)d->seqlen_k * (double)hd;
-  if (pass != PASS_FWD && work <= 2147483648.0) {
+  if (pass != PASS_FWD && slice_affordable(d)) {
     double *rq = calloc(in->q_elems, sizeof *rq), *rk = calloc(in->kv_elems, sizeof *rk),
            *rv = calloc(in->kv_elems, sizeof *rv);
     if (rq && rk && rv) {
@@ -168,22 +174,41 @@ static double check_run(const inputs *in, int pass, const results_host *got,
   return err;
 }
 
-/* The naive algorithm's error emulated on the host for the sampled rows. */
-static double emulated_naive_error(const inputs *in, const size_t *rows, size_t n_rows) {
+/* The naive algorithm's error emulated on the host (reference.h), at the
+ * places check_run looks: the sampled rows of O or dQ, and for the
+ * backward dK and dV of the first (batch, kv head) slice when affordable.
+ * The yardstick where the device cannot run the naive algorithm (f16
+ * without cl_khr_fp16). */
+static double emulated_naive_error(const inputs *in, int pass, const size_t *rows,
+                                   size_t n_rows) {
   const fcl_attention_desc *d = &in->desc;
-  float *row = malloc(d->head_dim * sizeof *row), lse_f;
-  double *ref = malloc(d->head_dim * sizeof *ref), lse, worst = 0.0;
-  for (size_t r = 0; r < n_rows && row && ref; ++r) {
-    size_t i = rows[r] % d->seqlen_q, bh = rows[r] / d->seqlen_q;
-    size_t h = bh % d->heads_q, b = bh / d->heads_q;
-    fclref_forward_row(d, in->q, in->k, in->v, b, h, i, ref, &lse);
-    fclref_naive_row(d, in->q, in->k, in->v, b, h, i, row, &lse_f);
-    double e = fclu_max_abs_err(row, ref, d->head_dim);
-    if (!(e <= worst)) worst = e;
+  results_host emu = {0};
+  double err = INFINITY, ref_max;
+  float lse;
+  if (pass == PASS_FWD) {
+    emu.o = malloc(in->q_elems * sizeof(float));
+  } else {
+    emu.dq = malloc(in->q_elems * sizeof(float));
+    emu.dk = malloc(in->kv_elems * sizeof(float));
+    emu.dv = malloc(in->kv_elems * sizeof(float));
   }
-  free(row);
-  free(ref);
-  return worst;
+  if (pass == PASS_FWD ? !emu.o : !emu.dq || !emu.dk || !emu.dv) goto done;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const size_t i = rows[r] % d->seqlen_q, h = rows[r] / d->seqlen_q % d->heads_q;
+    const size_t b = rows[r] / d->seqlen_q / d->heads_q;
+    const size_t at = ((b * d->seqlen_q + i) * d->heads_q + h) * d->head_dim;
+    if (pass == PASS_FWD)
+      fclref_naive_row(d, in->q, in->k, in->v, b, h, i, emu.o + at, &lse);
+    else
+      fclref_naive_backward_dq_row(d, in->q, in->k, in->v, in->dout, b, h, i, emu.dq + at);
+  }
+  if (pass != PASS_FWD && slice_affordable(d))
+    fclref_naive_backward_slice(d, in->q, in->k, in->v, in->dout, 0, 0, emu.dq, emu.dk,
+                                emu.dv);
+  err = check_run(in, pass, &emu, rows, n_rows, &ref_max);
+done:
+  results_free(&emu);
+  return err;
 }
 
 static void set_failure(bench_result *r, fcl_status status, fcl_context *ctx) {
@@ -373,9 +398,7 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     if (r->status != FCL_SUCCESS) continue;
     if (naive_ms > 0) r->speedup = naive_ms / r->ms_median;
     if (r->have_check) {
-      /* No host emulation of the naive backward: its yardstick is the floor. */
-      if (naive_err < 0)
-        naive_err = pass == PASS_FWD ? emulated_naive_error(&in, rows, n_rows) : 0.0;
+      if (naive_err < 0) naive_err = emulated_naive_error(&in, pass, rows, n_rows);
       r->naive_max_abs_err = naive_err;
       double floor = 1e-6 * ref_max;
       r->err_ratio = r->max_abs_err / (naive_err > floor ? naive_err : floor > 0 ? floor : 1e-30);

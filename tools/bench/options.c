@@ -23,7 +23,8 @@ static const char usage[] =
     "                    first device.\n"
     "  --algo LIST       flash,naive (default: both)\n"
     "  --pass P          fwd | bwd | fwdbwd (default fwd)\n"
-    "  --dtype T         f32 | f16 | bf16 (default f32)\n"
+    "  --dtype LIST      f32, f16, bf16, or a list of them such as f32,f16,bf16:\n"
+    "                    each shape runs in each storage type (default f32)\n"
     "\n"
     "Shape (any one given selects a single shape; the rest default to\n"
     "batch 1, heads 8, heads-kv = heads, seqlen-k = seqlen, head-dim 64):\n"
@@ -47,9 +48,11 @@ static const char usage[] =
     "  --no-peaks        skip measuring each device's copy bandwidth and FMA\n"
     "                    rate (the roofline's ceilings)\n"
     "  --io-table        print, per device, naive vs flash bytes as N grows\n"
-    "  --tiling BK,WG,TPR,RPT\n"
+    "  --tiling BK,WG,TPR,RPT[,TILE]\n"
     "                    override the planner: keys per tile, work-group size,\n"
-    "                    work-items per row, rows per work-item (0 = planner's)\n"
+    "                    work-items per row, rows per work-item, bytes per\n"
+    "                    local tile element (4: floats; 2: the f16/bf16 storage\n"
+    "                    type, converted at each read) (0 = planner's)\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -98,23 +101,44 @@ static unsigned parse_algos(const char *text) {
   return algos;
 }
 
+static void parse_dtypes(const char *text, bench_options *o) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", text);
+  o->n_dtypes = 0;
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    fcl_dtype t;
+    if (!strcmp(tok, "f32")) t = FCL_DTYPE_F32;
+    else if (!strcmp(tok, "f16")) t = FCL_DTYPE_F16;
+    else if (!strcmp(tok, "bf16")) t = FCL_DTYPE_BF16;
+    else fail("unknown dtype '%s' (f32, f16, bf16)", tok);
+    for (int i = 0; i < o->n_dtypes; ++i)
+      if (o->dtypes[i] == t) fail("dtype '%s' is listed twice", tok);
+    o->dtypes[o->n_dtypes++] = t;
+  }
+  if (!o->n_dtypes) fail("--dtype needs f32, f16 or bf16%s", "");
+  o->dtype = o->dtypes[0];
+}
+
 static void parse_tiling(const char *text, fcl_plan *hint) {
-  unsigned v[4] = {0, 0, 0, 0};
+  unsigned v[5] = {0, 0, 0, 0, 0};
   char extra;
-  if (sscanf(text, "%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &extra) != 4)
-    fail("--tiling needs BK,WG,TPR,RPT, e.g. 32,128,2,1 (got '%s')", text);
+  int n = sscanf(text, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &extra);
+  if (n != 4 && n != 5)
+    fail("--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1 (got '%s')", text);
   memset(hint, 0, sizeof *hint);
   hint->block_k = v[0];
   hint->wg_size = v[1];
   hint->threads_per_row = v[2];
   hint->rows_per_thread = v[3];
+  hint->tile_elem_size = v[4];
 }
 
 void bench_parse(int argc, char **argv, bench_options *o) {
   memset(o, 0, sizeof *o);
   o->algos = ALGO_FLASH | ALGO_NAIVE;
   o->pass = PASS_FWD;
-  o->dtype = FCL_DTYPE_F32;
+  o->dtype = o->dtypes[0] = FCL_DTYPE_F32;
+  o->n_dtypes = 1;
   o->causal = CAUSAL_UNSET;
   o->warmup = -1;  /* -1: by device type */
   o->repeat = -1;
@@ -141,11 +165,7 @@ void bench_parse(int argc, char **argv, bench_options *o) {
       else if (!strcmp(p, "fwdbwd")) o->pass = PASS_FWDBWD;
       else fail("unknown pass '%s' (fwd, bwd, fwdbwd)", p);
     } else if (!strcmp(a, "--dtype")) {
-      const char *t = VALUE();
-      if (!strcmp(t, "f32")) o->dtype = FCL_DTYPE_F32;
-      else if (!strcmp(t, "f16")) o->dtype = FCL_DTYPE_F16;
-      else if (!strcmp(t, "bf16")) o->dtype = FCL_DTYPE_BF16;
-      else fail("unknown dtype '%s' (f32, f16, bf16)", t);
+      parse_dtypes(VALUE(), o);
     } else if (!strcmp(a, "--batch")) {
       o->batch = parse_size(a, VALUE()), shape_given = 1;
     } else if (!strcmp(a, "--heads")) {
@@ -192,6 +212,7 @@ void bench_parse(int argc, char **argv, bench_options *o) {
 #undef VALUE
   }
   if (o->sweep && shape_given) fail("--sweep and a shape exclude each other%s", "");
+  if (o->svg && o->n_dtypes > 1) fail("--svg plots one storage type; give --dtype one%s", "");
   if (!shape_given) o->sweep = 1;
   if (!o->sweep) {
     if (!o->batch) o->batch = 1;

@@ -126,7 +126,8 @@ void bench_print_io_table(FILE *out, const bench_device *device, fcl_dtype dtype
                 flash.bytes_asymptotic / per_head, flash.plan.block_q, flash.plan.block_k);
       } else {
         fprintf(out, "%4zu %7zu %12s %12.2f %8s   %12s %12.2f   %u x %u\n", dims[di], n,
-                "(too big)", fb, "-", "-", flash.bytes_asymptotic / per_head,
+                sn == FCL_ERROR_UNSUPPORTED ? "unsupported" : "(too big)", fb, "-", "-",
+                flash.bytes_asymptotic / per_head,
                 flash.plan.block_q, flash.plan.block_k);
       }
     }
@@ -238,9 +239,11 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
     }
     fprintf(f,
             ", \"chunks\": %u, \"plan\": {\"block_q\": %u, \"block_k\": %u, \"wg_size\": %u, "
-            "\"threads_per_row\": %u, \"rows_per_thread\": %u, \"local_bytes\": %zu}}",
+            "\"threads_per_row\": %u, \"rows_per_thread\": %u, \"local_bytes\": %zu, "
+            "\"tile_elem_size\": %u}}",
             r->chunks, r->plan.block_q, r->plan.block_k, r->plan.wg_size,
-            r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes);
+            r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes,
+            r->plan.tile_elem_size);
   }
   fprintf(f, "\n  ]\n}\n");
   return fclose(f) == 0 ? 0 : -1;
