@@ -254,6 +254,12 @@ static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
   if (clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props,
                             &props, NULL) == CL_SUCCESS)
     ctx->queue_profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  /* PoCL compiles a kernel when a launch of it is first submitted, on
+   * whichever of its worker threads takes it, and two compiles at once can
+   * crash inside clang's driver (PoCL 3.1: seen as segfaults and bad_alloc
+   * when the flash backward's three kernels were enqueued back to back with
+   * an empty kernel cache). There, each launch waits for the previous one. */
+  ctx->serial_launches = strstr(ctx->info.platform, "Portable Computing Language") != NULL;
   ctx->usable = 1;
   fcl__clear_error(ctx);
   return FCL_SUCCESS;

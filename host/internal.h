@@ -34,6 +34,7 @@ struct fcl_context {
   cl_command_queue queue;
   int usable;             /* 0 when creation failed: only last_error works */
   int queue_profiling;    /* the queue has CL_QUEUE_PROFILING_ENABLE */
+  int serial_launches;    /* wait for each kernel launch (PoCL, resources.c) */
   fcl_device_info info;
   /* The program cache, under its own lock: a compile takes seconds, and
    * other threads' calls that need no compile must not wait for it. Taken

@@ -208,6 +208,9 @@ fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what)
         CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha, g->a, g->a_off, g->a_ld,
         g->a_stride, g->b, g->b_off, g->b_ld, g->b_stride, g->beta, g->c, g->c_off, g->c_ld,
         g->c_stride, g->batch, &ctx->queue, NULL);
+  /* As for our own kernels (context.c: serial_launches on PoCL). */
+  if (code == CLBlastSuccess && ctx->serial_launches && clFinish(ctx->queue) != CL_SUCCESS)
+    code = CLBlastOpenCLOutOfResources;
   pthread_mutex_unlock(&clblast_lock);
   if (code == CLBlastNoHalfPrecision)
     return fcl__fail(ctx, FCL_ERROR_UNSUPPORTED,

@@ -112,6 +112,7 @@ fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
   if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
     err = clEnqueueNDRangeKernel(ctx->queue, kernel, dims, NULL, global, local,
                                  0, NULL, NULL);
+  if (err == CL_SUCCESS && ctx->serial_launches) err = clFinish(ctx->queue);
   if (err != CL_SUCCESS)
     return fcl__fail(ctx, enqueue_status(err),
                      "launching %s (global %zu x %zu x %zu, local %zu) failed: "
