@@ -397,6 +397,21 @@ typedef struct fcl__gemm {
  *  Counts as an enqueue for failure injection. */
 fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
 
+/** What both naive passes do first: refuse a storage type the device
+ *  cannot run, chunk the slices, and report the chunk count (saturated). */
+fcl_status fcl__naive_begin(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
+                            fcl__chunking *ch, unsigned *chunks);
+
+/** One chunk of the naive algorithm: batch b, group member `member`, kv
+ *  heads [kv0, kv0 + n). */
+typedef fcl_status (*fcl__chunk_fn)(void *state, size_t b, size_t member, size_t kv0,
+                                    size_t n);
+
+/** Calls `fn` for every chunk, members in order within each batch; stops
+ *  at the first failure. */
+fcl_status fcl__naive_each_chunk(const fcl_attention_desc *desc, const fcl__chunking *ch,
+                                 fcl__chunk_fn fn, void *state);
+
 /** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
  *  row elements per work-item (0: the streaming variant that reads twice). */
 void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,

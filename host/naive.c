@@ -371,14 +371,45 @@ static fcl_status naive_publish(fcl__forward_call *call, naive_run *run) {
   return FCL_SUCCESS;
 }
 
+fcl_status fcl__naive_begin(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
+                            fcl__chunking *ch, unsigned *chunks) {
+  FCL_FORWARD_IF(fcl__naive_check_dtype(ctx, &ctx->info.limits, desc));
+  FCL_FORWARD_IF(
+      fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc, pass, ch));
+  *chunks = ch->chunks < UINT_MAX ? (unsigned)ch->chunks : UINT_MAX;  /* saturates */
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__naive_each_chunk(const fcl_attention_desc *desc, const fcl__chunking *ch,
+                                 fcl__chunk_fn fn, void *state) {
+  const size_t group = desc->heads_q / desc->heads_kv;
+  /* Members in order within each batch: the backward's dK/dV GEMMs of a
+   * member add (beta = 1) to what the previous member wrote. */
+  for (size_t b = 0; b < desc->batch; ++b)
+    for (size_t member = 0; member < group; ++member)
+      for (size_t kv0 = 0; kv0 < desc->heads_kv; kv0 += ch->per_chunk) {
+        size_t n = desc->heads_kv - kv0 < ch->per_chunk ? desc->heads_kv - kv0 : ch->per_chunk;
+        FCL_FORWARD_IF(fn(state, b, member, kv0, n));
+      }
+  return FCL_SUCCESS;
+}
+
+/* naive_chunk as an fcl__chunk_fn. */
+typedef struct forward_chunks {
+  fcl__forward_call *call;
+  naive_run *run;
+} forward_chunks;
+
+static fcl_status forward_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
+  forward_chunks *f = state;
+  return naive_chunk(f->call, f->run, b, member, kv0, n);
+}
+
 fcl_status fcl__naive_forward(fcl__forward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
-  FCL_FORWARD_IF(fcl__naive_check_dtype(ctx, &ctx->info.limits, desc));
   fcl__chunking ch;
-  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
-                                     FCL_PASS_FORWARD, &ch));
-  call->chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;  /* saturates */
+  FCL_FORWARD_IF(fcl__naive_begin(ctx, desc, FCL_PASS_FORWARD, &ch, &call->chunks));
 
   naive_run run = {0};
   fcl_status status = naive_prepare(call, &ch, &run);
@@ -388,13 +419,8 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
     const size_t elems[3] = {call->shape.q_elems, call->shape.kv_elems, call->shape.kv_elems};
     status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 3);
   }
-  const size_t group = call->shape.group;
-  for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
-    for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)
-      for (size_t kv0 = 0; kv0 < desc->heads_kv && status == FCL_SUCCESS; kv0 += ch.per_chunk) {
-        size_t n = desc->heads_kv - kv0 < ch.per_chunk ? desc->heads_kv - kv0 : ch.per_chunk;
-        status = naive_chunk(call, &run, b, member, kv0, n);
-      }
+  forward_chunks state = {call, &run};
+  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, forward_chunk, &state);
   if (status == FCL_SUCCESS) status = naive_publish(call, &run);
   naive_release(call, &run);
   return status;

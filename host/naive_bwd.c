@@ -27,7 +27,6 @@
  */
 #include "internal.h"
 
-#include <limits.h>
 
 /* Everything one run allocates, released in one place. */
 typedef struct bwd_run {
@@ -206,14 +205,22 @@ static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
   return FCL_SUCCESS;
 }
 
+/* bwd_chunk as an fcl__chunk_fn. */
+typedef struct backward_chunks {
+  fcl__backward_call *call;
+  bwd_run *run;
+} backward_chunks;
+
+static fcl_status backward_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
+  backward_chunks *c = state;
+  return bwd_chunk(c->call, c->run, b, member, kv0, n);
+}
+
 fcl_status fcl__naive_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
-  FCL_FORWARD_IF(fcl__naive_check_dtype(ctx, &ctx->info.limits, desc));
   fcl__chunking ch;
-  FCL_FORWARD_IF(fcl__naive_chunking(ctx, &ctx->info.limits, fcl__scratch_limit(ctx), desc,
-                                     FCL_PASS_BACKWARD, &ch));
-  call->chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;  /* saturates */
+  FCL_FORWARD_IF(fcl__naive_begin(ctx, desc, FCL_PASS_BACKWARD, &ch, &call->chunks));
 
   bwd_run run = {0};
   fcl_status status = bwd_prepare(call, &ch, &run);
@@ -225,15 +232,8 @@ fcl_status fcl__naive_backward(fcl__backward_call *call) {
     const size_t elems[4] = {q, kv, kv, q};
     status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 4);
   }
-  const size_t group = call->shape.group;
-  /* Members in order within each (batch, kv heads): beta = 1 adds to what
-   * the previous member wrote. */
-  for (size_t b = 0; b < desc->batch && status == FCL_SUCCESS; ++b)
-    for (size_t member = 0; member < group && status == FCL_SUCCESS; ++member)
-      for (size_t kv0 = 0; kv0 < desc->heads_kv && status == FCL_SUCCESS; kv0 += ch.per_chunk) {
-        size_t n = desc->heads_kv - kv0 < ch.per_chunk ? desc->heads_kv - kv0 : ch.per_chunk;
-        status = bwd_chunk(call, &run, b, member, kv0, n);
-      }
+  backward_chunks state = {call, &run};
+  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, backward_chunk, &state);
   if (status == FCL_SUCCESS) status = bwd_publish(call, &run);
   bwd_release(call, &run);
   return status;
