@@ -241,6 +241,7 @@ fcl_status fcl__f32_copies(fcl_context *ctx, const size_t *elems, cl_mem *out, s
 
 /* Everything one run allocates, released in one place. */
 typedef struct naive_run {
+  fcl__forward_call *call;
   fcl_dtype type;      /* of the GEMMs, S and P: f32, or f16 for f16 storage */
   int widened;         /* bf16: q, k, v, o are float copies */
   cl_mem q, k, v;      /* the inputs in `type`: the caller's, or float copies */
@@ -311,9 +312,11 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
 }
 
-/* One chunk: batch b, group member `member`, kv heads [kv0, kv0 + n). */
-static fcl_status naive_chunk(fcl__forward_call *call, naive_run *run, size_t b,
-                              size_t member, size_t kv0, size_t n) {
+/* One chunk (an fcl__chunk_fn over a naive_run): batch b, group member
+ * `member`, kv heads [kv0, kv0 + n). */
+static fcl_status naive_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
+  naive_run *run = state;
+  fcl__forward_call *call = run->call;
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
@@ -394,24 +397,13 @@ fcl_status fcl__naive_each_chunk(const fcl_attention_desc *desc, const fcl__chun
   return FCL_SUCCESS;
 }
 
-/* naive_chunk as an fcl__chunk_fn. */
-typedef struct forward_chunks {
-  fcl__forward_call *call;
-  naive_run *run;
-} forward_chunks;
-
-static fcl_status forward_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
-  forward_chunks *f = state;
-  return naive_chunk(f->call, f->run, b, member, kv0, n);
-}
-
 fcl_status fcl__naive_forward(fcl__forward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_begin(ctx, desc, FCL_PASS_FORWARD, &ch, &call->chunks));
 
-  naive_run run = {0};
+  naive_run run = {.call = call};
   fcl_status status = naive_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
   if (status == FCL_SUCCESS && run.widened) {
@@ -419,8 +411,7 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
     const size_t elems[3] = {call->shape.q_elems, call->shape.kv_elems, call->shape.kv_elems};
     status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 3);
   }
-  forward_chunks state = {call, &run};
-  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, forward_chunk, &state);
+  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, naive_chunk, &run);
   if (status == FCL_SUCCESS) status = naive_publish(call, &run);
   naive_release(call, &run);
   return status;

@@ -30,6 +30,7 @@
 
 /* Everything one run allocates, released in one place. */
 typedef struct bwd_run {
+  fcl__backward_call *call;
   fcl_dtype type;          /* of the GEMMs, P and dP: f32, or f16 for f16 storage */
   int widened;             /* bf16: inputs and gradients are float copies */
   cl_mem q, k, v, dout;    /* the inputs in `type`: the caller's, or float copies */
@@ -108,9 +109,11 @@ static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_bwd", &run->softmax_bwd);
 }
 
-/* One chunk: batch b, group member `member`, kv heads [kv0, kv0 + n). */
-static fcl_status bwd_chunk(fcl__backward_call *call, bwd_run *run, size_t b,
-                            size_t member, size_t kv0, size_t n) {
+/* One chunk (an fcl__chunk_fn over a bwd_run): batch b, group member
+ * `member`, kv heads [kv0, kv0 + n). */
+static fcl_status bwd_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
+  bwd_run *run = state;
+  fcl__backward_call *call = run->call;
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
@@ -205,24 +208,13 @@ static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
   return FCL_SUCCESS;
 }
 
-/* bwd_chunk as an fcl__chunk_fn. */
-typedef struct backward_chunks {
-  fcl__backward_call *call;
-  bwd_run *run;
-} backward_chunks;
-
-static fcl_status backward_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
-  backward_chunks *c = state;
-  return bwd_chunk(c->call, c->run, b, member, kv0, n);
-}
-
 fcl_status fcl__naive_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   fcl__chunking ch;
   FCL_FORWARD_IF(fcl__naive_begin(ctx, desc, FCL_PASS_BACKWARD, &ch, &call->chunks));
 
-  bwd_run run = {0};
+  bwd_run run = {.call = call};
   fcl_status status = bwd_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
   if (status == FCL_SUCCESS && run.widened) {
@@ -232,8 +224,7 @@ fcl_status fcl__naive_backward(fcl__backward_call *call) {
     const size_t elems[4] = {q, kv, kv, q};
     status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 4);
   }
-  backward_chunks state = {call, &run};
-  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, backward_chunk, &state);
+  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, bwd_chunk, &run);
   if (status == FCL_SUCCESS) status = bwd_publish(call, &run);
   bwd_release(call, &run);
   return status;
