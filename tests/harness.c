@@ -3,6 +3,7 @@
  */
 #include "harness.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,25 @@ void th_grad_reference_free(th_grad_reference *r) {
   free(r->dk);
   free(r->dv);
   r->dq = r->dk = r->dv = NULL;
+}
+
+void th_assert_blind_rows(const fcl_attention_desc *d, const float *rows, const float *lse,
+                          const char *what) {
+  const size_t blind_rows = d->seqlen_q > d->seqlen_k && d->causal ? d->seqlen_q - d->seqlen_k : 0;
+  for (size_t b = 0; b < d->batch; ++b)
+    for (size_t i = 0; i < d->seqlen_q; ++i)
+      for (size_t h = 0; h < d->heads_q; ++h) {
+        const int blind = i < blind_rows;
+        if (lse) {
+          const float l = lse[(b * d->heads_q + h) * d->seqlen_q + i];
+          ck_assert_msg(blind ? (isinf(l) && l < 0) : isfinite(l), "row %zu: LSE %g", i,
+                        (double)l);
+        }
+        const float *x = rows + ((b * d->seqlen_q + i) * d->heads_q + h) * d->head_dim;
+        for (size_t c = 0; c < d->head_dim; ++c)
+          ck_assert_msg(blind ? x[c] == 0.0f : isfinite(x[c]), "%s row %zu col %zu: %g", what, i,
+                        c, (double)x[c]);
+      }
 }
 
 const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {

@@ -93,6 +93,13 @@ typedef struct th_grad_reference {
 th_grad_reference th_reference_backward(const th_problem *p, const th_grad_inputs *g);
 void th_grad_reference_free(th_grad_reference *r);
 
+/** What a causal problem with more queries than keys must give: rows that
+ *  see no key (i < seqlen_q - seqlen_k) are all zeros in `rows` (Q's
+ *  layout: O, or dQ) and -inf in `lse` (NULL: not checked); every other
+ *  row is finite. `what` names the tensor in failure messages. */
+void th_assert_blind_rows(const fcl_attention_desc *desc, const float *rows,
+                          const float *lse, const char *what);
+
 /** The suite's random seed: $FLASHCL_TEST_SEED if set, else drawn from the
  *  clock, so every run sees fresh inputs; printed once so that a failure can
  *  be reproduced. */
