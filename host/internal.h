@@ -428,6 +428,22 @@ fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
  *  and beta (the kernels convert on the device); magnitudes below the
  *  normal range (2^-14) become 0. */
 cl_half fcl__half_bits(float f);
+/** Where one chunk's slices sit in the caller's tensors and in the S
+ *  scratch, in elements, as the strided-batched GEMMs take them. */
+typedef struct fcl__chunk_view {
+  size_t q_off, q_ld, q_stride;    /* Q, O, dO, dQ: first slice, row, slice */
+  size_t kv_off, kv_ld;            /* K, V, dK, dV (slices d apart) */
+  size_t s_stride;                 /* S/P scratch: seqlen_q x seqlen_k each */
+} fcl__chunk_view;
+
+fcl__chunk_view fcl__naive_chunk_view(const fcl_attention_desc *desc, size_t b,
+                                       size_t member, size_t kv0);
+
+/** The -D options softmax.cl's kernels share (storage type, launch shape,
+ *  mask, I/O counting), into a fresh `opts`. */
+void fcl__softmax_options(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                          fcl_dtype type, cl_mem io_counter, fcl__options *opts);
+
 /** Bytes per element of the naive algorithm's S/P. */
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
 /** Whether the naive algorithm runs desc's storage type on a device with

@@ -111,6 +111,31 @@ fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc) {
   return desc->dtype == FCL_DTYPE_F16 ? FCL_DTYPE_F16 : FCL_DTYPE_F32;
 }
 
+fcl__chunk_view fcl__naive_chunk_view(const fcl_attention_desc *desc, size_t b,
+                                       size_t member, size_t kv0) {
+  const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
+  fcl__chunk_view v;
+  v.q_ld = desc->heads_q * d;
+  v.q_off = (b * desc->seqlen_q * desc->heads_q + kv0 * group + member) * d;
+  v.q_stride = group * d;
+  v.kv_ld = desc->heads_kv * d;
+  v.kv_off = (b * desc->seqlen_k * desc->heads_kv + kv0) * d;
+  v.s_stride = desc->seqlen_q * desc->seqlen_k;
+  return v;
+}
+
+void fcl__softmax_options(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                          fcl_dtype type, cl_mem io_counter, fcl__options *opts) {
+  unsigned wg, cols;
+  fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)type);
+  fcl__options_define(opts, "WG_SIZE", (long)wg);
+  fcl__options_define(opts, "COLS_PER_ITEM", (long)cols);
+  fcl__options_define(opts, "CAUSAL", desc->causal);
+  fcl__options_count_io(opts, io_counter);
+}
+
 size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc) {
   return fcl_dtype_size(fcl__naive_compute_dtype(desc));
 }
@@ -299,16 +324,9 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
       FCL_FORWARD_IF(status);
     }
   }
-  unsigned wg, cols;
-  fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
   fcl__options opts;
-  fcl__options_init(&opts);
-  fcl__options_define(&opts, "FCL_DTYPE", (long)run->type);
-  fcl__options_define(&opts, "WG_SIZE", (long)wg);
-  fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
-  fcl__options_define(&opts, "CAUSAL", desc->causal);
+  fcl__softmax_options(&ctx->info.limits, desc, run->type, call->io_counter, &opts);
   fcl__options_define(&opts, "STORE_LSE", call->lse != NULL);
-  fcl__options_count_io(&opts, call->io_counter);
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
 }
 
@@ -321,16 +339,13 @@ static fcl_status naive_chunk(void *state, size_t b, size_t member, size_t kv0, 
   const fcl_attention_desc *desc = call->desc;
   const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
   const size_t group = call->shape.group;
-  const size_t q_ld = desc->heads_q * d, kv_ld = desc->heads_kv * d;
-  const size_t q_off = (b * nq * desc->heads_q + kv0 * group + member) * d;
-  const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
-  const size_t s_stride = nq * nk;
+  const fcl__chunk_view cv = fcl__naive_chunk_view(desc, b, member, kv0);
 
   const fcl__gemm qk = {.type = run->type, .trans_b = 1, .m = nq, .n = nk, .k = d,
                         .alpha = desc->scale,
-                        .a = run->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                        .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
-                        .c = run->s, .c_ld = nk, .c_stride = s_stride, .batch = n};
+                        .a = run->q, .a_off = cv.q_off, .a_ld = cv.q_ld, .a_stride = cv.q_stride,
+                        .b = run->k, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
+                        .c = run->s, .c_ld = nk, .c_stride = cv.s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
   unsigned wg, cols;
@@ -348,9 +363,9 @@ static fcl_status naive_chunk(void *state, size_t b, size_t member, size_t kv0, 
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax, "softmax_rows", 2, global, local));
 
   const fcl__gemm pv = {.type = run->type, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
-                        .a = run->s, .a_ld = nk, .a_stride = s_stride,
-                        .b = run->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
-                        .c = run->o, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
+                        .a = run->s, .a_ld = nk, .a_stride = cv.s_stride,
+                        .b = run->v, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
+                        .c = run->o, .c_off = cv.q_off, .c_ld = cv.q_ld, .c_stride = cv.q_stride,
                         .batch = n};
   return fcl__gemm_run(ctx, &pv, "O = P V");
 }

@@ -95,15 +95,8 @@ static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
                           &status);
     FCL_FORWARD_IF(status);
   }
-  unsigned wg, cols;
-  fcl__softmax_config(&ctx->info.limits, desc->seqlen_k, &wg, &cols);
   fcl__options opts;
-  fcl__options_init(&opts);
-  fcl__options_define(&opts, "FCL_DTYPE", (long)run->type);
-  fcl__options_define(&opts, "WG_SIZE", (long)wg);
-  fcl__options_define(&opts, "COLS_PER_ITEM", (long)cols);
-  fcl__options_define(&opts, "CAUSAL", desc->causal);
-  fcl__options_count_io(&opts, call->io_counter);
+  fcl__softmax_options(&ctx->info.limits, desc, run->type, call->io_counter, &opts);
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_recompute",
                              &run->recompute));
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_bwd", &run->softmax_bwd);
@@ -118,19 +111,16 @@ static fcl_status bwd_chunk(void *state, size_t b, size_t member, size_t kv0, si
   const fcl_attention_desc *desc = call->desc;
   const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
   const size_t group = call->shape.group;
-  const size_t q_ld = desc->heads_q * d, kv_ld = desc->heads_kv * d;
-  const size_t q_off = (b * nq * desc->heads_q + kv0 * group + member) * d;
-  const size_t kv_off = (b * nk * desc->heads_kv + kv0) * d;
-  const size_t s_stride = nq * nk;
+  const fcl__chunk_view cv = fcl__naive_chunk_view(desc, b, member, kv0);
   /* dK and dV: the group's first member writes, the others add. */
   const float beta = member > 0 ? 1.0f : 0.0f;
 
   const fcl_dtype t = run->type;
   const fcl__gemm qk = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d,
                         .alpha = desc->scale,
-                        .a = run->q, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                        .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
-                        .c = run->p, .c_ld = nk, .c_stride = s_stride, .batch = n};
+                        .a = run->q, .a_off = cv.q_off, .a_ld = cv.q_ld, .a_stride = cv.q_stride,
+                        .b = run->k, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
+                        .c = run->p, .c_ld = nk, .c_stride = cv.s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
   unsigned wg, cols;
@@ -149,16 +139,18 @@ static fcl_status bwd_chunk(void *state, size_t b, size_t member, size_t kv0, si
   FCL_FORWARD_IF(fcl__launch(ctx, run->recompute, "softmax_recompute", 2, global, local));
 
   const fcl__gemm pdo = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
-                         .a = run->p, .a_ld = nk, .a_stride = s_stride,
-                         .b = run->dout, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .a = run->p, .a_ld = nk, .a_stride = cv.s_stride,
+                         .b = run->dout, .b_off = cv.q_off, .b_ld = cv.q_ld,
+                         .b_stride = cv.q_stride,
                          .beta = beta,
-                         .c = run->dv, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
+                         .c = run->dv, .c_off = cv.kv_off, .c_ld = cv.kv_ld, .c_stride = d,
                          .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &pdo, "dV = P^T dO"));
   const fcl__gemm dov = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
-                         .a = run->dout, .a_off = q_off, .a_ld = q_ld, .a_stride = group * d,
-                         .b = run->v, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
-                         .c = run->dp, .c_ld = nk, .c_stride = s_stride, .batch = n};
+                         .a = run->dout, .a_off = cv.q_off, .a_ld = cv.q_ld,
+                         .a_stride = cv.q_stride,
+                         .b = run->v, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
+                         .c = run->dp, .c_ld = nk, .c_stride = cv.s_stride, .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dov, "dP = dO V^T"));
 
   const cl_float scale = desc->scale;
@@ -169,16 +161,16 @@ static fcl_status bwd_chunk(void *state, size_t b, size_t member, size_t kv0, si
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax_bwd, "softmax_bwd", 2, global, local));
 
   const fcl__gemm dsk = {.type = t, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
-                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
-                         .b = run->k, .b_off = kv_off, .b_ld = kv_ld, .b_stride = d,
-                         .c = run->dq, .c_off = q_off, .c_ld = q_ld, .c_stride = group * d,
+                         .a = run->dp, .a_ld = nk, .a_stride = cv.s_stride,
+                         .b = run->k, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
+                         .c = run->dq, .c_off = cv.q_off, .c_ld = cv.q_ld, .c_stride = cv.q_stride,
                          .batch = n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dsk, "dQ = dS K"));
   const fcl__gemm dsq = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
-                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
-                         .b = run->q, .b_off = q_off, .b_ld = q_ld, .b_stride = group * d,
+                         .a = run->dp, .a_ld = nk, .a_stride = cv.s_stride,
+                         .b = run->q, .b_off = cv.q_off, .b_ld = cv.q_ld, .b_stride = cv.q_stride,
                          .beta = beta,
-                         .c = run->dk, .c_off = kv_off, .c_ld = kv_ld, .c_stride = d,
+                         .c = run->dk, .c_off = cv.kv_off, .c_ld = cv.kv_ld, .c_stride = d,
                          .batch = n};
   return fcl__gemm_run(ctx, &dsq, "dK = dS^T Q");
 }
