@@ -87,6 +87,13 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
     }
     fcl__free(ext);
   }
+  if (lim->nvidia_ptx) {
+    /* CL_DEVICE_COMPUTE_CAPABILITY_{MAJOR,MINOR}_NV of that extension */
+    cl_uint major = 0, minor = 0;
+    if (clGetDeviceInfo(dev, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
+        clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS)
+      lim->nvidia_sm = major * 10 + minor;
+  }
   return FCL_SUCCESS;
 }
 

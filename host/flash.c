@@ -4,19 +4,26 @@
  */
 #include "internal.h"
 
-/* The -D options of flash_fwd.cl: one source of truth, the plan. */
-static void forward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
-                            int with_lse, cl_mem io_counter, fcl__options *opts) {
+/* The -D options of flash_fwd.cl or flash_fwd_mma.cl: one source of
+ * truth, the plan. */
+static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
+                            const fcl_attention_desc *desc, int with_lse,
+                            cl_mem io_counter, fcl__options *opts) {
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
-  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
-  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
-  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_count_io(opts, io_counter);
+  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
+    fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
+    fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
+    return;
+  }
+  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
+  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
+  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
@@ -31,9 +38,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const fcl_plan *plan = &call->plan;
 
   fcl__options opts;
-  forward_options(plan, desc, call->lse != NULL, call->io_counter, &opts);
+  forward_options(&ctx->info.limits, plan, desc, call->lse != NULL, call->io_counter, &opts);
+  const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
+  const char *name = mma ? "flash_fwd_mma" : "flash_fwd";
   cl_kernel kernel;
-  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_FLASH_FWD, &opts, "flash_fwd", &kernel));
+  FCL_FORWARD_IF(fcl__kernel(ctx, mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD, &opts,
+                             name, &kernel));
 
   const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
   const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
@@ -48,7 +58,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
       FCL_ARG(call->io_counter),
   };
   cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
-  status = fcl__set_args(ctx, kernel, "flash_fwd", args, n_args);
+  status = fcl__set_args(ctx, kernel, name, args, n_args);
   if (status == FCL_SUCCESS) {
     size_t q_blocks = (desc->seqlen_q + plan->block_q - 1) / plan->block_q;
     size_t groups = q_blocks * desc->heads_q * desc->batch;
@@ -59,7 +69,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
                          groups, INT32_MAX);
     if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
     if (status == FCL_SUCCESS)
-      status = fcl__launch(ctx, kernel, "flash_fwd", 1, &global, &local);
+      status = fcl__launch(ctx, kernel, name, 1, &global, &local);
   }
   clReleaseKernel(kernel);
   return status;
@@ -199,7 +209,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .wg_size = hint->wg_size,
                       .threads_per_row = hint->threads_per_row,
                       .rows_per_thread = hint->rows_per_thread,
-                      .tile_elem_size = hint->tile_elem_size};
+                      .tile_elem_size = hint->tile_elem_size,
+                      .kernel = hint->kernel};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

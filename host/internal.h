@@ -199,6 +199,7 @@ typedef enum fcl__source {
   FCL_SRC_PEAKS,
   FCL_SRC_FLASH_BWD,
   FCL_SRC_CONVERT,
+  FCL_SRC_FLASH_FWD_MMA,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -342,14 +343,29 @@ typedef struct fcl__backward_call {
 fcl_status fcl__flash_backward(fcl__backward_call *call);
 fcl_status fcl__naive_backward(fcl__backward_call *call);
 
-/** The planner, with optional overrides: nonzero block_k, wg_size,
- *  threads_per_row and rows_per_thread of `hint` replace its choices. */
+/** The planner, with optional overrides: the nonzero fields of `hint`
+ *  replace its choices (fcl_context_set_flash_tiling). */
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *desc, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len);
-/** Local memory of the flash forward kernel for a tiling. */
+/** Local memory of the flash forward kernel (SIMT) for a tiling. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+
+/* The tensor-core forward's planner (plan_mma.c). */
+/** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
+ *  kernel emulates it elsewhere. */
+int fcl__mma_native(const fcl_device_limits *limits);
+/** The planner's default: the MMA kernel where it runs natively and takes
+ *  the head_dim. */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
+/** The MMA forward's tiling; arguments already checked by fcl__plan_flash. */
+fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc, const fcl_plan *hint,
+                                 fcl_plan *out, char *why, size_t why_len);
+/** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
+ *  scratch when `emulate`. */
+size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
  *  backward tiling; row_sum_in_local: the device has no warp shuffles
  *  (work-groups smaller than a warp never use them). */

@@ -170,7 +170,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
                                 fcl_plan *out, char *why, size_t why_len) {
   const int row_sum_in_local = !limits->nvidia_ptx;
   const int fixed_wg = hint && hint->wg_size;
-  fcl_plan plan = {0};
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   plan.head_dim_padded = head_dim_bucket(desc->head_dim);
   plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
   if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
@@ -270,6 +270,10 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (hint->kernel > FCL_FLASH_KERNEL_MMA) {
+    fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
   return FCL_SUCCESS;
 }
 
@@ -304,9 +308,15 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   if (pass == FCL_PASS_BACKWARD) return plan_backward(limits, desc, hint, out, why, why_len);
+  /* A hint naming a SIMT layout field asks for that kernel. */
+  const int simt_hint =
+      hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
+  const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
+                                       : !simt_hint && fcl__mma_suits(limits, desc);
+  if (mma) return fcl__plan_forward_mma(limits, desc, hint, out, why, why_len);
   const int row_sum_in_local = !limits->nvidia_ptx;
 
-  fcl_plan plan = {0};
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   const unsigned bucket = head_dim_bucket(desc->head_dim);
   plan.head_dim_padded = bucket;
 

@@ -17,6 +17,7 @@
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
 extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
+extern const char fcl__cl_flash_fwd_mma[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
 extern const char fcl__cl_flash_bwd[];
@@ -27,6 +28,7 @@ static const struct {
   const char *file;
 } sources[FCL_SRC_COUNT] = {
     [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl"},
+    [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl"},
     [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl"},

@@ -110,6 +110,9 @@ typedef struct fcl_device_limits {
   int has_fp64;                 /**< cl_khr_fp64 */
   int has_int64_atomics;        /**< cl_khr_int64_base_atomics */
   int nvidia_ptx;               /**< NVIDIA's driver, which accepts inline PTX */
+  /** NVIDIA compute capability x 10 (90 on an H200; 0 elsewhere). From 80
+   *  on, the forward runs on the tensor cores (FCL_FLASH_KERNEL_MMA). */
+  unsigned nvidia_sm;
 } fcl_device_limits;
 
 /** One OpenCL device as the library sees it. */
@@ -296,6 +299,19 @@ typedef enum fcl_pass {
   FCL_PASS_BACKWARD = 1,
 } fcl_pass;
 
+/** The two forward kernels. SIMT (cl/flash_fwd.cl) runs anywhere: each
+ *  work-item computes dot products with fused multiply-adds. MMA
+ *  (cl/flash_fwd_mma.cl) gives each warp of 32 work-items 16 query rows
+ *  and multiplies with NVIDIA's warp-level matrix instructions (tensor
+ *  cores, sm_80 and later; f32 as 3xTF32, at f32 accuracy); on other
+ *  devices it emulates them through local memory, correct but slow, for
+ *  tests. It takes head_dim up to 128 that is a multiple of 8. */
+typedef enum fcl_flash_kernel {
+  FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
+  FCL_FLASH_KERNEL_SIMT = 1,
+  FCL_FLASH_KERNEL_MMA = 2,
+} fcl_flash_kernel;
+
 /** The tiling a flash kernel runs with: the C form of its -D options.
  *  Forward: a work-group keeps block_q query rows in registers and streams
  *  tiles of block_k keys through local memory. Backward: both kernels (dK/dV
@@ -317,6 +333,10 @@ typedef struct fcl_plan {
    *  planner uses 2 only where local memory, not registers, limits the
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
+  /** fcl_flash_kernel of the forward (the backward is SIMT). An MMA plan
+   *  has threads_per_row = 4 and rows_per_thread = 2 (a row's four lanes
+   *  of a warp; two rows per lane), so block_q = 16 * wg_size / 32. */
+  unsigned kernel;
 } fcl_plan;
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
@@ -335,11 +355,16 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           fcl_plan *plan, char *why, size_t why_len);
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
- *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread
- *  and tile_elem_size of `hint` replace the planner's choices; the others
+ *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
+ *  tile_elem_size and kernel of `hint` replace the planner's choices; the
+ *  others
  *  stay the planner's. NULL restores the planner. A combination that does
  *  not fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED, as
- *  does tile_elem_size = 2 with f32 storage.
+ *  does tile_elem_size = 2 with f32 storage. An MMA hint takes only
+ *  block_k (a multiple of 16) and wg_size (32 to 512) besides; its
+ *  threads_per_row, rows_per_thread and tile_elem_size are fixed. With
+ *  kernel left 0, a hint that sets threads_per_row, rows_per_thread or
+ *  tile_elem_size describes, and so selects, the SIMT kernel.
  *  The hint applies to both passes, except that the backward derives its
  *  block sizes from the others (see fcl_plan) and so ignores block_k, and
  *  that threads_per_row = 8 exists for the backward only (a forward with
@@ -348,7 +373,8 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
- *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4). */
+ *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
+ *          kernel not an fcl_flash_kernel). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until

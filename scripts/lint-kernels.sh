@@ -41,6 +41,12 @@ for dtype in 0 1 2; do
               -DROWS_PER_THREAD=$2
           done
         done
+        # the MMA forward, emulated and (for NVIDIA, with clang's PTX
+        # target, which spells the driver's asm as __asm__) native
+        check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
+        check flash_fwd_mma.cl "${common[@]}" -DFCL_NVIDIA_PTX=1 -DHEAD_DIM_MAX=128 \
+          -DBLOCK_K=64 -target nvptx64-nvidia-nvcl -Dasm=__asm__ \
+          -Xclang -cl-ext=+cl_khr_int64_base_atomics
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done

@@ -4,6 +4,11 @@
  * naive fp32 algorithm's on the same inputs (+1e-6), its LSE within 1e-4
  * relative, also with logits of +-1e4; rows that see no key give zeros and
  * -inf; runs are bit-identical.
+ *
+ * The main tests loop over the two forward kernels: _i = 0 takes the
+ * planner's choice (SIMT on CPUs, MMA on tensor-core GPUs), _i = 1 forces
+ * the MMA kernel (emulated where the device has no matrix instructions),
+ * with head_dims it takes.
  */
 #include "harness.h"
 
@@ -30,10 +35,28 @@ static size_t pick_head_dim(fclu_rng *rng) {
   return 8 * fclu_range(rng, 2, 32);  /* a multiple of 8 in 16..256 */
 }
 
-static fcl_attention_desc random_desc(fclu_rng *rng, int index) {
+/* The MMA kernel takes head_dim <= 128 that is a multiple of 8. */
+#define MMA_MAX_HEAD_DIM 128
+static size_t mma_head_dim(size_t d) {
+  d = (d + 7) / 8 * 8;
+  return d > MMA_MAX_HEAD_DIM ? MMA_MAX_HEAD_DIM : d;
+}
+
+/* A context for loop iteration `kernel` (see the top of the file). */
+static fcl_context *kernel_context(int kernel) {
+  fcl_context *ctx = th_context();
+  if (kernel) {
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
+  }
+  return ctx;
+}
+
+static fcl_attention_desc random_desc(fclu_rng *rng, int index, int kernel) {
   fcl_attention_desc d;
   size_t hkv = fclu_range(rng, 1, 3), group = fclu_range(rng, 1, 3);
   size_t head_dim = index == 0 ? 16 : index == 1 ? 256 : pick_head_dim(rng);
+  if (kernel) head_dim = mma_head_dim(head_dim);
   size_t nq = index == 2 ? 1 : pick_seqlen(rng), nk = index == 3 ? 1 : pick_seqlen(rng);
   /* Keep each problem small enough for a CPU reference. */
   while (nq * nk * head_dim * hkv * group > 6000000) nq = nq / 2 + 1;
@@ -92,18 +115,18 @@ static compare_result compare_one(fcl_context *ctx, const fcl_attention_desc *de
 }
 
 START_TEST(flash_matches_reference_on_random_shapes) {
-  fcl_context *ctx = th_context();
+  fcl_context *ctx = kernel_context(_i);
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed());
   double worst_ratio = 0;
   for (int i = 0; i < RANDOM_SHAPES; ++i) {
-    fcl_attention_desc desc = random_desc(&rng, i);
+    fcl_attention_desc desc = random_desc(&rng, i, _i);
     compare_result r = compare_one(ctx, &desc, 100 + (uint64_t)i);
     double ratio = r.flash_err / (r.naive_err + ERR_FLOOR);
     if (ratio > worst_ratio) worst_ratio = ratio;
   }
-  printf("flash: %d random shapes, worst flash/(naive + 1e-6) error ratio %.3f\n",
-         RANDOM_SHAPES, worst_ratio);
+  printf("flash (%s): %d random shapes, worst flash/(naive + 1e-6) error ratio %.3f\n",
+         _i ? "MMA" : "planned", RANDOM_SHAPES, worst_ratio);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -118,12 +141,12 @@ END_TEST
  * compare the two algorithms' worst cases rather than one lucky draw. */
 #define OFFSET_KEY 4.0f
 START_TEST(flash_matches_at_logits_of_1e4) {
-  fcl_context *ctx = th_context();
+  fcl_context *ctx = kernel_context(_i);
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 4);
   double worst_ratio = 0;
   for (int i = 0; i < 8; ++i) {
-    fcl_attention_desc desc = random_desc(&rng, 4 + i);
+    fcl_attention_desc desc = random_desc(&rng, 4 + i, _i);
     /* At least 8 slices of at least 64 rows: stable maxima. */
     if (desc.batch * desc.heads_kv < 8) {
       size_t group = desc.heads_q / desc.heads_kv;
@@ -157,7 +180,8 @@ START_TEST(flash_matches_at_logits_of_1e4) {
     if (ratio > worst_ratio) worst_ratio = ratio;
     th_problem_free(&p);
   }
-  printf("flash: logits at +-1e4, worst flash/(naive + 1e-6) error ratio %.3f\n", worst_ratio);
+  printf("flash (%s): logits at +-1e4, worst flash/(naive + 1e-6) error ratio %.3f\n",
+         _i ? "MMA" : "planned", worst_ratio);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -169,11 +193,11 @@ END_TEST
  * noise, so the test measures flash against naive rather than two coin
  * flips. */
 START_TEST(flash_survives_a_scale_that_spreads_logits_to_1e4) {
-  fcl_context *ctx = th_context();
+  fcl_context *ctx = kernel_context(_i);
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 5);
   for (int i = 0; i < 8; ++i) {
-    fcl_attention_desc desc = random_desc(&rng, 4 + i);
+    fcl_attention_desc desc = random_desc(&rng, 4 + i, _i);
     /* q.k of unit normals has spread sqrt(d): logits reach about +-1e4. */
     desc.scale = (float)(1e4 / (3.0 * sqrt((double)desc.head_dim)));
     th_problem p;
@@ -190,7 +214,7 @@ START_TEST(flash_survives_a_scale_that_spreads_logits_to_1e4) {
 END_TEST
 
 START_TEST(flash_fully_masked_rows_are_zero_with_lse_minus_inf) {
-  fcl_context *ctx = th_context();
+  fcl_context *ctx = kernel_context(_i);
   fcl_attention_desc desc;
   /* 200 queries, 30 keys: causal rows 0..169 see nothing, including whole
    * work-groups of them. */
@@ -208,7 +232,7 @@ START_TEST(flash_fully_masked_rows_are_zero_with_lse_minus_inf) {
 END_TEST
 
 START_TEST(flash_is_bit_identical_run_to_run) {
-  fcl_context *ctx = th_context();
+  fcl_context *ctx = kernel_context(_i);
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 2, 4, 2, 77, 150, 96);
   desc.causal = 1;
@@ -263,11 +287,11 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("flash");
   TCase *tc = th_tcase("forward");
-  tcase_add_test(tc, flash_matches_reference_on_random_shapes);
-  tcase_add_test(tc, flash_matches_at_logits_of_1e4);
-  tcase_add_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4);
-  tcase_add_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf);
-  tcase_add_test(tc, flash_is_bit_identical_run_to_run);
+  tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 2);
+  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 2);
+  tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 2);
+  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 2);
+  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 2);
   tcase_add_test(tc, flash_tiling_override_gives_the_same_answer);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

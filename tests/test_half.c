@@ -304,9 +304,11 @@ static size_t pick_head_dim(fclu_rng *rng) {
   return dims[fclu_range(rng, 0, 7)];
 }
 
-static fcl_attention_desc random_desc(fclu_rng *rng, int index, fcl_dtype dtype) {
+/* mma: for the MMA kernel, which takes head_dim <= 128, a multiple of 8. */
+static fcl_attention_desc random_desc(fclu_rng *rng, int index, fcl_dtype dtype, int mma) {
   size_t hkv = fclu_range(rng, 1, 2), group = fclu_range(rng, 1, 3);
   size_t d = index == 0 ? 16 : index == 1 ? 256 : pick_head_dim(rng);
+  if (mma) d = d > 128 ? 128 : (d + 7) / 8 * 8;
   size_t nq = index == 2 ? 1 : pick_seqlen(rng), nk = index == 3 ? 1 : pick_seqlen(rng);
   if (index == 4) {  /* causal with more queries than keys: rows that see nothing */
     nq = 257;
@@ -479,15 +481,22 @@ static void check_backward(fcl_context *ctx, const th_problem *p, uint64_t seed,
   th_grad_inputs_free(&g);
 }
 
+/* _i: the type (_i % 2) and the forward kernel, the planner's (_i < 2) or
+ * MMA, emulated where the device has no matrix instructions. */
 START_TEST(flash_in_half_storage_on_random_shapes) {
   fcl_context *ctx = th_context();
-  const fcl_dtype t = half_types[_i];
+  const fcl_dtype t = half_types[_i % 2];
+  const int mma = _i >= 2;
+  if (mma) {
+    const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA};
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+  }
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 10 + (uint64_t)_i);
   /* flash / (naive + 1e-6), and flash / what the rule allows: O, dQ, dK, dV */
   double worst[4] = {0, 0, 0, 0}, used[4] = {0, 0, 0, 0};
   for (int i = 0; i < RANDOM_SHAPES; ++i) {
-    fcl_attention_desc desc = random_desc(&rng, i, t);
+    fcl_attention_desc desc = random_desc(&rng, i, t, mma);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 700 + (uint64_t)i, 1.0);
     half_errors e;
@@ -500,10 +509,10 @@ START_TEST(flash_in_half_storage_on_random_shapes) {
       used[g + 1] = fmax(used[g + 1], e.grad[g] / e.grad_bound[g]);
     th_problem_free(&p);
   }
-  printf("%s: %d random shapes, worst flash/(emulated naive + 1e-6) error ratio O %.3f, "
+  printf("%s%s: %d random shapes, worst flash/(emulated naive + 1e-6) error ratio O %.3f, "
          "dQ %.3f dK %.3f dV %.3f; worst share of the allowed error O %.2f dQ %.2f dK %.2f "
          "dV %.2f\n",
-         fcl_dtype_name(t), RANDOM_SHAPES, worst[0], worst[1], worst[2], worst[3], used[0],
+         fcl_dtype_name(t), mma ? " (MMA forward)" : "", RANDOM_SHAPES, worst[0], worst[1], worst[2], worst[3], used[0],
          used[1], used[2], used[3]);
   fcl_context_release(ctx);
 }
@@ -633,8 +642,11 @@ START_TEST(counted_bytes_equal_the_model_in_half_storage) {
   static const struct {
     size_t b, hq, hkv, nq, nk, d;
     int causal;
-  } shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}};
-  for (size_t s = 0; s < 2; ++s) {
+  } shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {2, 4, 2, 77, 90, 40, 1}};
+  /* float tiles, storage-type tiles, the MMA forward */
+  const fcl_plan hints[] = {{.tile_elem_size = 4}, {.tile_elem_size = 2},
+                            {.kernel = FCL_FLASH_KERNEL_MMA}};
+  for (size_t s = 0; s < 3; ++s) {
     fcl_attention_desc desc;
     fcl_attention_desc_init(&desc, shapes[s].b, shapes[s].hq, shapes[s].hkv, shapes[s].nq,
                             shapes[s].nk, shapes[s].d);
@@ -646,9 +658,7 @@ START_TEST(counted_bytes_equal_the_model_in_half_storage) {
     th_problem_init(&p, ctx, &desc, 1000 + s, 1.0);
     th_grad_inputs g;
     th_grad_inputs_init(&g, ctx, &p, 1000 + s);
-    /* float tiles for one shape, storage-type tiles for the other */
-    const fcl_plan hint = {.tile_elem_size = s ? 2 : 4};
-    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hints[s]), FCL_SUCCESS);
     check_counted(ctx, &p, &g, FCL_ALGO_FLASH, what);
     if (naive_runs(ctx, t)) {
       check_counted(ctx, &p, &g, FCL_ALGO_NAIVE, what);
@@ -846,7 +856,7 @@ int main(void) {
   tcase_add_test(tc, device_narrowing_matches_the_host);
   suite_add_tcase(s, tc);
   tc = th_tcase("attention");
-  tcase_add_loop_test(tc, flash_in_half_storage_on_random_shapes, 0, 2);
+  tcase_add_loop_test(tc, flash_in_half_storage_on_random_shapes, 0, 4);
   tcase_add_loop_test(tc, storage_type_tiles_give_the_same_bits, 0, 2);
   tcase_add_loop_test(tc, rows_that_see_no_key_in_half_storage, 0, 4);
   tcase_add_loop_test(tc, counted_bytes_equal_the_model_in_half_storage, 0, 2);

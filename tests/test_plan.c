@@ -242,6 +242,7 @@ END_TEST
 /* The forward tilings measured fastest on an H200 through NVIDIA's OpenCL
  * (flashcl-bench --tiling at N = 4096, docs/performance.md), pinned so that
  * a change to the rule is a conscious one. */
+/* The SIMT plan on the H200 (made_up leaves nvidia_sm 0: no MMA). */
 START_TEST(forward_plan_on_the_h200) {
   fcl_device_limits lim = made_up(48, 1024, 1);
   lim.compute_units = 132;
@@ -269,6 +270,121 @@ START_TEST(forward_plan_on_the_h200) {
         ck_assert_uint_eq(plan.block_q, 128);
         ck_assert_uint_eq(plan.tile_elem_size, 4);
       }
+}
+END_TEST
+
+/* With its compute capability the H200 takes the MMA kernel wherever it
+ * fits: Bc 64, except f32 above d = 64 (registers); 4 warps. Not for
+ * head_dim 256 or one that is not a multiple of 8, nor below sm_80, nor
+ * when a hint describes a SIMT tiling. */
+START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  lim.compute_units = 132;
+  lim.nvidia_sm = 90;
+  for (size_t t = 0; t < 3; ++t)
+    for (size_t d = 16; d <= 256; d += 8) {
+      fcl_attention_desc desc;
+      fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, d);
+      desc.dtype = all_dtypes[t];
+      fcl_plan plan;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
+                       FCL_SUCCESS);
+      if (d > 128) {
+        ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+        continue;
+      }
+      ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+      ck_assert_uint_eq(plan.wg_size, 128);
+      ck_assert_uint_eq(plan.block_q, 64);
+      ck_assert_uint_eq(plan.block_k, t == 0 && d > 64 ? 32 : 64);
+      ck_assert_uint_eq(plan.head_dim_padded, (d + 15) / 16 * 16);
+      ck_assert_uint_eq(plan.tile_elem_size, fcl_dtype_size(desc.dtype));
+      ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+      ck_assert_uint_eq(plan.local_bytes, fcl__flash_mma_local_bytes(&plan, 0));
+    }
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, 60);
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  desc.head_dim = 64;
+  const fcl_plan simt_hint = {.threads_per_row = 2};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &simt_hint, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  lim.nvidia_sm = 75;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+}
+END_TEST
+
+/* The MMA kernel forced on every made-up device (emulated where it has no
+ * matrix instructions): plans fit, keep the kernel's fixed layout, and a
+ * head_dim it does not take, or a device too small, is unsupported with a
+ * reason. */
+START_TEST(mma_plans_fit_every_made_up_device) {
+  const uint64_t locals[] = {8, 16, 32, 48, 64, 512};
+  const size_t wgs[] = {64, 256, 1024};
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA};
+  size_t plans = 0;
+  for (size_t li = 0; li < 6; ++li)
+    for (size_t wi = 0; wi < 3; ++wi)
+      for (unsigned sm = 0; sm <= 90; sm += 90)
+        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+          for (size_t t = 0; t < 3; ++t) {
+            fcl_device_limits lim = made_up(locals[li], wgs[wi], sm != 0);
+            lim.nvidia_sm = sm;
+            fcl_attention_desc desc;
+            fcl_attention_desc_init(&desc, 1, 8, 8, 1000, 1000, d);
+            desc.dtype = all_dtypes[t];
+            fcl_plan plan;
+            char why[256];
+            fcl_status st =
+                fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why, sizeof why);
+            if (d % 8 || d > 128) {
+              ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
+              ck_assert_ptr_nonnull(strstr(why, "multiple of 8"));
+              continue;
+            }
+            if (st != FCL_SUCCESS) {
+              ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
+              ck_assert_ptr_nonnull(strstr(why, "local memory"));
+              plan.block_k = 16, plan.wg_size = 32, plan.head_dim_padded = (d + 15) / 16 * 16;
+              plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
+              ck_assert_uint_gt(fcl__flash_mma_local_bytes(&plan, !sm),
+                                lim.local_mem_bytes - 1024);
+              continue;
+            }
+            ++plans;
+            ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+            ck_assert_uint_eq(plan.threads_per_row, 4);
+            ck_assert_uint_eq(plan.rows_per_thread, 2);
+            ck_assert_uint_eq(plan.block_q, plan.wg_size / 2);
+            ck_assert_uint_eq(plan.wg_size % 32, 0);
+            ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
+            ck_assert_uint_eq(plan.block_k % 16, 0);
+            ck_assert_uint_ge(plan.head_dim_padded, d);
+            ck_assert_uint_eq(plan.local_bytes, fcl__flash_mma_local_bytes(&plan, !sm));
+            ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+          }
+  printf("plan: %zu MMA plans checked\n", plans);
+  ck_assert_uint_gt(plans, 0);
+  /* a hint that contradicts the kernel's layout */
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 8, 8, 1000, 1000, 64);
+  fcl_plan plan;
+  const fcl_plan bad[] = {{.kernel = FCL_FLASH_KERNEL_MMA, .threads_per_row = 2},
+                          {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 24},
+                          {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = 16}};
+  for (size_t i = 0; i < 3; ++i)
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &bad[i], &plan, NULL, 0),
+                     FCL_ERROR_UNSUPPORTED);
+  const fcl_plan not_a_kernel = {.kernel = 3};
+  ck_assert_int_eq(fcl__check_tiling_hint_why(&not_a_kernel, NULL, 0),
+                   FCL_ERROR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -420,6 +536,8 @@ int main(void) {
   tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);
   tcase_add_test(tc, small_work_group_limits_are_respected);
   tcase_add_test(tc, forward_plan_on_the_h200);
+  tcase_add_test(tc, forward_plan_on_the_h200_takes_the_tensor_cores);
+  tcase_add_test(tc, mma_plans_fit_every_made_up_device);
   tcase_add_test(tc, backward_plans_fit_every_made_up_device);
   tcase_add_test(tc, backward_plan_on_the_h200);
   tcase_add_test(tc, backward_device_too_small_is_unsupported_with_a_reason);

@@ -42,9 +42,10 @@ static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
     printf("      flash: %s: %s\n", fcl_status_str(st), why);
     return;
   }
-  printf("      flash plan: Br %u x Bc %u, %u work-items (%u per row, %u row(s) per work-item), "
-         "%zu B local (%u-byte tile elements), head_dim bucket %u\n",
-         plan.block_q, plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
+  printf("      flash plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u row(s) "
+         "per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u\n",
+         plan.kernel == FCL_FLASH_KERNEL_MMA ? "MMA (tensor-core)" : "SIMT", plan.block_q,
+         plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
          plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, FCL_PASS_FORWARD, 1, &flash) == FCL_SUCCESS)
     printf("      flash traffic: %.2f MB\n",
@@ -110,6 +111,9 @@ int main(int argc, char **argv) {
     printf("    fp16 %s, fp64 %s, 64-bit atomics %s, inline PTX %s\n", l->has_fp16 ? "yes" : "no",
            l->has_fp64 ? "yes" : "no", l->has_int64_atomics ? "yes" : "no",
            l->nvidia_ptx ? "yes" : "no");
+    if (l->nvidia_sm)
+      printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
+             l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
     const size_t dims[2] = {64, 128};
     for (int k = 0; k < 2; ++k) {
       if (head_dim && k) break;

@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
     if (dev->status == FCL_SUCCESS && (opts.tiling.block_k || opts.tiling.wg_size ||
                                        opts.tiling.threads_per_row || opts.tiling.rows_per_thread ||
-                                       opts.tiling.tile_elem_size))
+                                       opts.tiling.tile_elem_size || opts.tiling.kernel))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {
       snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));

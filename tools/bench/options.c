@@ -53,6 +53,9 @@ static const char usage[] =
     "                    work-items per row, rows per work-item, bytes per\n"
     "                    local tile element (4: floats; 2: the f16/bf16 storage\n"
     "                    type, converted at each read) (0 = planner's)\n"
+    "  --kernel K        the forward kernel: auto (the planner's), simt, or mma\n"
+    "                    (tensor cores on NVIDIA sm_80+; emulated, slowly,\n"
+    "                    elsewhere)\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -197,7 +200,15 @@ void bench_parse(int argc, char **argv, bench_options *o) {
     } else if (!strcmp(a, "--io-table")) {
       o->io_table = 1;
     } else if (!strcmp(a, "--tiling")) {
+      const unsigned kernel = o->tiling.kernel;
       parse_tiling(VALUE(), &o->tiling);
+      o->tiling.kernel = kernel;
+    } else if (!strcmp(a, "--kernel")) {
+      const char *k = VALUE();
+      if (!strcmp(k, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
+      else if (!strcmp(k, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
+      else if (!strcmp(k, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
+      else fail("--kernel needs auto, simt or mma (got '%s')", k);
     } else if (!strcmp(a, "--json")) {
       o->json = VALUE();
     } else if (!strcmp(a, "--csv")) {

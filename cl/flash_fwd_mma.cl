@@ -1,0 +1,550 @@
+/*
+ * flash_fwd_mma.cl — FlashAttention-2 forward on warp-level matrix units.
+ *
+ * The algorithm is flash_fwd.cl's (running max, running sum, unnormalised
+ * accumulator, one division at the end, unscaled scores with the scale
+ * applied to s - m); the arithmetic is different. Each warp of 32
+ * work-items owns 16 query rows and computes its S = Q K^T and O += P V
+ * tiles with the m16n8 matrix multiply-accumulate instructions of NVIDIA's
+ * tensor cores (PTX mma.sync, sm_80 and later), which the SIMT kernel's
+ * fused multiply-adds cannot approach: on an H200 they are where PyTorch's
+ * attention kernels get their speed, in fp32 as well (CUTLASS's 3xTF32).
+ *
+ * Storage types and precision:
+ *   - f32: each operand x is split into big = tf32(x) and small =
+ *     tf32(x - big); a*b is taken as a_small*b_big + a_big*b_small +
+ *     a_big*b_big, three tf32 products accumulated in f32 (3xTF32). The
+ *     dropped a_small*b_small is below 2^-22 relative: f32 accuracy;
+ *   - f16 and bf16: Q, K, V go to the instructions as stored; P is rounded
+ *     to the storage type (round to nearest even) for P V, which the
+ *     naive algorithm in that type does as well; accumulation in f32.
+ *
+ * Fragments (PTX ISA, "Matrix fragments for mma.m16n8k8 / m16n8k16"):
+ * lane = 4 g + t. An f32 C tile of 16 x 8 gives lane c[0..3] at rows g, g,
+ * g + 8, g + 8 and columns 2t, 2t + 1, 2t, 2t + 1: every lane holds two
+ * columns of two rows, and a row's 4 lanes form a quad, reduced with two
+ * butterfly shuffles. P V reuses S's C fragments as A fragments without
+ * moving data: for 16-bit types the layouts coincide; for tf32 (A: row
+ * g/g+8, columns t and t+4) the keys are renumbered inside each group of 8
+ * (logical column t is key 2t, t + 4 is key 2t + 1), and V's rows are read
+ * in the same order, which leaves the sum over keys unchanged.
+ *
+ * Local tiles: K and V, BLOCK_K keys each, in the storage type, rows
+ * TILE_PAD elements longer than HEAD_DIM_MAX so that the 32 lanes of a
+ * fragment read hit 32 different banks (or share a word).
+ *
+ * Without inline PTX (MMA_EMULATE, every other device) the instructions
+ * are emulated through local memory with the same fragment layouts, at a
+ * fraction of the speed: the tests check the layouts and the masking on
+ * any device, and a forced plan runs anywhere.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for, a multiple of 16
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 64          // keys per local-memory tile, a multiple of 16
+#endif
+#ifndef WARPS
+#define WARPS 4             // warps per work-group, 16 query rows each
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0            // bottom-right aligned causal mask
+#endif
+#ifndef STORE_LSE
+#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
+#endif
+#ifndef MMA_EMULATE
+#define MMA_EMULATE (!FCL_NVIDIA_PTX)
+#endif
+#ifndef S_CHAIN
+#define S_CHAIN 1           // f32: k-steps of 8 summed in the tensor core per
+                            // partial sum of S (a divisor of HEAD_DIM_MAX / 8)
+#endif
+
+#define WG_SIZE (32 * WARPS)
+#define BLOCK_Q (16 * WARPS)     // Br
+#define D_TILES (HEAD_DIM_MAX / 8)
+#define K_TILES (BLOCK_K / 8)
+
+#if HEAD_DIM_MAX % 16 != 0 || BLOCK_K % 16 != 0
+#error "HEAD_DIM_MAX and BLOCK_K must be multiples of 16"
+#endif
+#if D_TILES % S_CHAIN != 0
+#error "S_CHAIN must divide HEAD_DIM_MAX / 8"
+#endif
+
+#if FCL_DTYPE == 0
+typedef float tile_t;
+#define TILE_PAD 4
+#else
+typedef ushort tile_t;     // the storage type's bits
+#define TILE_PAD 8
+#endif
+#define TILE_LD (HEAD_DIM_MAX + TILE_PAD)
+
+/* ---- the instructions ------------------------------------------------------
+ * Signatures take the per-warp scratch that emulation needs; MMA_ARGS
+ * passes it, or nothing.
+ *
+ * Tensor cores add the products of an instruction and c exactly aligned
+ * but round the sum toward zero (Fasi et al., "Numerical behavior of NVIDIA
+ * tensor cores", 2021): a long chain of instructions into one accumulator
+ * drifts toward zero by up to an ulp per instruction, which at f32 would
+ * cost several times the naive algorithm's error. So in f32 the
+ * instructions sum short chains into partial sums that start from zero and
+ * join the running sums in ordinary, rounded-to-nearest additions: S_CHAIN
+ * k-steps of S, and one K/V tile of O. The emulation rounds the same way
+ * where it has doubles to sum exactly in. */
+#if MMA_EMULATE && defined(cl_khr_fp64)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef double exact_t;
+#define TRUNCATE(x) convert_float_rtz(x)
+#else
+typedef float exact_t;
+#define TRUNCATE(x) (x)
+#endif
+#if MMA_EMULATE
+#define MMA_SCRATCH , __local float *mma_a, __local float *mma_b, __local float *quad
+#define MMA_ARGS , mma_a, mma_b, quad
+#else
+#define MMA_SCRATCH
+#define MMA_ARGS
+#endif
+
+inline int lane_id(void) { return get_local_id(0) & 31; }
+
+#if FCL_DTYPE == 0
+
+/* tf32 with round to nearest, ties away from zero (cvt.rna.tf32.f32): the
+ * low 13 mantissa bits cleared. */
+#if MMA_EMULATE
+inline uint to_tf32(float x) {
+  const uint u = as_uint(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return u;  // inf, NaN
+  return (u + 0x1000u) & 0xffffe000u;
+}
+#else
+inline uint to_tf32(float x) {
+  uint r;
+  asm volatile("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+#endif
+
+/* x = big + small, both tf32. */
+inline void split_tf32(float x, uint *big, uint *small) {
+  *big = to_tf32(x);
+  *small = to_tf32(x - as_float(*big));
+}
+
+/* c (16x8, f32) += a (16x8, tf32, row-major fragment) b (8x8, tf32). */
+inline void mma_tf32(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
+#if MMA_EMULATE
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  for (int i = 0; i < 4; ++i) mma_a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)] = as_float(a[i]);
+  for (int i = 0; i < 2; ++i) mma_b[(t + 4 * i) * 8 + g] = as_float(b[i]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+    exact_t acc = c[i];
+    for (int k = 0; k < 8; ++k) acc += (exact_t)mma_a[r * 8 + k] * mma_b[k * 8 + n];
+    c[i] = TRUNCATE(acc);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+/* c += a b from three tf32 products, small terms first. a comes split
+ * already: it is reused across a row of tiles. */
+inline void mma_3xtf32(float c[4], const uint a_big[4], const uint a_small[4],
+                       const float b[2] MMA_SCRATCH) {
+  uint b_big[2], b_small[2];
+  for (int i = 0; i < 2; ++i) split_tf32(b[i], &b_big[i], &b_small[i]);
+  mma_tf32(c, a_small, b_big MMA_ARGS);
+  mma_tf32(c, a_big, b_small MMA_ARGS);
+  mma_tf32(c, a_big, b_big MMA_ARGS);
+}
+
+#else  // 16-bit storage
+
+#if FCL_DTYPE == 1
+#define MMA_TYPE "f16"
+#else
+#define MMA_TYPE "bf16"
+#endif
+
+#if MMA_EMULATE
+/* Round to nearest even, as the instructions and the stores do. */
+#if FCL_DTYPE == 1
+inline ushort to_bits(float x) {
+  ushort h;
+  vstore_half_rte(x, 0, (half *)&h);
+  return h;
+}
+inline float from_bits(ushort h) { return vload_half(0, (const half *)&h); }
+#else
+inline ushort to_bits(float x) { return fcl_float_to_bf16(x); }
+inline float from_bits(ushort h) { return fcl_bf16_to_float(h); }
+#endif
+#endif
+
+/* Two values in one register, the lower column in the low half. */
+inline uint pack2(float lo, float hi) {
+#if MMA_EMULATE
+  return (uint)to_bits(lo) | ((uint)to_bits(hi) << 16);
+#else
+  uint r;
+  asm volatile("cvt.rn." MMA_TYPE "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#endif
+}
+
+/* c (16x8, f32) += a (16x16, row-major fragment) b (16x8), 16-bit inputs. */
+inline void mma_16bit(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
+#if MMA_EMULATE
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  for (int i = 0; i < 4; ++i)
+    for (int h = 0; h < 2; ++h)
+      mma_a[(g + 8 * (i & 1)) * 16 + 2 * t + h + 8 * (i >> 1)] =
+          from_bits((ushort)(a[i] >> (16 * h)));
+  for (int i = 0; i < 2; ++i)
+    for (int h = 0; h < 2; ++h)
+      mma_b[(2 * t + h + 8 * i) * 8 + g] = from_bits((ushort)(b[i] >> (16 * h)));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+    exact_t acc = c[i];
+    for (int k = 0; k < 16; ++k) acc += (exact_t)mma_a[r * 16 + k] * mma_b[k * 8 + n];
+    c[i] = TRUNCATE(acc);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+#endif  // FCL_DTYPE
+
+/* The max and the sum over a row's quad of lanes. */
+inline float quad_max(float x MMA_SCRATCH) {
+#if MMA_EMULATE
+  const int me = get_local_id(0);
+  quad[me] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int q0 = me & ~3;
+  x = fmax(fmax(quad[q0], quad[q0 + 1]), fmax(quad[q0 + 2], quad[q0 + 3]));
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return x;
+#else
+  x = fmax(x, fcl_shfl_xor(x, 1));
+  return fmax(x, fcl_shfl_xor(x, 2));
+#endif
+}
+
+inline float quad_sum(float x MMA_SCRATCH) {
+#if MMA_EMULATE
+  const int me = get_local_id(0);
+  quad[me] = x;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int q0 = me & ~3;
+  x = (quad[q0] + quad[q0 + 1]) + (quad[q0 + 2] + quad[q0 + 3]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return x;
+#else
+  x += fcl_shfl_xor(x, 1);  // lanes 4g..4g+3 end with the same sum:
+  return x + fcl_shfl_xor(x, 2);  // (x0 + x1) + (x2 + x3) in every lane
+#endif
+}
+
+/* ---- global <-> local ------------------------------------------------------
+ * Four elements at a time; head_dim is a multiple of 8 (the planner's
+ * condition for this kernel), so a group of four is all in or all out. */
+#if FCL_DTYPE == 0
+typedef float4 chunk_t;
+#define LOAD_CHUNK(p, i) LOAD4_F32(p, i)
+#define CHUNK_ZERO ((float4)(0.0f))
+#define TILE_PUT(t, i, x) vstore4((x), 0, (t) + (i))
+#else
+typedef ushort4 chunk_t;
+#define LOAD_CHUNK(p, i) \
+  FCL_COUNTED_LOAD(8, *(__global const ushort4 *)((__global const ushort *)(p) + (i)))
+#define CHUNK_ZERO ((ushort4)(0))
+#define TILE_PUT(t, i, x) (*(__local ushort4 *)((t) + (i)) = (x))
+#endif
+
+/* rows [r0, r0 + rows) of a tensor whose rows are `stride` apart, columns
+ * [0, head_dim), into tile rows [0, BLOCK_K); the rest of the tile is 0
+ * (0 * NaN is NaN: stale local memory must never meet a zero weight). */
+#define LOAD_TILE(tile, src, rows)                                              \
+  for (int i = tid; i < BLOCK_K * (HEAD_DIM_MAX / 4); i += WG_SIZE) {           \
+    const int j = i / (HEAD_DIM_MAX / 4), c = (i % (HEAD_DIM_MAX / 4)) * 4;     \
+    chunk_t x = CHUNK_ZERO;                                                     \
+    if (j < (rows) && c < head_dim) x = LOAD_CHUNK(src, (size_t)j * kv_stride + c); \
+    TILE_PUT(tile, j * TILE_LD + c, x);                                         \
+  }
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
+                   __global const store_t *k,   // [batch][seqlen_k][heads_kv][head_dim]
+                   __global const store_t *v,   // [batch][seqlen_k][heads_kv][head_dim]
+                   __global store_t *o,         // [batch][seqlen_q][heads_q][head_dim]
+                   __global float *lse,         // [batch][heads_q][seqlen_q]
+                   const int seqlen_q, const int seqlen_k, const int heads_q,
+                   const int heads_kv, const int head_dim,
+                   const float scale,           // logits are scale * q.k
+                   const float scale_log2       // scale * log2(e)
+                   FCL_IO_PARAM) {
+  __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
+#if MMA_EMULATE
+  __local float mma_scratch_a[WARPS][16 * 16], mma_scratch_b[WARPS][16 * 8];
+  __local float quad[WG_SIZE];
+#endif
+  FCL_IO_INIT;
+
+  const int tid = get_local_id(0);
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+#if MMA_EMULATE
+  __local float *mma_a = mma_scratch_a[warp], *mma_b = mma_scratch_b[warp];
+#endif
+  /* The grid as in flash_fwd.cl: one flat dimension, query blocks fastest,
+   * causal blocks with the most keys first. */
+  const int n_qblocks = (seqlen_q + BLOCK_Q - 1) / BLOCK_Q;
+  const int group_id = get_group_id(0);
+  const int bh = group_id / n_qblocks;
+  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
+                            : group_id - bh * n_qblocks;
+  const int head = bh % heads_q;
+  const int batch = bh / heads_q;
+  const int kv_head = head / (heads_q / heads_kv);
+  const int q0 = qblock * BLOCK_Q;
+
+  const size_t q_stride = (size_t)heads_q * head_dim;
+  const size_t kv_stride = (size_t)heads_kv * head_dim;
+  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
+  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  __global const store_t *q_rows = q + q_offset;
+  __global store_t *o_rows = o + q_offset;
+  __global const store_t *k_rows = k + kv_offset;
+  __global const store_t *v_rows = v + kv_offset;
+
+  /* This lane's two rows: g and g + 8 of the warp's 16. */
+  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  const int live[2] = {row[0] < seqlen_q, row[1] < seqlen_q};
+
+  /* Q as A fragments, for every k-step over head_dim; padding columns and
+   * rows past seqlen_q are 0. */
+#if FCL_DTYPE == 0
+  float qa[D_TILES][4];
+UNROLL
+  for (int kk = 0; kk < D_TILES; ++kk)
+UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int r = i & 1, col = 8 * kk + t + 4 * (i >> 1);
+      qa[kk][i] = live[r] && col < head_dim ? LOAD_F32(q_rows, (size_t)row[r] * q_stride + col)
+                                            : 0.0f;
+    }
+#else
+  uint qa[D_TILES / 2][4];
+UNROLL
+  for (int kk = 0; kk < D_TILES / 2; ++kk)
+UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const int r = i & 1, col = 16 * kk + 2 * t + 8 * (i >> 1);
+      qa[kk][i] = live[r] && col < head_dim
+                      ? FCL_COUNTED_LOAD(4, *(__global const uint *)(
+                                                (__global const ushort *)q_rows +
+                                                (size_t)row[r] * q_stride + col))
+                      : 0u;
+    }
+#endif
+
+  float acc[D_TILES][4];
+UNROLL
+  for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
+  float l[2] = {0.0f, 0.0f};  // this lane's columns only; the quad sums at the end
+
+  /* Query i sees key j iff j <= i + diag (flash_fwd.cl). */
+  const int diag = seqlen_k - seqlen_q;
+#if CAUSAL
+  const int last_row = min(q0 + BLOCK_Q, seqlen_q) - 1;
+  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
+  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
+#else
+  const int kv_end = seqlen_k;
+  const int kv_full = seqlen_k;
+#endif
+  const int n_tiles = (kv_end + BLOCK_K - 1) / BLOCK_K;
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int k0 = tile * BLOCK_K;
+    const int keys = min(BLOCK_K, seqlen_k - k0);
+    LOAD_TILE(k_tile, k_rows + (size_t)k0 * kv_stride, keys);
+    LOAD_TILE(v_tile, v_rows + (size_t)k0 * kv_stride, keys);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* ---- S = Q K^T: B fragment (k = head_dim, n = key) from K's rows ---- */
+    float s[K_TILES][4];
+UNROLL
+    for (int n = 0; n < K_TILES; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#if FCL_DTYPE == 0
+    /* S_CHAIN k-steps per partial sum (see "the instructions") */
+UNROLL
+    for (int k0s = 0; k0s < D_TILES; k0s += S_CHAIN) {
+      float part[K_TILES][4];
+UNROLL
+      for (int n = 0; n < K_TILES; ++n) part[n][0] = part[n][1] = part[n][2] = part[n][3] = 0.0f;
+UNROLL
+      for (int kk = k0s; kk < k0s + S_CHAIN; ++kk) {
+        uint a_big[4], a_small[4];
+UNROLL
+        for (int i = 0; i < 4; ++i) split_tf32(qa[kk][i], &a_big[i], &a_small[i]);
+UNROLL
+        for (int n = 0; n < K_TILES; ++n) {
+          __local const float *kr = k_tile + (8 * n + g) * TILE_LD + 8 * kk + t;
+          const float b[2] = {kr[0], kr[4]};
+          mma_3xtf32(part[n], a_big, a_small, b MMA_ARGS);
+        }
+      }
+UNROLL
+      for (int n = 0; n < K_TILES; ++n)
+UNROLL
+        for (int i = 0; i < 4; ++i) s[n][i] += part[n][i];
+    }
+#else
+    __local const uint *k_words = (__local const uint *)k_tile;
+UNROLL
+    for (int kk = 0; kk < D_TILES / 2; ++kk)
+UNROLL
+      for (int n = 0; n < K_TILES; ++n) {
+        __local const uint *kr = k_words + ((8 * n + g) * TILE_LD + 16 * kk + 2 * t) / 2;
+        const uint b[2] = {kr[0], kr[4]};
+        mma_16bit(s[n], qa[kk], b MMA_ARGS);
+      }
+#endif
+
+    /* ---- mask, new max, rescale, p = e^(scale (s - m)) ----
+     * s[n][i] is row row[i >> 1], key k0 + 8 n + 2 t + (i & 1). */
+    if (k0 + BLOCK_K > kv_full) {  // uniform over the group
+UNROLL
+      for (int n = 0; n < K_TILES; ++n)
+UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int key = k0 + 8 * n + 2 * t + (i & 1);
+#if CAUSAL
+          const int seen = key < seqlen_k && key <= row[i >> 1] + diag;
+#else
+          const int seen = key < seqlen_k;
+#endif
+          s[n][i] = seen ? s[n][i] : -INFINITY;
+        }
+    }
+UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float m_new = m[r];
+UNROLL
+      for (int n = 0; n < K_TILES; ++n) m_new = fmax(m_new, fmax(s[n][2 * r], s[n][2 * r + 1]));
+      m_new = quad_max(m_new MMA_ARGS);
+      const float alpha = EXP2((m[r] - m_new) * scale_log2);
+      m[r] = m_new;
+      float sum = 0.0f;
+UNROLL
+      for (int n = 0; n < K_TILES; ++n)
+UNROLL
+        for (int c = 0; c < 2; ++c) {
+          const float p = EXP2((s[n][2 * r + c] - m_new) * scale_log2);  // masked: 0
+          s[n][2 * r + c] = p;
+          sum += p;
+        }
+      l[r] = l[r] * alpha + sum;
+UNROLL
+      for (int n = 0; n < D_TILES; ++n) {
+        acc[n][2 * r] *= alpha;
+        acc[n][2 * r + 1] *= alpha;
+      }
+    }
+
+    /* ---- O += P V: A fragments from s in place, B (k = key, n = column)
+     * from V's rows ---- */
+#if FCL_DTYPE == 0
+    /* logical columns t, t + 4 of an A fragment are keys 2t, 2t + 1 */
+    uint p_big[K_TILES][4], p_small[K_TILES][4];
+UNROLL
+    for (int kt = 0; kt < K_TILES; ++kt) {
+      const float a[4] = {s[kt][0], s[kt][2], s[kt][1], s[kt][3]};
+UNROLL
+      for (int i = 0; i < 4; ++i) split_tf32(a[i], &p_big[kt][i], &p_small[kt][i]);
+    }
+    /* one partial sum per tile and output column block */
+UNROLL
+    for (int n = 0; n < D_TILES; ++n) {
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+UNROLL
+      for (int kt = 0; kt < K_TILES; ++kt) {
+        __local const float *vr = v_tile + (8 * kt + 2 * t) * TILE_LD + 8 * n + g;
+        const float b[2] = {vr[0], vr[TILE_LD]};
+        mma_3xtf32(part, p_big[kt], p_small[kt], b MMA_ARGS);
+      }
+UNROLL
+      for (int i = 0; i < 4; ++i) acc[n][i] += part[i];
+    }
+#else
+UNROLL
+    for (int kt = 0; kt < K_TILES / 2; ++kt) {
+      const uint a[4] = {pack2(s[2 * kt][0], s[2 * kt][1]), pack2(s[2 * kt][2], s[2 * kt][3]),
+                         pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]),
+                         pack2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+      __local const ushort *vr = v_tile + (16 * kt + 2 * t) * TILE_LD + g;
+UNROLL
+      for (int n = 0; n < D_TILES; ++n) {
+        __local const ushort *vc = vr + 8 * n;
+        const uint b[2] = {(uint)vc[0] | ((uint)vc[TILE_LD] << 16),
+                           (uint)vc[8 * TILE_LD] | ((uint)vc[9 * TILE_LD] << 16)};
+        mma_16bit(acc[n], a, b MMA_ARGS);
+      }
+    }
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+  }
+
+  /* ---- O = acc / l, LSE = ln(sum exp) ---- */
+UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const float l_row = quad_sum(l[r] MMA_ARGS);
+    if (!live[r]) continue;
+    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
+    const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+    const size_t at = (size_t)row[r] * q_stride + 2 * t;
+UNROLL
+    for (int n = 0; n < D_TILES; ++n) {
+      if (8 * n + 2 * t >= head_dim) continue;
+      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
+#if FCL_DTYPE == 0
+      FCL_COUNT_STORE(8);
+      vstore2((float2)(x0, x1), 0, o_rows + at + 8 * n);
+#else
+      FCL_COUNT_STORE(4);
+      *(__global uint *)((__global ushort *)o_rows + at + 8 * n) = pack2(x0, x1);
+#endif
+    }
+#if STORE_LSE
+    if (t == 0) {
+      /* l is 0 only for a row that saw no key; NaN stays NaN. */
+      const float value = l_row == 0.0f ? -INFINITY : m[r] * scale + log(l_row);
+      STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
+    }
+#endif
+  }
+  FCL_IO_COMMIT();
+}
