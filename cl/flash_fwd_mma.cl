@@ -58,8 +58,12 @@
 #define MMA_EMULATE (!FCL_NVIDIA_PTX)
 #endif
 #ifndef S_CHAIN
-#define S_CHAIN 1           // f32: k-steps of 8 summed in the tensor core per
+#define S_CHAIN 2           // f32: k-steps of 8 summed in the tensor core per
                             // partial sum of S (a divisor of HEAD_DIM_MAX / 8)
+#endif
+#ifndef O_CHAIN
+#define O_CHAIN 2           // f32: key steps of 8 per partial sum of O (a
+                            // divisor of BLOCK_K / 8)
 #endif
 
 #define WG_SIZE (32 * WARPS)
@@ -70,8 +74,8 @@
 #if HEAD_DIM_MAX % 16 != 0 || BLOCK_K % 16 != 0
 #error "HEAD_DIM_MAX and BLOCK_K must be multiples of 16"
 #endif
-#if D_TILES % S_CHAIN != 0
-#error "S_CHAIN must divide HEAD_DIM_MAX / 8"
+#if D_TILES % S_CHAIN != 0 || K_TILES % O_CHAIN != 0
+#error "S_CHAIN must divide HEAD_DIM_MAX / 8, O_CHAIN BLOCK_K / 8"
 #endif
 
 #if FCL_DTYPE == 0
@@ -94,8 +98,12 @@ typedef ushort tile_t;     // the storage type's bits
  * cost several times the naive algorithm's error. So in f32 the
  * instructions sum short chains into partial sums that start from zero and
  * join the running sums in ordinary, rounded-to-nearest additions: S_CHAIN
- * k-steps of S, and one K/V tile of O. The emulation rounds the same way
- * where it has doubles to sum exactly in. */
+ * k-steps of S, O_CHAIN key steps of O (each step three instructions).
+ * The drift grows with the chain and each restart costs four additions:
+ * with 2 and 2 the emulated error stays within about twice the naive
+ * algorithm's on small head dims and below it at d = 128, where a whole
+ * 64-key tile of O per partial sum had three times it. The emulation
+ * rounds the same way where it has doubles to sum exactly in. */
 #if MMA_EMULATE && defined(cl_khr_fp64)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double exact_t;
@@ -132,10 +140,19 @@ inline uint to_tf32(float x) {
 }
 #endif
 
-/* x = big + small, both tf32. */
+/* x = big + small, both tf32, all three of x's sign. Against an infinite
+ * partner each of the three products must have the sign of the true one
+ * (a -inf logit is a key to leave out, inf - inf would be NaN): so big is
+ * x truncated, not rounded, and a remainder of 0 (x is a tf32 already) or
+ * NaN (x infinite) becomes x * 2^-30 (an error of 2^-30 relative, far
+ * below f32's). Truncating costs a bit: x - big - small is below 2^-21
+ * |x| instead of 2^-22. */
 inline void split_tf32(float x, uint *big, uint *small) {
-  *big = to_tf32(x);
-  *small = to_tf32(x - as_float(*big));
+  const uint u = as_uint(x);
+  *big = (u & 0x7f800000u) == 0x7f800000u ? u : u & 0xffffe000u;
+  float rest = x - as_float(*big);
+  if (rest == 0.0f || isnan(rest)) rest = x * 0x1p-30f;
+  *small = to_tf32(rest);
 }
 
 /* c (16x8, f32) += a (16x8, tf32, row-major fragment) b (8x8, tf32). */
@@ -486,19 +503,21 @@ UNROLL
 UNROLL
       for (int i = 0; i < 4; ++i) split_tf32(a[i], &p_big[kt][i], &p_small[kt][i]);
     }
-    /* one partial sum per tile and output column block */
+    /* per output column block, O_CHAIN key steps per partial sum */
 UNROLL
-    for (int n = 0; n < D_TILES; ++n) {
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int n = 0; n < D_TILES; ++n)
 UNROLL
-      for (int kt = 0; kt < K_TILES; ++kt) {
-        __local const float *vr = v_tile + (8 * kt + 2 * t) * TILE_LD + 8 * n + g;
-        const float b[2] = {vr[0], vr[TILE_LD]};
-        mma_3xtf32(part, p_big[kt], p_small[kt], b MMA_ARGS);
+      for (int kc = 0; kc < K_TILES; kc += O_CHAIN) {
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+UNROLL
+        for (int kt = kc; kt < kc + O_CHAIN; ++kt) {
+          __local const float *vr = v_tile + (8 * kt + 2 * t) * TILE_LD + 8 * n + g;
+          const float b[2] = {vr[0], vr[TILE_LD]};
+          mma_3xtf32(part, p_big[kt], p_small[kt], b MMA_ARGS);
+        }
+UNROLL
+        for (int i = 0; i < 4; ++i) acc[n][i] += part[i];
       }
-UNROLL
-      for (int i = 0; i < 4; ++i) acc[n][i] += part[i];
-    }
 #else
 UNROLL
     for (int kt = 0; kt < K_TILES / 2; ++kt) {

@@ -31,7 +31,11 @@ int fcl__mma_native(const fcl_device_limits *limits) {
   return limits->nvidia_ptx && limits->nvidia_sm >= 80;
 }
 
+/* f32 pays three instructions per product (3xTF32): on an H200 at
+ * N = 4096 that matched the SIMT kernel at d = 64 and beat it by 11% at
+ * d = 128 (docs/performance.md, v3); 16-bit types were 4-5x faster. */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
+  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim <= 64) return 0;
   return fcl__mma_native(limits) && desc->head_dim % 8 == 0 &&
          desc->head_dim <= MMA_MAX_HEAD_DIM;
 }

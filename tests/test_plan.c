@@ -274,9 +274,10 @@ START_TEST(forward_plan_on_the_h200) {
 END_TEST
 
 /* With its compute capability the H200 takes the MMA kernel wherever it
- * fits: Bc 64, except f32 above d = 64 (registers); 4 warps. Not for
- * head_dim 256 or one that is not a multiple of 8, nor below sm_80, nor
- * when a hint describes a SIMT tiling. */
+ * fits and pays: 16-bit types up to d = 128, f32 from d = 72 to 128; Bc 64,
+ * except f32 above d = 64 (registers); 4 warps. Not for head_dim 256 or
+ * one that is not a multiple of 8, nor below sm_80, nor when a hint
+ * describes a SIMT tiling. */
 START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
   fcl_device_limits lim = made_up(48, 1024, 1);
   lim.compute_units = 132;
@@ -289,7 +290,7 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
       fcl_plan plan;
       ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
                        FCL_SUCCESS);
-      if (d > 128) {
+      if (d > 128 || (t == 0 && d <= 64)) {  /* f32 up to 64: SIMT is as fast */
         ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
         continue;
       }
@@ -304,10 +305,13 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
     }
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, 60);
+  desc.dtype = FCL_DTYPE_F16;
   fcl_plan plan;
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
   desc.head_dim = 64;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
   const fcl_plan simt_hint = {.threads_per_row = 2};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &simt_hint, &plan, NULL, 0),
                    FCL_SUCCESS);
