@@ -166,3 +166,37 @@ inline float fcl_shfl_xor(float x, int mask) {
   return r;
 }
 #endif
+
+/* ---- the query-block grid ------------------------------------------------
+ * The kernels that own a block of query rows (both forwards, the
+ * backward's dQ) share one flat grid, since NVIDIA caps the 2nd and 3rd
+ * grid dimensions at 65535. Query blocks vary fastest, so that neighbouring
+ * work-groups share K and V in cache; with a causal mask the last blocks,
+ * which see the most keys, start first, so that a launch does not end on a
+ * long tail. */
+typedef struct fcl_query_block {
+  int q0;                      // first query row of the block
+  int batch, head, kv_head;
+  size_t q_stride, kv_stride;  // elements between rows: Q, O, dO; K, V
+  size_t q_offset, kv_offset;  // row 0 of this (batch, head) in Q; in K
+} fcl_query_block;
+
+inline fcl_query_block fcl_locate_query_block(int block_q, int causal, int seqlen_q,
+                                              int seqlen_k, int heads_q, int heads_kv,
+                                              int head_dim) {
+  fcl_query_block b;
+  const int n_qblocks = (seqlen_q + block_q - 1) / block_q;
+  const int group_id = get_group_id(0);
+  const int bh = group_id / n_qblocks;
+  const int qblock = causal ? n_qblocks - 1 - (group_id - bh * n_qblocks)
+                            : group_id - bh * n_qblocks;
+  b.head = bh % heads_q;
+  b.batch = bh / heads_q;
+  b.kv_head = b.head / (heads_q / heads_kv);
+  b.q0 = qblock * block_q;
+  b.q_stride = (size_t)heads_q * head_dim;
+  b.kv_stride = (size_t)heads_kv * head_dim;
+  b.q_offset = ((size_t)b.batch * seqlen_q * heads_q + b.head) * head_dim;
+  b.kv_offset = ((size_t)b.batch * seqlen_k * heads_kv + b.kv_head) * head_dim;
+  return b;
+}

@@ -497,22 +497,11 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  /* As flash_fwd.cl: query blocks fastest; causal, the last blocks (which
-   * see the most keys) first. */
-  const int n_qblocks = (seqlen_q + BLOCK - 1) / BLOCK;
-  const int group_id = get_group_id(0);
-  const int bh = group_id / n_qblocks;
-  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
-                            : group_id - bh * n_qblocks;
-  const int head = bh % heads_q;
-  const int batch = bh / heads_q;
-  const int kv_head = head / (heads_q / heads_kv);
-  const int q0 = qblock * BLOCK;
-
-  const size_t q_stride = (size_t)heads_q * head_dim;
-  const size_t kv_stride = (size_t)heads_kv * head_dim;
-  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
-  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  const fcl_query_block qb = fcl_locate_query_block(BLOCK, CAUSAL, seqlen_q, seqlen_k,
+                                                    heads_q, heads_kv, head_dim);
+  const int q0 = qb.q0, batch = qb.batch, head = qb.head;
+  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
+  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
   const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {

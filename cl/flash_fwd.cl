@@ -105,25 +105,12 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  /* One flat grid (NVIDIA caps the 2nd and 3rd grid dimensions at 65535):
-   * query blocks vary fastest so that neighbouring groups share K and V in
-   * cache. Causal: the last query blocks see the most keys; they start first
-   * so that the launch does not end on a long tail. */
-  const int n_qblocks = (seqlen_q + BLOCK_Q - 1) / BLOCK_Q;
-  const int group_id = get_group_id(0);
-  const int bh = group_id / n_qblocks;
-  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
-                            : group_id - bh * n_qblocks;
-  const int head = bh % heads_q;
-  const int batch = bh / heads_q;
-  const int kv_head = head / (heads_q / heads_kv);
-  const int q0 = qblock * BLOCK_Q;
+  const fcl_query_block qb = fcl_locate_query_block(BLOCK_Q, CAUSAL, seqlen_q, seqlen_k,
+                                                    heads_q, heads_kv, head_dim);
+  const int q0 = qb.q0, batch = qb.batch, head = qb.head;
+  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
+  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
   const int vec = (head_dim & 3) == 0;
-
-  const size_t q_stride = (size_t)heads_q * head_dim;   // between rows
-  const size_t kv_stride = (size_t)heads_kv * head_dim;
-  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
-  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
   __global const store_t *q_rows = q + q_offset;
   __global store_t *o_rows = o + q_offset;
   __global const store_t *k_rows = k + kv_offset;

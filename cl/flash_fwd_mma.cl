@@ -334,22 +334,11 @@ void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][he
 #if MMA_EMULATE
   __local float *mma_a = mma_scratch_a[warp], *mma_b = mma_scratch_b[warp];
 #endif
-  /* The grid as in flash_fwd.cl: one flat dimension, query blocks fastest,
-   * causal blocks with the most keys first. */
-  const int n_qblocks = (seqlen_q + BLOCK_Q - 1) / BLOCK_Q;
-  const int group_id = get_group_id(0);
-  const int bh = group_id / n_qblocks;
-  const int qblock = CAUSAL ? n_qblocks - 1 - (group_id - bh * n_qblocks)
-                            : group_id - bh * n_qblocks;
-  const int head = bh % heads_q;
-  const int batch = bh / heads_q;
-  const int kv_head = head / (heads_q / heads_kv);
-  const int q0 = qblock * BLOCK_Q;
-
-  const size_t q_stride = (size_t)heads_q * head_dim;
-  const size_t kv_stride = (size_t)heads_kv * head_dim;
-  const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
-  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  const fcl_query_block qb = fcl_locate_query_block(BLOCK_Q, CAUSAL, seqlen_q, seqlen_k,
+                                                    heads_q, heads_kv, head_dim);
+  const int q0 = qb.q0, batch = qb.batch, head = qb.head;
+  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
+  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
   __global const store_t *q_rows = q + q_offset;
   __global store_t *o_rows = o + q_offset;
   __global const store_t *k_rows = k + kv_offset;
