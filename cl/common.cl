@@ -179,6 +179,10 @@ typedef struct fcl_query_block {
   int batch, head, kv_head;
   size_t q_stride, kv_stride;  // elements between rows: Q, O, dO; K, V
   size_t q_offset, kv_offset;  // row 0 of this (batch, head) in Q; in K
+  /* Query i sees key j iff j <= i + diag (causal, bottom-right aligned).
+   * Keys below kv_full are seen by every row of the block, keys from
+   * kv_end on by none. */
+  int diag, kv_full, kv_end;
 } fcl_query_block;
 
 inline fcl_query_block fcl_locate_query_block(int block_q, int causal, int seqlen_q,
@@ -198,5 +202,9 @@ inline fcl_query_block fcl_locate_query_block(int block_q, int causal, int seqle
   b.kv_stride = (size_t)heads_kv * head_dim;
   b.q_offset = ((size_t)b.batch * seqlen_q * heads_q + b.head) * head_dim;
   b.kv_offset = ((size_t)b.batch * seqlen_k * heads_kv + b.kv_head) * head_dim;
+  b.diag = seqlen_k - seqlen_q;
+  const int last_row = min(b.q0 + block_q, seqlen_q) - 1;
+  b.kv_full = causal ? clamp(b.q0 + b.diag + 1, 0, seqlen_k) : seqlen_k;
+  b.kv_end = causal ? clamp(last_row + b.diag + 1, 0, seqlen_k) : seqlen_k;
   return b;
 }

@@ -534,18 +534,8 @@ UNROLL
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
   }
 
-  /* As flash_fwd.cl: keys below kv_full are seen by every row of this
-   * block, keys from kv_end on by none. */
-  const int diag = seqlen_k - seqlen_q;
-#if CAUSAL
-  const int last_row = min(q0 + BLOCK, seqlen_q) - 1;
-  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
-  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
-#else
-  const int kv_end = seqlen_k;
-  const int kv_full = seqlen_k;
-#endif
-  const int n_tiles = (kv_end + BLOCK - 1) / BLOCK;
+  const int diag = qb.diag, kv_full = qb.kv_full;  // the keys the rows see
+  const int n_tiles = (qb.kv_end + BLOCK - 1) / BLOCK;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
 
   for (int tile = 0; tile < n_tiles; ++tile) {

@@ -155,18 +155,8 @@ UNROLL
     }
   }
 
-  /* Query i sees key j iff j <= i + diag. Keys below kv_full are seen by
-   * every row of this block; keys from kv_end on by none. */
-  const int diag = seqlen_k - seqlen_q;
-#if CAUSAL
-  const int last_row = min(q0 + BLOCK_Q, seqlen_q) - 1;
-  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
-  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
-#else
-  const int kv_end = seqlen_k;
-  const int kv_full = seqlen_k;
-#endif
-  const int n_tiles = (kv_end + BLOCK_K - 1) / BLOCK_K;
+  const int diag = qb.diag, kv_full = qb.kv_full;  // the keys the rows see
+  const int n_tiles = (qb.kv_end + BLOCK_K - 1) / BLOCK_K;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 

@@ -381,17 +381,8 @@ UNROLL
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
   float l[2] = {0.0f, 0.0f};  // this lane's columns only; the quad sums at the end
 
-  /* Query i sees key j iff j <= i + diag (flash_fwd.cl). */
-  const int diag = seqlen_k - seqlen_q;
-#if CAUSAL
-  const int last_row = min(q0 + BLOCK_Q, seqlen_q) - 1;
-  const int kv_end = clamp(last_row + diag + 1, 0, seqlen_k);
-  const int kv_full = clamp(q0 + diag + 1, 0, seqlen_k);
-#else
-  const int kv_end = seqlen_k;
-  const int kv_full = seqlen_k;
-#endif
-  const int n_tiles = (kv_end + BLOCK_K - 1) / BLOCK_K;
+  const int diag = qb.diag, kv_full = qb.kv_full;
+  const int n_tiles = (qb.kv_end + BLOCK_K - 1) / BLOCK_K;
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int k0 = tile * BLOCK_K;
