@@ -408,10 +408,18 @@ typedef struct fcl__gemm {
   size_t batch;
 } fcl__gemm;
 
+/* CLBlast (gemm.c). */
 /** Runs a GEMM through CLBlast, one call at a time across the process
  *  (CLBlast 1.5.3's caches are not thread-safe); `what` names it in errors.
  *  Counts as an enqueue for failure injection. */
 fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
+/** Forgets the context in CLBlast's process-wide kernel cache; for
+ *  fcl_context_release (gemm.c explains). */
+void fcl__clblast_release(fcl_context *ctx);
+/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
+ *  and beta (the kernels convert on the device); magnitudes below the
+ *  normal range (2^-14) become 0. */
+cl_half fcl__half_bits(float f);
 
 /** What both naive passes do first: refuse a storage type the device
  *  cannot run, chunk the slices, and report the chunk count (saturated). */
@@ -433,17 +441,9 @@ fcl_status fcl__naive_each_chunk(const fcl_attention_desc *desc, const fcl__chun
 void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
                          unsigned *wg_size, unsigned *cols_per_item);
 
-/** Forgets the context in CLBlast's process-wide kernel cache; for
- *  fcl_context_release (naive.c explains). */
-void fcl__clblast_release(fcl_context *ctx);
-
 /** The type the naive algorithm computes in, for its GEMMs and S/P: f16
  *  for f16 storage, else f32 (bf16 runs the f32 path on widened copies). */
 fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
-/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
- *  and beta (the kernels convert on the device); magnitudes below the
- *  normal range (2^-14) become 0. */
-cl_half fcl__half_bits(float f);
 /** Where one chunk's slices sit in the caller's tensors and in the S
  *  scratch, in elements, as the strided-batched GEMMs take them. */
 typedef struct fcl__chunk_view {
