@@ -18,17 +18,21 @@
 extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
+extern const char fcl__cl_mma[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
 extern const char fcl__cl_flash_bwd[];
 extern const char fcl__cl_convert[];
 
+/* Each program is common.cl, the source's prelude if it has one, and the
+ * source. */
 static const struct {
   const char *text;
   const char *file;
+  const char *prelude;
 } sources[FCL_SRC_COUNT] = {
     [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl"},
-    [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl"},
+    [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl", fcl__cl_mma},
     [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl"},
@@ -112,9 +116,15 @@ static int cache_add(fcl_context *ctx, fcl__source source, const char *options,
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
-  const char *texts[2] = {fcl__cl_common, sources[source].text};
+  const char *texts[3] = {fcl__cl_common, sources[source].text};
+  cl_uint n_texts = 2;
+  if (sources[source].prelude) {
+    texts[1] = sources[source].prelude;
+    texts[2] = sources[source].text;
+    n_texts = 3;
+  }
   cl_program program;
-  FCL_FORWARD_IF(fcl__create_program(ctx, 2, texts, &program));
+  FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
   ctx->program_builds++;
   cl_int err = fcl__build_program(ctx, program, options);
   if (err == CL_SUCCESS) {

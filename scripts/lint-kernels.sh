@@ -10,9 +10,11 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 failures=0 builds=0
 check() {  # file, options...
-  local file="$1"
+  local file="$1" prelude=()
   shift
-  cat cl/common.cl "cl/$file" > "$tmp/k.cl"
+  # as host/program.c builds them: common.cl, a prelude, the kernel
+  [ "$file" = flash_fwd_mma.cl ] && prelude=(cl/mma.cl)
+  cat cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \
       -Werror "$@" "$tmp/k.cl" 2> "$tmp/log"; then
