@@ -15,8 +15,9 @@
  *     (local_bytes within local_mem_bytes, wg_size within
  *     max_work_group_size), is self-consistent (block_q = wg_size /
  *     threads_per_row * rows_per_thread, head_dim_padded covers head_dim,
- *     local_bytes as fcl__flash_local_bytes computes it) and honours the
- *     hint; on failure the plan is not written and `why` is a
+ *     local_bytes as its kernel's accounting computes it: SIMT or MMA
+ *     forward, backward) and honours the hint; on failure the plan is not
+ *     written and `why` is a
  *     NUL-terminated reason within why_len;
  *   - chunking puts 1..heads_kv kv heads in a chunk whose S fits the
  *     allowance, and the softmax launch shape is a power of two within the
@@ -32,7 +33,10 @@
  *   max_alloc_bytes (sizes), flags byte (is_gpu, has_fp16, has_fp64,
  *   has_int64_atomics, nvidia_ptx); hint: a byte (bit 0: use it) and
  *   block_k, wg_size, threads_per_row, rows_per_thread (uint16 each); the
- *   scratch limit (size); why_len (uint16, taken modulo 300).
+ *   scratch limit (size); why_len (uint16, taken modulo 300); the hint's
+ *   kernel (byte, modulo 4: 3 is no fcl_flash_kernel); nvidia_sm (byte).
+ *   Fields were appended in that order, so older corpus entries still read
+ *   as they were written.
  */
 #include "internal.h"
 
@@ -146,7 +150,7 @@ static int same_plan(const fcl_plan *a, const fcl_plan *b) {
   return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
          a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
          a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
-         a->tile_elem_size == b->tile_elem_size;
+         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel;
 }
 
 static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *desc,
@@ -154,9 +158,19 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   const int forward = pass == FCL_PASS_FORWARD;
   CHECK(plan->wg_size >= 1 && plan->wg_size <= lim->max_work_group_size);
   CHECK(plan->local_bytes <= lim->local_mem_bytes);
-  /* each kernel family's own accounting */
-  CHECK(plan->local_bytes == (forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
-                                      : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
+  /* each kernel's own accounting */
+  const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
+  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || (forward && mma));
+  CHECK(plan->local_bytes ==
+        (mma       ? fcl__flash_mma_local_bytes(plan, !fcl__mma_native(lim))
+         : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
+                   : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
+  if (mma) {  /* the instructions' layout: warps of 16 rows */
+    CHECK(plan->threads_per_row == 4 && plan->rows_per_thread == 2);
+    CHECK(plan->wg_size % 32 == 0 && plan->block_k % 16 == 0);
+    CHECK(desc->head_dim % 8 == 0 && desc->head_dim <= 128);
+    CHECK(plan->tile_elem_size == fcl_dtype_size(desc->dtype));
+  }
   /* 8 work-items per row exist in the backward only */
   CHECK(plan->threads_per_row == 1 || plan->threads_per_row == 2 ||
         plan->threads_per_row == 4 || (!forward && plan->threads_per_row == 8));
@@ -170,6 +184,7 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   /* the forward kernel needs whole float4 slices; the backward pads them */
   if (forward) CHECK(plan->head_dim_padded % (4 * plan->threads_per_row) == 0);
   if (hint) {
+    if (hint->kernel && forward) CHECK(plan->kernel == hint->kernel);
     /* the backward derives block_k from the rest and ignores the hint's */
     if (hint->block_k && forward) CHECK(plan->block_k == hint->block_k);
     if (hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
@@ -246,6 +261,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hint.rows_per_thread = (unsigned)take(&r, 2);
   const uint64_t scratch = take_size(&r);
   const size_t why_len = (size_t)(take(&r, 2) % 300);
+  hint.kernel = (unsigned)(take(&r, 1) % 4);
+  lim.nvidia_sm = (unsigned)take(&r, 1);
 
   /* Validation. */
   fcl__shape shape;

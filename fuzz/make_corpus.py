@@ -27,7 +27,7 @@ def special(tag, payload):
 def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
          pass_=0, local=48 * 1024, wg=1024, cus=132, glob=141 << 30,
          maxalloc=35 << 30, flags=0b10001, hint=None, scratch=0, why_len=200,
-         sizes=None):
+         sizes=None, kernel=0, sm=0):
     out = b''.join(sizes if sizes else [size(x) for x in (b, hq, hkv, nq, nk, d)])
     out += struct.pack('<i', dtype) + struct.pack('<b', causal) + scale
     out += struct.pack('<i', pass_)
@@ -38,6 +38,8 @@ def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
     else:
         out += bytes([0]) + b'\0' * 8
     out += size(scratch) + struct.pack('<H', why_len)
+    if kernel or sm:
+        out += bytes([kernel, sm])
     return out
 
 
@@ -77,6 +79,12 @@ seeds = {
     'naive_slice_too_big': seed(nq=300, nk=300, scratch=1000),
     'why_len_0': seed(b=0, why_len=0),
     'why_len_1': seed(b=0, why_len=1),
+    'mma_h200_f16': seed(dtype=1, d=128, nq=4096, nk=4096, b=4, hq=16, hkv=16, sm=90),
+    'mma_h200_f32_d96': seed(d=96, causal=1, sm=90),
+    'mma_forced_pocl': seed(local=512 * 1024, wg=4096, cus=2, flags=0b01111, d=40,
+                            nq=77, nk=150, hint=(0, 0, 0, 0), kernel=2),
+    'mma_hint_wg_96': seed(d=64, hint=(32, 96, 0, 0), kernel=2, sm=86),
+    'mma_bad_kernel': seed(hint=(0, 0, 0, 0), kernel=3),
 }
 
 os.makedirs(os.path.join(HERE, 'corpus'), exist_ok=True)

@@ -336,7 +336,8 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
 
-  unsigned wg = TARGET_ROWS * g / rows;
+  /* a power of two (rows_per_thread = 3 from a hint would give 85) */
+  unsigned wg = floor_pow2(TARGET_ROWS * g / rows);
   if (wg > MAX_WG) wg = MAX_WG;
   if (hint && hint->wg_size) wg = hint->wg_size;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
