@@ -48,7 +48,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 1
+#define FCL_VERSION_MINOR 2
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER \
   (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
