@@ -94,7 +94,7 @@ typedef ushort4 chunk_t;
 #define TILE_PUT(t, i, x) (*(__local ushort4 *)((t) + (i)) = (x))
 #endif
 
-/* rows [r0, r0 + rows) of a tensor whose rows are `stride` apart, columns
+/* `rows` rows of K or V from src (rows kv_stride apart), columns
  * [0, head_dim), into tile rows [0, BLOCK_K); the rest of the tile is 0
  * (0 * NaN is NaN: stale local memory must never meet a zero weight). */
 #define LOAD_TILE(tile, src, rows)                                              \
@@ -191,7 +191,7 @@ UNROLL
 UNROLL
     for (int n = 0; n < K_TILES; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #if FCL_DTYPE == 0
-    /* S_CHAIN k-steps per partial sum (see "the instructions") */
+    /* S_CHAIN k-steps per partial sum (mma.cl: tensor cores truncate) */
 UNROLL
     for (int k0s = 0; k0s < D_TILES; k0s += S_CHAIN) {
       float part[K_TILES][4];
