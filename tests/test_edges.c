@@ -350,9 +350,16 @@ START_TEST(seqlen_one_on_either_side) {
   fcl_context *ctx = th_context();
   const size_t shapes[][3] = {{1, 1, 16}, {1, 37, 64}, {37, 1, 64}, {1, 1, 256}, {1, 300, 8}};
   size_t checked = 0;
+  /* naive, flash as planned, flash on the MMA kernel where it takes the
+   * head_dim (emulated where the device has no matrix instructions) */
+  const fcl_plan planned = {0}, mma = {.kernel = FCL_FLASH_KERNEL_MMA};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
     for (int causal = 0; causal < 2; ++causal)
-      for (size_t a = 0; a < 2; ++a) {
+      for (size_t k = 0; k < 3; ++k) {
+        const size_t a = k < 2 ? k : 0;  /* algos[0] is flash */
+        if (k == 2 && (shapes[s][2] % 8 || shapes[s][2] > 128)) continue;
+        ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, k == 2 ? &mma : &planned),
+                         FCL_SUCCESS);
         fcl_attention_desc desc;
         fcl_attention_desc_init(&desc, 2, 2, 1, shapes[s][0], shapes[s][1], shapes[s][2]);
         desc.causal = causal;
@@ -364,6 +371,7 @@ START_TEST(seqlen_one_on_either_side) {
         th_describe(&desc, what, sizeof what);
         ck_assert_msg(run.status == FCL_SUCCESS, "%s %s: %s", fcl_algo_name(algos[a]), what,
                       fcl_context_last_error(ctx));
+        if (k == 2) ck_assert_uint_eq(run.info.plan.kernel, FCL_FLASH_KERNEL_MMA);
         ck_assert_msg(fclu_max_abs_err(run.o, ref.o, p.q_elems) <= O_TOL, "%s %s: O error %g",
                       fcl_algo_name(algos[a]), what, fclu_max_abs_err(run.o, ref.o, p.q_elems));
         ck_assert_msg(fclu_max_abs_err(run.lse, ref.lse, p.lse_elems) <=
