@@ -13,7 +13,10 @@ check() {  # file, options...
   local file="$1" prelude=()
   shift
   # as host/program.c builds them: common.cl, a prelude, the kernel
-  [ "$file" = flash_fwd_mma.cl ] && prelude=(cl/mma.cl)
+  case "$file" in
+    flash_fwd_mma.cl) prelude=(cl/mma.cl) ;;
+    flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
+  esac
   cat cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \

@@ -1,0 +1,256 @@
+/*
+ * flash_bwd_rows.cl — the flash backward's parameters (-D options), its
+ * work-item layout, and the row helpers its kernels share: loading and
+ * storing this work-item's slices of rows, tiles of two tensors into local
+ * memory, dot products of slices against a tile, the gradients' two-level
+ * accumulation and the sums over a row's slices. Compiled after common.cl
+ * and before flash_bwd.cl (host/program.c), which describes the algorithm.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for; head_dim <= it
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 128         // work-items per work-group
+#endif
+#ifndef THREADS_PER_ROW
+#define THREADS_PER_ROW 2   // work-items splitting one row's head_dim
+#endif
+#ifndef ROWS_PER_THREAD
+#define ROWS_PER_THREAD 1   // rows kept in registers per work-item
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0            // bottom-right aligned causal mask
+#endif
+#ifndef SUB_ROWS
+#define SUB_ROWS 8          // streamed rows whose scores are in registers at once
+#endif
+#ifndef PRE_THREADS
+#define PRE_THREADS 16      // work-items per row in flash_bwd_preprocess
+#endif
+
+#define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
+/* Rows a work-group keeps (keys in dK/dV, queries in dQ) and rows of each
+ * tile it streams (queries in dK/dV, keys in dQ). */
+#define BLOCK (ROW_GROUPS * ROWS_PER_THREAD)
+#define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
+#define D_SLICE4 (D_SLICE / 4)
+/* Slices sit 4 elements apart beyond their width, so the THREADS_PER_ROW
+ * different addresses a warp reads at once fall into different banks. */
+#define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
+#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per row in a tile
+#define TILE_LD4 (TILE_LD / 4)
+#define PRE_ROWS (WG_SIZE / PRE_THREADS)
+
+#if WG_SIZE % THREADS_PER_ROW != 0
+#error "WG_SIZE must be a multiple of THREADS_PER_ROW"
+#endif
+#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4 && THREADS_PER_ROW != 8
+#error "THREADS_PER_ROW must be 1, 2, 4 or 8"
+#endif
+#if D_SLICE * THREADS_PER_ROW < HEAD_DIM_MAX
+#error "the slices must cover HEAD_DIM_MAX"
+#endif
+#if BLOCK % SUB_ROWS != 0
+#error "SUB_ROWS must divide the tile"
+#endif
+#if WG_SIZE % PRE_THREADS != 0 || (PRE_THREADS & (PRE_THREADS - 1)) != 0
+#error "PRE_THREADS must be a power of two dividing WG_SIZE"
+#endif
+
+/* How the THREADS_PER_ROW partial dot products of a row are summed: warp
+ * shuffles where the driver has them and the work-group fills whole warps
+ * (a shuffle over absent lanes is undefined), else through local memory. */
+#if THREADS_PER_ROW > 1 && (!FCL_NVIDIA_PTX || WG_SIZE < 32)
+#define ROW_SUM_IN_LOCAL 1
+#else
+#define ROW_SUM_IN_LOCAL 0
+#endif
+
+/* Helpers that touch global memory take the kernel's counters along. */
+#ifdef FCL_COUNT_IO
+#define IO_LOADS , ulong *io_loads
+#define IO_STORES , ulong *io_stores
+#define IO_LOADS_ARG , &fcl_io_loaded
+#define IO_STORES_ARG , &fcl_io_stored
+#define IO_HELPER_INIT FCL_IO_INIT
+#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
+#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
+#else
+#define IO_LOADS
+#define IO_STORES
+#define IO_LOADS_ARG
+#define IO_STORES_ARG
+#define IO_HELPER_INIT
+#define IO_HELPER_LOADS_DONE() ((void)0)
+#define IO_HELPER_STORES_DONE() ((void)0)
+#endif
+
+/* Columns col..col+3 of a row; those past head_dim read as 0. load_quad
+ * gives floats (for registers), load_tile_quad what a local tile holds. */
+#define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
+  inline type name(__global const store_t *row, const int col,                \
+                   const int head_dim IO_LOADS) {                             \
+    IO_HELPER_INIT;                                                            \
+    type x = (type)(0);                                                        \
+    if ((head_dim & 3) == 0) {                                                 \
+      if (col < head_dim) x = load4(row, col);                                 \
+    } else {                                                                   \
+      if (col + 0 < head_dim) x.x = load1(row, col + 0);                       \
+      if (col + 1 < head_dim) x.y = load1(row, col + 1);                       \
+      if (col + 2 < head_dim) x.z = load1(row, col + 2);                       \
+      if (col + 3 < head_dim) x.w = load1(row, col + 3);                       \
+    }                                                                          \
+    IO_HELPER_LOADS_DONE();                                                    \
+    return x;                                                                  \
+  }
+DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)
+DEFINE_QUAD_LOADER(load_tile_quad, tile4_t, LOAD_TILE4, LOAD_TILE1)
+
+/* Columns col..col+3 of a row, those before head_dim. */
+inline void store_quad(__global store_t *row, const int col, const int head_dim,
+                       const float4 x IO_STORES) {
+  IO_HELPER_INIT;
+  if ((head_dim & 3) == 0) {
+    if (col < head_dim) STORE4(row, col, x);
+  } else {
+    if (col + 0 < head_dim) STORE1(row, col + 0, x.x);
+    if (col + 1 < head_dim) STORE1(row, col + 1, x.y);
+    if (col + 2 < head_dim) STORE1(row, col + 2, x.z);
+    if (col + 3 < head_dim) STORE1(row, col + 3, x.w);
+  }
+  IO_HELPER_STORES_DONE();
+}
+
+/* Rows [0, rows) of two tensors (a and b point at the first row; rows are
+ * `stride` elements apart) into two tiles laid out [row][slice][D_SLICE +
+ * skew], coalesced over head_dim. Rows from `rows` on become 0: never
+ * stale local memory (0 * NaN is NaN). The padding columns past head_dim
+ * are not written: the caller zeroes them once. */
+inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
+                           __global const store_t *a, __global const store_t *b,
+                           const size_t stride, const int rows, const int head_dim
+                           IO_LOADS) {
+  IO_HELPER_INIT;
+  const int quads = (head_dim + 3) / 4;
+  for (int i = get_local_id(0); i < BLOCK * quads; i += WG_SIZE) {
+    const int j = i / quads;
+    const int c = (i - j * quads) * 4;
+    const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
+    tile4_t x = TILE_ZERO, y = TILE_ZERO;
+    if (j < rows) {
+      x = load_tile_quad(a + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+      y = load_tile_quad(b + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+    }
+    ta[at] = x;
+    tb[at] = y;
+  }
+  IO_HELPER_LOADS_DONE();
+}
+
+/* ---- the parts both main kernels share, as statement macros so that the
+ * per-row arrays stay private arrays indexed by constants (registers) ---- */
+
+/* dst[r][..] = this work-item's slice of row r (0 for rows that are not
+ * live and for columns past head_dim). */
+#define LOAD_ROW_SLICES(dst, base, rows, limit, stride)                          \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    __global const store_t *src_ = (base) + (size_t)(rows)[r_] * (stride);      \
+    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+      float4 x_ = (float4)(0.0f);                                               \
+      if ((rows)[r_] < (limit)) x_ = load_quad(src_, col0 + c_, head_dim IO_LOADS_ARG); \
+      dst[r_][c_] = x_.x;                                                       \
+      dst[r_][c_ + 1] = x_.y;                                                   \
+      dst[r_][c_ + 2] = x_.z;                                                   \
+      dst[r_][c_ + 3] = x_.w;                                                   \
+    }                                                                           \
+  }
+
+/* Stores this work-item's slice of each live row r, times `factor`. */
+#define STORE_ROW_SLICES(src, base, rows, limit, stride, factor)                \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    if ((rows)[r_] >= (limit)) continue;                                        \
+    __global store_t *dst_ = (base) + (size_t)(rows)[r_] * (stride);            \
+    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+      const float4 x_ = (float4)(src[r_][c_], src[r_][c_ + 1], src[r_][c_ + 2], \
+                                 src[r_][c_ + 3]) * (factor);                   \
+      store_quad(dst_, col0 + c_, head_dim, x_ IO_STORES_ARG);                  \
+    }                                                                           \
+  }
+
+/* s[r][i] = slice of a_r . tile_a row (sb + i), dp[r][i] likewise for b:
+ * four chains per dot product, one per float4 lane, summed pairwise, as in
+ * flash_fwd.cl. */
+#define SLICE_DOTS(s, dp, ra, rb, tile_a, tile_b, sb)                           \
+  UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                                 \
+    float4 sa_[ROWS_PER_THREAD], sb_[ROWS_PER_THREAD];                          \
+    UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                          \
+      sa_[r_] = sb_[r_] = (float4)(0.0f);                                       \
+    const int at_ = ((sb) + i_) * TILE_LD4 + slice_base4;                       \
+    UNROLL for (int c4_ = 0; c4_ < D_SLICE4; ++c4_) {                            \
+      const float4 ta_ = TILE_READ4(tile_a, at_ + c4_);                         \
+      const float4 tb_ = TILE_READ4(tile_b, at_ + c4_);                         \
+      UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                      \
+        sa_[r_] = fma((float4)(ra[r_][4 * c4_], ra[r_][4 * c4_ + 1],            \
+                               ra[r_][4 * c4_ + 2], ra[r_][4 * c4_ + 3]),       \
+                      ta_, sa_[r_]);                                            \
+        sb_[r_] = fma((float4)(rb[r_][4 * c4_], rb[r_][4 * c4_ + 1],            \
+                               rb[r_][4 * c4_ + 2], rb[r_][4 * c4_ + 3]),       \
+                      tb_, sb_[r_]);                                            \
+      }                                                                         \
+    }                                                                           \
+    UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                        \
+      s[r_][i_] = (sa_[r_].x + sa_[r_].y) + (sa_[r_].z + sa_[r_].w);            \
+      dp[r_][i_] = (sb_[r_].x + sb_[r_].y) + (sb_[r_].z + sb_[r_].w);           \
+    }                                                                           \
+  }
+
+/* acc[r][4 c4 .. 4 c4 + 3] += t[r]. The gradients are sums over every
+ * query (dK, dV) or key (dQ): the SUB_ROWS terms of a sub-tile are summed
+ * first, on their own, and only that partial joins the long running sum,
+ * which divides the running sum's rounding error by about sqrt(SUB_ROWS)
+ * for one add per SUB_ROWS multiply-adds. With one chain per element, a
+ * sum over a few hundred rows was up to 3x less accurate than CLBlast's
+ * GEMM on the same data. */
+#define ACCUMULATE(acc, t, c4)                                                  \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    acc[r_][4 * (c4) + 0] += t[r_].x;                                           \
+    acc[r_][4 * (c4) + 1] += t[r_].y;                                           \
+    acc[r_][4 * (c4) + 2] += t[r_].z;                                           \
+    acc[r_][4 * (c4) + 3] += t[r_].w;                                           \
+  }
+
+/* Sums the THREADS_PER_ROW partial dot products of each row; every slice
+ * of a row gets the same sum, in the same order run after run. */
+#if THREADS_PER_ROW == 1
+#define ROW_SUMS(s, dp) ((void)0)
+#elif ROW_SUM_IN_LOCAL
+#define ROW_SUMS(s, dp)                                                         \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      part[i_ * WG_SIZE + tid] = s[r_][i_];                                     \
+      part[(SUB_ROWS + i_) * WG_SIZE + tid] = dp[r_][i_];                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      float x_ = 0.0f, y_ = 0.0f;                                               \
+      UNROLL for (int t_ = 0; t_ < THREADS_PER_ROW; ++t_) {                      \
+        x_ += part[i_ * WG_SIZE + row_group * THREADS_PER_ROW + t_];            \
+        y_ += part[(SUB_ROWS + i_) * WG_SIZE + row_group * THREADS_PER_ROW + t_]; \
+      }                                                                         \
+      s[r_][i_] = x_;                                                           \
+      dp[r_][i_] = y_;                                                          \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+  }
+#else
+/* Butterfly: x + y == y + x exactly, so all lanes of a row agree. */
+#define ROW_SUMS(s, dp)                                                         \
+  UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                            \
+    UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                               \
+      UNROLL for (int m_ = 1; m_ < THREADS_PER_ROW; m_ *= 2) {                   \
+        s[r_][i_] += fcl_shfl_xor(s[r_][i_], m_);                               \
+        dp[r_][i_] += fcl_shfl_xor(dp[r_][i_], m_);                             \
+      }                                                                         \
+    }
+#endif
