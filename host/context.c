@@ -82,7 +82,7 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
       lim->has_fp64 = has_extension(ext, "cl_khr_fp64");
       lim->has_int64_atomics = has_extension(ext, "cl_khr_int64_base_atomics");
       /* cl_nv_device_attribute_query marks NVIDIA's own driver, whose
-       * compiler accepts inline PTX (checked on an H200, DEVICE.md). */
+       * compiler accepts inline PTX (checked on an H200). */
       lim->nvidia_ptx = has_extension(ext, "cl_nv_device_attribute_query");
     }
     fcl__free(ext);

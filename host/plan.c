@@ -27,8 +27,9 @@
  *   - the work-group is lowered to the device's limit, and halved (down to
  *     32) while the launch has fewer than two work-groups per compute unit,
  *     so small problems still fill the device.
- * M excludes 1 KiB that NVIDIA reserves per work-group (DEVICE.md: 48 KiB
- * reported, 47 KiB usable); elsewhere the margin costs nothing.
+ * M excludes 1 KiB that NVIDIA reserves per work-group (an H200 reports 48
+ * KiB; 47 KiB of __local arguments work, 48 fail); elsewhere the margin
+ * costs nothing.
  *
  * Tile elements (both passes). The local tiles hold floats, converted once
  * as they arrive from global memory, or, for f16 and bf16 storage, the

@@ -393,7 +393,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
 END_TEST
 
 START_TEST(backward_plan_on_the_h200) {
-  /* What DEVICE.md reports: 48 KiB, 1024 work-items, 132 compute units. */
+  /* What an H200 reports: 48 KiB, 1024 work-items, 132 compute units. */
   fcl_device_limits lim = made_up(48, 1024, 1);
   lim.compute_units = 132;
   const size_t dims[] = {64, 128, 256};
