@@ -153,7 +153,7 @@ typedef float4 tile4_t;
 #endif
 
 /* Running maxima start here, not at -INFINITY: exp2(m_old - m_new) then
- * never sees inf - inf (DESIGN.md, numerical rules). */
+ * never sees inf - inf (docs/design.md, numerics). */
 #define FCL_MAX_INIT (-FLT_MAX)
 
 #if FCL_NVIDIA_PTX

@@ -1,7 +1,7 @@
 /*
  * bench.h — what flashcl-bench's files share: its options, the devices it
  * runs on, and one result per (device, shape, pass, algorithm). The result
- * fields are the JSON contract of DESIGN.md.
+ * fields are the JSON contract (docs/design.md).
  */
 #ifndef FLASHCL_BENCH_H
 #define FLASHCL_BENCH_H

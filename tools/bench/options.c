@@ -1,6 +1,6 @@
 /*
  * options.c — flashcl-bench's command line. The interface is a contract
- * (DESIGN.md): extend it, don't break it.
+ * (docs/design.md): extend it, don't break it.
  */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /*
  * output.c — flashcl-bench's reports: the table on stdout, the I/O table,
- * and the JSON and CSV files (their fields are DESIGN.md's contract).
+ * and the JSON and CSV files (their fields are a contract: docs/design.md).
  */
 #include <math.h>
 #include <string.h>
