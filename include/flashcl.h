@@ -359,19 +359,19 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
  *  tile_elem_size and kernel of `hint` replace the planner's choices; the
- *  others
- *  stay the planner's. NULL restores the planner. A combination that does
- *  not fit the device makes later calls fail with FCL_ERROR_UNSUPPORTED, as
- *  does tile_elem_size = 2 with f32 storage. An MMA hint takes only
- *  block_k (a multiple of 16) and wg_size (32 to 512) besides; its
- *  threads_per_row, rows_per_thread and tile_elem_size are fixed. With
- *  kernel left 0, a hint that sets threads_per_row, rows_per_thread or
- *  tile_elem_size describes, and so selects, the SIMT kernel.
- *  The hint applies to both passes, except that the backward derives its
- *  block sizes from the others (see fcl_plan) and so ignores block_k, and
- *  that threads_per_row = 8 exists for the backward only (a forward with
- *  it fails with FCL_ERROR_UNSUPPORTED). Applies to calls that start after
- *  it returns.
+ *  others stay the planner's. NULL restores the planner. A combination that
+ *  does not fit the device makes later calls fail with
+ *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
+ *  An MMA hint takes only block_k (a multiple of 16) and wg_size (a power
+ *  of two from 32 to 512) besides; its threads_per_row, rows_per_thread
+ *  and tile_elem_size are fixed. With kernel left 0, a hint that sets
+ *  threads_per_row, rows_per_thread or tile_elem_size describes, and so
+ *  selects, the SIMT kernel.
+ *  The hint applies to both passes, except that the backward (SIMT only)
+ *  ignores kernel, derives its block sizes from the other fields (see
+ *  fcl_plan) and so ignores block_k, and that threads_per_row = 8 exists
+ *  for the backward only (a forward with it fails with
+ *  FCL_ERROR_UNSUPPORTED). Applies to calls that start after it returns.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
