@@ -40,7 +40,11 @@
 #define BLOCK_K 64          // keys per local-memory tile, a multiple of 16
 #endif
 #ifndef WARPS
-#define WARPS 4             // warps per work-group, 16 query rows each
+#define WARPS 4             // warps per work-group
+#endif
+#ifndef M_TILES
+#define M_TILES 1           // 16-row tiles per warp: each B fragment read from
+                            // local memory feeds M_TILES instructions
 #endif
 #ifndef CAUSAL
 #define CAUSAL 0            // bottom-right aligned causal mask
@@ -58,7 +62,7 @@
 #endif
 
 #define WG_SIZE (32 * WARPS)
-#define BLOCK_Q (16 * WARPS)     // Br
+#define BLOCK_Q (16 * M_TILES * WARPS)  // Br
 #define D_TILES (HEAD_DIM_MAX / 8)
 #define K_TILES (BLOCK_K / 8)
 
@@ -139,42 +143,58 @@ void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][he
   __global const store_t *k_rows = k + kv_offset;
   __global const store_t *v_rows = v + kv_offset;
 
-  /* This lane's two rows: g and g + 8 of the warp's 16. */
-  const int row[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  const int live[2] = {row[0] < seqlen_q, row[1] < seqlen_q};
+  /* This lane's rows: g and g + 8 of each of the warp's 16-row tiles. */
+  int row[M_TILES][2], live[M_TILES][2];
+UNROLL
+  for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+    for (int r = 0; r < 2; ++r) {
+      row[mt][r] = q0 + 16 * (M_TILES * warp + mt) + g + 8 * r;
+      live[mt][r] = row[mt][r] < seqlen_q;
+    }
 
   /* Q as A fragments, for every k-step over head_dim; padding columns and
    * rows past seqlen_q are 0. */
 #if FCL_DTYPE == 0
-  float qa[D_TILES][4];
+  float qa[M_TILES][D_TILES][4];
 UNROLL
-  for (int kk = 0; kk < D_TILES; ++kk)
+  for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const int r = i & 1, col = 8 * kk + t + 4 * (i >> 1);
-      qa[kk][i] = live[r] && col < head_dim ? LOAD_F32(q_rows, (size_t)row[r] * q_stride + col)
-                                            : 0.0f;
-    }
+    for (int kk = 0; kk < D_TILES; ++kk)
+UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int r = i & 1, col = 8 * kk + t + 4 * (i >> 1);
+        qa[mt][kk][i] = live[mt][r] && col < head_dim
+                            ? LOAD_F32(q_rows, (size_t)row[mt][r] * q_stride + col)
+                            : 0.0f;
+      }
 #else
-  uint qa[D_TILES / 2][4];
+  uint qa[M_TILES][D_TILES / 2][4];
 UNROLL
-  for (int kk = 0; kk < D_TILES / 2; ++kk)
+  for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-    for (int i = 0; i < 4; ++i) {
-      const int r = i & 1, col = 16 * kk + 2 * t + 8 * (i >> 1);
-      qa[kk][i] = live[r] && col < head_dim
-                      ? FCL_COUNTED_LOAD(4, *(__global const uint *)(
-                                                (__global const ushort *)q_rows +
-                                                (size_t)row[r] * q_stride + col))
-                      : 0u;
-    }
+    for (int kk = 0; kk < D_TILES / 2; ++kk)
+UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int r = i & 1, col = 16 * kk + 2 * t + 8 * (i >> 1);
+        qa[mt][kk][i] = live[mt][r] && col < head_dim
+                            ? FCL_COUNTED_LOAD(4, *(__global const uint *)(
+                                                      (__global const ushort *)q_rows +
+                                                      (size_t)row[mt][r] * q_stride + col))
+                            : 0u;
+      }
 #endif
 
-  float acc[D_TILES][4];
+  float acc[M_TILES][D_TILES][4];
+  float m[M_TILES][2], l[M_TILES][2];  // l: this lane's columns; the quad sums at the end
 UNROLL
-  for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-  float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
-  float l[2] = {0.0f, 0.0f};  // this lane's columns only; the quad sums at the end
+  for (int mt = 0; mt < M_TILES; ++mt) {
+UNROLL
+    for (int n = 0; n < D_TILES; ++n)
+      acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+    m[mt][0] = m[mt][1] = FCL_MAX_INIT;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   const int diag = qb.diag, kv_full = qb.kv_full;
   const int n_tiles = (qb.kv_end + BLOCK_K - 1) / BLOCK_K;
@@ -186,33 +206,48 @@ UNROLL
     LOAD_TILE(v_tile, v_rows + (size_t)k0 * kv_stride, keys);
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* ---- S = Q K^T: B fragment (k = head_dim, n = key) from K's rows ---- */
-    float s[K_TILES][4];
+    /* ---- S = Q K^T: B fragment (k = head_dim, n = key) from K's rows,
+     * read once for all of the warp's row tiles ---- */
+    float s[M_TILES][K_TILES][4];
 UNROLL
-    for (int n = 0; n < K_TILES; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+      for (int n = 0; n < K_TILES; ++n)
+        s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #if FCL_DTYPE == 0
     /* S_CHAIN k-steps per partial sum (mma.cl: tensor cores truncate) */
 UNROLL
     for (int k0s = 0; k0s < D_TILES; k0s += S_CHAIN) {
-      float part[K_TILES][4];
+      float part[M_TILES][K_TILES][4];
 UNROLL
-      for (int n = 0; n < K_TILES; ++n) part[n][0] = part[n][1] = part[n][2] = part[n][3] = 0.0f;
+      for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+        for (int n = 0; n < K_TILES; ++n)
+          part[mt][n][0] = part[mt][n][1] = part[mt][n][2] = part[mt][n][3] = 0.0f;
 UNROLL
       for (int kk = k0s; kk < k0s + S_CHAIN; ++kk) {
-        uint a_big[4], a_small[4];
+        uint a_big[M_TILES][4], a_small[M_TILES][4];
 UNROLL
-        for (int i = 0; i < 4; ++i) split_tf32(qa[kk][i], &a_big[i], &a_small[i]);
+        for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+          for (int i = 0; i < 4; ++i) split_tf32(qa[mt][kk][i], &a_big[mt][i], &a_small[mt][i]);
 UNROLL
         for (int n = 0; n < K_TILES; ++n) {
           __local const float *kr = k_tile + (8 * n + g) * TILE_LD + 8 * kk + t;
-          const float b[2] = {kr[0], kr[4]};
-          mma_3xtf32(part[n], a_big, a_small, b MMA_ARGS);
+          uint b_big[2], b_small[2];
+          split_tf32(kr[0], &b_big[0], &b_small[0]);
+          split_tf32(kr[4], &b_big[1], &b_small[1]);
+UNROLL
+          for (int mt = 0; mt < M_TILES; ++mt)
+            mma_3xtf32(part[mt][n], a_big[mt], a_small[mt], b_big, b_small MMA_ARGS);
         }
       }
 UNROLL
-      for (int n = 0; n < K_TILES; ++n)
+      for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-        for (int i = 0; i < 4; ++i) s[n][i] += part[n][i];
+        for (int n = 0; n < K_TILES; ++n)
+UNROLL
+          for (int i = 0; i < 4; ++i) s[mt][n][i] += part[mt][n][i];
     }
 #else
     __local const uint *k_words = (__local const uint *)k_tile;
@@ -222,90 +257,113 @@ UNROLL
       for (int n = 0; n < K_TILES; ++n) {
         __local const uint *kr = k_words + ((8 * n + g) * TILE_LD + 16 * kk + 2 * t) / 2;
         const uint b[2] = {kr[0], kr[4]};
-        mma_16bit(s[n], qa[kk], b MMA_ARGS);
+UNROLL
+        for (int mt = 0; mt < M_TILES; ++mt) mma_16bit(s[mt][n], qa[mt][kk], b MMA_ARGS);
       }
 #endif
 
     /* ---- mask, new max, rescale, p = e^(scale (s - m)) ----
-     * s[n][i] is row row[i >> 1], key k0 + 8 n + 2 t + (i & 1). */
+     * s[mt][n][i] is row row[mt][i >> 1], key k0 + 8 n + 2 t + (i & 1). */
     if (k0 + BLOCK_K > kv_full) {  // uniform over the group
 UNROLL
-      for (int n = 0; n < K_TILES; ++n)
+      for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const int key = k0 + 8 * n + 2 * t + (i & 1);
+        for (int n = 0; n < K_TILES; ++n)
+UNROLL
+          for (int i = 0; i < 4; ++i) {
+            const int key = k0 + 8 * n + 2 * t + (i & 1);
 #if CAUSAL
-          const int seen = key < seqlen_k && key <= row[i >> 1] + diag;
+            const int seen = key < seqlen_k && key <= row[mt][i >> 1] + diag;
 #else
-          const int seen = key < seqlen_k;
+            const int seen = key < seqlen_k;
 #endif
-          s[n][i] = seen ? s[n][i] : -INFINITY;
-        }
+            s[mt][n][i] = seen ? s[mt][n][i] : -INFINITY;
+          }
     }
 UNROLL
-    for (int r = 0; r < 2; ++r) {
-      float m_new = m[r];
+    for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-      for (int n = 0; n < K_TILES; ++n) m_new = fmax(m_new, fmax(s[n][2 * r], s[n][2 * r + 1]));
-      m_new = quad_max(m_new MMA_ARGS);
-      const float alpha = EXP2((m[r] - m_new) * scale_log2);
-      m[r] = m_new;
-      float sum = 0.0f;
+      for (int r = 0; r < 2; ++r) {
+        float m_new = m[mt][r];
 UNROLL
-      for (int n = 0; n < K_TILES; ++n)
+        for (int n = 0; n < K_TILES; ++n)
+          m_new = fmax(m_new, fmax(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+        m_new = quad_max(m_new MMA_ARGS);
+        const float alpha = EXP2((m[mt][r] - m_new) * scale_log2);
+        m[mt][r] = m_new;
+        float sum = 0.0f;
 UNROLL
-        for (int c = 0; c < 2; ++c) {
-          const float p = EXP2((s[n][2 * r + c] - m_new) * scale_log2);  // masked: 0
-          s[n][2 * r + c] = p;
-          sum += p;
+        for (int n = 0; n < K_TILES; ++n)
+UNROLL
+          for (int c = 0; c < 2; ++c) {
+            const float p = EXP2((s[mt][n][2 * r + c] - m_new) * scale_log2);  // masked: 0
+            s[mt][n][2 * r + c] = p;
+            sum += p;
+          }
+        l[mt][r] = l[mt][r] * alpha + sum;
+UNROLL
+        for (int n = 0; n < D_TILES; ++n) {
+          acc[mt][n][2 * r] *= alpha;
+          acc[mt][n][2 * r + 1] *= alpha;
         }
-      l[r] = l[r] * alpha + sum;
-UNROLL
-      for (int n = 0; n < D_TILES; ++n) {
-        acc[n][2 * r] *= alpha;
-        acc[n][2 * r + 1] *= alpha;
       }
-    }
 
     /* ---- O += P V: A fragments from s in place, B (k = key, n = column)
-     * from V's rows ---- */
+     * from V's rows, read once for all row tiles ---- */
 #if FCL_DTYPE == 0
     /* logical columns t, t + 4 of an A fragment are keys 2t, 2t + 1 */
-    uint p_big[K_TILES][4], p_small[K_TILES][4];
+    uint p_big[M_TILES][K_TILES][4], p_small[M_TILES][K_TILES][4];
 UNROLL
-    for (int kt = 0; kt < K_TILES; ++kt) {
-      const float a[4] = {s[kt][0], s[kt][2], s[kt][1], s[kt][3]};
+    for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-      for (int i = 0; i < 4; ++i) split_tf32(a[i], &p_big[kt][i], &p_small[kt][i]);
-    }
+      for (int kt = 0; kt < K_TILES; ++kt) {
+        const float a[4] = {s[mt][kt][0], s[mt][kt][2], s[mt][kt][1], s[mt][kt][3]};
+UNROLL
+        for (int i = 0; i < 4; ++i) split_tf32(a[i], &p_big[mt][kt][i], &p_small[mt][kt][i]);
+      }
     /* per output column block, O_CHAIN key steps per partial sum */
 UNROLL
     for (int n = 0; n < D_TILES; ++n)
 UNROLL
       for (int kc = 0; kc < K_TILES; kc += O_CHAIN) {
-        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float part[M_TILES][4];
+UNROLL
+        for (int mt = 0; mt < M_TILES; ++mt)
+          part[mt][0] = part[mt][1] = part[mt][2] = part[mt][3] = 0.0f;
 UNROLL
         for (int kt = kc; kt < kc + O_CHAIN; ++kt) {
           __local const float *vr = v_tile + (8 * kt + 2 * t) * TILE_LD + 8 * n + g;
-          const float b[2] = {vr[0], vr[TILE_LD]};
-          mma_3xtf32(part, p_big[kt], p_small[kt], b MMA_ARGS);
+          uint b_big[2], b_small[2];
+          split_tf32(vr[0], &b_big[0], &b_small[0]);
+          split_tf32(vr[TILE_LD], &b_big[1], &b_small[1]);
+UNROLL
+          for (int mt = 0; mt < M_TILES; ++mt)
+            mma_3xtf32(part[mt], p_big[mt][kt], p_small[mt][kt], b_big, b_small MMA_ARGS);
         }
 UNROLL
-        for (int i = 0; i < 4; ++i) acc[n][i] += part[i];
+        for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+          for (int i = 0; i < 4; ++i) acc[mt][n][i] += part[mt][i];
       }
 #else
 UNROLL
     for (int kt = 0; kt < K_TILES / 2; ++kt) {
-      const uint a[4] = {pack2(s[2 * kt][0], s[2 * kt][1]), pack2(s[2 * kt][2], s[2 * kt][3]),
-                         pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]),
-                         pack2(s[2 * kt + 1][2], s[2 * kt + 1][3])};
+      uint a[M_TILES][4];
+UNROLL
+      for (int mt = 0; mt < M_TILES; ++mt) {
+        a[mt][0] = pack2(s[mt][2 * kt][0], s[mt][2 * kt][1]);
+        a[mt][1] = pack2(s[mt][2 * kt][2], s[mt][2 * kt][3]);
+        a[mt][2] = pack2(s[mt][2 * kt + 1][0], s[mt][2 * kt + 1][1]);
+        a[mt][3] = pack2(s[mt][2 * kt + 1][2], s[mt][2 * kt + 1][3]);
+      }
       __local const ushort *vr = v_tile + (16 * kt + 2 * t) * TILE_LD + g;
 UNROLL
       for (int n = 0; n < D_TILES; ++n) {
         __local const ushort *vc = vr + 8 * n;
         const uint b[2] = {(uint)vc[0] | ((uint)vc[TILE_LD] << 16),
                            (uint)vc[8 * TILE_LD] | ((uint)vc[9 * TILE_LD] << 16)};
-        mma_16bit(acc[n], a, b MMA_ARGS);
+UNROLL
+        for (int mt = 0; mt < M_TILES; ++mt) mma_16bit(acc[mt][n], a[mt], b MMA_ARGS);
       }
     }
 #endif
@@ -314,31 +372,33 @@ UNROLL
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const float l_row = quad_sum(l[r] MMA_ARGS);
-    if (!live[r]) continue;
-    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
-    const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
-    const size_t at = (size_t)row[r] * q_stride + 2 * t;
+  for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
-    for (int n = 0; n < D_TILES; ++n) {
-      if (8 * n + 2 * t >= head_dim) continue;
-      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
+    for (int r = 0; r < 2; ++r) {
+      const float l_row = quad_sum(l[mt][r] MMA_ARGS);
+      if (!live[mt][r]) continue;
+      /* A row that saw no key has l = 0 and acc = 0: output zeros. */
+      const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+      const size_t at = (size_t)row[mt][r] * q_stride + 2 * t;
+UNROLL
+      for (int n = 0; n < D_TILES; ++n) {
+        if (8 * n + 2 * t >= head_dim) continue;
+        const float x0 = acc[mt][n][2 * r] * inv, x1 = acc[mt][n][2 * r + 1] * inv;
 #if FCL_DTYPE == 0
-      FCL_COUNT_STORE(8);
-      vstore2((float2)(x0, x1), 0, o_rows + at + 8 * n);
+        FCL_COUNT_STORE(8);
+        vstore2((float2)(x0, x1), 0, o_rows + at + 8 * n);
 #else
-      FCL_COUNT_STORE(4);
-      *(__global uint *)((__global ushort *)o_rows + at + 8 * n) = pack2(x0, x1);
+        FCL_COUNT_STORE(4);
+        *(__global uint *)((__global ushort *)o_rows + at + 8 * n) = pack2(x0, x1);
 #endif
-    }
+      }
 #if STORE_LSE
-    if (t == 0) {
-      /* l is 0 only for a row that saw no key; NaN stays NaN. */
-      const float value = l_row == 0.0f ? -INFINITY : m[r] * scale + log(l_row);
-      STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
-    }
+      if (t == 0) {
+        /* l is 0 only for a row that saw no key; NaN stays NaN. */
+        const float value = l_row == 0.0f ? -INFINITY : m[mt][r] * scale + log(l_row);
+        STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[mt][r], value);
+      }
 #endif
-  }
+    }
   FCL_IO_COMMIT();
 }

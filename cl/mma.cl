@@ -121,12 +121,10 @@ inline void mma_tf32(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
 #endif
 }
 
-/* c += a b from three tf32 products, small terms first. a comes split
- * already: it is reused across a row of tiles. */
+/* c += a b from three tf32 products, small terms first; both operands come
+ * split (split_tf32), as each is reused across several products. */
 inline void mma_3xtf32(float c[4], const uint a_big[4], const uint a_small[4],
-                       const float b[2] MMA_SCRATCH) {
-  uint b_big[2], b_small[2];
-  for (int i = 0; i < 2; ++i) split_tf32(b[i], &b_big[i], &b_small[i]);
+                       const uint b_big[2], const uint b_small[2] MMA_SCRATCH) {
   mma_tf32(c, a_small, b_big MMA_ARGS);
   mma_tf32(c, a_big, b_small MMA_ARGS);
   mma_tf32(c, a_big, b_big MMA_ARGS);

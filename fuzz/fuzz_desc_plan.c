@@ -166,7 +166,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
          : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
                    : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
   if (mma) {  /* the instructions' layout: warps of 16 rows */
-    CHECK(plan->threads_per_row == 4 && plan->rows_per_thread == 2);
+    CHECK(plan->threads_per_row == 4 &&
+          (plan->rows_per_thread == 2 || plan->rows_per_thread == 4));
     CHECK(plan->wg_size % 32 == 0 && plan->block_k % 16 == 0);
     CHECK(desc->head_dim % 8 == 0 && desc->head_dim <= 128);
     CHECK(plan->tile_elem_size == fcl_dtype_size(desc->dtype));

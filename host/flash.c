@@ -18,6 +18,7 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   fcl__options_count_io(opts, io_counter);
   if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
     fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
+    fcl__options_define(opts, "M_TILES", (long)plan->rows_per_thread / 2);
     fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
     return;
   }

@@ -2,9 +2,13 @@
  * plan_mma.c — the tiling of the tensor-core forward (cl/flash_fwd_mma.cl).
  * Pure, like plan.c, which calls it.
  *
- * The kernel's shape is fixed by the instructions: a warp owns 16 query
- * rows, and inside it a row's four lanes each hold two columns of the score
- * and output tiles. What is left to choose:
+ * The kernel's shape is fixed by the instructions: a warp owns tiles of 16
+ * query rows, and inside one a row's four lanes each hold two columns of
+ * the score and output tiles. What is left to choose:
+ *   - tiles per warp: one (rows_per_thread 2). Two (rows_per_thread 4,
+ *     by a hint only) let every fragment read from local memory feed two
+ *     instructions, for twice the registers of Q, the accumulator and the
+ *     scores; on the H200 that is unmeasured, so it is not the default;
  *   - warps per work-group: 4 (Br = 64 rows sharing each K/V tile), halved
  *     down to one while the launch has fewer than two work-groups per
  *     compute unit, as in the SIMT rule;
@@ -60,11 +64,12 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   if (hint && ((hint->threads_per_row && hint->threads_per_row != 4) ||
-               (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+               (hint->rows_per_thread && hint->rows_per_thread != 2 &&
+                hint->rows_per_thread != 4) ||
                (hint->tile_elem_size && hint->tile_elem_size != elem))) {
     fcl__say(why, why_len,
-             "the MMA kernel's layout is fixed: threads_per_row 4, rows_per_thread 2, "
-             "tile_elem_size %u for %s",
+             "the MMA kernel's layout is fixed: threads_per_row 4, rows_per_thread 2 or 4 "
+             "(one or two 16-row tiles per warp), tile_elem_size %u for %s",
              elem, fcl_dtype_name(desc->dtype));
     return FCL_ERROR_UNSUPPORTED;
   }
@@ -82,7 +87,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
   plan.kernel = FCL_FLASH_KERNEL_MMA;
   plan.head_dim_padded = (unsigned)(desc->head_dim + 15) / 16 * 16;
   plan.threads_per_row = 4;
-  plan.rows_per_thread = 2;
+  plan.rows_per_thread = hint && hint->rows_per_thread ? hint->rows_per_thread : 2;
   plan.tile_elem_size = elem;
 
   unsigned wg = fixed_wg ? hint->wg_size : 32 * MMA_WARPS;
@@ -90,7 +95,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
     while (wg > 32 && wg > limits->max_work_group_size) wg /= 2;
     const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
     for (;;) {
-      const size_t block = wg / 2;
+      const size_t block = (size_t)wg / 4 * plan.rows_per_thread;
       const size_t groups = desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block);
       if (groups >= want || wg <= 32) break;
       wg /= 2;
@@ -117,7 +122,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
     else
       break;
   }
-  plan.block_q = plan.wg_size / 2;
+  plan.block_q = plan.wg_size / 4 * plan.rows_per_thread;  /* 16 rows per warp and tile */
   plan.local_bytes = fcl__flash_mma_local_bytes(&plan, emulate);
   if (plan.local_bytes > budget) {
     fcl__say(why, why_len,

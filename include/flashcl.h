@@ -336,8 +336,10 @@ typedef struct fcl_plan {
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
   /** fcl_flash_kernel of the forward (the backward is SIMT). An MMA plan
-   *  has threads_per_row = 4 and rows_per_thread = 2 (a row's four lanes
-   *  of a warp; two rows per lane), so block_q = 16 * wg_size / 32. */
+   *  has threads_per_row = 4 (a row's four lanes of a warp) and
+   *  rows_per_thread = 2 per 16-row tile a warp owns: 2 by default, 4 (two
+   *  tiles, each local read feeding two instructions) by a hint; block_q =
+   *  wg_size / 4 * rows_per_thread. */
   unsigned kernel;
 } fcl_plan;
 
@@ -362,9 +364,9 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  others stay the planner's. NULL restores the planner. A combination that
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
- *  An MMA hint takes only block_k (a multiple of 16) and wg_size (a power
- *  of two from 32 to 512) besides; its threads_per_row, rows_per_thread
- *  and tile_elem_size are fixed. With kernel left 0, a hint that sets
+ *  An MMA hint takes only block_k (a multiple of 16), wg_size (a power of
+ *  two from 32 to 512) and rows_per_thread (2 or 4) besides; its
+ *  threads_per_row and tile_elem_size are fixed. With kernel left 0, a hint that sets
  *  threads_per_row, rows_per_thread or tile_elem_size describes, and so
  *  selects, the SIMT kernel.
  *  The hint applies to both passes, except that the backward (SIMT only)

@@ -49,6 +49,8 @@ for dtype in 0 1 2; do
         # the MMA forward, emulated and (for NVIDIA, with clang's PTX
         # target, which spells the driver's asm as __asm__) native
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
+        check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
+          -DM_TILES=2
         check flash_fwd_mma.cl "${common[@]}" -DFCL_NVIDIA_PTX=1 -DHEAD_DIM_MAX=128 \
           -DBLOCK_K=64 -target nvptx64-nvidia-nvcl -Dasm=__asm__ \
           -Xclang -cl-ext=+cl_khr_int64_base_atomics

@@ -8,7 +8,8 @@
  * The main tests loop over the two forward kernels: _i = 0 takes the
  * planner's choice (SIMT on CPUs, MMA on tensor-core GPUs), _i = 1 forces
  * the MMA kernel (emulated where the device has no matrix instructions),
- * with head_dims it takes.
+ * with head_dims it takes, and _i = 2 the MMA kernel with two 16-row
+ * tiles per warp.
  */
 #include "harness.h"
 
@@ -46,10 +47,15 @@ static size_t mma_head_dim(size_t d) {
 static fcl_context *kernel_context(int kernel) {
   fcl_context *ctx = th_context();
   if (kernel) {
-    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA,
+                          .rows_per_thread = kernel == 2 ? 4 : 0};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
   }
   return ctx;
+}
+
+static const char *kernel_name(int kernel) {
+  return kernel == 0 ? "planned" : kernel == 1 ? "MMA" : "MMA, two tiles per warp";
 }
 
 static fcl_attention_desc random_desc(fclu_rng *rng, int index, int kernel) {
@@ -126,7 +132,7 @@ START_TEST(flash_matches_reference_on_random_shapes) {
     if (ratio > worst_ratio) worst_ratio = ratio;
   }
   printf("flash (%s): %d random shapes, worst flash/(naive + 1e-6) error ratio %.3f\n",
-         _i ? "MMA" : "planned", RANDOM_SHAPES, worst_ratio);
+         kernel_name(_i), RANDOM_SHAPES, worst_ratio);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -181,7 +187,7 @@ START_TEST(flash_matches_at_logits_of_1e4) {
     th_problem_free(&p);
   }
   printf("flash (%s): logits at +-1e4, worst flash/(naive + 1e-6) error ratio %.3f\n",
-         _i ? "MMA" : "planned", worst_ratio);
+         kernel_name(_i), worst_ratio);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -287,11 +293,11 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("flash");
   TCase *tc = th_tcase("forward");
-  tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 2);
-  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 2);
-  tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 2);
-  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 2);
-  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 2);
+  tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 3);
+  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 3);
+  tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 3);
+  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 3);
+  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 3);
   tcase_add_test(tc, flash_tiling_override_gives_the_same_answer);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -386,6 +386,15 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   for (size_t i = 0; i < 3; ++i)
     ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &bad[i], &plan, NULL, 0),
                      FCL_ERROR_UNSUPPORTED);
+  /* two 16-row tiles per warp: twice the rows per work-group */
+  const fcl_plan two_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 4};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &two_tiles, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.rows_per_thread, 4);
+  ck_assert_uint_eq(plan.block_q, plan.wg_size);
+  const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),
+                   FCL_ERROR_UNSUPPORTED);
   const fcl_plan not_a_kernel = {.kernel = 3};
   ck_assert_int_eq(fcl__check_tiling_hint_why(&not_a_kernel, NULL, 0),
                    FCL_ERROR_INVALID_ARGUMENT);
