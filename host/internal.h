@@ -349,6 +349,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *desc, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len);
+/** The local memory a flash kernel may declare: the device's less the 1 KiB
+ *  NVIDIA keeps per work-group (plan.c). */
+uint64_t fcl__local_budget(const fcl_device_limits *limits);
 /** Local memory of the flash forward kernel (SIMT) for a tiling. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 

@@ -71,7 +71,7 @@
 
 #include <stdio.h>
 
-#define LOCAL_RESERVE_BYTES 1024u
+#define LOCAL_RESERVE_BYTES 1024u  /* see "M excludes" above */
 #define MAX_BLOCK_K 64u
 #define PRIVATE_FLOATS 160u      /* q + accumulator slices + Bc scores */
 #define MIN_BLOCK_K 4u
@@ -96,6 +96,12 @@ static unsigned floor_pow2(size_t x) {
   unsigned p = 1;
   while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
   return p;
+}
+
+uint64_t fcl__local_budget(const fcl_device_limits *limits) {
+  return limits->local_mem_bytes > LOCAL_RESERVE_BYTES
+             ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
+             : 0;
 }
 
 /* Bytes of one tile element: the plan's, floats when unset. */
@@ -197,9 +203,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
       wg /= 2;
     }
   }
-  uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
-                        ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
-                        : 0;
+  const uint64_t budget = fcl__local_budget(limits);
   unsigned elems[2];
   const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
@@ -364,9 +368,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   plan.threads_per_row = g;
   plan.block_q = wg / g * plan.rows_per_thread;
 
-  uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
-                        ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
-                        : 0;
+  const uint64_t budget = fcl__local_budget(limits);
   unsigned elems[2];
   const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;

@@ -25,7 +25,6 @@
  */
 #include "internal.h"
 
-#define LOCAL_RESERVE_BYTES 1024u  /* as plan.c: NVIDIA keeps 1 KiB */
 #define MMA_MAX_HEAD_DIM 128u
 #define MMA_WARPS 4u
 #define MMA_MAX_WG 512u
@@ -108,9 +107,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
   }
   plan.wg_size = wg;
 
-  const uint64_t budget = limits->local_mem_bytes > LOCAL_RESERVE_BYTES
-                              ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
-                              : 0;
+  const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = fixed_bk ? hint->block_k : elem == 4 && plan.head_dim_padded > 64 ? 32 : 64;
   /* Smaller key tiles, then (for the emulation's scratch) fewer warps. */
