@@ -237,6 +237,14 @@ const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {
   return buf;
 }
 
+int th_untouched_or_whole(const float *x, const float *want, size_t n) {
+  size_t poisoned = 0;
+  for (size_t i = 0; i < n; ++i) poisoned += isnan(x[i]) != 0;
+  if (poisoned == n) return 1;
+  if (poisoned == 0 && !memcmp(x, want, n * sizeof *x)) return 0;
+  return -1;
+}
+
 TCase *th_tcase(const char *name) {
   TCase *tc = tcase_create(name);
   tcase_set_timeout(tc, TH_TIMEOUT_S);

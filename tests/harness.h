@@ -100,6 +100,11 @@ void th_grad_reference_free(th_grad_reference *r);
 void th_assert_blind_rows(const fcl_attention_desc *desc, const float *rows,
                           const float *lse, const char *what);
 
+/** An output read back after a call that may have failed: 1 when every
+ *  element is NaN (the poison: untouched), 0 when none is and the n
+ *  elements equal want[] (whole), -1 otherwise (half written). */
+int th_untouched_or_whole(const float *x, const float *want, size_t n);
+
 /** The suite's random seed: $FLASHCL_TEST_SEED if set, else drawn from the
  *  clock, so every run sees fresh inputs; printed once so that a failure can
  *  be reproduced. */

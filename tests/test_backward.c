@@ -334,16 +334,6 @@ START_TEST(naive_backward_chunks_when_p_does_not_fit) {
 }
 END_TEST
 
-/* 1 when every element is NaN (the poison), 0 when none is and the
- * elements equal want[], -1 otherwise (half written). */
-static int untouched_or_whole(const float *x, const float *want, size_t n) {
-  size_t poisoned = 0;
-  for (size_t i = 0; i < n; ++i) poisoned += isnan(x[i]) != 0;
-  if (poisoned == n) return 1;
-  if (poisoned == 0 && !memcmp(x, want, n * sizeof *x)) return 0;
-  return -1;
-}
-
 START_TEST(backward_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
   fcl_context *ctx = th_context();
   const fcl_algo algo = (fcl_algo)_i;
@@ -366,7 +356,7 @@ START_TEST(backward_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
     const float *got[3] = {run.dq, run.dk, run.dv}, *want[3] = {good.dq, good.dk, good.dv};
     const size_t len[3] = {p.q_elems, p.kv_elems, p.kv_elems};
     for (int i = 0; i < 3; ++i) {
-      int state = untouched_or_whole(got[i], want[i], len[i]);
+      int state = th_untouched_or_whole(got[i], want[i], len[i]);
       ck_assert_msg(state >= 0, "%s, enqueue %ld failing: %s half written",
                     fcl_algo_name(algo), n, grad_names[i]);
       ck_assert(!whole || state == 0);

@@ -787,16 +787,6 @@ START_TEST(naive_bf16_agrees_with_its_emulation) {
 }
 END_TEST
 
-/* 1 when every element is NaN (the poison), 0 when none is and the
- * elements equal want[], -1 otherwise (half written). */
-static int untouched_or_whole(const float *x, const float *want, size_t n) {
-  size_t poisoned = 0;
-  for (size_t i = 0; i < n; ++i) poisoned += isnan(x[i]) != 0;
-  if (poisoned == n) return 1;
-  if (poisoned == 0 && !memcmp(x, want, n * sizeof *x)) return 0;
-  return -1;
-}
-
 /* The widened naive run's conversions publish its outputs: a failure at
  * any enqueue leaves each output untouched or whole. */
 START_TEST(naive_bf16_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
@@ -818,7 +808,7 @@ START_TEST(naive_bf16_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
       fcl__inject_failures(ctx, FCL_INJECT_ENQUEUE, n);
       th_forward run = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
       fcl__inject_failures(ctx, 0, 0);
-      const int state = untouched_or_whole(run.o, good_fwd.o, p.q_elems);
+      const int state = th_untouched_or_whole(run.o, good_fwd.o, p.q_elems);
       ck_assert_msg(state >= 0, "forward, enqueue %ld failing: O half written", n);
       fwd_done = run.status == FCL_SUCCESS;
       ck_assert(!fwd_done || state == 0);
@@ -832,7 +822,7 @@ START_TEST(naive_bf16_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
       const float *got[3] = {run.dq, run.dk, run.dv}, *want[3] = {good.dq, good.dk, good.dv};
       const size_t len[3] = {p.q_elems, p.kv_elems, p.kv_elems};
       for (int i = 0; i < 3; ++i) {
-        const int state = untouched_or_whole(got[i], want[i], len[i]);
+        const int state = th_untouched_or_whole(got[i], want[i], len[i]);
         ck_assert_msg(state >= 0, "backward, enqueue %ld failing: %s half written", n,
                       grad_names[i]);
         ck_assert(!bwd_done || state == 0);
