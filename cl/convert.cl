@@ -19,28 +19,39 @@
 #error "CONVERT_WIDTH must be 1 or 4"
 #endif
 
+/* y[j] = x[j] for this work-item's elements below n. The loads and stores
+ * passed in decide which side is the storage type. */
+#if CONVERT_WIDTH == 4
+#define CONVERT_ITEMS(load4, load1, store4, store1) \
+  do {                                               \
+    const ulong i = (ulong)get_global_id(0) * 4;     \
+    if (i + 4 <= n) {                                \
+      const float4 v = load4(x, i);                  \
+      store4(y, i, v);                               \
+    } else {                                         \
+      for (ulong j = i; j < n; ++j) {                \
+        const float v = load1(x, j);                 \
+        store1(y, j, v);                             \
+      }                                              \
+    }                                                \
+  } while (0)
+#else
+#define CONVERT_ITEMS(load4, load1, store4, store1) \
+  do {                                               \
+    const ulong i = get_global_id(0);                \
+    if (i < n) {                                     \
+      const float v = load1(x, i);                   \
+      store1(y, i, v);                               \
+    }                                                \
+  } while (0)
+#endif
+
 __kernel void convert_to_f32(__global const store_t *x,  // [n], storage type
                              __global float *y,          // [n]
                              const ulong n
                              FCL_IO_PARAM) {
   FCL_IO_INIT;
-  const ulong i = (ulong)get_global_id(0) * CONVERT_WIDTH;
-#if CONVERT_WIDTH == 4
-  if (i + 4 <= n) {
-    const float4 v = LOAD4(x, i);
-    STORE4_F32(y, i, v);
-  } else {
-    for (ulong j = i; j < n; ++j) {
-      const float v = LOAD1(x, j);
-      STORE_F32(y, j, v);
-    }
-  }
-#else
-  if (i < n) {
-    const float v = LOAD1(x, i);
-    STORE_F32(y, i, v);
-  }
-#endif
+  CONVERT_ITEMS(LOAD4, LOAD1, STORE4_F32, STORE_F32);
   FCL_IO_COMMIT();
 }
 
@@ -49,22 +60,6 @@ __kernel void convert_from_f32(__global const float *x,  // [n]
                                const ulong n
                                FCL_IO_PARAM) {
   FCL_IO_INIT;
-  const ulong i = (ulong)get_global_id(0) * CONVERT_WIDTH;
-#if CONVERT_WIDTH == 4
-  if (i + 4 <= n) {
-    const float4 v = LOAD4_F32(x, i);
-    STORE4(y, i, v);
-  } else {
-    for (ulong j = i; j < n; ++j) {
-      const float v = LOAD_F32(x, j);
-      STORE1(y, j, v);
-    }
-  }
-#else
-  if (i < n) {
-    const float v = LOAD_F32(x, i);
-    STORE1(y, i, v);
-  }
-#endif
+  CONVERT_ITEMS(LOAD4_F32, LOAD_F32, STORE4, STORE1);
   FCL_IO_COMMIT();
 }
