@@ -230,6 +230,14 @@ void th_assert_blind_rows(const fcl_attention_desc *d, const float *rows, const 
       }
 }
 
+fcl_attention_desc th_shape_desc(const th_shape *shape, fcl_dtype dtype) {
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, shape->b, shape->hq, shape->hkv, shape->nq, shape->nk, shape->d);
+  d.causal = shape->causal;
+  d.dtype = dtype;
+  return d;
+}
+
 const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {
   snprintf(buf, len, "B%zu Hq%zu Hkv%zu Nq%zu Nk%zu d%zu %s%s scale %g", d->batch,
            d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,

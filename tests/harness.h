@@ -20,6 +20,15 @@
  *  fails the test if none can be made. */
 fcl_context *th_context(void);
 
+/** A problem's shape as the suites list them in tables. */
+typedef struct th_shape {
+  size_t b, hq, hkv, nq, nk, d;
+  int causal;
+} th_shape;
+
+/** The descriptor of `shape` in storage type `dtype`, scale 1/sqrt(d). */
+fcl_attention_desc th_shape_desc(const th_shape *shape, fcl_dtype dtype);
+
 /** Inputs of one problem, on the host (rounded to the storage type) and on
  *  the device. */
 typedef struct th_problem {

@@ -251,20 +251,14 @@ END_TEST
 START_TEST(backward_counted_bytes_equal_the_model) {
   fcl_context *ctx = th_context();
   ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
-  static const struct {
-    size_t b, hq, hkv, nq, nk, d;
-    int causal;
-  } shapes[] = {
+  static const th_shape shapes[] = {
       /* two head_dim buckets (16 and 64), each causal and not, so that
        * few instrumented variants get built */
       {1, 2, 2, 113, 257, 64, 1}, {2, 6, 2, 257, 113, 40, 1}, {1, 4, 1, 7, 300, 13, 0},
       {2, 3, 3, 129, 129, 16, 1}, {1, 2, 1, 1, 1, 16, 1},     {1, 3, 1, 300, 33, 61, 0},
   };
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, shapes[i].b, shapes[i].hq, shapes[i].hkv, shapes[i].nq,
-                            shapes[i].nk, shapes[i].d);
-    desc.causal = shapes[i].causal;
+    fcl_attention_desc desc = th_shape_desc(&shapes[i], FCL_DTYPE_F32);
     char what[200];
     th_describe(&desc, what, sizeof what);
     th_problem p;

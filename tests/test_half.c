@@ -530,27 +530,18 @@ START_TEST(storage_type_tiles_give_the_same_bits) {
   const fcl_dtype t = half_types[_i];
   /* The planner's layout, vector loads; and four work-items per row, two
    * rows each, scalar loads (head_dim 13). */
-  static const struct {
-    size_t b, hq, hkv, nq, nk, d;
-    int causal;
-    fcl_plan layout;
-  } shapes[] = {
-      {1, 4, 2, 70, 90, 64, 1, {.wg_size = 0}},
-      {2, 3, 1, 33, 129, 13, 0,
-       {.block_k = 8, .wg_size = 32, .threads_per_row = 4, .rows_per_thread = 2}},
-  };
+  static const th_shape shapes[] = {{1, 4, 2, 70, 90, 64, 1}, {2, 3, 1, 33, 129, 13, 0}};
+  static const fcl_plan layouts[] = {
+      {.wg_size = 0},
+      {.block_k = 8, .wg_size = 32, .threads_per_row = 4, .rows_per_thread = 2}};
   for (size_t s = 0; s < 2; ++s) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, shapes[s].b, shapes[s].hq, shapes[s].hkv, shapes[s].nq,
-                            shapes[s].nk, shapes[s].d);
-    desc.causal = shapes[s].causal;
-    desc.dtype = t;
+    fcl_attention_desc desc = th_shape_desc(&shapes[s], t);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 800 + s, 1.0);
     th_grad_inputs g;
     th_grad_inputs_init(&g, ctx, &p, 800 + s);
     {
-      fcl_plan hint = shapes[s].layout;
+      fcl_plan hint = layouts[s];
       th_forward fwd[2];
       th_backward bwd[2];
       for (int k = 0; k < 2; ++k) {
@@ -642,19 +633,12 @@ START_TEST(counted_bytes_equal_the_model_in_half_storage) {
   fcl_context *ctx = th_context();
   const fcl_dtype t = half_types[_i];
   ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
-  static const struct {
-    size_t b, hq, hkv, nq, nk, d;
-    int causal;
-  } shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {2, 4, 2, 77, 90, 40, 1}};
+  static const th_shape shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {2, 4, 2, 77, 90, 40, 1}};
   /* float tiles, storage-type tiles, the MMA forward */
   const fcl_plan hints[] = {{.tile_elem_size = 4}, {.tile_elem_size = 2},
                             {.kernel = FCL_FLASH_KERNEL_MMA}};
   for (size_t s = 0; s < 3; ++s) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, shapes[s].b, shapes[s].hq, shapes[s].hkv, shapes[s].nq,
-                            shapes[s].nk, shapes[s].d);
-    desc.causal = shapes[s].causal;
-    desc.dtype = t;
+    fcl_attention_desc desc = th_shape_desc(&shapes[s], t);
     char what[200];
     th_describe(&desc, what, sizeof what);
     th_problem p;
@@ -727,16 +711,9 @@ END_TEST
  * end, which is what the host emulation does: the errors agree. */
 START_TEST(naive_bf16_agrees_with_its_emulation) {
   fcl_context *ctx = th_context();
-  static const struct {
-    size_t b, hq, hkv, nq, nk, d;
-    int causal;
-  } shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {1, 2, 2, 1, 1, 16, 1}};
+  static const th_shape shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {1, 2, 2, 1, 1, 16, 1}};
   for (size_t s = 0; s < 3; ++s) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, shapes[s].b, shapes[s].hq, shapes[s].hkv, shapes[s].nq,
-                            shapes[s].nk, shapes[s].d);
-    desc.causal = shapes[s].causal;
-    desc.dtype = FCL_DTYPE_BF16;
+    fcl_attention_desc desc = th_shape_desc(&shapes[s], FCL_DTYPE_BF16);
     char what[200];
     th_describe(&desc, what, sizeof what);
     th_problem p;

@@ -10,14 +10,9 @@
 
 #include <stdio.h>
 
-typedef struct shape {
-  size_t b, hq, hkv, nq, nk, d;
-  int causal;
-} shape;
-
 /* Two head_dim buckets (64, and 16 for d <= 16), causal and not, so few
  * instrumented variants get built. */
-static const shape shapes[] = {
+static const th_shape shapes[] = {
     {1, 2, 2, 113, 257, 64, 1}, {2, 6, 2, 257, 113, 40, 1}, {1, 4, 1, 7, 300, 13, 0},
     {2, 3, 3, 129, 129, 16, 1}, {1, 2, 1, 1, 1, 16, 1},     {1, 3, 1, 300, 33, 61, 0},
     {1, 1, 1, 2, 70000, 16, 0}, /* a row past 65536 keys: the streaming softmax */
@@ -65,11 +60,9 @@ START_TEST(forward_counted_bytes_equal_the_model) {
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
   }
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-    fcl_attention_desc desc;
-    const size_t d = _i ? (shapes[i].d + 7) / 8 * 8 : shapes[i].d;
-    fcl_attention_desc_init(&desc, shapes[i].b, shapes[i].hq, shapes[i].hkv, shapes[i].nq,
-                            shapes[i].nk, d);
-    desc.causal = shapes[i].causal;
+    th_shape shape = shapes[i];
+    if (_i) shape.d = (shape.d + 7) / 8 * 8;
+    fcl_attention_desc desc = th_shape_desc(&shape, FCL_DTYPE_F32);
     check_counts(ctx, &desc, 40 + i, 1, !_i);
     if (i < 2) check_counts(ctx, &desc, 50 + i, 0, !_i);
   }

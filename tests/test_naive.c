@@ -14,12 +14,7 @@
 #define O_TOL 2e-5
 #define LSE_TOL 2e-5
 
-typedef struct shape {
-  size_t b, hq, hkv, nq, nk, d;
-  int causal;
-} shape;
-
-static const shape edge_shapes[] = {
+static const th_shape edge_shapes[] = {
     {1, 1, 1, 1, 1, 16, 0},     {1, 1, 1, 1, 1, 16, 1},    {2, 3, 3, 7, 7, 8, 1},
     {1, 2, 2, 113, 257, 64, 0}, {1, 2, 2, 257, 113, 64, 1}, {2, 4, 2, 113, 113, 32, 1},
     {1, 8, 1, 7, 257, 40, 0},   {1, 6, 3, 257, 7, 24, 1},  {3, 1, 1, 1, 113, 128, 1},
@@ -49,10 +44,7 @@ static void check_against_reference(fcl_context *ctx, const fcl_attention_desc *
 START_TEST(naive_matches_reference_on_edge_shapes) {
   fcl_context *ctx = th_context();
   for (size_t i = 0; i < sizeof edge_shapes / sizeof edge_shapes[0]; ++i) {
-    const shape *s = &edge_shapes[i];
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, s->b, s->hq, s->hkv, s->nq, s->nk, s->d);
-    desc.causal = s->causal;
+    const fcl_attention_desc desc = th_shape_desc(&edge_shapes[i], FCL_DTYPE_F32);
     check_against_reference(ctx, &desc, 1000 + i);
   }
   fcl_context_release(ctx);

@@ -31,20 +31,20 @@
 typedef struct job {
   fcl_algo algo;
   fcl_dtype dtype;
-  size_t b, hq, hkv, nq, nk, d;
-  int causal, with_lse;
+  th_shape shape;
+  int with_lse;
   int backward;  /* the forward, then the backward with dO = q: dQ is compared */
 } job;
 
 static const job jobs[] = {
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, 1, 2, 1, 33, 47, 64, 1, 1, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F16, 2, 4, 2, 20, 20, 32, 0, 0, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_BF16, 1, 3, 3, 9, 70, 40, 1, 1, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, 1, 1, 1, 17, 5, 256, 0, 1, 0},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, 1, 2, 2, 40, 30, 16, 1, 1, 0},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, 2, 3, 1, 17, 64, 24, 0, 0, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, 1, 4, 2, 29, 41, 64, 1, 0, 1},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, 1, 2, 1, 23, 31, 32, 0, 0, 1},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 2, 1, 33, 47, 64, 1}, 1, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F16, {2, 4, 2, 20, 20, 32, 0}, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_BF16, {1, 3, 3, 9, 70, 40, 1}, 1, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 1, 1, 17, 5, 256, 0}, 1, 0},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 2, 40, 30, 16, 1}, 1, 0},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {2, 3, 1, 17, 64, 24, 0}, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 2, 29, 41, 64, 1}, 0, 1},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 1, 23, 31, 32, 0}, 0, 1},
 };
 #define N_JOBS (sizeof jobs / sizeof jobs[0])
 
@@ -74,13 +74,7 @@ static void failed(worker *w, const char *fmt, ...) {
   va_end(ap);
 }
 
-static fcl_attention_desc job_desc(const job *j) {
-  fcl_attention_desc d;
-  fcl_attention_desc_init(&d, j->b, j->hq, j->hkv, j->nq, j->nk, j->d);
-  d.dtype = j->dtype;
-  d.causal = j->causal;
-  return d;
-}
+static fcl_attention_desc job_desc(const job *j) { return th_shape_desc(&j->shape, j->dtype); }
 
 /* The backward part of a backward job: dQ of dO = q into dq_host. */
 static fcl_status run_backward(fcl_context *ctx, const job *j, const job_data *jd, cl_mem q,
