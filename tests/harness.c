@@ -238,6 +238,11 @@ fcl_attention_desc th_shape_desc(const th_shape *shape, fcl_dtype dtype) {
   return d;
 }
 
+size_t th_mma_head_dim(size_t d) {
+  d = (d + 7) / 8 * 8;
+  return d > 128 ? 128 : d;
+}
+
 const char *th_describe(const fcl_attention_desc *d, char *buf, size_t len) {
   snprintf(buf, len, "B%zu Hq%zu Hkv%zu Nq%zu Nk%zu d%zu %s%s scale %g", d->batch,
            d->heads_q, d->heads_kv, d->seqlen_q, d->seqlen_k, d->head_dim,

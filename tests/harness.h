@@ -29,6 +29,10 @@ typedef struct th_shape {
 /** The descriptor of `shape` in storage type `dtype`, scale 1/sqrt(d). */
 fcl_attention_desc th_shape_desc(const th_shape *shape, fcl_dtype dtype);
 
+/** The nearest head_dim the MMA forward takes (a multiple of 8 up to 128):
+ *  d rounded up to a multiple of 8, at most 128. */
+size_t th_mma_head_dim(size_t d);
+
 /** Inputs of one problem, on the host (rounded to the storage type) and on
  *  the device. */
 typedef struct th_problem {

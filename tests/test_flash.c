@@ -36,13 +36,6 @@ static size_t pick_head_dim(fclu_rng *rng) {
   return 8 * fclu_range(rng, 2, 32);  /* a multiple of 8 in 16..256 */
 }
 
-/* The MMA kernel takes head_dim <= 128 that is a multiple of 8. */
-#define MMA_MAX_HEAD_DIM 128
-static size_t mma_head_dim(size_t d) {
-  d = (d + 7) / 8 * 8;
-  return d > MMA_MAX_HEAD_DIM ? MMA_MAX_HEAD_DIM : d;
-}
-
 /* A context for loop iteration `kernel` (see the top of the file). */
 static fcl_context *kernel_context(int kernel) {
   fcl_context *ctx = th_context();
@@ -62,7 +55,7 @@ static fcl_attention_desc random_desc(fclu_rng *rng, int index, int kernel) {
   fcl_attention_desc d;
   size_t hkv = fclu_range(rng, 1, 3), group = fclu_range(rng, 1, 3);
   size_t head_dim = index == 0 ? 16 : index == 1 ? 256 : pick_head_dim(rng);
-  if (kernel) head_dim = mma_head_dim(head_dim);
+  if (kernel) head_dim = th_mma_head_dim(head_dim);
   size_t nq = index == 2 ? 1 : pick_seqlen(rng), nk = index == 3 ? 1 : pick_seqlen(rng);
   /* Keep each problem small enough for a CPU reference. */
   while (nq * nk * head_dim * hkv * group > 6000000) nq = nq / 2 + 1;

@@ -308,7 +308,7 @@ static size_t pick_head_dim(fclu_rng *rng) {
 static fcl_attention_desc random_desc(fclu_rng *rng, int index, fcl_dtype dtype, int mma) {
   size_t hkv = fclu_range(rng, 1, 2), group = fclu_range(rng, 1, 3);
   size_t d = index == 0 ? 16 : index == 1 ? 256 : pick_head_dim(rng);
-  if (mma) d = d > 128 ? 128 : (d + 7) / 8 * 8;
+  if (mma) d = th_mma_head_dim(d);
   size_t nq = index == 2 ? 1 : pick_seqlen(rng), nk = index == 3 ? 1 : pick_seqlen(rng);
   if (index == 4) {  /* causal with more queries than keys: rows that see nothing */
     nq = 257;

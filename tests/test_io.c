@@ -61,7 +61,7 @@ START_TEST(forward_counted_bytes_equal_the_model) {
   }
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     th_shape shape = shapes[i];
-    if (_i) shape.d = (shape.d + 7) / 8 * 8;
+    if (_i) shape.d = th_mma_head_dim(shape.d);
     fcl_attention_desc desc = th_shape_desc(&shape, FCL_DTYPE_F32);
     check_counts(ctx, &desc, 40 + i, 1, !_i);
     if (i < 2) check_counts(ctx, &desc, 50 + i, 0, !_i);
