@@ -34,13 +34,16 @@ int fcl__mma_native(const fcl_device_limits *limits) {
   return limits->nvidia_ptx && limits->nvidia_sm >= 80;
 }
 
+/* The head dims the kernel takes: whole groups of four elements that are
+ * all in or all out (LOAD_TILE), fragments up to 128 columns. */
+static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD_DIM; }
+
 /* f32 pays three instructions per product (3xTF32): on an H200 at
  * N = 4096 that matched the SIMT kernel at d = 64 and beat it by 11% at
  * d = 128 (docs/performance.md, v3); 16-bit types were 4-5x faster. */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
   if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim <= 64) return 0;
-  return fcl__mma_native(limits) && desc->head_dim % 8 == 0 &&
-         desc->head_dim <= MMA_MAX_HEAD_DIM;
+  return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
 }
 
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
@@ -56,7 +59,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,
                                  fcl_plan *out, char *why, size_t why_len) {
   const unsigned elem = (unsigned)fcl_dtype_size(desc->dtype);
-  if (desc->head_dim % 8 || desc->head_dim > MMA_MAX_HEAD_DIM) {
+  if (!mma_takes_head_dim(desc->head_dim)) {
     fcl__say(why, why_len,
              "the MMA kernel takes head_dim up to %u that is a multiple of 8, not %zu",
              MMA_MAX_HEAD_DIM, desc->head_dim);
