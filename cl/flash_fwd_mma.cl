@@ -226,6 +226,8 @@ UNROLL
           part[mt][n][0] = part[mt][n][1] = part[mt][n][2] = part[mt][n][3] = 0.0f;
 UNROLL
       for (int kk = k0s; kk < k0s + S_CHAIN; ++kk) {
+        /* Q is split again for every tile: kept split it would need twice
+         * its registers, which f32 at d = 128 does not have. */
         uint a_big[M_TILES][4], a_small[M_TILES][4];
 UNROLL
         for (int mt = 0; mt < M_TILES; ++mt)
