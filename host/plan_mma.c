@@ -8,10 +8,14 @@
  *   - tiles per warp: one (rows_per_thread 2). Two (rows_per_thread 4,
  *     by a hint only) let every fragment read from local memory feed two
  *     instructions, for twice the registers of Q, the accumulator and the
- *     scores; on the H200 that is unmeasured, so it is not the default;
- *   - warps per work-group: 4 (Br = 64 rows sharing each K/V tile), halved
- *     down to one while the launch has fewer than two work-groups per
- *     compute unit, as in the SIMT rule;
+ *     scores; on the H200 that was slower in every case measured (f32
+ *     0.6-0.8x, f16 0.7-0.8x at N = 4096: registers spill), so it is not
+ *     the default;
+ *   - warps per work-group: 8 (Br = 128 rows sharing each K/V tile, so K
+ *     and V are read from global memory half as often as with 4: on the
+ *     H200 that was 6-33% faster in every dtype, d and mask measured,
+ *     docs/performance.md v3e), halved down to one while the launch has
+ *     fewer than two work-groups per compute unit, as in the SIMT rule;
  *   - Bc, from the registers first: a lane keeps its Q fragments (d/2
  *     floats in f32, d/4 words in 16-bit types), its accumulator (d/2
  *     floats) and Bc/2 scores. 64 keys fit everywhere but f32 beyond
@@ -26,7 +30,7 @@
 #include "internal.h"
 
 #define MMA_MAX_HEAD_DIM 128u
-#define MMA_WARPS 4u
+#define MMA_WARPS 8u
 #define MMA_MAX_WG 512u
 #define MMA_MIN_BLOCK_K 16u
 
@@ -38,11 +42,12 @@ int fcl__mma_native(const fcl_device_limits *limits) {
  * all in or all out (LOAD_TILE), fragments up to 128 columns. */
 static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD_DIM; }
 
-/* f32 pays three instructions per product (3xTF32): on an H200 at
- * N = 4096 that matched the SIMT kernel at d = 64 and beat it by 11% at
- * d = 128 (docs/performance.md, v3); 16-bit types were 4-5x faster. */
+/* f32 pays three instructions per product (3xTF32) and the splitting of
+ * every operand: on an H200 at N = 4096, 8 warps, it ran 1.08-1.19x the
+ * SIMT kernel at d = 64 and 1.16-1.22x at d = 128 (docs/performance.md,
+ * v3e); below d = 64 it is unmeasured. 16-bit types were 4-6x faster. */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
-  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim <= 64) return 0;
+  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
 }
 

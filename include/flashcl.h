@@ -112,7 +112,7 @@ typedef struct fcl_device_limits {
   int nvidia_ptx;               /**< NVIDIA's driver, which accepts inline PTX */
   /** NVIDIA compute capability x 10 (90 on an H200; 0 elsewhere). From 80
    *  on, the planner runs the forward on the tensor cores
-   *  (FCL_FLASH_KERNEL_MMA) for f16 and bf16, and for f32 above head_dim 64,
+   *  (FCL_FLASH_KERNEL_MMA) for f16 and bf16, and for f32 from head_dim 64,
    *  where head_dim is a multiple of 8 up to 128. */
   unsigned nvidia_sm;
 } fcl_device_limits;
