@@ -58,9 +58,16 @@ typedef float exact_t;
 #if MMA_EMULATE
 #define MMA_SCRATCH , __local float *mma_a, __local float *mma_b, __local float *quad
 #define MMA_ARGS , mma_a, mma_b, quad
+/* First in a kernel that has `warps` warps, with its local arrays. */
+#define MMA_DECLARE_SCRATCH(warps)                                              \
+  __local float mma_scratch_a[warps][16 * 16], mma_scratch_b[warps][16 * 8];    \
+  __local float quad[32 * (warps)];                                             \
+  __local float *mma_a = mma_scratch_a[get_local_id(0) >> 5];                   \
+  __local float *mma_b = mma_scratch_b[get_local_id(0) >> 5]
 #else
 #define MMA_SCRATCH
 #define MMA_ARGS
+#define MMA_DECLARE_SCRATCH(warps)
 #endif
 
 inline int lane_id(void) { return get_local_id(0) & 31; }
@@ -83,19 +90,32 @@ inline uint to_tf32(float x) {
 }
 #endif
 
-/* x = big + small, both tf32, all three of x's sign. Against an infinite
- * partner each of the three products must have the sign of the true one
- * (a -inf logit is a key to leave out, inf - inf would be NaN): so big is
- * x truncated, not rounded, and where nothing is left over (x is a tf32
- * already, or infinite: x == big) small is x * 2^-30, an error of 2^-30
- * relative, far below f32's. Truncating costs a bit: x - big - small is
- * below 2^-21 |x| instead of 2^-22. A NaN stays NaN in small.
- *
- * This runs twice per three instructions in the kernels' inner loops, so
- * it is kept to one integer and four float instructions besides the
- * conversion: on an H200 the splitting, not the tensor cores, bounds the
- * f32 kernels (docs/performance.md, v3e). */
+/* x = big + small, both tf32 rounded to nearest: x - big - small is below
+ * 2^-22 |x| and the product a_small b_small that 3xTF32 drops below 2^-22
+ * |a b|. Three instructions; an infinite x gives a NaN small. */
 inline void split_tf32(float x, uint *big, uint *small) {
+  *big = to_tf32(x);
+  *small = to_tf32(x - as_float(*big));
+}
+
+/* The same with all three of x's sign, for operands that may be infinite
+ * where the sign of an infinite product matters (the logits: a -inf logit
+ * is a key to leave out, and inf - inf would be NaN). Against an infinite
+ * partner each of the three products must have the sign of the true one:
+ * so big is x truncated, not rounded, and where nothing is left over (x is
+ * a tf32 already, or infinite: x == big) small is x * 2^-30, an error of
+ * 2^-30 relative, far below f32's. A NaN stays NaN in small. Truncating
+ * costs accuracy: x - big - small is below 2^-21 |x| and the dropped
+ * product below 2^-20 |a b|, which is why only the logits pay it (in the
+ * backward, where the logits' error reaches the gradients through
+ * dS = P (dP - D), it would cost up to 4 times the naive algorithm's error
+ * at head_dim 16).
+ *
+ * This runs twice per three instructions of the forward's S, so it is
+ * kept to one integer and four float instructions besides the conversion:
+ * on an H200 the splitting, not the tensor cores, bounds the f32 kernels
+ * (docs/performance.md, v3e). */
+inline void split_tf32_signed(float x, uint *big, uint *small) {
   const float b = as_float(as_uint(x) & 0xffffe000u);
   const float rest = x - b;
   *big = as_uint(b);
@@ -227,3 +247,185 @@ inline float quad_sum(float x MMA_SCRATCH) {
   return x + fcl_shfl_xor(x, 2);  // (x0 + x1) + (x2 + x3) in every lane
 #endif
 }
+
+/* ---- operands: rows in local memory, A fragments in registers -------------
+ * The kernels that use the instructions stream tiles of rows (keys, or
+ * queries in the backward's dK/dV) through local memory and keep 16 rows
+ * per warp as A fragments. Both in the storage type; head_dim is a
+ * multiple of 8 (the planners' condition for these kernels), so a group of
+ * four elements is all in or all out. */
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for, a multiple of 16
+#endif
+#if HEAD_DIM_MAX % 16 != 0
+#error "HEAD_DIM_MAX must be a multiple of 16"
+#endif
+#define D_TILES (HEAD_DIM_MAX / 8)  // 8-column groups of a row
+
+/* Tiles: rows TILE_PAD elements longer than HEAD_DIM_MAX, so that the 32
+ * lanes of a fragment read hit 32 different banks (or share a word). */
+#if FCL_DTYPE == 0
+typedef float tile_t;
+#define TILE_PAD 4
+typedef float4 chunk_t;
+#define LOAD_CHUNK(p, i) LOAD4_F32(p, i)
+#define CHUNK_ZERO ((float4)(0.0f))
+#define TILE_PUT(t, i, x) vstore4((x), 0, (t) + (i))
+#else
+typedef ushort tile_t;     // the storage type's bits
+#define TILE_PAD 8
+typedef ushort4 chunk_t;
+#define LOAD_CHUNK(p, i) \
+  FCL_COUNTED_LOAD(8, *(__global const ushort4 *)((__global const ushort *)(p) + (i)))
+#define CHUNK_ZERO ((ushort4)(0))
+#define TILE_PUT(t, i, x) (*(__local ushort4 *)((t) + (i)) = (x))
+#endif
+#define TILE_LD (HEAD_DIM_MAX + TILE_PAD)
+
+/* `rows` rows from src (`stride` elements apart), columns [0, head_dim),
+ * into tile rows [0, tile_rows), by the whole work-group (tid, WG_SIZE);
+ * the rest of the tile is 0 (0 * NaN is NaN: stale local memory must
+ * never meet a zero weight). */
+#define LOAD_TILE(tile, src, rows, tile_rows, stride)                           \
+  for (int i = tid; i < (tile_rows) * (HEAD_DIM_MAX / 4); i += WG_SIZE) {       \
+    const int j = i / (HEAD_DIM_MAX / 4), c = (i % (HEAD_DIM_MAX / 4)) * 4;     \
+    chunk_t x = CHUNK_ZERO;                                                     \
+    if (j < (rows) && c < head_dim) x = LOAD_CHUNK(src, (size_t)j * (stride) + c); \
+    TILE_PUT(tile, j * TILE_LD + c, x);                                         \
+  }
+
+/* A fragments of 16 rows by HEAD_DIM_MAX columns, one per k-step: f32 as
+ * stored (split at each use: kept split they would need twice the
+ * registers), 16-bit types two to a register. */
+#if FCL_DTYPE == 0
+typedef float frag_a_t[D_TILES][4];
+#else
+typedef uint frag_a_t[D_TILES / 2][4];
+#endif
+
+/* This lane's part of rows row_g and row_g + 8 (row_g = the warp's first
+ * row + g) from base (`stride` elements apart); rows from `limit` on and
+ * columns past head_dim are 0. Every element is read by one lane. */
+#if FCL_DTYPE == 0
+#define LOAD_A_ROWS(a, base, row_g, limit, stride)                              \
+  UNROLL for (int kk_ = 0; kk_ < D_TILES; ++kk_)                               \
+  UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
+    const int r_ = (row_g) + 8 * (i_ & 1), col_ = 8 * kk_ + t + 4 * (i_ >> 1);  \
+    (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
+                       ? LOAD_F32(base, (size_t)r_ * (stride) + col_) : 0.0f;   \
+  }
+#else
+#define LOAD_A_ROWS(a, base, row_g, limit, stride)                              \
+  UNROLL for (int kk_ = 0; kk_ < D_TILES / 2; ++kk_)                           \
+  UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
+    const int r_ = (row_g) + 8 * (i_ & 1), col_ = 16 * kk_ + 2 * t + 8 * (i_ >> 1); \
+    (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
+                       ? FCL_COUNTED_LOAD(4, *(__global const uint *)(          \
+                             (__global const ushort *)(base) + (size_t)r_ * (stride) + col_)) \
+                       : 0u;                                                    \
+  }
+#endif
+
+/* ---- the two products of attention ----------------------------------------
+ * Statement macros, so that the fragment arrays stay private arrays indexed
+ * by constants (registers). They use the caller's g and t (lane = 4 g + t),
+ * and in f32 restart their partial sums every MMA_CHAIN k-steps (see the
+ * tensor cores' rounding above): both sums are short, so each partial sum
+ * joins its total in one rounded addition. */
+#ifndef MMA_CHAIN
+#define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum
+#endif
+#if FCL_DTYPE == 0 && D_TILES % MMA_CHAIN != 0
+#error "MMA_CHAIN must divide HEAD_DIM_MAX / 8"
+#endif
+
+/* s[n] (16 x 8, n < tiles) = A (16 x HEAD_DIM_MAX, frag_a_t) times rows
+ * [8n, 8n + 8) of the local tile `rows`, transposed: B's column is a row
+ * of the tile. f32 splits both operands with `split` (split_tf32, or
+ * split_tf32_signed where infinite logits must keep their sign). */
+#if FCL_DTYPE == 0
+#define MMA_SCORES(s, tiles, a, rows, split)                                    \
+  do {                                                                          \
+    UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
+      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
+    UNROLL for (int k0_ = 0; k0_ < D_TILES; k0_ += MMA_CHAIN) {                 \
+      float part_[tiles][4];                                                    \
+      UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
+        part_[n_][0] = part_[n_][1] = part_[n_][2] = part_[n_][3] = 0.0f;       \
+      UNROLL for (int kk_ = k0_; kk_ < k0_ + MMA_CHAIN; ++kk_) {                \
+        uint a_big_[4], a_small_[4];                                            \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_)                                   \
+          split((a)[kk_][i_], &a_big_[i_], &a_small_[i_]);                      \
+        UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                           \
+          __local const float *br_ = (rows) + (8 * n_ + g) * TILE_LD + 8 * kk_ + t; \
+          uint b_big_[2], b_small_[2];                                          \
+          split(br_[0], &b_big_[0], &b_small_[0]);                              \
+          split(br_[4], &b_big_[1], &b_small_[1]);                              \
+          mma_3xtf32(part_[n_], a_big_, a_small_, b_big_, b_small_ MMA_ARGS);   \
+        }                                                                       \
+      }                                                                         \
+      UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) s[n_][i_] += part_[n_][i_];       \
+    }                                                                           \
+  } while (0)
+#else
+#define MMA_SCORES(s, tiles, a, rows, split)                                    \
+  do {                                                                          \
+    UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
+      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
+    __local const uint *words_ = (__local const uint *)(rows);                  \
+    UNROLL for (int kk_ = 0; kk_ < D_TILES / 2; ++kk_)                          \
+      UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                             \
+        __local const uint *br_ = words_ + ((8 * n_ + g) * TILE_LD + 16 * kk_ + 2 * t) / 2; \
+        const uint b_[2] = {br_[0], br_[4]};                                    \
+        mma_16bit(s[n_], (a)[kk_], b_ MMA_ARGS);                                \
+      }                                                                         \
+  } while (0)
+#endif
+
+/* acc (16 x HEAD_DIM_MAX) += p (16 x 8 tiles, C fragments) times the local
+ * tile `rows` (8 tiles x HEAD_DIM_MAX). p's fragments become A fragments in
+ * place: for 16-bit types the layouts coincide; for tf32 (A: columns t and
+ * t + 4) the tile's rows are renumbered inside each group of 8 (logical
+ * column t is row 2t, t + 4 is row 2t + 1) and read in the same order,
+ * which leaves the sum unchanged. 16-bit p is rounded to the storage type. */
+#if FCL_DTYPE == 0
+#define MMA_ACCUMULATE(acc, p, tiles, rows)                                     \
+  do {                                                                          \
+    uint p_big_[tiles][4], p_small_[tiles][4];                                  \
+    UNROLL for (int kt_ = 0; kt_ < (tiles); ++kt_) {                            \
+      const float a_[4] = {p[kt_][0], p[kt_][2], p[kt_][1], p[kt_][3]};         \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
+        split_tf32(a_[i_], &p_big_[kt_][i_], &p_small_[kt_][i_]);               \
+    }                                                                           \
+    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_)                                 \
+      UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_CHAIN) {               \
+        float part_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                              \
+        UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_CHAIN; ++kt_) {              \
+          __local const float *br_ = (rows) + (8 * kt_ + 2 * t) * TILE_LD + 8 * n_ + g; \
+          uint b_big_[2], b_small_[2];                                          \
+          split_tf32(br_[0], &b_big_[0], &b_small_[0]);                         \
+          split_tf32(br_[TILE_LD], &b_big_[1], &b_small_[1]);                   \
+          mma_3xtf32(part_, p_big_[kt_], p_small_[kt_], b_big_, b_small_ MMA_ARGS); \
+        }                                                                       \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) acc[n_][i_] += part_[i_];         \
+      }                                                                         \
+  } while (0)
+#else
+#define MMA_ACCUMULATE(acc, p, tiles, rows)                                     \
+  do {                                                                          \
+    UNROLL for (int kt_ = 0; kt_ < (tiles) / 2; ++kt_) {                        \
+      const uint a_[4] = {pack2(p[2 * kt_][0], p[2 * kt_][1]),                  \
+                          pack2(p[2 * kt_][2], p[2 * kt_][3]),                  \
+                          pack2(p[2 * kt_ + 1][0], p[2 * kt_ + 1][1]),          \
+                          pack2(p[2 * kt_ + 1][2], p[2 * kt_ + 1][3])};         \
+      __local const ushort *br_ = (rows) + (16 * kt_ + 2 * t) * TILE_LD + g;    \
+      UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                             \
+        __local const ushort *bc_ = br_ + 8 * n_;                               \
+        const uint b_[2] = {(uint)bc_[0] | ((uint)bc_[TILE_LD] << 16),          \
+                            (uint)bc_[8 * TILE_LD] | ((uint)bc_[9 * TILE_LD] << 16)}; \
+        mma_16bit(acc[n_], a_, b_ MMA_ARGS);                                    \
+      }                                                                         \
+    }                                                                           \
+  } while (0)
+#endif

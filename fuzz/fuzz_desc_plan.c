@@ -160,14 +160,15 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   CHECK(plan->local_bytes <= lim->local_mem_bytes);
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
-  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || (forward && mma));
+  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma);
+  const int emulate = !fcl__mma_native(lim);
   CHECK(plan->local_bytes ==
-        (mma       ? fcl__flash_mma_local_bytes(plan, !fcl__mma_native(lim))
+        (mma ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
+                        : fcl__flash_bwd_mma_local_bytes(plan, emulate))
          : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
                    : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
   if (mma) {  /* the instructions' layout: warps of 16 rows */
-    CHECK(plan->threads_per_row == 4 &&
-          (plan->rows_per_thread == 2 || plan->rows_per_thread == 4));
+    CHECK(plan->threads_per_row == 4 && plan->rows_per_thread == 2);
     CHECK(plan->wg_size % 32 == 0 && plan->block_k % 16 == 0);
     CHECK(desc->head_dim % 8 == 0 && desc->head_dim <= 128);
     CHECK(plan->tile_elem_size == fcl_dtype_size(desc->dtype));
@@ -185,9 +186,10 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   /* the forward kernel needs whole float4 slices; the backward pads them */
   if (forward) CHECK(plan->head_dim_padded % (4 * plan->threads_per_row) == 0);
   if (hint) {
-    if (hint->kernel && forward) CHECK(plan->kernel == hint->kernel);
-    /* the backward derives block_k from the rest and ignores the hint's */
-    if (hint->block_k && forward) CHECK(plan->block_k == hint->block_k);
+    if (hint->kernel) CHECK(plan->kernel == hint->kernel);
+    /* the SIMT backward derives block_k from the rest and ignores the
+     * hint's; the MMA backward refuses one that differs */
+    if (hint->block_k && (forward || mma)) CHECK(plan->block_k == hint->block_k);
     if (hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
     if (hint->rows_per_thread) CHECK(plan->rows_per_thread == hint->rows_per_thread);
   }

@@ -18,7 +18,6 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   fcl__options_count_io(opts, io_counter);
   if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
     fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-    fcl__options_define(opts, "M_TILES", (long)plan->rows_per_thread / 2);
     fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
     return;
   }
@@ -92,9 +91,26 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
-/* The backward's kernels and scratch, released in one place. */
+/* The -D options of flash_bwd_mma.cl. */
+static void backward_mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
+                                 const fcl_attention_desc *desc, cl_mem io_counter,
+                                 fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
+  fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
+  fcl__options_define(opts, "CAUSAL", desc->causal);
+  fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
+  fcl__options_count_io(opts, io_counter);
+}
+
+/* The backward's kernels and scratch, released in one place. D comes from
+ * flash_bwd.cl's preprocessing kernel for both kernel families; next to
+ * the MMA kernels it runs on the SIMT backward's plan (pre_plan). */
 typedef struct backward_run {
   cl_kernel pre, dkdv, dq;
+  const char *dkdv_name, *dq_name;
+  fcl_plan pre_plan;
   cl_mem dsum;  /* D = rowsum(dO * O), [batch][heads_q][seqlen_q] */
 } backward_run;
 
@@ -124,7 +140,7 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
   const cl_int head_dim = (cl_int)desc->head_dim;
   const cl_float scale = desc->scale;
   const size_t rows = desc->batch * desc->seqlen_q * desc->heads_q;
-  const size_t pre_rows = plan->wg_size / fcl__flash_bwd_pre_threads(plan);
+  const size_t pre_rows = run->pre_plan.wg_size / fcl__flash_bwd_pre_threads(&run->pre_plan);
   const size_t block = plan->block_k;
   FCL_RETURN_IF(ctx, rows > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
                 "the flash backward indexes %zu query rows; at most %d fit", rows,
@@ -158,21 +174,22 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
       FCL_ARG(scale),      FCL_ARG(call->io_counter)};
   FCL_FORWARD_IF(fcl__set_args(ctx, run->pre, "flash_bwd_preprocess", pre_args,
                                sizeof pre_args / sizeof pre_args[0] - counting));
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->dkdv, "flash_bwd_dkdv", dkdv_args,
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->dkdv, run->dkdv_name, dkdv_args,
                                sizeof dkdv_args / sizeof dkdv_args[0] - counting));
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->dq, "flash_bwd_dq", dq_args,
+  FCL_FORWARD_IF(fcl__set_args(ctx, run->dq, run->dq_name, dq_args,
                                sizeof dq_args / sizeof dq_args[0] - counting));
 
   /* Each output is written by exactly one kernel: a launch that fails
    * leaves its outputs untouched and the others complete. */
-  const size_t local = plan->wg_size;
+  size_t local = run->pre_plan.wg_size;
   size_t global = pre_groups * local;
   FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
   FCL_FORWARD_IF(fcl__launch(ctx, run->pre, "flash_bwd_preprocess", 1, &global, &local));
+  local = plan->wg_size;
   global = dkdv_groups * local;
-  FCL_FORWARD_IF(fcl__launch(ctx, run->dkdv, "flash_bwd_dkdv", 1, &global, &local));
+  FCL_FORWARD_IF(fcl__launch(ctx, run->dkdv, run->dkdv_name, 1, &global, &local));
   global = dq_groups * local;
-  return fcl__launch(ctx, run->dq, "flash_bwd_dq", 1, &global, &local);
+  return fcl__launch(ctx, run->dq, run->dq_name, 1, &global, &local);
 }
 
 fcl_status fcl__flash_backward(fcl__backward_call *call) {
@@ -185,14 +202,29 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
                 ctx->info.name, why);
 
+  const int mma = call->plan.kernel == FCL_FLASH_KERNEL_MMA;
+  backward_run run = {.pre_plan = call->plan,
+                      .dkdv_name = mma ? "flash_bwd_dkdv_mma" : "flash_bwd_dkdv",
+                      .dq_name = mma ? "flash_bwd_dq_mma" : "flash_bwd_dq"};
+  if (mma) {
+    const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};
+    status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_BACKWARD, &simt, &run.pre_plan,
+                             why, sizeof why);
+    FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
+                  ctx->info.name, why);
+  }
   fcl__options opts;
-  backward_options(&call->plan, desc, call->io_counter, &opts);
-  backward_run run = {0};
+  backward_options(&run.pre_plan, desc, call->io_counter, &opts);
   status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_preprocess", &run.pre);
+  fcl__source main_source = FCL_SRC_FLASH_BWD;
+  if (mma) {
+    main_source = FCL_SRC_FLASH_BWD_MMA;
+    backward_mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
+  }
   if (status == FCL_SUCCESS)
-    status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_dkdv", &run.dkdv);
+    status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)
-    status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_dq", &run.dq);
+    status = fcl__kernel(ctx, main_source, &opts, run.dq_name, &run.dq);
   if (status == FCL_SUCCESS)
     run.dsum = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.lse_elems * sizeof(float),
                            "the flash backward's D = rowsum(dO * O)", &status);

@@ -200,6 +200,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_BWD,
   FCL_SRC_CONVERT,
   FCL_SRC_FLASH_FWD_MMA,
+  FCL_SRC_FLASH_BWD_MMA,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -369,6 +370,16 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
+/** The backward on the MMA kernels where they run natively, take the
+ *  head_dim, and have the registers (plan_mma.c). */
+int fcl__mma_bwd_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
+/** The MMA backward's tiling; arguments already checked by fcl__plan_flash. */
+fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len);
+/** Local memory of flash_bwd_mma.cl's kernels (both alike) for a tiling,
+ *  with the emulation scratch when `emulate`. */
+size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
  *  backward tiling; row_sum_in_local: the device has no warp shuffles
  *  (work-groups smaller than a warp never use them). */

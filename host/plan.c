@@ -312,12 +312,17 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     fcl__say(why, why_len, "the device reports a work-group limit of 0");
     return FCL_ERROR_UNSUPPORTED;
   }
-  if (pass == FCL_PASS_BACKWARD) return plan_backward(limits, desc, hint, out, why, why_len);
   /* A hint naming a SIMT layout field asks for that kernel. */
   const int simt_hint =
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
+  const int backward = pass == FCL_PASS_BACKWARD;
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
-                                       : !simt_hint && fcl__mma_suits(limits, desc);
+                  : simt_hint          ? 0
+                  : backward           ? fcl__mma_bwd_suits(limits, desc)
+                                       : fcl__mma_suits(limits, desc);
+  if (backward)
+    return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
+               : plan_backward(limits, desc, hint, out, why, why_len);
   if (mma) return fcl__plan_forward_mma(limits, desc, hint, out, why, why_len);
   const int row_sum_in_local = !limits->nvidia_ptx;
 

@@ -1,16 +1,16 @@
 /*
- * plan_mma.c — the tiling of the tensor-core forward (cl/flash_fwd_mma.cl).
- * Pure, like plan.c, which calls it.
+ * plan_mma.c — the tilings of the tensor-core kernels: the forward
+ * (cl/flash_fwd_mma.cl) here, the backward (cl/flash_bwd_mma.cl) further
+ * down. Pure, like plan.c, which calls it.
  *
- * The kernel's shape is fixed by the instructions: a warp owns tiles of 16
- * query rows, and inside one a row's four lanes each hold two columns of
- * the score and output tiles. What is left to choose:
- *   - tiles per warp: one (rows_per_thread 2). Two (rows_per_thread 4,
- *     by a hint only) let every fragment read from local memory feed two
- *     instructions, for twice the registers of Q, the accumulator and the
- *     scores; on the H200 that was slower in every case measured (f32
- *     0.6-0.8x, f16 0.7-0.8x at N = 4096: registers spill), so it is not
- *     the default;
+ * The kernels' shape is fixed by the instructions: a warp owns 16 rows, and
+ * a row's four lanes each hold two columns of the score and output tiles.
+ * What is left to choose for the forward:
+ *   - one 16-row tile per warp. Two per warp would let every fragment
+ *     read from local memory feed two instructions, for twice the
+ *     registers of Q, the accumulator and the scores: on the H200 that ran
+ *     0.6-0.8x as fast in every case measured (docs/performance.md, v3e),
+ *     and was dropped;
  *   - warps per work-group: 8 (Br = 128 rows sharing each K/V tile, so K
  *     and V are read from global memory half as often as with 4: on the
  *     H200 that was 6-33% faster in every dtype, d and mask measured,
@@ -30,7 +30,8 @@
 #include "internal.h"
 
 #define MMA_MAX_HEAD_DIM 128u
-#define MMA_WARPS 8u
+#define MMA_WARPS 8u      /* the forward's */
+#define MMA_BWD_WARPS 4u  /* the backward's */
 #define MMA_MAX_WG 512u
 #define MMA_MIN_BLOCK_K 16u
 
@@ -44,11 +45,41 @@ static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD
 
 /* f32 pays three instructions per product (3xTF32) and the splitting of
  * every operand: on an H200 at N = 4096, 8 warps, it ran 1.08-1.19x the
- * SIMT kernel at d = 64 and 1.16-1.22x at d = 128 (docs/performance.md,
+ * SIMT kernel at d = 64 and 1.16-1.23x at d = 128 (docs/performance.md,
  * v3e); below d = 64 it is unmeasured. 16-bit types were 4-6x faster. */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
   if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
+}
+
+/* What the MMA kernels' fixed layout lets a hint set: one 16-row tile per
+ * warp (threads_per_row 4, rows_per_thread 2), tiles in the storage type,
+ * warps of 32; block_k is checked by each planner. */
+static fcl_status check_mma_hint(const fcl_attention_desc *desc, const fcl_plan *hint,
+                                 char *why, size_t why_len) {
+  const unsigned elem = (unsigned)fcl_dtype_size(desc->dtype);
+  if (!mma_takes_head_dim(desc->head_dim)) {
+    fcl__say(why, why_len,
+             "the MMA kernels take head_dim up to %u that is a multiple of 8, not %zu",
+             MMA_MAX_HEAD_DIM, desc->head_dim);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (!hint) return FCL_SUCCESS;
+  if ((hint->threads_per_row && hint->threads_per_row != 4) ||
+      (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+      (hint->tile_elem_size && hint->tile_elem_size != elem)) {
+    fcl__say(why, why_len,
+             "the MMA kernels' layout is fixed: threads_per_row 4, rows_per_thread 2 (one "
+             "16-row tile per warp), tile_elem_size %u for %s",
+             elem, fcl_dtype_name(desc->dtype));
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (hint->wg_size && (hint->wg_size % 32 || hint->wg_size > MMA_MAX_WG)) {
+    fcl__say(why, why_len, "the MMA kernels need wg_size a multiple of 32 up to %u, not %u",
+             MMA_MAX_WG, hint->wg_size);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  return FCL_SUCCESS;
 }
 
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
@@ -60,64 +91,74 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return bytes;
 }
 
-fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
-                                 const fcl_attention_desc *desc, const fcl_plan *hint,
-                                 fcl_plan *out, char *why, size_t why_len) {
-  const unsigned elem = (unsigned)fcl_dtype_size(desc->dtype);
-  if (!mma_takes_head_dim(desc->head_dim)) {
-    fcl__say(why, why_len,
-             "the MMA kernel takes head_dim up to %u that is a multiple of 8, not %zu",
-             MMA_MAX_HEAD_DIM, desc->head_dim);
-    return FCL_ERROR_UNSUPPORTED;
-  }
-  if (hint && ((hint->threads_per_row && hint->threads_per_row != 4) ||
-               (hint->rows_per_thread && hint->rows_per_thread != 2 &&
-                hint->rows_per_thread != 4) ||
-               (hint->tile_elem_size && hint->tile_elem_size != elem))) {
-    fcl__say(why, why_len,
-             "the MMA kernel's layout is fixed: threads_per_row 4, rows_per_thread 2 or 4 "
-             "(one or two 16-row tiles per warp), tile_elem_size %u for %s",
-             elem, fcl_dtype_name(desc->dtype));
-    return FCL_ERROR_UNSUPPORTED;
-  }
-  const int fixed_wg = hint && hint->wg_size, fixed_bk = hint && hint->block_k;
-  if ((fixed_wg && (hint->wg_size % 32 || hint->wg_size > MMA_MAX_WG)) ||
-      (fixed_bk && hint->block_k % 16)) {
-    fcl__say(why, why_len,
-             "the MMA kernel needs wg_size a multiple of 32 up to %u and block_k a "
-             "multiple of 16 (got %u and %u)",
-             MMA_MAX_WG, fixed_wg ? hint->wg_size : 0, fixed_bk ? hint->block_k : 0);
-    return FCL_ERROR_UNSUPPORTED;
-  }
+/* `warps` warps (or the hint's work-group), halved while the device's limit
+ * is smaller, and (without a hint) while a launch of `groups(wg / 2)`
+ * work-groups leaves the device with fewer than two per compute unit. */
+static unsigned mma_wg(const fcl_device_limits *limits, const fcl_plan *hint, unsigned warps,
+                       size_t (*groups)(const fcl_attention_desc *, size_t),
+                       const fcl_attention_desc *desc) {
+  if (hint && hint->wg_size) return hint->wg_size;
+  unsigned wg = 32 * warps;
+  while (wg > 32 && wg > limits->max_work_group_size) wg /= 2;
+  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  while (wg > 32 && groups(desc, wg / 2) < want) wg /= 2;
+  return wg;
+}
 
-  fcl_plan plan = {0};
-  plan.kernel = FCL_FLASH_KERNEL_MMA;
-  plan.head_dim_padded = (unsigned)(desc->head_dim + 15) / 16 * 16;
-  plan.threads_per_row = 4;
-  plan.rows_per_thread = hint && hint->rows_per_thread ? hint->rows_per_thread : 2;
-  plan.tile_elem_size = elem;
+static size_t query_blocks(const fcl_attention_desc *desc, size_t block) {
+  return desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block);
+}
 
-  unsigned wg = fixed_wg ? hint->wg_size : 32 * MMA_WARPS;
-  if (!fixed_wg) {
-    while (wg > 32 && wg > limits->max_work_group_size) wg /= 2;
-    const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
-    for (;;) {
-      const size_t block = (size_t)wg / 4 * plan.rows_per_thread;
-      const size_t groups = desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block);
-      if (groups >= want || wg <= 32) break;
-      wg /= 2;
-    }
-  }
+static size_t key_blocks(const fcl_attention_desc *desc, size_t block) {
+  return desc->batch * desc->heads_kv * ((desc->seqlen_k + block - 1) / block);
+}
+
+/* The plan's layout fields and work-group, shared by both passes. */
+static fcl_status mma_layout(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                             unsigned wg, fcl_plan *plan, char *why, size_t why_len) {
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len, "a work-group of %u work-items exceeds the device's limit of %zu",
              wg, limits->max_work_group_size);
     return FCL_ERROR_UNSUPPORTED;
   }
-  plan.wg_size = wg;
+  *plan = (fcl_plan){.kernel = FCL_FLASH_KERNEL_MMA,
+                     .head_dim_padded = (unsigned)(desc->head_dim + 15) / 16 * 16,
+                     .threads_per_row = 4,
+                     .rows_per_thread = 2,
+                     .tile_elem_size = (unsigned)fcl_dtype_size(desc->dtype),
+                     .wg_size = wg,
+                     .block_q = wg / 2};
+  return FCL_SUCCESS;
+}
 
+static fcl_status too_big(const fcl_attention_desc *desc, const fcl_plan *plan,
+                          uint64_t budget, const char *pass, char *why, size_t why_len) {
+  fcl__say(why, why_len,
+           "head_dim %zu needs %zu bytes of local memory per work-group in the MMA %s; "
+           "the device allows %zu",
+           desc->head_dim, plan->local_bytes, pass, (size_t)budget);
+  return FCL_ERROR_UNSUPPORTED;
+}
+
+fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc, const fcl_plan *hint,
+                                 fcl_plan *out, char *why, size_t why_len) {
+  FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
+  if (hint && hint->block_k % 16) {
+    fcl__say(why, why_len, "the MMA forward needs block_k a multiple of 16, not %u",
+             hint->block_k);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  const int fixed_wg = hint && hint->wg_size, fixed_bk = hint && hint->block_k;
+  fcl_plan plan;
+  FCL_FORWARD_IF(mma_layout(limits, desc,
+                            mma_wg(limits, hint, MMA_WARPS, query_blocks, desc), &plan,
+                            why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
-  plan.block_k = fixed_bk ? hint->block_k : elem == 4 && plan.head_dim_padded > 64 ? 32 : 64;
+  plan.block_k = fixed_bk                                               ? hint->block_k
+                 : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
+                                                                         : 64;
   /* Smaller key tiles, then (for the emulation's scratch) fewer warps. */
   while (fcl__flash_mma_local_bytes(&plan, emulate) > budget) {
     if (!fixed_bk && plan.block_k > MMA_MIN_BLOCK_K)
@@ -127,15 +168,63 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
     else
       break;
   }
-  plan.block_q = plan.wg_size / 4 * plan.rows_per_thread;  /* 16 rows per warp and tile */
+  plan.block_q = plan.wg_size / 2;  /* 16 rows per warp */
   plan.local_bytes = fcl__flash_mma_local_bytes(&plan, emulate);
-  if (plan.local_bytes > budget) {
+  if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "forward", why, why_len);
+  *out = plan;
+  return FCL_SUCCESS;
+}
+
+/* The backward's two kernels (flash_bwd_mma.cl) share one block: a
+ * work-group owns 16 rows per warp (keys in dK/dV, queries in dQ) and
+ * streams tiles of as many rows of the other side. Its local memory is two
+ * such tiles in the storage type plus LSE and D of a query tile. 4 warps
+ * (blocks of 64, the SIMT backward's) halved while the launch does not
+ * fill the device or the tiles do not fit. */
+size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
+  const size_t pad = plan->tile_elem_size == 4 ? 4 : 8;
+  size_t bytes = 2 * (size_t)plan->block_k * (plan->head_dim_padded + pad) *
+                     plan->tile_elem_size +
+                 2 * (size_t)plan->block_k * sizeof(float);
+  if (emulate) bytes += (size_t)plan->wg_size / 32 * (16 * 16 + 16 * 8) * 4 +
+                        (size_t)plan->wg_size * 4;
+  return bytes;
+}
+
+/* Registers: a lane keeps two operands' A fragments and two f32
+ * accumulators of 16 x d (dK/dV), 4 d / 32 floats each in f32, half for
+ * the operands in 16-bit types. f32 beyond d = 64 would need 256. */
+int fcl__mma_bwd_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
+  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim > 64) return 0;
+  return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
+}
+
+fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len) {
+  FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
+  const int fixed_wg = hint && hint->wg_size;
+  fcl_plan plan;
+  FCL_FORWARD_IF(mma_layout(limits, desc,
+                            mma_wg(limits, hint, MMA_BWD_WARPS, key_blocks, desc), &plan,
+                            why, why_len));
+  if (hint && hint->block_k && hint->block_k != plan.block_q) {
     fcl__say(why, why_len,
-             "head_dim %zu needs %zu bytes of local memory per work-group in the MMA "
-             "kernel; the device allows %zu",
-             desc->head_dim, plan.local_bytes, (size_t)budget);
+             "the MMA backward's tiles are as long as its blocks, 16 rows per warp: "
+             "block_k %u with wg_size %u",
+             hint->block_k, plan.wg_size);
     return FCL_ERROR_UNSUPPORTED;
   }
+  const uint64_t budget = fcl__local_budget(limits);
+  const int emulate = !fcl__mma_native(limits);
+  plan.block_k = plan.block_q;
+  while (!fixed_wg && plan.wg_size > 32 &&
+         fcl__flash_bwd_mma_local_bytes(&plan, emulate) > budget) {
+    plan.wg_size /= 2;
+    plan.block_q = plan.block_k = plan.wg_size / 2;
+  }
+  plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate);
+  if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);
   *out = plan;
   return FCL_SUCCESS;
 }

@@ -23,6 +23,7 @@ extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
 extern const char fcl__cl_flash_bwd[];
 extern const char fcl__cl_flash_bwd_rows[];
+extern const char fcl__cl_flash_bwd_mma[];
 extern const char fcl__cl_convert[];
 
 /* Each program is common.cl, the source's prelude if it has one, and the
@@ -37,6 +38,7 @@ static const struct {
     [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl", fcl__cl_flash_bwd_rows},
+    [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma},
     [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl"},
 };
 

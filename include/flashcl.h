@@ -111,8 +111,9 @@ typedef struct fcl_device_limits {
   int has_int64_atomics;        /**< cl_khr_int64_base_atomics */
   int nvidia_ptx;               /**< NVIDIA's driver, which accepts inline PTX */
   /** NVIDIA compute capability x 10 (90 on an H200; 0 elsewhere). From 80
-   *  on, the planner runs the forward on the tensor cores
-   *  (FCL_FLASH_KERNEL_MMA) for f16 and bf16, and for f32 from head_dim 64,
+   *  on, the planner runs the flash kernels on the tensor cores
+   *  (FCL_FLASH_KERNEL_MMA): for f16 and bf16 in both passes, for f32 the
+   *  forward from head_dim 64 and the backward up to head_dim 64,
    *  where head_dim is a multiple of 8 up to 128. */
   unsigned nvidia_sm;
 } fcl_device_limits;
@@ -301,13 +302,15 @@ typedef enum fcl_pass {
   FCL_PASS_BACKWARD = 1,
 } fcl_pass;
 
-/** The two forward kernels. SIMT (cl/flash_fwd.cl) runs anywhere: each
- *  work-item computes dot products with fused multiply-adds. MMA
- *  (cl/flash_fwd_mma.cl) gives each warp of 32 work-items 16 query rows
- *  and multiplies with NVIDIA's warp-level matrix instructions (tensor
- *  cores, sm_80 and later; f32 as 3xTF32, at f32 accuracy); on other
- *  devices it emulates them through local memory, correct but slow, for
- *  tests. It takes head_dim up to 128 that is a multiple of 8. */
+/** The two families of flash kernels, each with a forward and a backward.
+ *  SIMT (cl/flash_fwd.cl, cl/flash_bwd.cl) runs anywhere: each work-item
+ *  computes dot products with fused multiply-adds. MMA
+ *  (cl/flash_fwd_mma.cl, cl/flash_bwd_mma.cl) gives each warp of 32
+ *  work-items 16 rows and multiplies with NVIDIA's warp-level matrix
+ *  instructions (tensor cores, sm_80 and later; f32 as 3xTF32, at f32
+ *  accuracy); on other devices it emulates them through local memory,
+ *  correct but slow, for tests. It takes head_dim up to 128 that is a
+ *  multiple of 8. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
@@ -335,11 +338,9 @@ typedef struct fcl_plan {
    *  planner uses 2 only where local memory, not registers, limits the
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
-  /** fcl_flash_kernel of the forward (the backward is SIMT). An MMA plan
-   *  has threads_per_row = 4 (a row's four lanes of a warp) and
-   *  rows_per_thread = 2 per 16-row tile a warp owns: 2 by default, 4 (two
-   *  tiles, each local read feeding two instructions) by a hint; block_q =
-   *  wg_size / 4 * rows_per_thread. */
+  /** fcl_flash_kernel of the pass. An MMA plan has threads_per_row = 4 (a
+   *  row's four lanes of a warp), rows_per_thread = 2 (a warp owns 16 rows)
+   *  and block_q = wg_size / 2; its backward has block_k = block_q. */
   unsigned kernel;
 } fcl_plan;
 

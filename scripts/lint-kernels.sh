@@ -14,7 +14,7 @@ check() {  # file, options...
   shift
   # as host/program.c builds them: common.cl, a prelude, the kernel
   case "$file" in
-    flash_fwd_mma.cl) prelude=(cl/mma.cl) ;;
+    flash_fwd_mma.cl | flash_bwd_mma.cl) prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
   esac
   cat cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
@@ -46,14 +46,17 @@ for dtype in 0 1 2; do
               -DROWS_PER_THREAD=$2
           done
         done
-        # the MMA forward, emulated and (for NVIDIA, with clang's PTX
+        # the MMA kernels, emulated and (for NVIDIA, with clang's PTX
         # target, which spells the driver's asm as __asm__) native
+        nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
+               -Xclang -cl-ext=+cl_khr_int64_base_atomics)
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
-          -DM_TILES=2
-        check flash_fwd_mma.cl "${common[@]}" -DFCL_NVIDIA_PTX=1 -DHEAD_DIM_MAX=128 \
-          -DBLOCK_K=64 -target nvptx64-nvidia-nvcl -Dasm=__asm__ \
-          -Xclang -cl-ext=+cl_khr_int64_base_atomics
+          -DWARPS=1
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=64
+        check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DWARPS=4
+        check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1
+        check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=4
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done

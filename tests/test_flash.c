@@ -40,15 +40,14 @@ static size_t pick_head_dim(fclu_rng *rng) {
 static fcl_context *kernel_context(int kernel) {
   fcl_context *ctx = th_context();
   if (kernel) {
-    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA,
-                          .rows_per_thread = kernel == 2 ? 4 : 0};
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
   }
   return ctx;
 }
 
 static const char *kernel_name(int kernel) {
-  return kernel == 0 ? "planned" : kernel == 1 ? "MMA" : "MMA, two tiles per warp";
+  return kernel == 0 ? "planned" : "MMA";
 }
 
 static fcl_attention_desc random_desc(fclu_rng *rng, int index, int kernel) {
@@ -286,11 +285,11 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("flash");
   TCase *tc = th_tcase("forward");
-  tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 3);
-  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 3);
-  tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 3);
-  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 3);
-  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 3);
+  tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 2);
+  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 2);
+  tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 2);
+  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 2);
+  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 2);
   tcase_add_test(tc, flash_tiling_override_gives_the_same_answer);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -481,15 +481,15 @@ static void check_backward(fcl_context *ctx, const th_problem *p, uint64_t seed,
   th_grad_inputs_free(&g);
 }
 
-/* _i: the type (_i % 2) and the forward kernel: the planner's (_i < 2),
- * MMA (emulated where the device has no matrix instructions), or MMA with
- * two 16-row tiles per warp (_i >= 4). */
+/* _i: the type (_i % 2) and the kernels, forward and backward: the
+ * planner's (_i < 2) or MMA (emulated where the device has no matrix
+ * instructions). */
 START_TEST(flash_in_half_storage_on_random_shapes) {
   fcl_context *ctx = th_context();
   const fcl_dtype t = half_types[_i % 2];
   const int mma = _i >= 2;
   if (mma) {
-    const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = _i >= 4 ? 4 : 0};
+    const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
   }
   fclu_rng rng;
@@ -514,7 +514,7 @@ START_TEST(flash_in_half_storage_on_random_shapes) {
          "dQ %.3f dK %.3f dV %.3f; worst share of the allowed error O %.2f dQ %.2f dK %.2f "
          "dV %.2f\n",
          fcl_dtype_name(t),
-         _i >= 4 ? " (MMA forward, two tiles per warp)" : mma ? " (MMA forward)" : "",
+         mma ? " (MMA kernels)" : "",
          RANDOM_SHAPES, worst[0], worst[1], worst[2], worst[3], used[0],
          used[1], used[2], used[3]);
   fcl_context_release(ctx);
@@ -826,7 +826,7 @@ int main(void) {
   tcase_add_test(tc, device_narrowing_matches_the_host);
   suite_add_tcase(s, tc);
   tc = th_tcase("attention");
-  tcase_add_loop_test(tc, flash_in_half_storage_on_random_shapes, 0, 6);
+  tcase_add_loop_test(tc, flash_in_half_storage_on_random_shapes, 0, 4);
   tcase_add_loop_test(tc, storage_type_tiles_give_the_same_bits, 0, 2);
   tcase_add_loop_test(tc, rows_that_see_no_key_in_half_storage, 0, 4);
   tcase_add_loop_test(tc, counted_bytes_equal_the_model_in_half_storage, 0, 2);

@@ -317,17 +317,30 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+  ck_assert_uint_eq(plan.wg_size, 128);
+  ck_assert_uint_eq(plan.block_k, 64);
+  desc.dtype = FCL_DTYPE_F32;
+  desc.head_dim = 72;  /* the registers of 16 keys' K, V, dK, dV: SIMT */
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  desc.dtype = FCL_DTYPE_F16;
+  desc.head_dim = 64;
   lim.nvidia_sm = 75;
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
 }
 END_TEST
 
-/* The MMA kernel forced on every made-up device (emulated where it has no
- * matrix instructions): plans fit, keep the kernel's fixed layout, and a
- * head_dim it does not take, or a device too small, is unsupported with a
- * reason. */
+/* The MMA kernels forced on every made-up device (emulated where it has no
+ * matrix instructions), forward and backward: plans fit, keep the kernels'
+ * fixed layout, and a head_dim they do not take, or a device too small,
+ * is unsupported with a reason. */
+static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate) {
+  return pass == FCL_PASS_FORWARD ? fcl__flash_mma_local_bytes(plan, emulate)
+                                  : fcl__flash_bwd_mma_local_bytes(plan, emulate);
+}
+
 START_TEST(mma_plans_fit_every_made_up_device) {
   const uint64_t locals[] = {8, 16, 32, 48, 64, 512};
   const size_t wgs[] = {64, 256, 1024};
@@ -337,42 +350,42 @@ START_TEST(mma_plans_fit_every_made_up_device) {
     for (size_t wi = 0; wi < 3; ++wi)
       for (unsigned sm = 0; sm <= 90; sm += 90)
         for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
-          for (size_t t = 0; t < 3; ++t) {
-            fcl_device_limits lim = made_up(locals[li], wgs[wi], sm != 0);
-            lim.nvidia_sm = sm;
-            fcl_attention_desc desc;
-            fcl_attention_desc_init(&desc, 1, 8, 8, 1000, 1000, d);
-            desc.dtype = all_dtypes[t];
-            fcl_plan plan;
-            char why[256];
-            fcl_status st =
-                fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why, sizeof why);
-            if (d % 8 || d > 128) {
-              ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
-              ck_assert_ptr_nonnull(strstr(why, "multiple of 8"));
-              continue;
+          for (size_t t = 0; t < 3; ++t)
+            for (fcl_pass pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass) {
+              fcl_device_limits lim = made_up(locals[li], wgs[wi], sm != 0);
+              lim.nvidia_sm = sm;
+              fcl_attention_desc desc;
+              fcl_attention_desc_init(&desc, 1, 8, 8, 1000, 1000, d);
+              desc.dtype = all_dtypes[t];
+              fcl_plan plan;
+              char why[256];
+              fcl_status st = fcl__plan_flash(&lim, &desc, pass, &hint, &plan, why, sizeof why);
+              if (d % 8 || d > 128) {
+                ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
+                ck_assert_ptr_nonnull(strstr(why, "multiple of 8"));
+                continue;
+              }
+              if (st != FCL_SUCCESS) {
+                ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
+                ck_assert_ptr_nonnull(strstr(why, "local memory"));
+                plan.block_k = 16, plan.wg_size = 32, plan.head_dim_padded = (d + 15) / 16 * 16;
+                plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
+                ck_assert_uint_gt(mma_local_bytes(pass, &plan, !sm), lim.local_mem_bytes - 1024);
+                continue;
+              }
+              ++plans;
+              ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+              ck_assert_uint_eq(plan.threads_per_row, 4);
+              ck_assert_uint_eq(plan.rows_per_thread, 2);
+              ck_assert_uint_eq(plan.block_q, plan.wg_size / 2);
+              ck_assert_uint_eq(plan.wg_size % 32, 0);
+              ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
+              ck_assert_uint_eq(plan.block_k % 16, 0);
+              if (pass == FCL_PASS_BACKWARD) ck_assert_uint_eq(plan.block_k, plan.block_q);
+              ck_assert_uint_ge(plan.head_dim_padded, d);
+              ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(pass, &plan, !sm));
+              ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
             }
-            if (st != FCL_SUCCESS) {
-              ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
-              ck_assert_ptr_nonnull(strstr(why, "local memory"));
-              plan.block_k = 16, plan.wg_size = 32, plan.head_dim_padded = (d + 15) / 16 * 16;
-              plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
-              ck_assert_uint_gt(fcl__flash_mma_local_bytes(&plan, !sm),
-                                lim.local_mem_bytes - 1024);
-              continue;
-            }
-            ++plans;
-            ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
-            ck_assert_uint_eq(plan.threads_per_row, 4);
-            ck_assert_uint_eq(plan.rows_per_thread, 2);
-            ck_assert_uint_eq(plan.block_q, plan.wg_size / 2);
-            ck_assert_uint_eq(plan.wg_size % 32, 0);
-            ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
-            ck_assert_uint_eq(plan.block_k % 16, 0);
-            ck_assert_uint_ge(plan.head_dim_padded, d);
-            ck_assert_uint_eq(plan.local_bytes, fcl__flash_mma_local_bytes(&plan, !sm));
-            ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
-          }
   printf("plan: %zu MMA plans checked\n", plans);
   ck_assert_uint_gt(plans, 0);
   /* a hint that contradicts the kernel's layout */
@@ -386,12 +399,15 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   for (size_t i = 0; i < 3; ++i)
     ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &bad[i], &plan, NULL, 0),
                      FCL_ERROR_UNSUPPORTED);
-  /* two 16-row tiles per warp: twice the rows per work-group */
+  /* one 16-row tile per warp, in both passes */
   const fcl_plan two_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 4};
-  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &two_tiles, &plan, NULL, 0),
-                   FCL_SUCCESS);
-  ck_assert_uint_eq(plan.rows_per_thread, 4);
-  ck_assert_uint_eq(plan.block_q, plan.wg_size);
+  for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass)
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, pass, &two_tiles, &plan, NULL, 0),
+                     FCL_ERROR_UNSUPPORTED);
+  /* the backward's tiles are its blocks */
+  const fcl_plan long_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = 128, .block_k = 128};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &long_tiles, &plan, NULL, 0),
+                   FCL_ERROR_UNSUPPORTED);
   const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),
                    FCL_ERROR_UNSUPPORTED);

@@ -1,0 +1,264 @@
+/*
+ * flash_bwd_mma.cl — the flash backward's dK/dV and dQ kernels on warp-level
+ * matrix instructions (cl/mma.cl), for the same algorithm as flash_bwd.cl:
+ * recomputation from Q, K and the forward's LSE, nothing of size
+ * seqlen_q x seqlen_k stored, no atomics, each gradient element summed by
+ * one work-item in a fixed order (bit-identical runs). D = rowsum(dO * O)
+ * comes from flash_bwd.cl's preprocessing kernel.
+ *
+ * Each warp owns 16 rows, held as A fragments; the other side streams
+ * through local memory in tiles of BLOCK rows, taken SUB_TILES * 8 rows at
+ * a time so that only those scores sit in registers:
+ *   flash_bwd_dkdv_mma  rows = keys. S^T = K Q^T and dP^T = V dO^T, then
+ *                       P^T = e^(scale S^T - LSE), dS^T = P^T (dP^T - D),
+ *                       dV += P^T dO and dK += dS^T Q; a key block sees the
+ *                       query tiles of every head of its GQA group.
+ *   flash_bwd_dq_mma    rows = queries. S = Q K^T, dP = dO V^T, the same
+ *                       P and dS, dQ += dS K.
+ * Both are the forward's two products (mma.cl: MMA_SCORES, rows x tile^T;
+ * MMA_ACCUMULATE, scores x tile) with other operands. In 16-bit types P
+ * and dS go to the instructions rounded to the storage type, as in the
+ * forward; f32 runs 3xTF32 with short partial sums (MMA_CHAIN).
+ *
+ * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
+ * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
+ * work-group, the other side once per tile it does not skip.
+ */
+
+#ifndef WARPS
+#define WARPS 4             // warps per work-group
+#endif
+#ifndef SUB_TILES
+#define SUB_TILES 2         // 8-row groups of a tile per step (even)
+#endif
+#ifndef CAUSAL
+#define CAUSAL 0            // bottom-right aligned causal mask
+#endif
+
+#define WG_SIZE (32 * WARPS)
+#define BLOCK (16 * WARPS)  // rows a work-group owns, and rows per tile
+#define SUB (8 * SUB_TILES)
+
+#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0
+#error "SUB_TILES must be even and 8 * SUB_TILES divide BLOCK"
+#endif
+
+/* Rows row_g and row_g + 8 of acc, times `factor`, where row < limit;
+ * columns past head_dim are left alone. */
+#if FCL_DTYPE == 0
+#define STORE_PAIR(dst, x0, x0b)                                                \
+  (FCL_COUNT_STORE(8), vstore2((float2)(x0, x0b), 0, (dst)))
+#else
+#define STORE_PAIR(dst, x0, x0b)                                                \
+  (FCL_COUNT_STORE(4), *(__global uint *)((__global ushort *)(dst)) = pack2(x0, x0b))
+#endif
+#define STORE_ROWS(acc, base, row_g, limit, stride, factor)                     \
+  UNROLL for (int r_ = 0; r_ < 2; ++r_) {                                       \
+    const int row_ = (row_g) + 8 * r_;                                          \
+    if (row_ >= (limit)) continue;                                              \
+    __global store_t *dst_ = (base) + (size_t)row_ * (stride) + 2 * t;          \
+    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                               \
+      if (8 * n_ + 2 * t >= head_dim) continue;                                 \
+      STORE_PAIR(dst_ + 8 * n_, (acc)[n_][2 * r_] * (factor),                   \
+                 (acc)[n_][2 * r_ + 1] * (factor));                             \
+    }                                                                           \
+  }
+
+/* ---- dK, dV --------------------------------------------------------------- */
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
+                        __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
+                        __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
+                        __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
+                        __global const float *lse,     // [batch][heads_q][seqlen_q]
+                        __global const float *dsum,    // [batch][heads_q][seqlen_q], D
+                        __global store_t *dk,          // [batch][seqlen_k][heads_kv][head_dim]
+                        __global store_t *dv,          // [batch][seqlen_k][heads_kv][head_dim]
+                        const int seqlen_q, const int seqlen_k, const int heads_q,
+                        const int heads_kv, const int head_dim,
+                        const float scale              // logits are scale * q.k
+                        FCL_IO_PARAM) {
+  __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local float lse_tile[BLOCK], d_tile[BLOCK];
+  MMA_DECLARE_SCRATCH(WARPS);
+  const int tid = get_local_id(0);
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  FCL_IO_INIT;
+
+  /* Grid and skipping as in flash_bwd_dkdv: key blocks fastest. */
+  const int n_kblocks = (seqlen_k + BLOCK - 1) / BLOCK;
+  const int bh = get_group_id(0) / n_kblocks;
+  const int k0 = (get_group_id(0) - bh * n_kblocks) * BLOCK;
+  const int kv_head = bh % heads_kv, batch = bh / heads_kv;
+  const int group = heads_q / heads_kv;
+  const size_t q_stride = (size_t)heads_q * head_dim;
+  const size_t kv_stride = (size_t)heads_kv * head_dim;
+  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+
+  /* This lane's keys: key_g and key_g + 8. */
+  const int key_g = k0 + 16 * warp + g;
+  frag_a_t ka, va;
+  LOAD_A_ROWS(ka, k + kv_offset, key_g, seqlen_k, kv_stride);
+  LOAD_A_ROWS(va, v + kv_offset, key_g, seqlen_k, kv_stride);
+  float dk_acc[D_TILES][4], dv_acc[D_TILES][4];
+UNROLL
+  for (int n = 0; n < D_TILES; ++n)
+UNROLL
+    for (int i = 0; i < 4; ++i) dk_acc[n][i] = dv_acc[n][i] = 0.0f;
+
+  const int diag = seqlen_k - seqlen_q;
+#if CAUSAL
+  const int last_key = min(k0 + BLOCK, seqlen_k) - 1;
+  const int q_begin = clamp(k0 - diag, 0, seqlen_q);
+  const int q_full = clamp(last_key - diag, 0, seqlen_q);
+  const int first_tile = q_begin / BLOCK;
+#else
+  const int first_tile = 0;
+#endif
+  const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
+
+  for (int member = 0; member < group; ++member) {
+    const int head = kv_head * group + member;
+    const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
+    const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
+    for (int tile = first_tile; tile < n_tiles; ++tile) {
+      const int q0 = tile * BLOCK;
+      const int rows = min(BLOCK, seqlen_q - q0);
+      LOAD_TILE(q_tile, q + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
+      LOAD_TILE(do_tile, dout + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
+      for (int i = tid; i < BLOCK; i += WG_SIZE) {
+        lse_tile[i] = i < rows ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
+        d_tile[i] = i < rows ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+#if CAUSAL
+      const int masked = q0 < q_full;  // uniform over the group
+#endif
+
+      for (int sb = 0; sb < BLOCK; sb += SUB) {
+        float s[SUB_TILES][4], dp[SUB_TILES][4];
+        MMA_SCORES(s, SUB_TILES, ka, q_tile + sb * TILE_LD, split_tf32);
+        MMA_SCORES(dp, SUB_TILES, va, do_tile + sb * TILE_LD, split_tf32);
+        /* s[n][i]: key key_g + 8 (i >> 1), query q0 + sb + 8 n + 2 t + (i & 1) */
+UNROLL
+        for (int n = 0; n < SUB_TILES; ++n)
+UNROLL
+          for (int i = 0; i < 4; ++i) {
+            const int qi = sb + 8 * n + 2 * t + (i & 1);
+            const float lse_i = lse_tile[qi];
+            int seen = lse_i != -INFINITY;  // past seqlen_q, or saw no key
+#if CAUSAL
+            if (masked) seen = seen && key_g + 8 * (i >> 1) <= q0 + qi + diag;
+#endif
+            const float p = seen ? exp(s[n][i] * scale - lse_i) : 0.0f;
+            s[n][i] = p;
+            dp[n][i] = p * (dp[n][i] - d_tile[qi]);
+          }
+        MMA_ACCUMULATE(dv_acc, s, SUB_TILES, do_tile + sb * TILE_LD);
+        MMA_ACCUMULATE(dk_acc, dp, SUB_TILES, q_tile + sb * TILE_LD);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
+    }
+  }
+
+  STORE_ROWS(dk_acc, dk + kv_offset, key_g, seqlen_k, kv_stride, scale);
+  STORE_ROWS(dv_acc, dv + kv_offset, key_g, seqlen_k, kv_stride, 1.0f);
+  FCL_IO_COMMIT();
+}
+
+/* ---- dQ ------------------------------------------------------------------- */
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
+                      __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
+                      __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
+                      __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
+                      __global const float *lse,     // [batch][heads_q][seqlen_q]
+                      __global const float *dsum,    // [batch][heads_q][seqlen_q], D
+                      __global store_t *dq,          // [batch][seqlen_q][heads_q][head_dim]
+                      const int seqlen_q, const int seqlen_k, const int heads_q,
+                      const int heads_kv, const int head_dim,
+                      const float scale              // logits are scale * q.k
+                      FCL_IO_PARAM) {
+  __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local float lse_rows[BLOCK], d_rows[BLOCK];
+  MMA_DECLARE_SCRATCH(WARPS);
+  const int tid = get_local_id(0);
+  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  FCL_IO_INIT;
+
+  const fcl_query_block qb = fcl_locate_query_block(BLOCK, CAUSAL, seqlen_q, seqlen_k,
+                                                    heads_q, heads_kv, head_dim);
+  const int q0 = qb.q0;
+  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
+  const size_t stat_offset = ((size_t)qb.batch * heads_q + qb.head) * seqlen_q;
+  for (int i = tid; i < BLOCK; i += WG_SIZE) {
+    const int live = q0 + i < seqlen_q;
+    lse_rows[i] = live ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
+    d_rows[i] = live ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
+  }
+
+  /* This lane's rows: row_g and row_g + 8. */
+  const int row_g = q0 + 16 * warp + g;
+  frag_a_t qa, doa;
+  LOAD_A_ROWS(qa, q + qb.q_offset, row_g, seqlen_q, q_stride);
+  LOAD_A_ROWS(doa, dout + qb.q_offset, row_g, seqlen_q, q_stride);
+  float dq_acc[D_TILES][4];
+UNROLL
+  for (int n = 0; n < D_TILES; ++n)
+UNROLL
+    for (int i = 0; i < 4; ++i) dq_acc[n][i] = 0.0f;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float lse_r[2], d_r[2];
+UNROLL
+  for (int r = 0; r < 2; ++r) {
+    lse_r[r] = lse_rows[16 * warp + g + 8 * r];
+    d_r[r] = d_rows[16 * warp + g + 8 * r];
+  }
+
+  const int diag = qb.diag, kv_full = qb.kv_full;
+  const int n_tiles = (qb.kv_end + BLOCK - 1) / BLOCK;
+  __global const store_t *k_rows = k + qb.kv_offset;
+  __global const store_t *v_rows = v + qb.kv_offset;
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    const int k0 = tile * BLOCK;
+    const int keys = min(BLOCK, seqlen_k - k0);
+    LOAD_TILE(k_tile, k_rows + (size_t)k0 * kv_stride, keys, BLOCK, kv_stride);
+    LOAD_TILE(v_tile, v_rows + (size_t)k0 * kv_stride, keys, BLOCK, kv_stride);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int masked = k0 + BLOCK > kv_full;  // uniform over the group
+
+    for (int sb = 0; sb < BLOCK; sb += SUB) {
+      float s[SUB_TILES][4], dp[SUB_TILES][4];
+      MMA_SCORES(s, SUB_TILES, qa, k_tile + sb * TILE_LD, split_tf32);
+      MMA_SCORES(dp, SUB_TILES, doa, v_tile + sb * TILE_LD, split_tf32);
+      /* s[n][i]: row row_g + 8 (i >> 1), key k0 + sb + 8 n + 2 t + (i & 1) */
+UNROLL
+      for (int n = 0; n < SUB_TILES; ++n)
+UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int r = i >> 1;
+          int seen = lse_r[r] != -INFINITY;  // past seqlen_q, or sees no key
+          if (masked) {
+            const int key = k0 + sb + 8 * n + 2 * t + (i & 1);
+#if CAUSAL
+            seen = seen && key < seqlen_k && key <= row_g + 8 * r + diag;
+#else
+            seen = seen && key < seqlen_k;
+#endif
+          }
+          const float p = seen ? exp(s[n][i] * scale - lse_r[r]) : 0.0f;
+          dp[n][i] = p * (dp[n][i] - d_r[r]);
+        }
+      MMA_ACCUMULATE(dq_acc, dp, SUB_TILES, k_tile + sb * TILE_LD);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+  }
+
+  STORE_ROWS(dq_acc, dq + qb.q_offset, row_g, seqlen_q, q_stride, scale);
+  FCL_IO_COMMIT();
+}
