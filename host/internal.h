@@ -370,10 +370,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
-/** The backward on the MMA kernels where they run natively, take the
- *  head_dim, and have the registers (plan_mma.c). */
-int fcl__mma_bwd_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
-/** The MMA backward's tiling; arguments already checked by fcl__plan_flash. */
+/** The MMA backward's tiling (f16 and bf16, by a hint only); arguments
+ *  already checked by fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len);

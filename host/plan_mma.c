@@ -13,7 +13,7 @@
  *     and was dropped;
  *   - warps per work-group: 8 (Br = 128 rows sharing each K/V tile, so K
  *     and V are read from global memory half as often as with 4: on the
- *     H200 that was 6-33% faster in every dtype, d and mask measured,
+ *     H200 that was 6-34% faster in every dtype, d and mask measured,
  *     docs/performance.md v3e), halved down to one while the launch has
  *     fewer than two work-groups per compute unit, as in the SIMT rule;
  *   - Bc, from the registers first: a lane keeps its Q fragments (d/2
@@ -180,7 +180,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * streams tiles of as many rows of the other side. Its local memory is two
  * such tiles in the storage type plus LSE and D of a query tile. 4 warps
  * (blocks of 64, the SIMT backward's) halved while the launch does not
- * fill the device or the tiles do not fit. */
+ * fill the device or the tiles do not fit. Only by a hint, for f16 and
+ * bf16: not yet measured on a GPU, it is nobody's default. */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   const size_t pad = plan->tile_elem_size == 4 ? 4 : 8;
   size_t bytes = 2 * (size_t)plan->block_k * (plan->head_dim_padded + pad) *
@@ -191,17 +192,21 @@ size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return bytes;
 }
 
-/* Registers: a lane keeps two operands' A fragments and two f32
- * accumulators of 16 x d (dK/dV), 4 d / 32 floats each in f32, half for
- * the operands in 16-bit types. f32 beyond d = 64 would need 256. */
-int fcl__mma_bwd_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
-  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim > 64) return 0;
-  return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
-}
-
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
+  /* Tensor cores align the products of an instruction to the largest and
+   * truncate: dK = dS^T Q sums products that cancel, and on an H200 its
+   * error reached 7x the naive algorithm's at head_dim 16 (the rule is 3x;
+   * PoCL's emulation, which truncates only the exact sum, stayed at 1.3x).
+   * 16-bit types, whose P and dS are rounded to 11 or 8 bits anyway, are
+   * within their rule. */
+  if (desc->dtype == FCL_DTYPE_F32) {
+    fcl__say(why, why_len,
+             "the MMA backward takes f16 and bf16: in f32 the tensor cores' truncating "
+             "sums exceed the accuracy rule");
+    return FCL_ERROR_UNSUPPORTED;
+  }
   FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan;

@@ -111,9 +111,8 @@ typedef struct fcl_device_limits {
   int has_int64_atomics;        /**< cl_khr_int64_base_atomics */
   int nvidia_ptx;               /**< NVIDIA's driver, which accepts inline PTX */
   /** NVIDIA compute capability x 10 (90 on an H200; 0 elsewhere). From 80
-   *  on, the planner runs the flash kernels on the tensor cores
-   *  (FCL_FLASH_KERNEL_MMA): for f16 and bf16 in both passes, for f32 the
-   *  forward from head_dim 64 and the backward up to head_dim 64,
+   *  on, the planner runs the forward on the tensor cores
+   *  (FCL_FLASH_KERNEL_MMA) for f16 and bf16, and for f32 from head_dim 64,
    *  where head_dim is a multiple of 8 up to 128. */
   unsigned nvidia_sm;
 } fcl_device_limits;
@@ -308,9 +307,9 @@ typedef enum fcl_pass {
  *  (cl/flash_fwd_mma.cl, cl/flash_bwd_mma.cl) gives each warp of 32
  *  work-items 16 rows and multiplies with NVIDIA's warp-level matrix
  *  instructions (tensor cores, sm_80 and later; f32 as 3xTF32, at f32
- *  accuracy); on other devices it emulates them through local memory,
- *  correct but slow, for tests. It takes head_dim up to 128 that is a
- *  multiple of 8. */
+ *  accuracy, in the forward only); on other devices it emulates them
+ *  through local memory, correct but slow, for tests. It takes head_dim up
+ *  to 128 that is a multiple of 8. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
@@ -338,9 +337,11 @@ typedef struct fcl_plan {
    *  planner uses 2 only where local memory, not registers, limits the
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
-  /** fcl_flash_kernel of the pass. An MMA plan has threads_per_row = 4 (a
-   *  row's four lanes of a warp), rows_per_thread = 2 (a warp owns 16 rows)
-   *  and block_q = wg_size / 2; its backward has block_k = block_q. */
+  /** fcl_flash_kernel of the pass (the backward is SIMT unless a hint
+   *  asks for MMA, which it takes in f16 and bf16). An MMA plan has
+   *  threads_per_row = 4 (a row's four lanes of a warp), rows_per_thread = 2
+   *  (a warp owns 16 rows) and block_q = wg_size / 2; its backward has
+   *  block_k = block_q. */
   unsigned kernel;
 } fcl_plan;
 

@@ -634,7 +634,7 @@ START_TEST(counted_bytes_equal_the_model_in_half_storage) {
   const fcl_dtype t = half_types[_i];
   ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
   static const th_shape shapes[] = {{1, 4, 2, 113, 70, 64, 1}, {2, 3, 1, 33, 129, 13, 0}, {2, 4, 2, 77, 90, 40, 1}};
-  /* float tiles, storage-type tiles, the MMA forward */
+  /* float tiles, storage-type tiles, the MMA kernels (forward and backward) */
   const fcl_plan hints[] = {{.tile_elem_size = 4}, {.tile_elem_size = 2},
                             {.kernel = FCL_FLASH_KERNEL_MMA}};
   for (size_t s = 0; s < 3; ++s) {

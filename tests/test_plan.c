@@ -316,16 +316,22 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &simt_hint, &plan, NULL, 0),
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  /* the backward: SIMT unless a hint asks for MMA, which takes 16-bit types */
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  const fcl_plan mma_hint = {.kernel = FCL_FLASH_KERNEL_MMA};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &mma_hint, &plan, NULL, 0),
+                   FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
   ck_assert_uint_eq(plan.wg_size, 128);
   ck_assert_uint_eq(plan.block_k, 64);
   desc.dtype = FCL_DTYPE_F32;
-  desc.head_dim = 72;  /* the registers of 16 keys' K, V, dK, dV: SIMT */
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
-  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  char why[200];
+  ck_assert_int_eq(
+      fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &mma_hint, &plan, why, sizeof why),
+      FCL_ERROR_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(why, "f16 and bf16"));
   desc.dtype = FCL_DTYPE_F16;
-  desc.head_dim = 64;
   lim.nvidia_sm = 75;
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
@@ -333,9 +339,9 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
 END_TEST
 
 /* The MMA kernels forced on every made-up device (emulated where it has no
- * matrix instructions), forward and backward: plans fit, keep the kernels'
- * fixed layout, and a head_dim they do not take, or a device too small,
- * is unsupported with a reason. */
+ * matrix instructions), forward and backward (16-bit types): plans fit,
+ * keep the kernels' fixed layout, and a head_dim they do not take, a
+ * device too small, or an f32 backward is unsupported with a reason. */
 static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate) {
   return pass == FCL_PASS_FORWARD ? fcl__flash_mma_local_bytes(plan, emulate)
                                   : fcl__flash_bwd_mma_local_bytes(plan, emulate);
@@ -360,6 +366,11 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               fcl_plan plan;
               char why[256];
               fcl_status st = fcl__plan_flash(&lim, &desc, pass, &hint, &plan, why, sizeof why);
+              if (pass == FCL_PASS_BACKWARD && t == 0) {  /* f32: the accuracy rule */
+                ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
+                ck_assert_ptr_nonnull(strstr(why, "f16 and bf16"));
+                continue;
+              }
               if (d % 8 || d > 128) {
                 ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
                 ck_assert_ptr_nonnull(strstr(why, "multiple of 8"));
