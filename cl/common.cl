@@ -208,3 +208,49 @@ inline fcl_query_block fcl_locate_query_block(int block_q, int causal, int seqle
   b.kv_end = causal ? clamp(last_row + b.diag + 1, 0, seqlen_k) : seqlen_k;
   return b;
 }
+
+/* ---- the key-block grid ----------------------------------------------------
+ * The backward's dK/dV kernels own a block of keys of one (batch, kv head)
+ * and stream the query tiles of every query head of its group. Key blocks
+ * vary fastest; causal: the first key blocks, seen by the most queries,
+ * start first. */
+typedef struct fcl_key_block {
+  int k0;                      // first key of the block
+  int batch, kv_head, group;   // group: query heads per kv head
+  size_t q_stride, kv_stride;  // elements between rows: Q, dO; K, V, dK, dV
+  size_t kv_offset;            // row 0 of this (batch, kv head) in K
+  /* Query i sees key j iff j <= i + diag. Query tiles of block_q rows
+   * before first_tile see none of the block's keys (skipped); queries from
+   * q_full on see all of them (no mask). */
+  int diag, first_tile, q_full;
+} fcl_key_block;
+
+inline fcl_key_block fcl_locate_key_block(int block_k, int block_q, int causal, int seqlen_q,
+                                          int seqlen_k, int heads_q, int heads_kv,
+                                          int head_dim) {
+  fcl_key_block b;
+  const int n_kblocks = (seqlen_k + block_k - 1) / block_k;
+  const int bh = get_group_id(0) / n_kblocks;
+  b.k0 = (get_group_id(0) - bh * n_kblocks) * block_k;
+  b.kv_head = bh % heads_kv;
+  b.batch = bh / heads_kv;
+  b.group = heads_q / heads_kv;
+  b.q_stride = (size_t)heads_q * head_dim;
+  b.kv_stride = (size_t)heads_kv * head_dim;
+  b.kv_offset = ((size_t)b.batch * seqlen_k * heads_kv + b.kv_head) * head_dim;
+  b.diag = seqlen_k - seqlen_q;
+  const int last_key = min(b.k0 + block_k, seqlen_k) - 1;
+  b.first_tile = causal ? clamp(b.k0 - b.diag, 0, seqlen_q) / block_q : 0;
+  b.q_full = causal ? clamp(last_key - b.diag, 0, seqlen_q) : 0;
+  return b;
+}
+
+/* LSE and D (= rowsum(dO * O)) of query rows [q0, q0 + n) into local
+ * arrays of n by the work-group (tid, WG_SIZE); rows from seqlen_q on get
+ * LSE -inf, which the backward kernels read as "P = 0", and D 0. */
+#define LOAD_ROW_STATS(lse_dst, d_dst, lse, dsum, stat_offset, q0, n)           \
+  for (int i_ = tid; i_ < (n); i_ += WG_SIZE) {                                 \
+    const int live_ = (q0) + i_ < seqlen_q;                                     \
+    (lse_dst)[i_] = live_ ? LOAD_F32(lse, (stat_offset) + (q0) + i_) : -INFINITY; \
+    (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat_offset) + (q0) + i_) : 0.0f;     \
+  }

@@ -106,20 +106,10 @@ void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q]
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  /* One flat grid, key blocks fastest. Causal: the first key blocks are
-   * seen by the most queries, and they start first. */
-  const int n_kblocks = (seqlen_k + BLOCK - 1) / BLOCK;
-  const int group_id = get_group_id(0);
-  const int bh = group_id / n_kblocks;
-  const int kblock = group_id - bh * n_kblocks;
-  const int kv_head = bh % heads_kv;
-  const int batch = bh / heads_kv;
-  const int group = heads_q / heads_kv;
-  const int k0 = kblock * BLOCK;
-
-  const size_t q_stride = (size_t)heads_q * head_dim;   // between rows
-  const size_t kv_stride = (size_t)heads_kv * head_dim;
-  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  const fcl_key_block kb = fcl_locate_key_block(BLOCK, BLOCK, CAUSAL, seqlen_q, seqlen_k,
+                                                heads_q, heads_kv, head_dim);
+  const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head, group = kb.group;
+  const size_t q_stride = kb.q_stride, kv_stride = kb.kv_stride, kv_offset = kb.kv_offset;
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
     q_tile[i] = TILE_ZERO;
@@ -139,18 +129,10 @@ UNROLL
   LOAD_ROW_SLICES(kr, k + kv_offset, key, seqlen_k, kv_stride);
   LOAD_ROW_SLICES(vr, v + kv_offset, key, seqlen_k, kv_stride);
 
-  /* Query i sees key j iff j <= i + diag. Queries before q_begin see no
-   * key of this block (their tiles are skipped); queries from q_full on see
-   * all of its keys (their tiles need no mask). Keys past seqlen_k need no
-   * mask either: their gradients are never stored. */
-  const int diag = seqlen_k - seqlen_q;
+  /* Keys past seqlen_k need no mask: their gradients are never stored. */
+  const int diag = kb.diag, first_tile = kb.first_tile;
 #if CAUSAL
-  const int last_key = min(k0 + BLOCK, seqlen_k) - 1;
-  const int q_begin = clamp(k0 - diag, 0, seqlen_q);
-  const int q_full = clamp(last_key - diag, 0, seqlen_q);
-  const int first_tile = q_begin / BLOCK;
-#else
-  const int first_tile = 0;
+  const int q_full = kb.q_full;
 #endif
   const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
@@ -168,10 +150,7 @@ UNROLL
       load_tile_pair(q_tile, do_tile, q + q_offset + (size_t)q0 * q_stride,
                      dout + q_offset + (size_t)q0 * q_stride, q_stride, rows, head_dim
                      IO_LOADS_ARG);
-      for (int i = tid; i < BLOCK; i += WG_SIZE) {
-        lse_tile[i] = i < rows ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
-        d_tile[i] = i < rows ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
-      }
+      LOAD_ROW_STATS(lse_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if CAUSAL
       const int masked = q0 < q_full;  // uniform over the group
@@ -263,11 +242,7 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
     k_tile[i] = TILE_ZERO;
     v_tile[i] = TILE_ZERO;
   }
-  for (int i = tid; i < BLOCK; i += WG_SIZE) {
-    const int live = q0 + i < seqlen_q;
-    lse_rows[i] = live ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
-    d_rows[i] = live ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
-  }
+  LOAD_ROW_STATS(lse_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
 
   int row[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][D_SLICE];

@@ -87,18 +87,13 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   FCL_IO_INIT;
 
-  /* Grid and skipping as in flash_bwd_dkdv: key blocks fastest. */
-  const int n_kblocks = (seqlen_k + BLOCK - 1) / BLOCK;
-  const int bh = get_group_id(0) / n_kblocks;
-  const int k0 = (get_group_id(0) - bh * n_kblocks) * BLOCK;
-  const int kv_head = bh % heads_kv, batch = bh / heads_kv;
-  const int group = heads_q / heads_kv;
-  const size_t q_stride = (size_t)heads_q * head_dim;
-  const size_t kv_stride = (size_t)heads_kv * head_dim;
-  const size_t kv_offset = ((size_t)batch * seqlen_k * heads_kv + kv_head) * head_dim;
+  const fcl_key_block kb = fcl_locate_key_block(BLOCK, BLOCK, CAUSAL, seqlen_q, seqlen_k,
+                                                heads_q, heads_kv, head_dim);
+  const int batch = kb.batch;
+  const size_t q_stride = kb.q_stride, kv_stride = kb.kv_stride, kv_offset = kb.kv_offset;
 
   /* This lane's keys: key_g and key_g + 8. */
-  const int key_g = k0 + 16 * warp + g;
+  const int key_g = kb.k0 + 16 * warp + g;
   frag_a_t ka, va;
   LOAD_A_ROWS(ka, k + kv_offset, key_g, seqlen_k, kv_stride);
   LOAD_A_ROWS(va, v + kv_offset, key_g, seqlen_k, kv_stride);
@@ -108,33 +103,22 @@ UNROLL
 UNROLL
     for (int i = 0; i < 4; ++i) dk_acc[n][i] = dv_acc[n][i] = 0.0f;
 
-  const int diag = seqlen_k - seqlen_q;
-#if CAUSAL
-  const int last_key = min(k0 + BLOCK, seqlen_k) - 1;
-  const int q_begin = clamp(k0 - diag, 0, seqlen_q);
-  const int q_full = clamp(last_key - diag, 0, seqlen_q);
-  const int first_tile = q_begin / BLOCK;
-#else
-  const int first_tile = 0;
-#endif
+  const int diag = kb.diag;
   const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
 
-  for (int member = 0; member < group; ++member) {
-    const int head = kv_head * group + member;
+  for (int member = 0; member < kb.group; ++member) {
+    const int head = kb.kv_head * kb.group + member;
     const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
     const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
-    for (int tile = first_tile; tile < n_tiles; ++tile) {
+    for (int tile = kb.first_tile; tile < n_tiles; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, seqlen_q - q0);
       LOAD_TILE(q_tile, q + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
       LOAD_TILE(do_tile, dout + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
-      for (int i = tid; i < BLOCK; i += WG_SIZE) {
-        lse_tile[i] = i < rows ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
-        d_tile[i] = i < rows ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
-      }
+      LOAD_ROW_STATS(lse_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if CAUSAL
-      const int masked = q0 < q_full;  // uniform over the group
+      const int masked = q0 < kb.q_full;  // uniform over the group
 #endif
 
       for (int sb = 0; sb < BLOCK; sb += SUB) {
@@ -195,11 +179,7 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
   const int q0 = qb.q0;
   const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
   const size_t stat_offset = ((size_t)qb.batch * heads_q + qb.head) * seqlen_q;
-  for (int i = tid; i < BLOCK; i += WG_SIZE) {
-    const int live = q0 + i < seqlen_q;
-    lse_rows[i] = live ? LOAD_F32(lse, stat_offset + q0 + i) : -INFINITY;
-    d_rows[i] = live ? LOAD_F32(dsum, stat_offset + q0 + i) : 0.0f;
-  }
+  LOAD_ROW_STATS(lse_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
 
   /* This lane's rows: row_g and row_g + 8. */
   const int row_g = q0 + 16 * warp + g;

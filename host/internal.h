@@ -351,8 +351,13 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len);
 /** The local memory a flash kernel may declare: the device's less the 1 KiB
- *  NVIDIA keeps per work-group (plan.c). */
-uint64_t fcl__local_budget(const fcl_device_limits *limits);
+ *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local
+ *  arrays work, 48 fail); elsewhere the margin costs nothing. Both
+ *  planners (plan.c, plan_mma.c) budget with it. */
+static inline uint64_t fcl__local_budget(const fcl_device_limits *limits) {
+  const uint64_t reserve = 1024;
+  return limits->local_mem_bytes > reserve ? limits->local_mem_bytes - reserve : 0;
+}
 /** Local memory of the flash forward kernel (SIMT) for a tiling. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 

@@ -27,9 +27,9 @@
  *   - the work-group is lowered to the device's limit, and halved (down to
  *     32) while the launch has fewer than two work-groups per compute unit,
  *     so small problems still fill the device.
- * M excludes 1 KiB that NVIDIA reserves per work-group (an H200 reports 48
- * KiB; 47 KiB of __local arguments work, 48 fail); elsewhere the margin
- * costs nothing.
+ * M excludes 1 KiB that NVIDIA reserves per work-group (fcl__local_budget
+ * in internal.h: an H200 reports 48 KiB; 47 KiB of __local arguments work,
+ * 48 fail); elsewhere the margin costs nothing.
  *
  * Tile elements (both passes). The local tiles hold floats, converted once
  * as they arrive from global memory, or, for f16 and bf16 storage, the
@@ -71,7 +71,6 @@
 
 #include <stdio.h>
 
-#define LOCAL_RESERVE_BYTES 1024u  /* see "M excludes" above */
 #define MAX_BLOCK_K 64u
 #define PRIVATE_FLOATS 160u      /* q + accumulator slices + Bc scores */
 #define MIN_BLOCK_K 4u
@@ -96,12 +95,6 @@ static unsigned floor_pow2(size_t x) {
   unsigned p = 1;
   while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
   return p;
-}
-
-uint64_t fcl__local_budget(const fcl_device_limits *limits) {
-  return limits->local_mem_bytes > LOCAL_RESERVE_BYTES
-             ? limits->local_mem_bytes - LOCAL_RESERVE_BYTES
-             : 0;
 }
 
 /* Bytes of one tile element: the plan's, floats when unset. */

@@ -208,18 +208,22 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
-  const int fixed_wg = hint && hint->wg_size;
-  fcl_plan plan;
-  FCL_FORWARD_IF(mma_layout(limits, desc,
-                            mma_wg(limits, hint, MMA_BWD_WARPS, key_blocks, desc), &plan,
-                            why, why_len));
-  if (hint && hint->block_k && hint->block_k != plan.block_q) {
+  /* A hint's block_k sets the work-group as wg_size does: 2 work-items per
+   * row of the block. */
+  const unsigned hint_wg = hint ? hint->wg_size : 0, hint_bk = hint ? hint->block_k : 0;
+  if (hint_bk && (hint_bk % 16 || 2 * hint_bk > MMA_MAX_WG || (hint_wg && hint_wg != 2 * hint_bk))) {
     fcl__say(why, why_len,
-             "the MMA backward's tiles are as long as its blocks, 16 rows per warp: "
-             "block_k %u with wg_size %u",
-             hint->block_k, plan.wg_size);
+             "the MMA backward's tiles are as long as its blocks, 16 rows per warp of 32 "
+             "work-items: block_k %u does not fit wg_size %u (at most %u)",
+             hint_bk, hint_wg ? hint_wg : 2 * hint_bk, MMA_MAX_WG);
     return FCL_ERROR_UNSUPPORTED;
   }
+  const int fixed_wg = hint_wg || hint_bk;
+  const unsigned wg = hint_wg   ? hint_wg
+                      : hint_bk ? 2 * hint_bk
+                                : mma_wg(limits, hint, MMA_BWD_WARPS, key_blocks, desc);
+  fcl_plan plan;
+  FCL_FORWARD_IF(mma_layout(limits, desc, wg, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = plan.block_q;

@@ -33,13 +33,13 @@ static const struct {
   const char *file;
   const char *prelude;
 } sources[FCL_SRC_COUNT] = {
-    [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl"},
+    [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl", NULL},
     [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl", fcl__cl_mma},
-    [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl"},
-    [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl"},
+    [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl", NULL},
+    [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl", NULL},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl", fcl__cl_flash_bwd_rows},
     [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma},
-    [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl"},
+    [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL},
 };
 
 struct fcl__program_entry {

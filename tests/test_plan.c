@@ -415,10 +415,18 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass)
     ck_assert_int_eq(fcl__plan_flash(&lim, &desc, pass, &two_tiles, &plan, NULL, 0),
                      FCL_ERROR_UNSUPPORTED);
-  /* the backward's tiles are its blocks */
+  /* the backward's tiles are its blocks: a block_k hint sets the
+   * work-group, and one that contradicts wg_size is refused */
+  desc.dtype = FCL_DTYPE_F16;
   const fcl_plan long_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = 128, .block_k = 128};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &long_tiles, &plan, NULL, 0),
                    FCL_ERROR_UNSUPPORTED);
+  const fcl_plan tiles_32 = {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 32};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &tiles_32, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.wg_size, 64);
+  ck_assert_uint_eq(plan.block_k, 32);
+  desc.dtype = FCL_DTYPE_F32;
   const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),
                    FCL_ERROR_UNSUPPORTED);

@@ -14,8 +14,9 @@ static const char usage[] =
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
-    "tiling and the global-memory bytes of both algorithms for one shape (default:\n"
-    "batch 1, 16 heads, seqlen 4096, head_dim 64 and 128).\n";
+    "tilings (forward and backward) and the global-memory bytes of both\n"
+    "algorithms, per pass, for one shape (default: batch 1, 16 heads, seqlen\n"
+    "4096, head_dim 64 and 128).\n";
 
 static size_t size_arg(int *i, int argc, char **argv) {
   if (*i + 1 >= argc) {
@@ -30,32 +31,39 @@ static size_t size_arg(int *i, int argc, char **argv) {
   return (size_t)v;
 }
 
-static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
-  fcl_io_estimate flash, naive;
+/* One pass's flash plan and the bytes both algorithms would move. */
+static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, fcl_pass pass) {
+  const char *name = pass == FCL_PASS_FORWARD ? "forward" : "backward";
   char why[256] = "";
   fcl_plan plan;
-  fcl_status st = fcl_plan_flash(&dev->limits, d, FCL_PASS_FORWARD, &plan, why, sizeof why);
+  fcl_status st = fcl_plan_flash(&dev->limits, d, pass, &plan, why, sizeof why);
+  if (st != FCL_SUCCESS) {
+    printf("      flash %s: %s: %s\n", name, fcl_status_str(st), why);
+    return;
+  }
+  printf("      flash %s plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u "
+         "row(s) per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u\n",
+         name, plan.kernel == FCL_FLASH_KERNEL_MMA ? "MMA (tensor-core)" : "SIMT", plan.block_q,
+         plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
+         plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
+  fcl_io_estimate flash, naive;
+  if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
+    printf("      flash %s traffic: %.2f MB\n", name,
+           (double)(flash.bytes_loaded + flash.bytes_stored) / 1e6);
+  st = fcl_io_model(&dev->limits, d, FCL_ALGO_NAIVE, pass, 1, &naive);
+  if (st == FCL_SUCCESS)
+    printf("      naive %s traffic: %.2f MB in %u chunk(s)\n", name,
+           (double)(naive.bytes_loaded + naive.bytes_stored) / 1e6, naive.chunks);
+  else
+    printf("      naive %s: %s\n", name, fcl_status_str(st));
+}
+
+static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
   printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
-  if (st != FCL_SUCCESS) {
-    printf("      flash: %s: %s\n", fcl_status_str(st), why);
-    return;
-  }
-  printf("      flash plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u row(s) "
-         "per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u\n",
-         plan.kernel == FCL_FLASH_KERNEL_MMA ? "MMA (tensor-core)" : "SIMT", plan.block_q,
-         plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
-         plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
-  if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, FCL_PASS_FORWARD, 1, &flash) == FCL_SUCCESS)
-    printf("      flash traffic: %.2f MB\n",
-           (double)(flash.bytes_loaded + flash.bytes_stored) / 1e6);
-  st = fcl_io_model(&dev->limits, d, FCL_ALGO_NAIVE, FCL_PASS_FORWARD, 1, &naive);
-  if (st == FCL_SUCCESS)
-    printf("      naive traffic: %.2f MB in %u chunk(s)\n",
-           (double)(naive.bytes_loaded + naive.bytes_stored) / 1e6, naive.chunks);
-  else
-    printf("      naive: %s\n", fcl_status_str(st));
+  show_pass(dev, d, FCL_PASS_FORWARD);
+  show_pass(dev, d, FCL_PASS_BACKWARD);
 }
 
 int main(int argc, char **argv) {
