@@ -222,6 +222,23 @@ START_TEST(backward_rows_that_see_no_key_give_zero_gradients) {
 }
 END_TEST
 
+/* REPEATS - 1 more flash backwards of p give `first`'s gradients bit for
+ * bit (the harness reads them back as floats). */
+static void assert_repeatable(fcl_context *ctx, const th_problem *p, const th_grad_inputs *g,
+                              const th_backward *first, const char *what) {
+  for (int i = 1; i < REPEATS; ++i) {
+    th_backward again = th_run_backward(ctx, p, g, FCL_ALGO_FLASH);
+    ck_assert_int_eq(again.status, FCL_SUCCESS);
+    ck_assert_msg(!memcmp(first->dq, again.dq, p->q_elems * sizeof(float)), "%s dQ, run %d",
+                  what, i);
+    ck_assert_msg(!memcmp(first->dk, again.dk, p->kv_elems * sizeof(float)), "%s dK, run %d",
+                  what, i);
+    ck_assert_msg(!memcmp(first->dv, again.dv, p->kv_elems * sizeof(float)), "%s dV, run %d",
+                  what, i);
+    th_backward_free(&again);
+  }
+}
+
 START_TEST(flash_backward_is_bit_identical_run_to_run) {
   fcl_context *ctx = th_context();
   fcl_attention_desc desc;
@@ -233,14 +250,7 @@ START_TEST(flash_backward_is_bit_identical_run_to_run) {
   th_grad_inputs_init(&g, ctx, &p, 23);
   th_backward first = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
   ck_assert_int_eq(first.status, FCL_SUCCESS);
-  for (int i = 1; i < REPEATS; ++i) {
-    th_backward again = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
-    ck_assert_int_eq(again.status, FCL_SUCCESS);
-    ck_assert_msg(!memcmp(first.dq, again.dq, p.q_elems * sizeof(float)), "dQ, run %d", i);
-    ck_assert_msg(!memcmp(first.dk, again.dk, p.kv_elems * sizeof(float)), "dK, run %d", i);
-    ck_assert_msg(!memcmp(first.dv, again.dv, p.kv_elems * sizeof(float)), "dV, run %d", i);
-    th_backward_free(&again);
-  }
+  assert_repeatable(ctx, &p, &g, &first, "f32");
   th_backward_free(&first);
   th_grad_inputs_free(&g);
   th_problem_free(&p);
@@ -413,16 +423,7 @@ START_TEST(flash_backward_in_half_storage) {
       ck_assert_msg(err[i] <= tol, "%s %s: error %g > %g", fcl_dtype_name(desc.dtype),
                     grad_names[i], err[i], tol);
     }
-    const size_t es = sizeof(float);  /* the harness reads results back as floats */
-    for (int r = 1; _i && r < REPEATS; ++r) {
-      th_backward again = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
-      ck_assert_int_eq(again.status, FCL_SUCCESS);
-      ck_assert_msg(!memcmp(run.dq, again.dq, p.q_elems * es) &&
-                        !memcmp(run.dk, again.dk, p.kv_elems * es) &&
-                        !memcmp(run.dv, again.dv, p.kv_elems * es),
-                    "%s MMA: run %d differs", fcl_dtype_name(desc.dtype), r);
-      th_backward_free(&again);
-    }
+    if (_i) assert_repeatable(ctx, &p, &g, &run, fcl_dtype_name(desc.dtype));
     th_backward_free(&run);
     th_grad_reference_free(&ref);
     th_grad_inputs_free(&g);
