@@ -18,7 +18,8 @@
  * Both are the forward's two products (mma.cl: MMA_SCORES, rows x tile^T;
  * MMA_ACCUMULATE, scores x tile) with other operands. In 16-bit types P
  * and dS go to the instructions rounded to the storage type, as in the
- * forward; f32 runs 3xTF32 with short partial sums (MMA_CHAIN).
+ * forward. f32 compiles (3xTF32, short partial sums), but the planner
+ * refuses it: on an H200 its dK missed the accuracy rule (plan_mma.c).
  *
  * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
@@ -45,13 +46,6 @@
 
 /* Rows row_g and row_g + 8 of acc, times `factor`, where row < limit;
  * columns past head_dim are left alone. */
-#if FCL_DTYPE == 0
-#define STORE_PAIR(dst, x0, x0b)                                                \
-  (FCL_COUNT_STORE(8), vstore2((float2)(x0, x0b), 0, (dst)))
-#else
-#define STORE_PAIR(dst, x0, x0b)                                                \
-  (FCL_COUNT_STORE(4), *(__global uint *)((__global ushort *)(dst)) = pack2(x0, x0b))
-#endif
 #define STORE_ROWS(acc, base, row_g, limit, stride, factor)                     \
   UNROLL for (int r_ = 0; r_ < 2; ++r_) {                                       \
     const int row_ = (row_g) + 8 * r_;                                          \

@@ -164,14 +164,7 @@ UNROLL
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
       if (8 * n + 2 * t >= head_dim) continue;
-      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
-#if FCL_DTYPE == 0
-      FCL_COUNT_STORE(8);
-      vstore2((float2)(x0, x1), 0, o_rows + at + 8 * n);
-#else
-      FCL_COUNT_STORE(4);
-      *(__global uint *)((__global ushort *)o_rows + at + 8 * n) = pack2(x0, x1);
-#endif
+      STORE_PAIR(o_rows + at + 8 * n, acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
     }
 #if STORE_LSE
     if (t == 0) {

@@ -326,6 +326,15 @@ typedef uint frag_a_t[D_TILES / 2][4];
   }
 #endif
 
+/* Columns 2t and 2t + 1 of a C fragment's row (x0, x1) to dst, counted,
+ * in the storage type (rounded to nearest even). */
+#if FCL_DTYPE == 0
+#define STORE_PAIR(dst, x0, x1) (FCL_COUNT_STORE(8), vstore2((float2)(x0, x1), 0, (dst)))
+#else
+#define STORE_PAIR(dst, x0, x1) \
+  (FCL_COUNT_STORE(4), *(__global uint *)((__global ushort *)(dst)) = pack2(x0, x1))
+#endif
+
 /* ---- the two products of attention ----------------------------------------
  * Statement macros, so that the fragment arrays stay private arrays indexed
  * by constants (registers). They use the caller's g and t (lane = 4 g + t),
