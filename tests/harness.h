@@ -104,6 +104,17 @@ typedef struct th_grad_reference {
 } th_grad_reference;
 
 th_grad_reference th_reference_backward(const th_problem *p, const th_grad_inputs *g);
+
+/* What reading D = rowsum(dO * O) from the stored O costs the flash
+ * backward, bounded per gradient element: D_i moves by |dO_i . (o_i - O_i)|
+ * (o rounded to the storage type, O exact) plus the rounding of an f32 dot
+ * product of head_dim terms, d 2^-24 sum |dO_ic o_ic|; dS = scale P (dP - D)
+ * moves by scale P_ij times that, and so dQ_i by scale dD_i sum_j P_ij |K_j|
+ * and dK_j by scale sum_i P_ij dD_i |Q_i| (D enters linearly: no higher
+ * order). dV does not depend on D. The naive algorithm never reads O.
+ * out: the largest bound over dQ's, dK's and dV's elements. */
+void th_d_floor(const th_problem *p, const th_grad_inputs *g, const double *o_exact,
+                double out[3]);
 void th_grad_reference_free(th_grad_reference *r);
 
 /** What a causal problem with more queries than keys must give: rows that

@@ -377,68 +377,12 @@ static void grad_errors(const th_problem *p, const float *dq, const float *dk,
   err[2] = fclu_max_abs_err(dv, ref->dv, p->kv_elems);
 }
 
-/* What reading D = rowsum(dO * O) from the stored O costs the flash
- * backward, bounded per gradient element: D_i moves by |dO_i . (o_i - O_i)|
- * (o rounded to the storage type, O exact) plus the rounding of an f32 dot
- * product of head_dim terms, d 2^-24 sum |dO_ic o_ic|; dS = scale P (dP - D)
- * moves by scale P_ij times that, and so dQ_i by scale dD_i sum_j P_ij |K_j|
- * and dK_j by scale sum_i P_ij dD_i |Q_i| (D enters linearly: no higher
- * order). dV does not depend on D. The naive algorithm never reads O. */
-static void d_floor(const th_problem *p, const th_grad_inputs *g, const double *o_exact,
-                    double out[3]) {
-  const fcl_attention_desc *desc = &p->desc;
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t kv_ld = desc->heads_kv * d, group = desc->heads_q / desc->heads_kv;
-  double *fq = calloc(p->q_elems ? p->q_elems : 1, sizeof *fq);
-  double *fk = calloc(p->kv_elems ? p->kv_elems : 1, sizeof *fk);
-  double *pr = malloc((nk ? nk : 1) * sizeof *pr);
-  ck_assert(fq && fk && pr);
-  for (size_t b = 0; b < desc->batch; ++b)
-    for (size_t h = 0; h < desc->heads_q; ++h)
-      for (size_t i = 0; i < nq; ++i) {
-        const size_t at = ((b * nq + i) * desc->heads_q + h) * d;
-        const size_t kv0 = (b * nk * desc->heads_kv + h / group) * d;
-        const long long last = desc->causal ? (long long)i + (long long)nk - (long long)nq
-                                            : (long long)nk - 1;
-        const size_t seen = last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
-        if (!seen) continue;
-        double moved = 0.0, mass = 0.0;
-        for (size_t c = 0; c < d; ++c) {
-          moved += (double)g->dout[at + c] * ((double)g->o[at + c] - o_exact[at + c]);
-          mass += fabs((double)g->dout[at + c] * (double)g->o[at + c]);
-        }
-        const double dd = (fabs(moved) + (double)d * 0x1p-24 * mass) * (double)desc->scale;
-        double m = -INFINITY, l = 0.0;
-        for (size_t j = 0; j < seen; ++j) {
-          double dot = 0.0;
-          for (size_t c = 0; c < d; ++c)
-            dot += (double)p->q[at + c] * (double)p->k[kv0 + j * kv_ld + c];
-          pr[j] = dot * (double)desc->scale;
-          m = fmax(m, pr[j]);
-        }
-        for (size_t j = 0; j < seen; ++j) l += (pr[j] = exp(pr[j] - m));
-        for (size_t j = 0; j < seen; ++j) {
-          const double w = pr[j] / l * dd;
-          for (size_t c = 0; c < d; ++c) {
-            fq[at + c] += w * fabs((double)p->k[kv0 + j * kv_ld + c]);
-            fk[kv0 + j * kv_ld + c] += w * fabs((double)p->q[at + c]);
-          }
-        }
-      }
-  out[0] = fclu_max_abs(fq, p->q_elems);
-  out[1] = fclu_max_abs(fk, p->kv_elems);
-  out[2] = 0.0;
-  free(fq);
-  free(fk);
-  free(pr);
-}
-
 /* The backward's floor per gradient (see the top of the file). */
 static void backward_floor(const th_problem *p, const th_grad_inputs *g,
                            const th_grad_reference *ref, double floor[3]) {
   th_reference fwd = th_reference_forward(p);
   double from_d[3];
-  d_floor(p, g, fwd.o, from_d);
+  th_d_floor(p, g, fwd.o, from_d);
   th_reference_free(&fwd);
   const double *r[3] = {ref->dq, ref->dk, ref->dv};
   const size_t n[3] = {p->q_elems, p->kv_elems, p->kv_elems};
