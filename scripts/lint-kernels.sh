@@ -55,7 +55,8 @@ for dtype in 0 1 2; do
           -DWARPS=1
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=64
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DWARPS=4
-        check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1
+        check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1 \
+          -DMMA_EMULATE_ALIGN=1
         check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=4
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
