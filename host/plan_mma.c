@@ -195,10 +195,11 @@ size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
-  /* Tensor cores align the products of an instruction to the largest and
-   * truncate: dK = dS^T Q sums products that cancel, and on an H200 its
-   * error reached 7x the naive algorithm's at head_dim 16 (the rule is 3x;
-   * PoCL's emulation, which truncates only the exact sum, stayed at 1.3x).
+  /* Tensor cores truncate the products of an instruction (most likely
+   * each, aligned to the largest: mma.cl's MMA_EMULATE_ALIGN): dK = dS^T Q
+   * sums products that cancel, and on an H200 its error reached 7x the
+   * naive algorithm's at head_dim 16 (the rule is 3x; PoCL's default
+   * emulation, which truncates only the exact sum, stayed at 1.3x).
    * 16-bit types, whose P and dS are rounded to 11 or 8 bits anyway, are
    * within their rule. */
   if (desc->dtype == FCL_DTYPE_F32) {
