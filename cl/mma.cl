@@ -104,6 +104,30 @@ typedef float exact_t;
 
 inline int lane_id(void) { return get_local_id(0) & 31; }
 
+#if MMA_EMULATE
+/* An emulated instruction once each lane has written its A (16 x kdim,
+ * row-major, kdim 8 or 16) and B (kdim x 8) fragments to the warp's
+ * scratch: this lane's four C elements, summed as the model above says. */
+inline void emulated_products(float c[4], const int kdim, __local const float *mma_a,
+                              __local const float *mma_b) {
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
+#if MMA_ALIGNED
+    double prod[16];
+    for (int k = 0; k < kdim; ++k) prod[k] = (double)mma_a[r * kdim + k] * mma_b[k * 8 + n];
+    c[i] = aligned_sum(c[i], prod, kdim);
+#else
+    exact_t acc = c[i];
+    for (int k = 0; k < kdim; ++k) acc += (exact_t)mma_a[r * kdim + k] * mma_b[k * 8 + n];
+    c[i] = TRUNCATE(acc);
+#endif
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
+
 #if FCL_DTYPE == 0
 
 /* tf32 with round to nearest, ties away from zero (cvt.rna.tf32.f32): the
@@ -160,20 +184,7 @@ inline void mma_tf32(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
   const int g = lane_id() >> 2, t = lane_id() & 3;
   for (int i = 0; i < 4; ++i) mma_a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)] = as_float(a[i]);
   for (int i = 0; i < 2; ++i) mma_b[(t + 4 * i) * 8 + g] = as_float(b[i]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = 0; i < 4; ++i) {
-    const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
-#if MMA_ALIGNED
-    double prod[8];
-    for (int k = 0; k < 8; ++k) prod[k] = (double)mma_a[r * 8 + k] * mma_b[k * 8 + n];
-    c[i] = aligned_sum(c[i], prod, 8);
-#else
-    exact_t acc = c[i];
-    for (int k = 0; k < 8; ++k) acc += (exact_t)mma_a[r * 8 + k] * mma_b[k * 8 + n];
-    c[i] = TRUNCATE(acc);
-#endif
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  emulated_products(c, 8, mma_a, mma_b);
 #else
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
@@ -237,20 +248,7 @@ inline void mma_16bit(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) 
   for (int i = 0; i < 2; ++i)
     for (int h = 0; h < 2; ++h)
       mma_b[(2 * t + h + 8 * i) * 8 + g] = from_bits((ushort)(b[i] >> (16 * h)));
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = 0; i < 4; ++i) {
-    const int r = g + 8 * (i >> 1), n = 2 * t + (i & 1);
-#if MMA_ALIGNED
-    double prod[16];
-    for (int k = 0; k < 16; ++k) prod[k] = (double)mma_a[r * 16 + k] * mma_b[k * 8 + n];
-    c[i] = aligned_sum(c[i], prod, 16);
-#else
-    exact_t acc = c[i];
-    for (int k = 0; k < 16; ++k) acc += (exact_t)mma_a[r * 16 + k] * mma_b[k * 8 + n];
-    c[i] = TRUNCATE(acc);
-#endif
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  emulated_products(c, 16, mma_a, mma_b);
 #else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
