@@ -4,11 +4,31 @@
  */
 #include "internal.h"
 
+/* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
+ * takes from its plan. */
+static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
+                        const fcl_attention_desc *desc, cl_mem io_counter,
+                        fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
+  fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
+  fcl__options_define(opts, "CAUSAL", desc->causal);
+  fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
+  fcl__options_count_io(opts, io_counter);
+}
+
 /* The -D options of flash_fwd.cl or flash_fwd_mma.cl: one source of
  * truth, the plan. */
 static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
                             const fcl_attention_desc *desc, int with_lse,
                             cl_mem io_counter, fcl__options *opts) {
+  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
+    mma_options(limits, plan, desc, io_counter, opts);
+    fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
+    fcl__options_define(opts, "STORE_LSE", with_lse);
+    return;
+  }
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
@@ -16,11 +36,6 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_count_io(opts, io_counter);
-  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
-    fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-    fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
-    return;
-  }
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
@@ -89,19 +104,6 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
   fcl__options_count_io(opts, io_counter);
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
-}
-
-/* The -D options of flash_bwd_mma.cl. */
-static void backward_mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
-                                 const fcl_attention_desc *desc, cl_mem io_counter,
-                                 fcl__options *opts) {
-  fcl__options_init(opts);
-  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
-  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
-  fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-  fcl__options_define(opts, "CAUSAL", desc->causal);
-  fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
-  fcl__options_count_io(opts, io_counter);
 }
 
 /* The backward's kernels and scratch, released in one place. D comes from
@@ -219,7 +221,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   fcl__source main_source = FCL_SRC_FLASH_BWD;
   if (mma) {
     main_source = FCL_SRC_FLASH_BWD_MMA;
-    backward_mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
+    mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
   }
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);

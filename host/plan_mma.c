@@ -91,13 +91,12 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return bytes;
 }
 
-/* `warps` warps (or the hint's work-group), halved while the device's limit
- * is smaller, and (without a hint) while a launch of `groups(wg / 2)`
- * work-groups leaves the device with fewer than two per compute unit. */
-static unsigned mma_wg(const fcl_device_limits *limits, const fcl_plan *hint, unsigned warps,
+/* The planner's work-group: `warps` warps, halved while the device's limit
+ * is smaller, and while a launch of `groups(wg / 2)` work-groups leaves the
+ * device with fewer than two per compute unit. */
+static unsigned mma_wg(const fcl_device_limits *limits, unsigned warps,
                        size_t (*groups)(const fcl_attention_desc *, size_t),
                        const fcl_attention_desc *desc) {
-  if (hint && hint->wg_size) return hint->wg_size;
   unsigned wg = 32 * warps;
   while (wg > 32 && wg > limits->max_work_group_size) wg /= 2;
   const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
@@ -152,8 +151,9 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
   const int fixed_wg = hint && hint->wg_size, fixed_bk = hint && hint->block_k;
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc,
-                            mma_wg(limits, hint, MMA_WARPS, query_blocks, desc), &plan,
-                            why, why_len));
+                            fixed_wg ? hint->wg_size
+                                     : mma_wg(limits, MMA_WARPS, query_blocks, desc),
+                            &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = fixed_bk                                               ? hint->block_k
@@ -183,13 +183,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * fill the device or the tiles do not fit. Only by a hint, for f16 and
  * bf16: not yet measured on a GPU, it is nobody's default. */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
-  const size_t pad = plan->tile_elem_size == 4 ? 4 : 8;
-  size_t bytes = 2 * (size_t)plan->block_k * (plan->head_dim_padded + pad) *
-                     plan->tile_elem_size +
-                 2 * (size_t)plan->block_k * sizeof(float);
-  if (emulate) bytes += (size_t)plan->wg_size / 32 * (16 * 16 + 16 * 8) * 4 +
-                        (size_t)plan->wg_size * 4;
-  return bytes;
+  /* the forward's two tiles (and scratch), and LSE and D of a query tile */
+  return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float);
 }
 
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
@@ -212,7 +207,8 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   /* A hint's block_k sets the work-group as wg_size does: 2 work-items per
    * row of the block. */
   const unsigned hint_wg = hint ? hint->wg_size : 0, hint_bk = hint ? hint->block_k : 0;
-  if (hint_bk && (hint_bk % 16 || 2 * hint_bk > MMA_MAX_WG || (hint_wg && hint_wg != 2 * hint_bk))) {
+  if (hint_bk &&
+      (hint_bk % 16 || 2 * hint_bk > MMA_MAX_WG || (hint_wg && hint_wg != 2 * hint_bk))) {
     fcl__say(why, why_len,
              "the MMA backward's tiles are as long as its blocks, 16 rows per warp of 32 "
              "work-items: block_k %u does not fit wg_size %u (at most %u)",
@@ -222,7 +218,7 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   const int fixed_wg = hint_wg || hint_bk;
   const unsigned wg = hint_wg   ? hint_wg
                       : hint_bk ? 2 * hint_bk
-                                : mma_wg(limits, hint, MMA_BWD_WARPS, key_blocks, desc);
+                                : mma_wg(limits, MMA_BWD_WARPS, key_blocks, desc);
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc, wg, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
