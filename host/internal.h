@@ -365,9 +365,11 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 /** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
  *  kernel emulates it elsewhere. */
 int fcl__mma_native(const fcl_device_limits *limits);
-/** The planner's default: the MMA kernel where it runs natively, takes the
- *  head_dim, and was measured faster than SIMT (plan_mma.c). */
-int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
+/** The planner's default for a pass: the MMA kernels where they run
+ *  natively, take the head_dim and dtype, and were measured faster than
+ *  SIMT (plan_mma.c). */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                   fcl_pass pass);
 /** The MMA forward's tiling; arguments already checked by fcl__plan_flash. */
 fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,
@@ -375,7 +377,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
-/** The MMA backward's tiling (f16 and bf16, by a hint only); arguments
+/** The MMA backward's tiling (f16 and bf16); arguments
  *  already checked by fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,

@@ -43,12 +43,18 @@ int fcl__mma_native(const fcl_device_limits *limits) {
  * all in or all out (LOAD_TILE), fragments up to 128 columns. */
 static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD_DIM; }
 
-/* f32 pays three instructions per product (3xTF32) and the splitting of
- * every operand: on an H200 at N = 4096, 8 warps, it ran 1.08-1.19x the
- * SIMT kernel at d = 64 and 1.16-1.23x at d = 128 (docs/performance.md,
- * v3e); below d = 64 it is unmeasured. 16-bit types were 4-6x faster. */
-int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
-  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
+/* The forward: f32 pays three instructions per product (3xTF32) and the
+ * splitting of every operand: on an H200 at N = 4096, 8 warps, it ran
+ * 1.08-1.19x the SIMT kernel at d = 64 and 1.16-1.23x at d = 128
+ * (docs/performance.md, v3e); below d = 64 it is unmeasured. 16-bit types
+ * were 4-6x faster.
+ * The backward: 16-bit types only (f32 misses the accuracy rule,
+ * fcl__plan_backward_mma). Its fwd+bwd ran 5.3-6.1x the SIMT backward's on
+ * an H200 at N = 4096, d = 64 and 128 (docs/performance.md, v4). */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                   fcl_pass pass) {
+  if (desc->dtype == FCL_DTYPE_F32 && (pass == FCL_PASS_BACKWARD || desc->head_dim < 64))
+    return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
 }
 
@@ -180,8 +186,7 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * streams tiles of as many rows of the other side. Its local memory is two
  * such tiles in the storage type plus LSE and D of a query tile. 4 warps
  * (blocks of 64, the SIMT backward's) halved while the launch does not
- * fill the device or the tiles do not fit. Only by a hint, for f16 and
- * bf16: not yet measured on a GPU, it is nobody's default. */
+ * fill the device or the tiles do not fit. f16 and bf16 only. */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   /* the forward's two tiles (and scratch), and LSE and D of a query tile */
   return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float);
