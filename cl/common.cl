@@ -254,3 +254,45 @@ inline fcl_key_block fcl_locate_key_block(int block_k, int block_q, int causal, 
     (lse_dst)[i_] = live_ ? LOAD_F32(lse, (stat_offset) + (q0) + i_) : -INFINITY; \
     (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat_offset) + (q0) + i_) : 0.0f;     \
   }
+
+/* ---- four columns of a row from global memory (the backward's kernels) -- */
+
+/* Helpers that touch global memory take the kernel's counters along. */
+#ifdef FCL_COUNT_IO
+#define IO_LOADS , ulong *io_loads
+#define IO_STORES , ulong *io_stores
+#define IO_LOADS_ARG , &fcl_io_loaded
+#define IO_STORES_ARG , &fcl_io_stored
+#define IO_HELPER_INIT FCL_IO_INIT
+#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
+#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
+#else
+#define IO_LOADS
+#define IO_STORES
+#define IO_LOADS_ARG
+#define IO_STORES_ARG
+#define IO_HELPER_INIT
+#define IO_HELPER_LOADS_DONE() ((void)0)
+#define IO_HELPER_STORES_DONE() ((void)0)
+#endif
+
+/* Defines `name`: columns col..col+3 of a row as a `type`, those past
+ * head_dim 0. Each program instantiates the loaders it needs (load_quad,
+ * floats for registers; load_tile_quad, what a local tile holds): the MMA
+ * programs need none. */
+#define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
+  inline type name(__global const store_t *row, const int col,                \
+                   const int head_dim IO_LOADS) {                             \
+    IO_HELPER_INIT;                                                            \
+    type x = (type)(0);                                                        \
+    if ((head_dim & 3) == 0) {                                                 \
+      if (col < head_dim) x = load4(row, col);                                 \
+    } else {                                                                   \
+      if (col + 0 < head_dim) x.x = load1(row, col + 0);                       \
+      if (col + 1 < head_dim) x.y = load1(row, col + 1);                       \
+      if (col + 2 < head_dim) x.z = load1(row, col + 2);                       \
+      if (col + 3 < head_dim) x.w = load1(row, col + 3);                       \
+    }                                                                          \
+    IO_HELPER_LOADS_DONE();                                                    \
+    return x;                                                                  \
+  }

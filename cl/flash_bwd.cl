@@ -2,8 +2,7 @@
  * flash_bwd.cl — FlashAttention-2 backward with recomputation: nothing of
  * size seqlen_q x seqlen_k is stored, and nothing is summed with atomics.
  *
- * Three kernels, enqueued in this order:
- *   flash_bwd_preprocess  D_i = sum_c dO_ic * O_ic for every query row.
+ * Two kernels, enqueued after flash_bwd_pre.cl's D_i = sum_c dO_ic * O_ic:
  *   flash_bwd_dkdv        a work-group keeps BLOCK keys of one (batch, kv
  *                         head) in registers and streams tiles of BLOCK
  *                         queries of every query head of its group through
@@ -39,46 +38,6 @@
 
 /* Parameters, layout and the row helpers: flash_bwd_rows.cl, compiled
  * before this file. */
-
-/* ---- D = rowsum(dO * O) -------------------------------------------------- */
-
-/* PRE_THREADS work-items per row, each summing strided float4s; a fixed
- * tree sums their parts. Rows are taken in memory order (batch, query,
- * head), so that a work-group reads one contiguous range. */
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_preprocess(__global const store_t *o,    // [batch][seqlen_q][heads_q][head_dim]
-                          __global const store_t *dout, // [batch][seqlen_q][heads_q][head_dim]
-                          __global float *dsum,         // [batch][heads_q][seqlen_q], D
-                          const int seqlen_q, const int heads_q, const int head_dim,
-                          const int n_rows              // batch * seqlen_q * heads_q
-                          FCL_IO_PARAM) {
-  __local float part[WG_SIZE];
-  FCL_IO_INIT;
-  const int tid = get_local_id(0);
-  const int lane = tid % PRE_THREADS;
-  const int row = get_group_id(0) * PRE_ROWS + tid / PRE_THREADS;
-  float4 acc = (float4)(0.0f);
-  if (row < n_rows) {
-    __global const store_t *o_row = o + (size_t)row * head_dim;
-    __global const store_t *do_row = dout + (size_t)row * head_dim;
-    for (int c = 4 * lane; c < head_dim; c += 4 * PRE_THREADS)
-      acc = fma(load_quad(o_row, c, head_dim IO_LOADS_ARG),
-                load_quad(do_row, c, head_dim IO_LOADS_ARG), acc);
-  }
-  part[tid] = (acc.x + acc.y) + (acc.z + acc.w);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int width = PRE_THREADS / 2; width > 0; width /= 2) {
-    if (lane < width) part[tid] += part[tid + width];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lane == 0 && row < n_rows) {
-    const int head = row % heads_q;
-    const int query = (row / heads_q) % seqlen_q;
-    const int batch = row / heads_q / seqlen_q;
-    STORE_F32(dsum, ((size_t)batch * heads_q + head) * seqlen_q + query, part[tid]);
-  }
-  FCL_IO_COMMIT();
-}
 
 /* ---- dK, dV --------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
  * recomputation from Q, K and the forward's LSE, nothing of size
  * seqlen_q x seqlen_k stored, no atomics, each gradient element summed by
  * one work-item in a fixed order (bit-identical runs). D = rowsum(dO * O)
- * comes from flash_bwd.cl's preprocessing kernel.
+ * comes from flash_bwd_pre.cl.
  *
  * Each warp owns 16 rows, held as A fragments; the other side streams
  * through local memory in tiles of BLOCK rows, taken SUB_TILES * 8 rows at

@@ -25,9 +25,6 @@
 #ifndef SUB_ROWS
 #define SUB_ROWS 8          // streamed rows whose scores are in registers at once
 #endif
-#ifndef PRE_THREADS
-#define PRE_THREADS 16      // work-items per row in flash_bwd_preprocess
-#endif
 
 #define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
 /* Rows a work-group keeps (keys in dK/dV, queries in dQ) and rows of each
@@ -40,7 +37,6 @@
 #define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
 #define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per row in a tile
 #define TILE_LD4 (TILE_LD / 4)
-#define PRE_ROWS (WG_SIZE / PRE_THREADS)
 
 #if WG_SIZE % THREADS_PER_ROW != 0
 #error "WG_SIZE must be a multiple of THREADS_PER_ROW"
@@ -54,9 +50,6 @@
 #if BLOCK % SUB_ROWS != 0
 #error "SUB_ROWS must divide the tile"
 #endif
-#if WG_SIZE % PRE_THREADS != 0 || (PRE_THREADS & (PRE_THREADS - 1)) != 0
-#error "PRE_THREADS must be a power of two dividing WG_SIZE"
-#endif
 
 /* How the THREADS_PER_ROW partial dot products of a row are summed: warp
  * shuffles where the driver has them and the work-group fills whole warps
@@ -67,43 +60,8 @@
 #define ROW_SUM_IN_LOCAL 0
 #endif
 
-/* Helpers that touch global memory take the kernel's counters along. */
-#ifdef FCL_COUNT_IO
-#define IO_LOADS , ulong *io_loads
-#define IO_STORES , ulong *io_stores
-#define IO_LOADS_ARG , &fcl_io_loaded
-#define IO_STORES_ARG , &fcl_io_stored
-#define IO_HELPER_INIT FCL_IO_INIT
-#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
-#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
-#else
-#define IO_LOADS
-#define IO_STORES
-#define IO_LOADS_ARG
-#define IO_STORES_ARG
-#define IO_HELPER_INIT
-#define IO_HELPER_LOADS_DONE() ((void)0)
-#define IO_HELPER_STORES_DONE() ((void)0)
-#endif
-
-/* Columns col..col+3 of a row; those past head_dim read as 0. load_quad
- * gives floats (for registers), load_tile_quad what a local tile holds. */
-#define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
-  inline type name(__global const store_t *row, const int col,                \
-                   const int head_dim IO_LOADS) {                             \
-    IO_HELPER_INIT;                                                            \
-    type x = (type)(0);                                                        \
-    if ((head_dim & 3) == 0) {                                                 \
-      if (col < head_dim) x = load4(row, col);                                 \
-    } else {                                                                   \
-      if (col + 0 < head_dim) x.x = load1(row, col + 0);                       \
-      if (col + 1 < head_dim) x.y = load1(row, col + 1);                       \
-      if (col + 2 < head_dim) x.z = load1(row, col + 2);                       \
-      if (col + 3 < head_dim) x.w = load1(row, col + 3);                       \
-    }                                                                          \
-    IO_HELPER_LOADS_DONE();                                                    \
-    return x;                                                                  \
-  }
+/* Loaders of four columns of a row (common.cl): floats for registers, and
+ * what a local tile holds. */
 DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)
 DEFINE_QUAD_LOADER(load_tile_quad, tile4_t, LOAD_TILE4, LOAD_TILE1)
 

@@ -101,18 +101,26 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
-  fcl__options_define(opts, "PRE_THREADS", (long)fcl__flash_bwd_pre_threads(plan));
   fcl__options_count_io(opts, io_counter);
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
-/* The backward's kernels and scratch, released in one place. D comes from
- * flash_bwd.cl's preprocessing kernel for both kernel families; next to
- * the MMA kernels it runs on the SIMT backward's plan (pre_plan). */
+/* The -D options of flash_bwd_pre.cl: nothing of the plan, so that both
+ * kernel families, and both masks, share one build per storage type. */
+static void preprocess_options(const fcl__pre_shape *shape, const fcl_attention_desc *desc,
+                               cl_mem io_counter, fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_define(opts, "WG_SIZE", (long)shape->wg_size);
+  fcl__options_define(opts, "PRE_THREADS", (long)shape->threads_per_row);
+  fcl__options_count_io(opts, io_counter);
+}
+
+/* The backward's kernels and scratch, released in one place. */
 typedef struct backward_run {
   cl_kernel pre, dkdv, dq;
   const char *dkdv_name, *dq_name;
-  fcl_plan pre_plan;
+  fcl__pre_shape pre_shape;
   cl_mem dsum;  /* D = rowsum(dO * O), [batch][heads_q][seqlen_q] */
 } backward_run;
 
@@ -142,7 +150,7 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
   const cl_int head_dim = (cl_int)desc->head_dim;
   const cl_float scale = desc->scale;
   const size_t rows = desc->batch * desc->seqlen_q * desc->heads_q;
-  const size_t pre_rows = run->pre_plan.wg_size / fcl__flash_bwd_pre_threads(&run->pre_plan);
+  const size_t pre_rows = run->pre_shape.wg_size / run->pre_shape.threads_per_row;
   const size_t block = plan->block_k;
   FCL_RETURN_IF(ctx, rows > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
                 "the flash backward indexes %zu query rows; at most %d fit", rows,
@@ -183,7 +191,7 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
 
   /* Each output is written by exactly one kernel: a launch that fails
    * leaves its outputs untouched and the others complete. */
-  size_t local = run->pre_plan.wg_size;
+  size_t local = run->pre_shape.wg_size;
   size_t global = pre_groups * local;
   FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
   FCL_FORWARD_IF(fcl__launch(ctx, run->pre, "flash_bwd_preprocess", 1, &global, &local));
@@ -205,24 +213,17 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                 ctx->info.name, why);
 
   const int mma = call->plan.kernel == FCL_FLASH_KERNEL_MMA;
-  backward_run run = {.pre_plan = call->plan,
+  backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits, desc->head_dim),
                       .dkdv_name = mma ? "flash_bwd_dkdv_mma" : "flash_bwd_dkdv",
                       .dq_name = mma ? "flash_bwd_dq_mma" : "flash_bwd_dq"};
-  if (mma) {
-    const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};
-    status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_BACKWARD, &simt, &run.pre_plan,
-                             why, sizeof why);
-    FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
-                  ctx->info.name, why);
-  }
   fcl__options opts;
-  backward_options(&run.pre_plan, desc, call->io_counter, &opts);
-  status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD, &opts, "flash_bwd_preprocess", &run.pre);
-  fcl__source main_source = FCL_SRC_FLASH_BWD;
-  if (mma) {
-    main_source = FCL_SRC_FLASH_BWD_MMA;
+  preprocess_options(&run.pre_shape, desc, call->io_counter, &opts);
+  status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD_PRE, &opts, "flash_bwd_preprocess", &run.pre);
+  const fcl__source main_source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD;
+  if (mma)
     mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
-  }
+  else
+    backward_options(&call->plan, desc, call->io_counter, &opts);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)

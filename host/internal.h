@@ -201,6 +201,7 @@ typedef enum fcl__source {
   FCL_SRC_CONVERT,
   FCL_SRC_FLASH_FWD_MMA,
   FCL_SRC_FLASH_BWD_MMA,
+  FCL_SRC_FLASH_BWD_PRE,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -392,9 +393,13 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile. */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan);
-/** Work-items per row of the backward's preprocessing kernel (D =
- *  rowsum(dO * O)): enough for one float4 each, at most 32 and wg_size. */
-unsigned fcl__flash_bwd_pre_threads(const fcl_plan *plan);
+/** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
+ *  D = rowsum(dO * O)), the same for both kernel families. */
+typedef struct fcl__pre_shape {
+  unsigned wg_size;          /**< 128, or the device's largest power of two below */
+  unsigned threads_per_row;  /**< enough for a float4 each: at most 32 and wg_size */
+} fcl__pre_shape;
+fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim);
 fcl_status fcl__naive_forward(fcl__forward_call *call);
 
 /** Chunking of the naive algorithm: (batch, head) slices per chunk given

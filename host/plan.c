@@ -120,11 +120,14 @@ unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan) {
   return rows % 8 == 0 ? 8 : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
 }
 
-unsigned fcl__flash_bwd_pre_threads(const fcl_plan *plan) {
-  unsigned t = 1;
-  while (t < 32 && 4 * t < plan->head_dim_padded) t *= 2;
-  while (t > plan->wg_size) t /= 2;
-  return t;
+fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim) {
+  fcl__pre_shape shape = {.wg_size = 1, .threads_per_row = 1};
+  while (2 * shape.wg_size <= 128 && 2 * shape.wg_size <= limits->max_work_group_size)
+    shape.wg_size *= 2;
+  while (shape.threads_per_row < 32 && 4 * shape.threads_per_row < head_dim &&
+         2 * shape.threads_per_row <= shape.wg_size)
+    shape.threads_per_row *= 2;
+  return shape;
 }
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the

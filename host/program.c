@@ -24,6 +24,7 @@ extern const char fcl__cl_peaks[];
 extern const char fcl__cl_flash_bwd[];
 extern const char fcl__cl_flash_bwd_rows[];
 extern const char fcl__cl_flash_bwd_mma[];
+extern const char fcl__cl_flash_bwd_pre[];
 extern const char fcl__cl_convert[];
 
 /* Each program is common.cl, the source's prelude if it has one, and the
@@ -39,6 +40,7 @@ static const struct {
     [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl", NULL},
     [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl", fcl__cl_flash_bwd_rows},
     [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma},
+    [FCL_SRC_FLASH_BWD_PRE] = {fcl__cl_flash_bwd_pre, "flash_bwd_pre.cl", NULL},
     [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL},
 };
 

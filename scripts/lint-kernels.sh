@@ -65,6 +65,12 @@ for dtype in 0 1 2; do
     done
   done
 done
+for dtype in 0 1 2; do
+  for io in "" -DFCL_COUNT_IO=1; do
+    check flash_bwd_pre.cl -DFCL_DTYPE=$dtype $io -DWG_SIZE=128 -DPRE_THREADS=16
+    check flash_bwd_pre.cl -DFCL_DTYPE=$dtype $io -DWG_SIZE=1 -DPRE_THREADS=1
+  done
+done
 for dtype in 1 2; do
   for io in "" -DFCL_COUNT_IO=1; do
     for width in 1 4; do

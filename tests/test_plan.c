@@ -574,6 +574,18 @@ START_TEST(backward_small_work_group_limits_are_respected) {
       ck_assert_uint_le(plan.wg_size, limits[i]);
       ck_assert_uint_le(plan.threads_per_row, plan.wg_size);
       ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+      /* the preprocessing kernel's launch: powers of two (its tree sum)
+       * within the limit, a float4 per work-item where the group allows */
+      const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(&lim, d);
+      ck_assert_uint_le(pre.wg_size, limits[i]);
+      ck_assert_uint_le(pre.wg_size, 128);
+      ck_assert_uint_gt(2 * pre.wg_size, limits[i] < 128 ? limits[i] : 128);
+      ck_assert_uint_eq(pre.wg_size & (pre.wg_size - 1), 0);
+      ck_assert_uint_eq(pre.threads_per_row & (pre.threads_per_row - 1), 0);
+      ck_assert_uint_le(pre.threads_per_row, pre.wg_size);
+      const unsigned want = d <= 128 ? (unsigned)(d + 3) / 4 : 32;
+      ck_assert(pre.threads_per_row >= want || pre.threads_per_row == pre.wg_size);
+      ck_assert(pre.threads_per_row == 1 || 2 * pre.threads_per_row < d);  /* no more */
     }
   }
 }

@@ -1,0 +1,61 @@
+/*
+ * flash_bwd_pre.cl — the flash backward's first kernel, for both kernel
+ * families (flash_bwd.cl, flash_bwd_mma.cl): D_i = sum_c dO_ic * O_ic for
+ * every query row, which turns dP into dS = P (dP - D) without a pass over
+ * the keys. A program of its own, so that its build depends on the storage
+ * type and launch shape only: every backward of a dtype shares it.
+ *
+ * PRE_THREADS work-items per row, each summing strided groups of four
+ * columns in one fma chain; a fixed tree sums their parts, so D is the same
+ * run after run. Rows are taken in memory order (batch, query, head), so
+ * that a work-group reads one contiguous range of O and dO.
+ */
+
+#ifndef WG_SIZE
+#define WG_SIZE 128         // work-items per work-group
+#endif
+#ifndef PRE_THREADS
+#define PRE_THREADS 16      // work-items per row
+#endif
+#define PRE_ROWS (WG_SIZE / PRE_THREADS)
+
+#if WG_SIZE % PRE_THREADS != 0 || (PRE_THREADS & (PRE_THREADS - 1)) != 0
+#error "PRE_THREADS must be a power of two dividing WG_SIZE"
+#endif
+
+DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)  // common.cl
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_bwd_preprocess(__global const store_t *o,    // [batch][seqlen_q][heads_q][head_dim]
+                          __global const store_t *dout, // [batch][seqlen_q][heads_q][head_dim]
+                          __global float *dsum,         // [batch][heads_q][seqlen_q], D
+                          const int seqlen_q, const int heads_q, const int head_dim,
+                          const int n_rows              // batch * seqlen_q * heads_q
+                          FCL_IO_PARAM) {
+  __local float part[WG_SIZE];
+  FCL_IO_INIT;
+  const int tid = get_local_id(0);
+  const int lane = tid % PRE_THREADS;
+  const int row = get_group_id(0) * PRE_ROWS + tid / PRE_THREADS;
+  float4 acc = (float4)(0.0f);
+  if (row < n_rows) {
+    __global const store_t *o_row = o + (size_t)row * head_dim;
+    __global const store_t *do_row = dout + (size_t)row * head_dim;
+    for (int c = 4 * lane; c < head_dim; c += 4 * PRE_THREADS)
+      acc = fma(load_quad(o_row, c, head_dim IO_LOADS_ARG),
+                load_quad(do_row, c, head_dim IO_LOADS_ARG), acc);
+  }
+  part[tid] = (acc.x + acc.y) + (acc.z + acc.w);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int width = PRE_THREADS / 2; width > 0; width /= 2) {
+    if (lane < width) part[tid] += part[tid + width];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0 && row < n_rows) {
+    const int head = row % heads_q;
+    const int query = (row / heads_q) % seqlen_q;
+    const int batch = row / heads_q / seqlen_q;
+    STORE_F32(dsum, ((size_t)batch * heads_q + head) * seqlen_q + query, part[tid]);
+  }
+  FCL_IO_COMMIT();
+}
