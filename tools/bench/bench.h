@@ -37,6 +37,9 @@ typedef struct bench_options {
  *  why and exits 2. */
 void bench_parse(int argc, char **argv, bench_options *opts);
 
+/** --tiling or --kernel asked for something other than the planner's. */
+int bench_tiling_given(const fcl_plan *tiling);
+
 typedef struct bench_device {
   fcl_device_info info;
   fcl_peaks peaks;          /* zeros when not measured */

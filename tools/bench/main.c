@@ -95,12 +95,6 @@ static void progress(const bench_options *o, size_t done, size_t total,
   fprintf(stderr, "\n");
 }
 
-/* --tiling or --kernel asked for something other than the planner's. */
-static int tiling_given(const fcl_plan *t) {
-  return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
-         t->tile_elem_size || t->kernel;
-}
-
 int main(int argc, char **argv) {
   bench_options opts;
   bench_parse(argc, argv, &opts);
@@ -122,7 +116,7 @@ int main(int argc, char **argv) {
     fcl_context *ctx = NULL;
     dev->status = fcl_context_create(selectors[dv], &ctx);
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
-    if (dev->status == FCL_SUCCESS && tiling_given(&opts.tiling))
+    if (dev->status == FCL_SUCCESS && bench_tiling_given(&opts.tiling))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {
       snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));

@@ -311,8 +311,15 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
     snprintf(r->message, sizeof r->message, "could not allocate the outputs");
     goto done;
   }
-  /* The backward alone needs the forward's O and LSE first. */
-  if (r->pass == PASS_BWD) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
+  /* The backward alone needs the forward's O and LSE first, from the
+   * planner's tiling: --tiling is for the pass measured, and a backward
+   * tiling need not suit the forward (SIMT rows split over 8 work-items). */
+  if (r->pass == PASS_BWD) {
+    const int hinted = bench_tiling_given(&opts->tiling);
+    if (hinted) st = fcl_context_set_flash_tiling(ctx, NULL);
+    if (st == FCL_SUCCESS) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
+    if (st == FCL_SUCCESS && hinted) st = fcl_context_set_flash_tiling(ctx, &opts->tiling);
+  }
   for (int w = 0; w < warmup && st == FCL_SUCCESS; ++w)
     st = run_pass(ctx, r->algo, r->pass, in, &out, NULL);
   for (int t = 0; t < repeat && st == FCL_SUCCESS; ++t) {

@@ -52,7 +52,9 @@ static const char usage[] =
     "                    override the planner: keys per tile, work-group size,\n"
     "                    work-items per row, rows per work-item, bytes per\n"
     "                    local tile element (4: floats; 2: the f16/bf16 storage\n"
-    "                    type, converted at each read) (0 = planner's)\n"
+    "                    type, converted at each read) (0 = planner's), for\n"
+    "                    the passes timed (--pass bwd makes its O and LSE\n"
+    "                    with the planner's tiling)\n"
     "  --kernel K        the flash kernels, forward and backward: auto (the\n"
     "                    planner's), simt, or mma (tensor cores on NVIDIA\n"
     "                    sm_80+; emulated, slowly, elsewhere). With mma,\n"
@@ -121,6 +123,11 @@ static void parse_dtypes(const char *text, bench_options *o) {
   }
   if (!o->n_dtypes) fail("--dtype needs f32, f16 or bf16%s", "");
   o->dtype = o->dtypes[0];
+}
+
+int bench_tiling_given(const fcl_plan *t) {
+  return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
+         t->tile_elem_size || t->kernel;
 }
 
 static void parse_tiling(const char *text, fcl_plan *hint) {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# flashcl-bench --tiling reaches the pass it times: a SIMT backward tiling
+# with 8 work-items per row (more than the forward takes) runs with --pass
+# bwd, whose forward makes O and LSE with the planner's tiling, and its plan
+# is the one reported; with --pass fwdbwd the forward refuses it, naming
+# the forward.
+# Usage: tests/bench-tiling.sh path/to/flashcl-bench
+set -euo pipefail
+bench="${1:?usage: bench-tiling.sh FLASHCL_BENCH}"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+device=()  # the test suites' device, if one is named
+[ -n "${FLASHCL_TEST_DEVICE:-}" ] && device=(--device "$FLASHCL_TEST_DEVICE")
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+field() { grep -o "\"$1\": [^,}]*" <<<"$2" | head -1 | sed 's/^[^:]*: //'; }
+
+for pass in bwd fwdbwd; do
+  json="$tmp/$pass.json"
+  "$bench" "${device[@]}" --algo flash --kernel simt --tiling 0,128,8,1 --pass "$pass" \
+    --batch 1 --heads 2 --seqlen 80 --head-dim 64 --check --no-peaks --quiet \
+    --json "$json" > "$tmp/out.txt"
+  line="$(grep '"algo": ' "$json" | head -1)"
+  status="$(field status "$line")"
+  if [ "$pass" = bwd ]; then
+    [ "$status" = '"ok"' ] || { fail "bwd: status $status"; continue; }
+    [ "$(field threads_per_row "$line")" = 8 ] ||
+      fail "bwd: plan threads_per_row $(field threads_per_row "$line"), want 8"
+    [ "$(field err_ratio "$line")" != null ] || fail "bwd: no error ratio"
+  else
+    [ "$status" = '"FCL_ERROR_UNSUPPORTED"' ] || fail "fwdbwd: status $status"
+    grep -q 'forward' <<<"$line" || fail "fwdbwd: the message does not name the forward"
+  fi
+done
+echo "bench-tiling: $failures failures"
+[ "$failures" -eq 0 ]
