@@ -6,14 +6,8 @@
 # the forward.
 # Usage: tests/bench-tiling.sh path/to/flashcl-bench
 set -euo pipefail
-bench="${1:?usage: bench-tiling.sh FLASHCL_BENCH}"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-device=()  # the test suites' device, if one is named
-[ -n "${FLASHCL_TEST_DEVICE:-}" ] && device=(--device "$FLASHCL_TEST_DEVICE")
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-field() { grep -o "\"$1\": [^,}]*" <<<"$2" | head -1 | sed 's/^[^:]*: //'; }
+# shellcheck source=tests/bench-lib.sh
+source "$(dirname "$0")/bench-lib.sh"
 
 for pass in bwd fwdbwd; do
   json="$tmp/$pass.json"
