@@ -4,18 +4,25 @@
  */
 #include "internal.h"
 
+/* The -D options every flash program starts from: its storage type, and
+ * whether it counts its bytes. */
+static void storage_options(const fcl_attention_desc *desc, cl_mem io_counter,
+                            fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  fcl__options_count_io(opts, io_counter);
+}
+
 /* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
  * takes from its plan. */
 static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
                         const fcl_attention_desc *desc, cl_mem io_counter,
                         fcl__options *opts) {
-  fcl__options_init(opts);
-  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
-  fcl__options_count_io(opts, io_counter);
 }
 
 /* The -D options of flash_fwd.cl or flash_fwd_mma.cl: one source of
@@ -29,13 +36,11 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
     fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
-  fcl__options_init(opts);
-  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
-  fcl__options_count_io(opts, io_counter);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
@@ -93,15 +98,13 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
 /* The -D options of flash_bwd.cl, from the backward plan. */
 static void backward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
                              cl_mem io_counter, fcl__options *opts) {
-  fcl__options_init(opts);
-  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
-  fcl__options_count_io(opts, io_counter);
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
@@ -109,11 +112,9 @@ static void backward_options(const fcl_plan *plan, const fcl_attention_desc *des
  * kernel families, and both masks, share one build per storage type. */
 static void preprocess_options(const fcl__pre_shape *shape, const fcl_attention_desc *desc,
                                cl_mem io_counter, fcl__options *opts) {
-  fcl__options_init(opts);
-  fcl__options_define(opts, "FCL_DTYPE", (long)desc->dtype);
+  storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "WG_SIZE", (long)shape->wg_size);
   fcl__options_define(opts, "PRE_THREADS", (long)shape->threads_per_row);
-  fcl__options_count_io(opts, io_counter);
 }
 
 /* The backward's kernels and scratch, released in one place. */
