@@ -49,7 +49,7 @@ static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD
  * (docs/performance.md, v3e); below d = 64 it is unmeasured. 16-bit types
  * were 4-6x faster.
  * The backward: 16-bit types only (f32 misses the accuracy rule,
- * fcl__plan_backward_mma). Its fwd+bwd ran 5.3-6.1x the SIMT backward's on
+ * fcl__plan_backward_mma). Its fwd+bwd ran 5.2-6.1x the SIMT backward's on
  * an H200 at N = 4096, d = 64 and 128 (docs/performance.md, v4). */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                    fcl_pass pass) {
@@ -185,8 +185,9 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * work-group owns 16 rows per warp (keys in dK/dV, queries in dQ) and
  * streams tiles of as many rows of the other side. Its local memory is two
  * such tiles in the storage type plus LSE and D of a query tile. 4 warps
- * (blocks of 64, the SIMT backward's) halved while the launch does not
- * fill the device or the tiles do not fit. f16 and bf16 only. */
+ * (blocks of 64; on the H200 faster than 2 or 8, and than 4 with twice the
+ * scores per step: docs/performance.md, v4) halved while the launch does
+ * not fill the device or the tiles do not fit. f16 and bf16 only. */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   /* the forward's two tiles (and scratch), and LSE and D of a query tile */
   return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float);
