@@ -17,7 +17,7 @@ model's truncation matches the hardware's, and numpy's f32 products (BLAS)
 stand in for the SIMT kernels' sums.
 
   tools/numerics/mma_backward_error.py [--nq 257 --nk 33 --d 16 --causal]
-      [--scale 0.25 --sigma 1 --seeds 10 --model aligned --extra 0]
+      [--scale 0.25 --sigma 1 --seeds 10 --model aligned --extra 0 --chain 2]
 """
 import argparse
 
@@ -50,10 +50,11 @@ def instruction(c, products, model, extra):
     return to_f32_toward_zero(np.where(largest > 0, acc, c))
 
 
-def mma_product(a, b, model, extra, chain=2):
+def mma_product(a, b, model, extra, chain):
     """a (R x K) times b (K x C) as the kernels take it: both split, three
     instructions per k-step of 8, partial sums of `chain` k-steps joined in
-    f32. K is padded with zeros to a multiple of 8."""
+    f32 (chain 0: every instruction starts from zero and joins in f32). K is
+    padded with zeros to a multiple of 8."""
     k = a.shape[1]
     pad = (-k) % 8
     a = np.pad(a.astype(np.float32), ((0, 0), (0, pad)))
@@ -61,6 +62,14 @@ def mma_product(a, b, model, extra, chain=2):
     a_big, a_small = split(a)
     b_big, b_small = split(b)
     total = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    if chain == 0:
+        for ks in range(0, a.shape[1], 8):
+            s = slice(ks, ks + 8)
+            for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
+                products = x[:, None, s] * y[s, :].T[None, :, :]
+                part = instruction(np.zeros(total.shape), products, model, extra)
+                total = (total + part.astype(np.float32)).astype(np.float32)
+        return total
     for k0 in range(0, a.shape[1], 8 * chain):
         part = np.zeros(total.shape)
         for ks in range(k0, min(a.shape[1], k0 + 8 * chain), 8):
@@ -98,10 +107,10 @@ def reference(q, k, v, do, scale, mask):
     return o, lse, {"dQ": scale * ds @ k, "dK": scale * ds.T @ q, "dV": p.T @ do}
 
 
-def flash_mma(q, k, v, do, o, lse, scale, mask, exact, model, extra):
+def flash_mma(q, k, v, do, o, lse, scale, mask, exact, model, extra, chain):
     """The MMA backward; products named in `exact` taken as f32 instead."""
     def product(name, a, b):
-        return f32_product(a, b) if name in exact else mma_product(a, b, model, extra)
+        return f32_product(a, b) if name in exact else mma_product(a, b, model, extra, chain)
     d_row = (do.astype(np.float32) * o.astype(np.float32)).sum(axis=1, dtype=np.float32)
     s = product("S", q, k.T)
     lse32 = lse.astype(np.float32)
@@ -126,6 +135,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--model", choices=("exact", "aligned"), default="aligned")
     ap.add_argument("--extra", type=int, default=0, help="aligned: bits kept beyond 24")
+    ap.add_argument("--chain", type=int, default=2,
+                    help="MMA_CHAIN, k-steps per partial sum; 0: each instruction from zero")
     args = ap.parse_args()
     variants = [("all on tensor cores", ()), ("S in f32", ("S",)), ("dP in f32", ("dP",)),
                 ("S and dP in f32", ("S", "dP")), ("sums in f32", ("acc",))]
@@ -142,7 +153,7 @@ def main():
 
         def errors(exact):
             got = flash_mma(q, k, v, do, o.astype(np.float32), lse, args.scale, mask, exact,
-                            args.model, args.extra)
+                            args.model, args.extra, args.chain)
             return {g: np.abs(got[g] - ref[g]).max() for g in ref}
         simt = errors(every)
         for name, exact in variants:
@@ -150,7 +161,8 @@ def main():
             for g in ref:
                 worst[name][g] = max(worst[name][g], err[g] / simt[g])
     print(f"Nq {args.nq} Nk {args.nk} d {args.d} causal {int(args.causal)} scale {args.scale} "
-          f"sigma {args.sigma}, {args.seeds} seeds, model {args.model}+{args.extra}: worst "
+          f"sigma {args.sigma}, {args.seeds} seeds, model {args.model}+{args.extra}, "
+          f"chain {args.chain}: worst "
           "max error against the same with every product in f32")
     print(f"{'':24}{'dQ':>8}{'dK':>8}{'dV':>8}")
     for name, _ in variants:
