@@ -41,12 +41,18 @@
  * cost several times the naive algorithm's error. So in f32 a kernel sums
  * short chains of instructions into partial sums that start from zero and
  * join its running sums in ordinary, rounded-to-nearest additions
- * (MMA_CHAIN, below). The drift grows with the chain
- * and each restart costs four additions. Emulated on PoCL with 64-key
- * tiles, one partial sum of O per tile gave 2.9 times the naive
- * algorithm's error at head_dim 8; chains of 2 steps gave 1.0 there, 2.2
- * at 16, 1.0 at 64 and 0.7 at 128. The emulation rounds the same way where
- * it has doubles to sum exactly in. */
+ * (MMA_CHAIN). The drift grows with the chain and each restart costs four
+ * additions. Emulated on PoCL with 64-key tiles, one partial sum of O per
+ * tile gave 2.9 times the naive algorithm's error at head_dim 8; chains of
+ * 2 steps gave 1.0 there, 2.2 at 16, 1.0 at 64 and 0.7 at 128. The
+ * emulation rounds the same way where it has doubles to sum exactly in.
+ * MMA_CHAIN 0 starts every instruction from zero (mma_3xtf32): in a host
+ * model of the backward (tools/numerics/mma_backward_error.py) about half
+ * the gradient error of chains of 2 at head_dim 16; not measured on a GPU,
+ * so not the default. */
+#ifndef MMA_CHAIN
+#define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum; 0: see above
+#endif
 #if MMA_EMULATE && defined(cl_khr_fp64)
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double exact_t;
@@ -195,12 +201,22 @@ inline void mma_tf32(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
 }
 
 /* c += a b from three tf32 products, small terms first; both operands come
- * split (split_tf32), as each is reused across several products. */
+ * split (split_tf32), as each is reused across several products. With
+ * MMA_CHAIN 0 each product starts from zero and joins c in an f32
+ * addition, so that no instruction truncates c (below). */
 inline void mma_3xtf32(float c[4], const uint a_big[4], const uint a_small[4],
                        const uint b_big[2], const uint b_small[2] MMA_SCRATCH) {
+#if MMA_CHAIN == 0
+  float t[3][4] = {{0.0f}};
+  mma_tf32(t[0], a_small, b_big MMA_ARGS);
+  mma_tf32(t[1], a_big, b_small MMA_ARGS);
+  mma_tf32(t[2], a_big, b_big MMA_ARGS);
+  for (int i = 0; i < 4; ++i) c[i] += (t[0][i] + t[1][i]) + t[2][i];
+#else
   mma_tf32(c, a_small, b_big MMA_ARGS);
   mma_tf32(c, a_big, b_small MMA_ARGS);
   mma_tf32(c, a_big, b_big MMA_ARGS);
+#endif
 }
 
 #else  // 16-bit storage
@@ -383,10 +399,8 @@ typedef uint frag_a_t[D_TILES / 2][4];
  * and in f32 restart their partial sums every MMA_CHAIN k-steps (see the
  * tensor cores' rounding above): both sums are short, so each partial sum
  * joins its total in one rounded addition. */
-#ifndef MMA_CHAIN
-#define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum
-#endif
-#if FCL_DTYPE == 0 && D_TILES % MMA_CHAIN != 0
+#define MMA_PART_STEPS (MMA_CHAIN > 0 ? MMA_CHAIN : 1)
+#if FCL_DTYPE == 0 && D_TILES % MMA_PART_STEPS != 0
 #error "MMA_CHAIN must divide HEAD_DIM_MAX / 8"
 #endif
 
@@ -399,11 +413,11 @@ typedef uint frag_a_t[D_TILES / 2][4];
   do {                                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
-    UNROLL for (int k0_ = 0; k0_ < D_TILES; k0_ += MMA_CHAIN) {                 \
+    UNROLL for (int k0_ = 0; k0_ < D_TILES; k0_ += MMA_PART_STEPS) {            \
       float part_[tiles][4];                                                    \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
         part_[n_][0] = part_[n_][1] = part_[n_][2] = part_[n_][3] = 0.0f;       \
-      UNROLL for (int kk_ = k0_; kk_ < k0_ + MMA_CHAIN; ++kk_) {                \
+      UNROLL for (int kk_ = k0_; kk_ < k0_ + MMA_PART_STEPS; ++kk_) {           \
         uint a_big_[4], a_small_[4];                                            \
         UNROLL for (int i_ = 0; i_ < 4; ++i_)                                   \
           split((a)[kk_][i_], &a_big_[i_], &a_small_[i_]);                      \
@@ -450,9 +464,9 @@ typedef uint frag_a_t[D_TILES / 2][4];
         split_tf32(a_[i_], &p_big_[kt_][i_], &p_small_[kt_][i_]);               \
     }                                                                           \
     UNROLL for (int n_ = 0; n_ < D_TILES; ++n_)                                 \
-      UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_CHAIN) {               \
+      UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_PART_STEPS) {          \
         float part_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                              \
-        UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_CHAIN; ++kt_) {              \
+        UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_PART_STEPS; ++kt_) {         \
           __local const float *br_ = (rows) + (8 * kt_ + 2 * t) * TILE_LD + 8 * n_ + g; \
           uint b_big_[2], b_small_[2];                                          \
           split_tf32(br_[0], &b_big_[0], &b_small_[0]);                         \

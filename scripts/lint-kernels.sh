@@ -52,11 +52,11 @@ for dtype in 0 1 2; do
                -Xclang -cl-ext=+cl_khr_int64_base_atomics)
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
-          -DWARPS=1
+          -DWARPS=1 -DMMA_CHAIN=0
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=64
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DWARPS=4
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1 \
-          -DMMA_EMULATE_ALIGN=1
+          -DMMA_EMULATE_ALIGN=1 -DMMA_CHAIN=0
         check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=4
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
