@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # flashcl-bench --tiling reaches the pass it times: a SIMT backward tiling
 # with 8 work-items per row (more than the forward takes) runs with --pass
-# bwd, whose forward makes O and LSE with the planner's tiling, and its plan
-# is the one reported; with --pass fwdbwd the forward refuses it, naming
-# the forward.
+# bwd, whose forward then makes O and LSE with the planner's tiling, and its
+# plan is the one reported; with --pass fwdbwd the forward refuses it,
+# naming the forward.
 # Usage: tests/bench-tiling.sh path/to/flashcl-bench
 set -euo pipefail
 # shellcheck source=tests/bench-lib.sh

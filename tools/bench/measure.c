@@ -311,14 +311,20 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
     snprintf(r->message, sizeof r->message, "could not allocate the outputs");
     goto done;
   }
-  /* The backward alone needs the forward's O and LSE first, from the
-   * planner's tiling: --tiling is for the pass measured, and a backward
-   * tiling need not suit the forward (SIMT rows split over 8 work-items). */
+  /* The backward alone needs the forward's O and LSE first, with the same
+   * tiling where the forward takes it (its O's rounding is part of what
+   * --check measures), else with the planner's for the same kernel family:
+   * a backward tiling need not suit the forward (SIMT rows split over 8
+   * work-items). */
   if (r->pass == PASS_BWD) {
-    const int hinted = bench_tiling_given(&opts->tiling);
-    if (hinted) st = fcl_context_set_flash_tiling(ctx, NULL);
-    if (st == FCL_SUCCESS) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
-    if (st == FCL_SUCCESS && hinted) st = fcl_context_set_flash_tiling(ctx, &opts->tiling);
+    st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
+    if (st == FCL_ERROR_UNSUPPORTED && bench_tiling_given(&opts->tiling)) {
+      const fcl_plan family = {.kernel = opts->tiling.kernel};
+      st = fcl_context_set_flash_tiling(ctx, &family);
+      if (st == FCL_SUCCESS) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
+      const fcl_status restored = fcl_context_set_flash_tiling(ctx, &opts->tiling);
+      if (st == FCL_SUCCESS) st = restored;
+    }
   }
   for (int w = 0; w < warmup && st == FCL_SUCCESS; ++w)
     st = run_pass(ctx, r->algo, r->pass, in, &out, NULL);
