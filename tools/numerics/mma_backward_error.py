@@ -11,7 +11,7 @@ taken in f32 instead, to see which one carries the error:
   dP   dO V^T, which dS = P (dP - D) subtracts D = rowsum(dO * O) from
   acc  dV = P^T dO, dK = dS^T Q and dQ = dS K, the long sums
 
-The tensor cores' sums follow mma_dot_error.py's models (exact, aligned).
+The tensor cores' sums follow mma_model.py's models (exact, aligned).
 This is a model: what it shows holds for the GPU only as far as the
 model's truncation matches the hardware's, and numpy's f32 products (BLAS)
 stand in for the SIMT kernels' sums.
@@ -23,62 +23,7 @@ import argparse
 
 import numpy as np
 
-from mma_dot_error import tf32_nearest
-
-
-def split(x):
-    big = tf32_nearest(x)
-    return big.astype(np.float64), tf32_nearest((x - big).astype(np.float32)).astype(np.float64)
-
-
-def to_f32_toward_zero(v):
-    f = v.astype(np.float32)
-    over = np.abs(f.astype(np.float64)) > np.abs(v)
-    f[over] = np.nextafter(f[over], np.float32(0))
-    return f.astype(np.float64)
-
-
-def instruction(c, products, model, extra):
-    """One mma.sync per output element: c (...,) plus products (..., 8)."""
-    if model == "exact":
-        return to_f32_toward_zero(c + products.sum(axis=-1))
-    largest = np.maximum(np.abs(c), np.abs(products).max(axis=-1))
-    _, e = np.frexp(np.where(largest > 0, largest, 1.0))
-    quantum = np.ldexp(1.0, e - 24 - extra)[..., None]
-    kept = np.trunc(products / quantum) * quantum
-    acc = np.trunc(c / quantum[..., 0]) * quantum[..., 0] + kept.sum(axis=-1)
-    return to_f32_toward_zero(np.where(largest > 0, acc, c))
-
-
-def mma_product(a, b, model, extra, chain):
-    """a (R x K) times b (K x C) as the kernels take it: both split, three
-    instructions per k-step of 8, partial sums of `chain` k-steps joined in
-    f32 (chain 0: every instruction starts from zero and joins in f32). K is
-    padded with zeros to a multiple of 8."""
-    k = a.shape[1]
-    pad = (-k) % 8
-    a = np.pad(a.astype(np.float32), ((0, 0), (0, pad)))
-    b = np.pad(b.astype(np.float32), ((0, pad), (0, 0)))
-    a_big, a_small = split(a)
-    b_big, b_small = split(b)
-    total = np.zeros((a.shape[0], b.shape[1]), np.float32)
-    if chain == 0:
-        for ks in range(0, a.shape[1], 8):
-            s = slice(ks, ks + 8)
-            for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
-                products = x[:, None, s] * y[s, :].T[None, :, :]
-                part = instruction(np.zeros(total.shape), products, model, extra)
-                total = (total + part.astype(np.float32)).astype(np.float32)
-        return total
-    for k0 in range(0, a.shape[1], 8 * chain):
-        part = np.zeros(total.shape)
-        for ks in range(k0, min(a.shape[1], k0 + 8 * chain), 8):
-            s = slice(ks, ks + 8)
-            for x, y in ((a_small, b_big), (a_big, b_small), (a_big, b_big)):
-                products = x[:, None, s] * y[s, :].T[None, :, :]
-                part = instruction(part, products, model, extra)
-        total = (total + part.astype(np.float32)).astype(np.float32)
-    return total
+from mma_model import MODELS, mma_product
 
 
 def f32_product(a, b):
@@ -133,7 +78,7 @@ def main():
     ap.add_argument("--scale", type=float, default=0.25)
     ap.add_argument("--sigma", type=float, default=1.0, help="spread of Q and K")
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--model", choices=("exact", "aligned"), default="aligned")
+    ap.add_argument("--model", choices=MODELS[1:], default="aligned")
     ap.add_argument("--extra", type=int, default=0, help="aligned: bits kept beyond 24")
     ap.add_argument("--chain", type=int, default=2,
                     help="MMA_CHAIN, k-steps per partial sum; 0: each instruction from zero")
