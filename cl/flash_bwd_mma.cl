@@ -18,8 +18,17 @@
  * Both are the forward's two products (mma.cl: MMA_SCORES, rows x tile^T;
  * MMA_ACCUMULATE, scores x tile) with other operands. In 16-bit types P
  * and dS go to the instructions rounded to the storage type, as in the
- * forward. f32 compiles (3xTF32, short partial sums), but the planner
- * refuses it: on an H200 its dK missed the accuracy rule (plan_mma.c).
+ * forward. f32 multiplies in 3xTF32 with short partial sums, as the
+ * forward does; the planner takes it from head_dim 64 (plan_mma.c: below,
+ * the tensor cores' truncating sums cost dK most accuracy).
+ *
+ * A lane holds two fragments and two accumulators of its rows' head_dim
+ * columns: at head_dim 128 in f32 that is 256 floats, past what a lane
+ * has. With HEAD_SPLIT 2 a pair of warps shares 16 rows, each warp holding
+ * half of the columns (fragments, accumulators, its half of every product's
+ * k-steps); the pair adds its halves of S and dP through local memory,
+ * so that both warps go on with the same scores (JOIN_HALVES: two
+ * barriers per step).
  *
  * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
@@ -37,22 +46,71 @@
 #endif
 
 #define WG_SIZE (32 * WARPS)
-#define BLOCK (16 * WARPS)  // rows a work-group owns, and rows per tile
+#define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps (pairs) that own 16 rows
+#define BLOCK (16 * ROW_WARPS)  // rows a work-group owns, and rows per tile
 #define SUB (8 * SUB_TILES)
 
-#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0
-#error "SUB_TILES must be even and 8 * SUB_TILES divide BLOCK"
+#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0 || WARPS % HEAD_SPLIT != 0
+#error "SUB_TILES must be even, 8 * SUB_TILES divide BLOCK, HEAD_SPLIT divide WARPS"
 #endif
 
-/* Rows row_g and row_g + 8 of acc, times `factor`, where row < limit;
- * columns past head_dim are left alone. */
+/* This warp's rows and columns: row_warp's 16 rows, and from col0 on the
+ * FRAG_COLS columns of its half (all of them without a split). */
+#define LOCATE_WARP()                                                           \
+  const int tid = get_local_id(0), lane = tid & 31;                             \
+  const int g = lane >> 2, t = lane & 3;                                        \
+  const int row_warp = (tid >> 5) % ROW_WARPS, upper = (tid >> 5) / ROW_WARPS;  \
+  const int col0 = upper * FRAG_COLS
+
+#if HEAD_SPLIT == 2
+/* A step's scores and dP of the pair's rows, summed over both halves of
+ * head_dim, the same in both warps: the upper warp hands
+ * over its parts, the lower adds its own, both read the sums. Steps
+ * alternate between two slots, so that the upper warp's next parts never
+ * overwrite sums the lower warp may still be reading. */
+#define DECLARE_PAIR_SUMS()                                                     \
+  __local float pair_sums[2][ROW_WARPS][2 * SUB_TILES * 4][32];                 \
+  int pair_step = 0
+#define JOIN_HALVES(s, dp)                                                      \
+  {                                                                             \
+    __local float(*slot_)[32] = pair_sums[pair_step][row_warp];                 \
+    pair_step ^= 1;                                                             \
+    if (upper) {                                                                \
+      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
+          slot_[4 * n_ + i_][lane] = s[n_][i_];                                 \
+          slot_[4 * (SUB_TILES + n_) + i_][lane] = dp[n_][i_];                  \
+        }                                                                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    if (!upper) {                                                               \
+      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
+          slot_[4 * n_ + i_][lane] += s[n_][i_];                                \
+          slot_[4 * (SUB_TILES + n_) + i_][lane] += dp[n_][i_];                 \
+        }                                                                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                               \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                   \
+        s[n_][i_] = slot_[4 * n_ + i_][lane];                                   \
+        dp[n_][i_] = slot_[4 * (SUB_TILES + n_) + i_][lane];                    \
+      }                                                                         \
+  }
+#else
+#define DECLARE_PAIR_SUMS()
+#define JOIN_HALVES(s, dp)
+#endif
+
+/* Rows row_g and row_g + 8 of acc (this warp's columns), times `factor`,
+ * where row < limit; columns past head_dim are left alone. */
 #define STORE_ROWS(acc, base, row_g, limit, stride, factor)                     \
   UNROLL for (int r_ = 0; r_ < 2; ++r_) {                                       \
     const int row_ = (row_g) + 8 * r_;                                          \
     if (row_ >= (limit)) continue;                                              \
-    __global store_t *dst_ = (base) + (size_t)row_ * (stride) + 2 * t;          \
-    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                               \
-      if (8 * n_ + 2 * t >= head_dim) continue;                                 \
+    __global store_t *dst_ = (base) + (size_t)row_ * (stride) + col0 + 2 * t;   \
+    UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_) {                            \
+      if (col0 + 8 * n_ + 2 * t >= head_dim) continue;                          \
       STORE_PAIR(dst_ + 8 * n_, (acc)[n_][2 * r_] * (factor),                   \
                  (acc)[n_][2 * r_ + 1] * (factor));                             \
     }                                                                           \
@@ -76,9 +134,9 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
   __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse_tile[BLOCK], d_tile[BLOCK];
+  DECLARE_PAIR_SUMS();
   MMA_DECLARE_SCRATCH(WARPS);
-  const int tid = get_local_id(0);
-  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  LOCATE_WARP();
   FCL_IO_INIT;
 
   const fcl_key_block kb = fcl_locate_key_block(BLOCK, BLOCK, CAUSAL, seqlen_q, seqlen_k,
@@ -87,13 +145,13 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
   const size_t q_stride = kb.q_stride, kv_stride = kb.kv_stride, kv_offset = kb.kv_offset;
 
   /* This lane's keys: key_g and key_g + 8. */
-  const int key_g = kb.k0 + 16 * warp + g;
+  const int key_g = kb.k0 + 16 * row_warp + g;
   frag_a_t ka, va;
-  LOAD_A_ROWS(ka, k + kv_offset, key_g, seqlen_k, kv_stride);
-  LOAD_A_ROWS(va, v + kv_offset, key_g, seqlen_k, kv_stride);
-  float dk_acc[D_TILES][4], dv_acc[D_TILES][4];
+  LOAD_A_ROWS(ka, k + kv_offset, key_g, seqlen_k, kv_stride, col0);
+  LOAD_A_ROWS(va, v + kv_offset, key_g, seqlen_k, kv_stride, col0);
+  float dk_acc[FRAG_TILES][4], dv_acc[FRAG_TILES][4];
 UNROLL
-  for (int n = 0; n < D_TILES; ++n)
+  for (int n = 0; n < FRAG_TILES; ++n)
 UNROLL
     for (int i = 0; i < 4; ++i) dk_acc[n][i] = dv_acc[n][i] = 0.0f;
 
@@ -116,9 +174,12 @@ UNROLL
 #endif
 
       for (int sb = 0; sb < BLOCK; sb += SUB) {
+        __local const tile_t *q_sub = q_tile + sb * TILE_LD + col0;
+        __local const tile_t *do_sub = do_tile + sb * TILE_LD + col0;
         float s[SUB_TILES][4], dp[SUB_TILES][4];
-        MMA_SCORES(s, SUB_TILES, ka, q_tile + sb * TILE_LD, split_tf32);
-        MMA_SCORES(dp, SUB_TILES, va, do_tile + sb * TILE_LD, split_tf32);
+        MMA_SCORES(s, SUB_TILES, ka, q_sub, split_tf32);
+        MMA_SCORES(dp, SUB_TILES, va, do_sub, split_tf32);
+        JOIN_HALVES(s, dp);
         /* s[n][i]: key key_g + 8 (i >> 1), query q0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
         for (int n = 0; n < SUB_TILES; ++n)
@@ -134,8 +195,8 @@ UNROLL
             s[n][i] = p;
             dp[n][i] = p * (dp[n][i] - d_tile[qi]);
           }
-        MMA_ACCUMULATE(dv_acc, s, SUB_TILES, do_tile + sb * TILE_LD);
-        MMA_ACCUMULATE(dk_acc, dp, SUB_TILES, q_tile + sb * TILE_LD);
+        MMA_ACCUMULATE(dv_acc, s, SUB_TILES, do_sub);
+        MMA_ACCUMULATE(dk_acc, dp, SUB_TILES, q_sub);
       }
       barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
     }
@@ -163,9 +224,9 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
   __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse_rows[BLOCK], d_rows[BLOCK];
+  DECLARE_PAIR_SUMS();
   MMA_DECLARE_SCRATCH(WARPS);
-  const int tid = get_local_id(0);
-  const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  LOCATE_WARP();
   FCL_IO_INIT;
 
   const fcl_query_block qb = fcl_locate_query_block(BLOCK, CAUSAL, seqlen_q, seqlen_k,
@@ -176,21 +237,21 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
   LOAD_ROW_STATS(lse_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
 
   /* This lane's rows: row_g and row_g + 8. */
-  const int row_g = q0 + 16 * warp + g;
+  const int row_g = q0 + 16 * row_warp + g;
   frag_a_t qa, doa;
-  LOAD_A_ROWS(qa, q + qb.q_offset, row_g, seqlen_q, q_stride);
-  LOAD_A_ROWS(doa, dout + qb.q_offset, row_g, seqlen_q, q_stride);
-  float dq_acc[D_TILES][4];
+  LOAD_A_ROWS(qa, q + qb.q_offset, row_g, seqlen_q, q_stride, col0);
+  LOAD_A_ROWS(doa, dout + qb.q_offset, row_g, seqlen_q, q_stride, col0);
+  float dq_acc[FRAG_TILES][4];
 UNROLL
-  for (int n = 0; n < D_TILES; ++n)
+  for (int n = 0; n < FRAG_TILES; ++n)
 UNROLL
     for (int i = 0; i < 4; ++i) dq_acc[n][i] = 0.0f;
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse_r[2], d_r[2];
 UNROLL
   for (int r = 0; r < 2; ++r) {
-    lse_r[r] = lse_rows[16 * warp + g + 8 * r];
-    d_r[r] = d_rows[16 * warp + g + 8 * r];
+    lse_r[r] = lse_rows[16 * row_warp + g + 8 * r];
+    d_r[r] = d_rows[16 * row_warp + g + 8 * r];
   }
 
   const int diag = qb.diag, kv_full = qb.kv_full;
@@ -207,9 +268,11 @@ UNROLL
     const int masked = k0 + BLOCK > kv_full;  // uniform over the group
 
     for (int sb = 0; sb < BLOCK; sb += SUB) {
+      __local const tile_t *k_sub = k_tile + sb * TILE_LD + col0;
       float s[SUB_TILES][4], dp[SUB_TILES][4];
-      MMA_SCORES(s, SUB_TILES, qa, k_tile + sb * TILE_LD, split_tf32);
-      MMA_SCORES(dp, SUB_TILES, doa, v_tile + sb * TILE_LD, split_tf32);
+      MMA_SCORES(s, SUB_TILES, qa, k_sub, split_tf32);
+      MMA_SCORES(dp, SUB_TILES, doa, v_tile + sb * TILE_LD + col0, split_tf32);
+      JOIN_HALVES(s, dp);
       /* s[n][i]: row row_g + 8 (i >> 1), key k0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
       for (int n = 0; n < SUB_TILES; ++n)
@@ -228,7 +291,7 @@ UNROLL
           const float p = seen ? exp(s[n][i] * scale - lse_r[r]) : 0.0f;
           dp[n][i] = p * (dp[n][i] - d_r[r]);
         }
-      MMA_ACCUMULATE(dq_acc, dp, SUB_TILES, k_tile + sb * TILE_LD);
+      MMA_ACCUMULATE(dq_acc, dp, SUB_TILES, k_sub);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
   }

@@ -46,6 +46,9 @@
 #if BLOCK_K % 16 != 0
 #error "BLOCK_K must be a multiple of 16"
 #endif
+#if HEAD_SPLIT != 1
+#error "the forward's warps each hold whole rows (HEAD_SPLIT 1)"
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
@@ -84,7 +87,7 @@ UNROLL
 
   /* Q as A fragments, for every k-step over head_dim. */
   frag_a_t qa;
-  LOAD_A_ROWS(qa, q_rows, row[0], seqlen_q, q_stride);
+  LOAD_A_ROWS(qa, q_rows, row[0], seqlen_q, q_stride, 0);
 
   float acc[D_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};

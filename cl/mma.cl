@@ -48,8 +48,10 @@
  * emulation rounds the same way where it has doubles to sum exactly in.
  * MMA_CHAIN 0 starts every instruction from zero (mma_3xtf32): in a host
  * model of the backward (tools/numerics/mma_backward_error.py) about half
- * the gradient error of chains of 2 at head_dim 16; not measured on a GPU,
- * so not the default. */
+ * the gradient error of chains of 2 at head_dim 16; on an H200 it lowered
+ * test_backward's worst dK ratio on one seed from 2.06 to 1.58, but ran
+ * the backward at 0.84-0.90x the speed (docs/performance.md, v5), so it
+ * is not the default. */
 #ifndef MMA_CHAIN
 #define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum; 0: see above
 #endif
@@ -320,6 +322,19 @@ inline float quad_sum(float x MMA_SCRATCH) {
 #endif
 #define D_TILES (HEAD_DIM_MAX / 8)  // 8-column groups of a row
 
+/* The columns one warp's fragments and accumulators cover: all of them, or
+ * with HEAD_SPLIT 2 (the backward's warp pairs, flash_bwd_mma.cl) one half
+ * of HEAD_DIM_MAX, which then must hold whole k-steps of the 16-bit
+ * instructions. */
+#ifndef HEAD_SPLIT
+#define HEAD_SPLIT 1
+#endif
+#define FRAG_COLS (HEAD_DIM_MAX / HEAD_SPLIT)
+#define FRAG_TILES (FRAG_COLS / 8)
+#if (HEAD_SPLIT != 1 && HEAD_SPLIT != 2) || FRAG_COLS % 16 != 0
+#error "HEAD_SPLIT must be 1 or 2, and HEAD_DIM_MAX / HEAD_SPLIT a multiple of 16"
+#endif
+
 /* Tiles: rows TILE_PAD elements longer than HEAD_DIM_MAX, so that the 32
  * lanes of a fragment read hit 32 different banks (or share a word). */
 #if FCL_DTYPE == 0
@@ -352,31 +367,34 @@ typedef ushort4 chunk_t;
     TILE_PUT(tile, j * TILE_LD + c, x);                                         \
   }
 
-/* A fragments of 16 rows by HEAD_DIM_MAX columns, one per k-step: f32 as
+/* A fragments of 16 rows by FRAG_COLS columns, one per k-step: f32 as
  * stored (split at each use: kept split they would need twice the
  * registers), 16-bit types two to a register. */
 #if FCL_DTYPE == 0
-typedef float frag_a_t[D_TILES][4];
+typedef float frag_a_t[FRAG_TILES][4];
 #else
-typedef uint frag_a_t[D_TILES / 2][4];
+typedef uint frag_a_t[FRAG_TILES / 2][4];
 #endif
 
 /* This lane's part of rows row_g and row_g + 8 (row_g = the warp's first
- * row + g) from base (`stride` elements apart); rows from `limit` on and
- * columns past head_dim are 0. Every element is read by one lane. */
+ * row + g), columns [col0, col0 + FRAG_COLS), from base (`stride` elements
+ * apart); rows from `limit` on and columns past head_dim are 0. Every
+ * element is read by one lane. */
 #if FCL_DTYPE == 0
-#define LOAD_A_ROWS(a, base, row_g, limit, stride)                              \
-  UNROLL for (int kk_ = 0; kk_ < D_TILES; ++kk_)                               \
+#define LOAD_A_ROWS(a, base, row_g, limit, stride, col0)                        \
+  UNROLL for (int kk_ = 0; kk_ < FRAG_TILES; ++kk_)                            \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
-    const int r_ = (row_g) + 8 * (i_ & 1), col_ = 8 * kk_ + t + 4 * (i_ >> 1);  \
+    const int r_ = (row_g) + 8 * (i_ & 1);                                      \
+    const int col_ = (col0) + 8 * kk_ + t + 4 * (i_ >> 1);                      \
     (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
                        ? LOAD_F32(base, (size_t)r_ * (stride) + col_) : 0.0f;   \
   }
 #else
-#define LOAD_A_ROWS(a, base, row_g, limit, stride)                              \
-  UNROLL for (int kk_ = 0; kk_ < D_TILES / 2; ++kk_)                           \
+#define LOAD_A_ROWS(a, base, row_g, limit, stride, col0)                        \
+  UNROLL for (int kk_ = 0; kk_ < FRAG_TILES / 2; ++kk_)                        \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
-    const int r_ = (row_g) + 8 * (i_ & 1), col_ = 16 * kk_ + 2 * t + 8 * (i_ >> 1); \
+    const int r_ = (row_g) + 8 * (i_ & 1);                                      \
+    const int col_ = (col0) + 16 * kk_ + 2 * t + 8 * (i_ >> 1);                 \
     (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
                        ? FCL_COUNTED_LOAD(4, *(__global const uint *)(          \
                              (__global const ushort *)(base) + (size_t)r_ * (stride) + col_)) \
@@ -400,20 +418,21 @@ typedef uint frag_a_t[D_TILES / 2][4];
  * tensor cores' rounding above): both sums are short, so each partial sum
  * joins its total in one rounded addition. */
 #define MMA_PART_STEPS (MMA_CHAIN > 0 ? MMA_CHAIN : 1)
-#if FCL_DTYPE == 0 && D_TILES % MMA_PART_STEPS != 0
-#error "MMA_CHAIN must divide HEAD_DIM_MAX / 8"
+#if FCL_DTYPE == 0 && FRAG_TILES % MMA_PART_STEPS != 0
+#error "MMA_CHAIN must divide FRAG_COLS / 8"
 #endif
 
-/* s[n] (16 x 8, n < tiles) = A (16 x HEAD_DIM_MAX, frag_a_t) times rows
- * [8n, 8n + 8) of the local tile `rows`, transposed: B's column is a row
- * of the tile. f32 splits both operands with `split` (split_tf32, or
- * split_tf32_signed where infinite logits must keep their sign). */
+/* s[n] (16 x 8, n < tiles) = A (16 x FRAG_COLS, frag_a_t) times rows
+ * [8n, 8n + 8) of the local tile `rows` (its columns from the fragments'
+ * first), transposed: B's column is a row of the tile. f32 splits both
+ * operands with `split` (split_tf32, or split_tf32_signed where infinite
+ * logits must keep their sign). */
 #if FCL_DTYPE == 0
 #define MMA_SCORES(s, tiles, a, rows, split)                                    \
   do {                                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
-    UNROLL for (int k0_ = 0; k0_ < D_TILES; k0_ += MMA_PART_STEPS) {            \
+    UNROLL for (int k0_ = 0; k0_ < FRAG_TILES; k0_ += MMA_PART_STEPS) {         \
       float part_[tiles][4];                                                    \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
         part_[n_][0] = part_[n_][1] = part_[n_][2] = part_[n_][3] = 0.0f;       \
@@ -439,7 +458,7 @@ typedef uint frag_a_t[D_TILES / 2][4];
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
     __local const uint *words_ = (__local const uint *)(rows);                  \
-    UNROLL for (int kk_ = 0; kk_ < D_TILES / 2; ++kk_)                          \
+    UNROLL for (int kk_ = 0; kk_ < FRAG_TILES / 2; ++kk_)                       \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                             \
         __local const uint *br_ = words_ + ((8 * n_ + g) * TILE_LD + 16 * kk_ + 2 * t) / 2; \
         const uint b_[2] = {br_[0], br_[4]};                                    \
@@ -448,8 +467,9 @@ typedef uint frag_a_t[D_TILES / 2][4];
   } while (0)
 #endif
 
-/* acc (16 x HEAD_DIM_MAX) += p (16 x 8 tiles, C fragments) times the local
- * tile `rows` (8 tiles x HEAD_DIM_MAX). p's fragments become A fragments in
+/* acc (16 x FRAG_COLS) += p (16 x 8 tiles, C fragments) times the local
+ * tile `rows` (8 tiles x FRAG_COLS, from the accumulator's first column).
+ * p's fragments become A fragments in
  * place: for 16-bit types the layouts coincide; for tf32 (A: columns t and
  * t + 4) the tile's rows are renumbered inside each group of 8 (logical
  * column t is row 2t, t + 4 is row 2t + 1) and read in the same order,
@@ -463,7 +483,7 @@ typedef uint frag_a_t[D_TILES / 2][4];
       UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
         split_tf32(a_[i_], &p_big_[kt_][i_], &p_small_[kt_][i_]);               \
     }                                                                           \
-    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_)                                 \
+    UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_)                              \
       UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_PART_STEPS) {          \
         float part_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                              \
         UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_PART_STEPS; ++kt_) {         \
@@ -485,7 +505,7 @@ typedef uint frag_a_t[D_TILES / 2][4];
                           pack2(p[2 * kt_ + 1][0], p[2 * kt_ + 1][1]),          \
                           pack2(p[2 * kt_ + 1][2], p[2 * kt_ + 1][3])};         \
       __local const ushort *br_ = (rows) + (16 * kt_ + 2 * t) * TILE_LD + g;    \
-      UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                             \
+      UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_) {                          \
         __local const ushort *bc_ = br_ + 8 * n_;                               \
         const uint b_[2] = {(uint)bc_[0] | ((uint)bc_[TILE_LD] << 16),          \
                             (uint)bc_[8 * TILE_LD] | ((uint)bc_[9 * TILE_LD] << 16)}; \

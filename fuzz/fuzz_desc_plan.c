@@ -167,10 +167,12 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
                         : fcl__flash_bwd_mma_local_bytes(plan, emulate))
          : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
                    : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
-  if (mma) {  /* the instructions' layout: warps of 16 rows; no f32 backward */
-    CHECK(forward || desc->dtype != FCL_DTYPE_F32);
-    CHECK(plan->threads_per_row == 4 && plan->rows_per_thread == 2);
-    CHECK(plan->wg_size % 32 == 0 && plan->block_k % 16 == 0);
+  if (mma) {  /* the instructions' layout: 16 rows per warp, or per pair of
+               * warps splitting head_dim in the backward */
+    CHECK(plan->rows_per_thread == 2);
+    CHECK(plan->threads_per_row == 4 ||
+          (!forward && plan->threads_per_row == 8 && plan->head_dim_padded % 32 == 0));
+    CHECK(plan->wg_size % (8 * plan->threads_per_row) == 0 && plan->block_k % 16 == 0);
     CHECK(desc->head_dim % 8 == 0 && desc->head_dim <= 128);
     CHECK(plan->tile_elem_size == fcl_dtype_size(desc->dtype));
   }

@@ -21,6 +21,7 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
   storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
+  fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
 }
@@ -221,9 +222,10 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   preprocess_options(&run.pre_shape, desc, call->io_counter, &opts);
   status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD_PRE, &opts, "flash_bwd_preprocess", &run.pre);
   const fcl__source main_source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD;
-  if (mma)
+  if (mma) {
     mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
-  else
+    fcl__options_define(&opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
+  } else
     backward_options(&call->plan, desc, call->io_counter, &opts);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);

@@ -378,11 +378,15 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
-/** The MMA backward's tiling (f16 and bf16); arguments
- *  already checked by fcl__plan_flash. */
+/** The MMA backward's tiling; arguments already checked by
+ *  fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len);
+/** 8-row groups of a streamed tile the MMA backward takes per step
+ *  (flash_bwd_mma.cl's SUB_TILES, which the host passes): its scores'
+ *  registers, and the size of what warp pairs exchange. */
+#define FCL__MMA_BWD_SUB_TILES 2
 /** Local memory of flash_bwd_mma.cl's kernels (both alike) for a tiling,
  *  with the emulation scratch when `emulate`. */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate);

@@ -43,26 +43,42 @@ int fcl__mma_native(const fcl_device_limits *limits) {
  * all in or all out (LOAD_TILE), fragments up to 128 columns. */
 static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD_DIM; }
 
-/* The forward: f32 pays three instructions per product (3xTF32) and the
- * splitting of every operand: on an H200 at N = 4096, 8 warps, it ran
- * 1.08-1.19x the SIMT kernel at d = 64 and 1.16-1.23x at d = 128
- * (docs/performance.md, v3e); below d = 64 it is unmeasured. 16-bit types
- * were 4-6x faster.
- * The backward: 16-bit types only (f32 misses the accuracy rule,
- * fcl__plan_backward_mma). Its fwd+bwd ran 5.2-6.1x the SIMT backward's on
- * an H200 at N = 4096, d = 64 and 128 (docs/performance.md, v4). */
+/* f32 pays three instructions per product (3xTF32) and the splitting of
+ * every operand. On an H200 at N = 4096 (docs/performance.md):
+ *   - the forward, 8 warps, ran 1.08-1.19x the SIMT kernel at d = 64 and
+ *     1.16-1.23x at d = 128 (v3e);
+ *   - the backward ran 1.47-1.48x at d = 64, and at d = 128, in warp
+ *     pairs, 1.38-1.41x (v5);
+ *   - below d = 64 both are unmeasured, and there the truncating sums of
+ *     the tensor cores cost the backward most accuracy (v4: 7x the naive
+ *     algorithm's dK error at d = 16, past the rule's 3x; within it at
+ *     d = 64 and 128 on the H200's test inputs, v5).
+ * 16-bit types were 4-6x faster in the forward, 5.2-6.1x in fwd+bwd (v4). */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                    fcl_pass pass) {
-  if (desc->dtype == FCL_DTYPE_F32 && (pass == FCL_PASS_BACKWARD || desc->head_dim < 64))
-    return 0;
+  (void)pass;  /* the same rule for both passes */
+  if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
 }
 
+/* head_dim rounded up to whole 16-column k-steps of the 16-bit instructions. */
+static unsigned mma_head_dim_padded(const fcl_attention_desc *desc) {
+  return (unsigned)(desc->head_dim + 15) / 16 * 16;
+}
+
+/* The backward's warp pairs (threads_per_row 8) each take half of the
+ * padded head_dim, which must hold whole k-steps. */
+static int mma_head_splits(const fcl_attention_desc *desc) {
+  return mma_head_dim_padded(desc) % 32 == 0;
+}
+
 /* What the MMA kernels' fixed layout lets a hint set: one 16-row tile per
- * warp (threads_per_row 4, rows_per_thread 2), tiles in the storage type,
- * warps of 32; block_k is checked by each planner. */
-static fcl_status check_mma_hint(const fcl_attention_desc *desc, const fcl_plan *hint,
-                                 char *why, size_t why_len) {
+ * warp (rows_per_thread 2), a row's four lanes of one warp
+ * (threads_per_row 4) or, in the backward, of a pair of warps that split
+ * head_dim (8), tiles in the storage type, warps of 32; block_k is checked
+ * by each planner. */
+static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
+                                 const fcl_plan *hint, char *why, size_t why_len) {
   const unsigned elem = (unsigned)fcl_dtype_size(desc->dtype);
   if (!mma_takes_head_dim(desc->head_dim)) {
     fcl__say(why, why_len,
@@ -71,13 +87,23 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, const fcl_plan 
     return FCL_ERROR_UNSUPPORTED;
   }
   if (!hint) return FCL_SUCCESS;
-  if ((hint->threads_per_row && hint->threads_per_row != 4) ||
+  const unsigned tpr = hint->threads_per_row;
+  const int pairs = pass == FCL_PASS_BACKWARD && tpr == 8;
+  if ((tpr && tpr != 4 && !pairs) ||
       (hint->rows_per_thread && hint->rows_per_thread != 2) ||
       (hint->tile_elem_size && hint->tile_elem_size != elem)) {
     fcl__say(why, why_len,
-             "the MMA kernels' layout is fixed: threads_per_row 4, rows_per_thread 2 (one "
-             "16-row tile per warp), tile_elem_size %u for %s",
+             "the MMA kernels' layout is fixed: threads_per_row 4 (8 in the backward: warp "
+             "pairs that split head_dim), rows_per_thread 2 (one 16-row tile per warp), "
+             "tile_elem_size %u for %s",
              elem, fcl_dtype_name(desc->dtype));
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (pairs && !mma_head_splits(desc)) {
+    fcl__say(why, why_len,
+             "the MMA backward's warp pairs (threads_per_row 8) split head_dim into halves "
+             "of whole 16-column steps: head_dim %zu pads to %u",
+             desc->head_dim, mma_head_dim_padded(desc));
     return FCL_ERROR_UNSUPPORTED;
   }
   if (hint->wg_size && (hint->wg_size % 32 || hint->wg_size > MMA_MAX_WG)) {
@@ -97,16 +123,17 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return bytes;
 }
 
-/* The planner's work-group: `warps` warps, halved while the device's limit
- * is smaller, and while a launch of `groups(wg / 2)` work-groups leaves the
- * device with fewer than two per compute unit. */
-static unsigned mma_wg(const fcl_device_limits *limits, unsigned warps,
+/* The planner's work-group: `warps` warps, `per_row` of them to each 16
+ * rows (1, or a warp pair), halved while the device's limit is smaller,
+ * and while a launch of `groups(block)` work-groups, for the rows it owns,
+ * leaves the device with fewer than two per compute unit. */
+static unsigned mma_wg(const fcl_device_limits *limits, unsigned warps, unsigned per_row,
                        size_t (*groups)(const fcl_attention_desc *, size_t),
                        const fcl_attention_desc *desc) {
   unsigned wg = 32 * warps;
-  while (wg > 32 && wg > limits->max_work_group_size) wg /= 2;
+  while (wg > 32 * per_row && wg > limits->max_work_group_size) wg /= 2;
   const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
-  while (wg > 32 && groups(desc, wg / 2) < want) wg /= 2;
+  while (wg > 32 * per_row && groups(desc, wg / 2 / per_row) < want) wg /= 2;
   return wg;
 }
 
@@ -118,21 +145,32 @@ static size_t key_blocks(const fcl_attention_desc *desc, size_t block) {
   return desc->batch * desc->heads_kv * ((desc->seqlen_k + block - 1) / block);
 }
 
+/* Rows a work-group of `wg` work-items owns: 16 per warp, or per pair. */
+static unsigned mma_block(unsigned wg, unsigned threads_per_row) {
+  return wg * 2 / threads_per_row;
+}
+
 /* The plan's layout fields and work-group, shared by both passes. */
 static fcl_status mma_layout(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                             unsigned wg, fcl_plan *plan, char *why, size_t why_len) {
+                             unsigned wg, unsigned threads_per_row, fcl_plan *plan, char *why,
+                             size_t why_len) {
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len, "a work-group of %u work-items exceeds the device's limit of %zu",
              wg, limits->max_work_group_size);
     return FCL_ERROR_UNSUPPORTED;
   }
+  if (wg % (8 * threads_per_row)) {
+    fcl__say(why, why_len, "the MMA backward's warp pairs need an even number of warps, "
+             "not a work-group of %u work-items", wg);
+    return FCL_ERROR_UNSUPPORTED;
+  }
   *plan = (fcl_plan){.kernel = FCL_FLASH_KERNEL_MMA,
-                     .head_dim_padded = (unsigned)(desc->head_dim + 15) / 16 * 16,
-                     .threads_per_row = 4,
+                     .head_dim_padded = mma_head_dim_padded(desc),
+                     .threads_per_row = threads_per_row,
                      .rows_per_thread = 2,
                      .tile_elem_size = (unsigned)fcl_dtype_size(desc->dtype),
                      .wg_size = wg,
-                     .block_q = wg / 2};
+                     .block_q = mma_block(wg, threads_per_row)};
   return FCL_SUCCESS;
 }
 
@@ -148,7 +186,7 @@ static fcl_status too_big(const fcl_attention_desc *desc, const fcl_plan *plan,
 fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,
                                  fcl_plan *out, char *why, size_t why_len) {
-  FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
+  FCL_FORWARD_IF(check_mma_hint(desc, FCL_PASS_FORWARD, hint, why, why_len));
   if (hint && hint->block_k % 16) {
     fcl__say(why, why_len, "the MMA forward needs block_k a multiple of 16, not %u",
              hint->block_k);
@@ -158,8 +196,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc,
                             fixed_wg ? hint->wg_size
-                                     : mma_wg(limits, MMA_WARPS, query_blocks, desc),
-                            &plan, why, why_len));
+                                     : mma_wg(limits, MMA_WARPS, 1, query_blocks, desc),
+                            4, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = fixed_bk                                               ? hint->block_k
@@ -182,58 +220,68 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 }
 
 /* The backward's two kernels (flash_bwd_mma.cl) share one block: a
- * work-group owns 16 rows per warp (keys in dK/dV, queries in dQ) and
- * streams tiles of as many rows of the other side. Its local memory is two
- * such tiles in the storage type plus LSE and D of a query tile. 4 warps
- * (blocks of 64; on the H200 faster than 2 or 8, and than 4 with twice the
- * scores per step: docs/performance.md, v4) halved while the launch does
- * not fill the device or the tiles do not fit. f16 and bf16 only. */
+ * work-group owns 16 rows per warp, or per warp pair (keys in dK/dV,
+ * queries in dQ), and streams tiles of as many rows of the other side.
+ * Its local memory is two such tiles in the storage type, LSE and D of a
+ * query tile, and where pairs split head_dim the step's S and dP they
+ * exchange. Blocks of 64 rows (on the H200, 4 warps were faster than 2 or
+ * 8, and than 4 with twice the scores per step: docs/performance.md, v4),
+ * halved while the launch does not fill the device or the tiles do not
+ * fit.
+ *
+ * Warp pairs in f32 beyond head_dim 64, where a lane's K and V fragments
+ * and dK and dV accumulators would take 2 d floats (256 at d = 128): on the
+ * H200 at d = 128 they ran 1.23-1.26x one warp per 16 rows (both in
+ * blocks of 32 rows, as many as NVIDIA's local memory holds in f32). At
+ * d = 64 they ran 0.76-0.78x, and in f16, whose fragments take half the
+ * registers, 0.62-0.87x at d = 64 and 128 (docs/performance.md, v5). */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
-  /* the forward's two tiles (and scratch), and LSE and D of a query tile */
-  return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float);
+  const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
+  /* the forward's two tiles (and scratch), LSE and D of a query tile, and
+   * two slots per pair of a float per lane of its s and dp */
+  return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
+         2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
+}
+
+static unsigned mma_bwd_threads_per_row(const fcl_attention_desc *desc) {
+  return desc->dtype == FCL_DTYPE_F32 && mma_head_dim_padded(desc) > 64 &&
+                 mma_head_splits(desc)
+             ? 8
+             : 4;
 }
 
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
-  /* Tensor cores truncate the products of an instruction (most likely
-   * each, aligned to the largest: mma.cl's MMA_EMULATE_ALIGN): dK = dS^T Q
-   * sums products that cancel, and on an H200 its error reached 7x the
-   * naive algorithm's at head_dim 16 (the rule is 3x; PoCL's default
-   * emulation, which truncates only the exact sum, stayed at 1.3x).
-   * 16-bit types, whose P and dS are rounded to 11 or 8 bits anyway, are
-   * within their rule. */
-  if (desc->dtype == FCL_DTYPE_F32) {
-    fcl__say(why, why_len,
-             "the MMA backward takes f16 and bf16: in f32 the tensor cores' truncating "
-             "sums exceed the accuracy rule");
-    return FCL_ERROR_UNSUPPORTED;
-  }
-  FCL_FORWARD_IF(check_mma_hint(desc, hint, why, why_len));
-  /* A hint's block_k sets the work-group as wg_size does: 2 work-items per
-   * row of the block. */
+  FCL_FORWARD_IF(check_mma_hint(desc, FCL_PASS_BACKWARD, hint, why, why_len));
+  const unsigned tpr = hint && hint->threads_per_row ? hint->threads_per_row
+                                                     : mma_bwd_threads_per_row(desc);
+  /* A hint's block_k sets the work-group as wg_size does: tpr / 2
+   * work-items per row of the block. */
   const unsigned hint_wg = hint ? hint->wg_size : 0, hint_bk = hint ? hint->block_k : 0;
-  if (hint_bk &&
-      (hint_bk % 16 || 2 * hint_bk > MMA_MAX_WG || (hint_wg && hint_wg != 2 * hint_bk))) {
+  const unsigned bk_wg = hint_bk * tpr / 2;
+  if (hint_bk && (hint_bk % 16 || bk_wg > MMA_MAX_WG || (hint_wg && hint_wg != bk_wg))) {
     fcl__say(why, why_len,
-             "the MMA backward's tiles are as long as its blocks, 16 rows per warp of 32 "
+             "the MMA backward's tiles are as long as its blocks, 16 rows per %s of 32 "
              "work-items: block_k %u does not fit wg_size %u (at most %u)",
-             hint_bk, hint_wg ? hint_wg : 2 * hint_bk, MMA_MAX_WG);
+             tpr == 8 ? "warp pair" : "warp", hint_bk, hint_wg ? hint_wg : bk_wg, MMA_MAX_WG);
     return FCL_ERROR_UNSUPPORTED;
   }
   const int fixed_wg = hint_wg || hint_bk;
+  const unsigned per_row = tpr / 4;
   const unsigned wg = hint_wg   ? hint_wg
-                      : hint_bk ? 2 * hint_bk
-                                : mma_wg(limits, MMA_BWD_WARPS, key_blocks, desc);
+                      : hint_bk ? bk_wg
+                                : mma_wg(limits, MMA_BWD_WARPS * per_row, per_row, key_blocks,
+                                         desc);
   fcl_plan plan;
-  FCL_FORWARD_IF(mma_layout(limits, desc, wg, &plan, why, why_len));
+  FCL_FORWARD_IF(mma_layout(limits, desc, wg, tpr, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = plan.block_q;
-  while (!fixed_wg && plan.wg_size > 32 &&
+  while (!fixed_wg && plan.wg_size > 32 * per_row &&
          fcl__flash_bwd_mma_local_bytes(&plan, emulate) > budget) {
     plan.wg_size /= 2;
-    plan.block_q = plan.block_k = plan.wg_size / 2;
+    plan.block_q = plan.block_k = mma_block(plan.wg_size, tpr);
   }
   plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate);
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);

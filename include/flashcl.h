@@ -113,8 +113,8 @@ typedef struct fcl_device_limits {
   /** NVIDIA compute capability x 10 (90 on an H200; 0 elsewhere). From 80
    *  on, the planner runs the forward on the tensor cores
    *  (FCL_FLASH_KERNEL_MMA) for f16 and bf16, and for f32 from head_dim 64,
-   *  and the backward for f16 and bf16, where head_dim is a multiple of 8
-   *  up to 128. */
+   *  and the backward likewise, where head_dim is a multiple of 8 up to
+   *  128. */
   unsigned nvidia_sm;
 } fcl_device_limits;
 
@@ -338,10 +338,11 @@ typedef struct fcl_plan {
    *  planner uses 2 only where local memory, not registers, limits the
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
-  /** fcl_flash_kernel of the pass (an MMA backward takes only f16 and
-   *  bf16). An MMA plan has
-   *  threads_per_row = 4 (a row's four lanes of a warp), rows_per_thread = 2
-   *  (a warp owns 16 rows) and block_q = wg_size / 2; its backward has
+  /** fcl_flash_kernel of the pass. An MMA plan has rows_per_thread = 2
+   *  (16 rows per warp), threads_per_row = 4 (a row's four lanes of a
+   *  warp) or, in the backward only, 8 (a pair of warps shares 16 rows,
+   *  each holding half of head_dim; for head_dim that pads to a multiple
+   *  of 32), and block_q = wg_size * 2 / threads_per_row; its backward has
    *  block_k = block_q. */
   unsigned kernel;
 } fcl_plan;

@@ -58,6 +58,11 @@ for dtype in 0 1 2; do
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1 \
           -DMMA_EMULATE_ALIGN=1 -DMMA_CHAIN=0
         check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=4
+        # warp pairs that split head_dim
+        check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DWARPS=2 \
+          -DHEAD_SPLIT=2
+        check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=8 \
+          -DHEAD_SPLIT=2
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done

@@ -386,30 +386,19 @@ START_TEST(backward_outputs_are_untouched_or_whole_when_an_enqueue_fails) {
 END_TEST
 
 /* _i = 0: the planner's kernels; 1: the MMA kernels forced (emulated where
- * the device has no matrix instructions), which must also be bit-identical
- * run to run, and which refuse f32 with the reason. */
+ * the device has no matrix instructions); 2: their warp pairs, which
+ * split head_dim (64 here). Forced kernels must also be bit-identical run
+ * to run. */
 START_TEST(flash_backward_in_half_storage) {
   fcl_context *ctx = th_context();
   if (_i) {
-    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA, .threads_per_row = _i == 2 ? 8 : 0};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, 1, 2, 2, 20, 20, 16);
-    th_problem p;
-    th_problem_init(&p, ctx, &desc, 25, 1.0);
-    th_grad_inputs g;
-    th_grad_inputs_init(&g, ctx, &p, 25);
-    th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
-    ck_assert_int_eq(run.status, FCL_ERROR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "f16 and bf16"));
-    th_backward_free(&run);
-    th_grad_inputs_free(&g);
-    th_problem_free(&p);
   }
   const fcl_dtype dtypes[] = {FCL_DTYPE_F16, FCL_DTYPE_BF16};
   for (size_t t = 0; t < 2; ++t) {
     fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, 1, 4, 2, 70, 90, 40);
+    fcl_attention_desc_init(&desc, 1, 4, 2, 70, 90, _i == 2 ? 64 : 40);
     desc.causal = 1;
     desc.dtype = dtypes[t];
     th_problem p;
@@ -419,6 +408,7 @@ START_TEST(flash_backward_in_half_storage) {
     th_grad_reference ref = th_reference_backward(&p, &g);
     th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
     ck_assert_msg(run.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+    if (_i == 2) ck_assert_uint_eq(run.info.plan.threads_per_row, 8);
     /* Storing rounds each gradient by half an ulp of the type; O and LSE
      * rounded to it move the result by about as much again. */
     const double ulp = desc.dtype == FCL_DTYPE_F16 ? 0x1p-10 : 0x1p-7;
@@ -455,6 +445,13 @@ START_TEST(flash_backward_tiling_override_gives_the_same_answer) {
       {.wg_size = 64, .threads_per_row = 8, .rows_per_thread = 1},
       {.wg_size = 32, .threads_per_row = 1, .rows_per_thread = 2},
       {.wg_size = 16, .threads_per_row = 4, .rows_per_thread = 3},
+      /* the MMA kernels (emulated where the device has no matrix
+       * instructions): one warp per 16 rows, and warp pairs that split
+       * head_dim */
+      {.wg_size = 64, .threads_per_row = 4, .rows_per_thread = 2,
+       .kernel = FCL_FLASH_KERNEL_MMA},
+      {.wg_size = 128, .threads_per_row = 8, .rows_per_thread = 2,
+       .kernel = FCL_FLASH_KERNEL_MMA},
   };
   for (size_t i = 0; i < sizeof hints / sizeof hints[0]; ++i) {
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hints[i]), FCL_SUCCESS);
@@ -489,7 +486,7 @@ int main(void) {
   tcase_add_test(tc, naive_backward_chunks_when_p_does_not_fit);
   tcase_add_loop_test(tc, backward_outputs_are_untouched_or_whole_when_an_enqueue_fails,
                       FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
-  tcase_add_loop_test(tc, flash_backward_in_half_storage, 0, 2);
+  tcase_add_loop_test(tc, flash_backward_in_half_storage, 0, 3);
   tcase_add_test(tc, flash_backward_tiling_override_gives_the_same_answer);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -316,25 +316,34 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &simt_hint, &plan, NULL, 0),
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
-  /* the backward: MMA in 16-bit types, SIMT in f32 or when a SIMT field
-   * is hinted; an MMA hint for f32 is refused */
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
-  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
-  ck_assert_uint_eq(plan.wg_size, 128);
-  ck_assert_uint_eq(plan.block_k, 64);
+  /* the backward: MMA where the forward is, SIMT when a SIMT field is
+   * hinted; warp pairs that split head_dim in f32 beyond 64 */
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &simt_hint, &plan, NULL, 0),
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
-  const fcl_plan mma_hint = {.kernel = FCL_FLASH_KERNEL_MMA};
-  desc.dtype = FCL_DTYPE_F32;
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0), FCL_SUCCESS);
-  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
-  char why[200];
-  ck_assert_int_eq(
-      fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &mma_hint, &plan, why, sizeof why),
-      FCL_ERROR_UNSUPPORTED);
-  ck_assert_ptr_nonnull(strstr(why, "f16 and bf16"));
+  for (size_t t = 0; t < 3; ++t)
+    for (size_t d = 16; d <= 128; d += 8) {
+      desc.dtype = all_dtypes[t];
+      desc.head_dim = d;
+      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, NULL, 0),
+                       FCL_SUCCESS);
+      if (t == 0 && d < 64) {
+        ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+        continue;
+      }
+      const unsigned padded = (unsigned)(d + 15) / 16 * 16;
+      const int pairs = t == 0 && padded > 64 && padded % 32 == 0;
+      ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+      ck_assert_uint_eq(plan.threads_per_row, pairs ? 8 : 4);
+      /* blocks of 64 rows, or of 32 where the f32 tiles do not fit */
+      ck_assert_uint_eq(plan.block_k, t == 0 && d > 80 ? 32 : 64);
+      ck_assert_uint_eq(plan.block_q, plan.block_k);
+      ck_assert_uint_eq(plan.wg_size, plan.block_k * plan.threads_per_row / 2);
+      ck_assert_uint_eq(plan.local_bytes, fcl__flash_bwd_mma_local_bytes(&plan, 0));
+      ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+    }
   desc.dtype = FCL_DTYPE_F16;
+  desc.head_dim = 64;
   lim.nvidia_sm = 75;
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
@@ -342,9 +351,9 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
 END_TEST
 
 /* The MMA kernels forced on every made-up device (emulated where it has no
- * matrix instructions), forward and backward (16-bit types): plans fit,
- * keep the kernels' fixed layout, and a head_dim they do not take, a
- * device too small, or an f32 backward is unsupported with a reason. */
+ * matrix instructions), forward and backward: plans fit, keep the kernels'
+ * fixed layout, and a head_dim they do not take or a device too small is
+ * unsupported with a reason. */
 static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate) {
   return pass == FCL_PASS_FORWARD ? fcl__flash_mma_local_bytes(plan, emulate)
                                   : fcl__flash_bwd_mma_local_bytes(plan, emulate);
@@ -369,11 +378,6 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               fcl_plan plan;
               char why[256];
               fcl_status st = fcl__plan_flash(&lim, &desc, pass, &hint, &plan, why, sizeof why);
-              if (pass == FCL_PASS_BACKWARD && t == 0) {  /* f32: the accuracy rule */
-                ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
-                ck_assert_ptr_nonnull(strstr(why, "f16 and bf16"));
-                continue;
-              }
               if (d % 8 || d > 128) {
                 ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
                 ck_assert_ptr_nonnull(strstr(why, "multiple of 8"));
@@ -382,17 +386,28 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               if (st != FCL_SUCCESS) {
                 ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
                 ck_assert_ptr_nonnull(strstr(why, "local memory"));
-                plan.block_k = 16, plan.wg_size = 32, plan.head_dim_padded = (d + 15) / 16 * 16;
+                /* the smallest work-group: one warp, or one pair (f32
+                 * backward beyond 64) */
+                plan.head_dim_padded = (d + 15) / 16 * 16;
+                plan.threads_per_row = pass == FCL_PASS_BACKWARD && t == 0 &&
+                                               plan.head_dim_padded > 64 &&
+                                               plan.head_dim_padded % 32 == 0
+                                           ? 8
+                                           : 4;
+                plan.block_k = 16, plan.wg_size = 8 * plan.threads_per_row;
                 plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
                 ck_assert_uint_gt(mma_local_bytes(pass, &plan, !sm), lim.local_mem_bytes - 1024);
                 continue;
               }
               ++plans;
               ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
-              ck_assert_uint_eq(plan.threads_per_row, 4);
+              /* 16 rows per warp, or per warp pair in the backward */
+              const unsigned tpr = plan.threads_per_row;
+              ck_assert(tpr == 4 || (pass == FCL_PASS_BACKWARD && tpr == 8 &&
+                                     plan.head_dim_padded % 32 == 0));
               ck_assert_uint_eq(plan.rows_per_thread, 2);
-              ck_assert_uint_eq(plan.block_q, plan.wg_size / 2);
-              ck_assert_uint_eq(plan.wg_size % 32, 0);
+              ck_assert_uint_eq(plan.block_q, plan.wg_size * 2 / tpr);
+              ck_assert_uint_eq(plan.wg_size % (8 * tpr), 0);
               ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
               ck_assert_uint_eq(plan.block_k % 16, 0);
               if (pass == FCL_PASS_BACKWARD) ck_assert_uint_eq(plan.block_k, plan.block_q);
@@ -413,6 +428,22 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   for (size_t i = 0; i < 3; ++i)
     ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &bad[i], &plan, NULL, 0),
                      FCL_ERROR_UNSUPPORTED);
+  /* warp pairs: the backward's only, and only where head_dim halves into
+   * whole 16-column steps */
+  const fcl_plan pairs = {.kernel = FCL_FLASH_KERNEL_MMA, .threads_per_row = 8};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &pairs, &plan, NULL, 0),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &pairs, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.threads_per_row, 8);
+  ck_assert_uint_eq(plan.block_q, plan.wg_size / 4);
+  desc.head_dim = 48;
+  char why[200];
+  ck_assert_int_eq(
+      fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &pairs, &plan, why, sizeof why),
+      FCL_ERROR_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(why, "halves"));
+  desc.head_dim = 64;
   /* one 16-row tile per warp, in both passes */
   const fcl_plan two_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 4};
   for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass)
