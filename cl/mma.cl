@@ -50,7 +50,7 @@
  * model of the backward (tools/numerics/mma_backward_error.py) about half
  * the gradient error of chains of 2 at head_dim 16; on an H200 it lowered
  * test_backward's worst dK ratio on one seed from 2.06 to 1.58, but ran
- * the backward at 0.84-0.90x the speed (docs/performance.md, v5), so it
+ * the backward at 0.72-0.94x the speed (docs/performance.md, v5), so it
  * is not the default. */
 #ifndef MMA_CHAIN
 #define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum; 0: see above
