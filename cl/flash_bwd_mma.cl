@@ -25,10 +25,12 @@
  * A lane holds two fragments and two accumulators of its rows' head_dim
  * columns: at head_dim 128 in f32 that is 256 floats, past what a lane
  * has. With HEAD_SPLIT 2 a pair of warps shares 16 rows, each warp holding
- * half of the columns (fragments, accumulators, its half of every product's
- * k-steps); the pair adds its halves of S and dP through local memory,
- * so that both warps go on with the same scores (JOIN_HALVES: two
- * barriers per step).
+ * half of the columns (fragments, accumulators, its half of every
+ * product's k-steps); the pair adds its halves of S and dP through local
+ * memory (JOIN_HALVES: two barriers per step), so that both warps go on
+ * with the same scores. (Splitting the dK/dV kernel's products instead,
+ * S, P and dV in one warp and dP, dS and dK in the other with one barrier
+ * per step, ran 0.93-0.96x on an H200: docs/performance.md, v5.)
  *
  * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
@@ -44,63 +46,33 @@
 #ifndef CAUSAL
 #define CAUSAL 0            // bottom-right aligned causal mask
 #endif
+#ifndef HEAD_SPLIT
+#define HEAD_SPLIT 1        // warps per 16 rows: 1, or 2 (pairs, above)
+#endif
 
 #define WG_SIZE (32 * WARPS)
-#define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps (pairs) that own 16 rows
+#define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps, or pairs, that own 16 rows
 #define BLOCK (16 * ROW_WARPS)  // rows a work-group owns, and rows per tile
 #define SUB (8 * SUB_TILES)
+#define PART_WIDTH (D_TILES / HEAD_SPLIT)  // 8-column groups a warp holds
 
-#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0 || WARPS % HEAD_SPLIT != 0
-#error "SUB_TILES must be even, 8 * SUB_TILES divide BLOCK, HEAD_SPLIT divide WARPS"
+#if (HEAD_SPLIT != 1 && HEAD_SPLIT != 2) || WARPS % HEAD_SPLIT != 0
+#error "HEAD_SPLIT must be 1 or 2 and divide WARPS"
+#endif
+#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0
+#error "SUB_TILES must be even and 8 * SUB_TILES divide BLOCK"
+#endif
+#if PART_WIDTH % 2 != 0 || (FCL_DTYPE == 0 && PART_WIDTH % MMA_PART_STEPS != 0)
+#error "HEAD_DIM_MAX / HEAD_SPLIT must hold whole k-steps and partial sums"
 #endif
 
 /* This warp's rows and columns: row_warp's 16 rows, and from col0 on the
- * FRAG_COLS columns of its half (all of them without a split). */
+ * 8 PART_WIDTH columns of its half (all of them without pairs). */
 #define LOCATE_WARP()                                                           \
   const int tid = get_local_id(0), lane = tid & 31;                             \
   const int g = lane >> 2, t = lane & 3;                                        \
   const int row_warp = (tid >> 5) % ROW_WARPS, upper = (tid >> 5) / ROW_WARPS;  \
-  const int col0 = upper * FRAG_COLS
-
-#if HEAD_SPLIT == 2
-/* A step's scores and dP of the pair's rows, summed over both halves of
- * head_dim, the same in both warps: the upper warp hands
- * over its parts, the lower adds its own, both read the sums. Steps
- * alternate between two slots, so that the upper warp's next parts never
- * overwrite sums the lower warp may still be reading. */
-#define DECLARE_PAIR_SUMS()                                                     \
-  __local float pair_sums[2][ROW_WARPS][2 * SUB_TILES * 4][32];                 \
-  int pair_step = 0
-#define JOIN_HALVES(s, dp)                                                      \
-  {                                                                             \
-    __local float(*slot_)[32] = pair_sums[pair_step][row_warp];                 \
-    pair_step ^= 1;                                                             \
-    if (upper) {                                                                \
-      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
-        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
-          slot_[4 * n_ + i_][lane] = s[n_][i_];                                 \
-          slot_[4 * (SUB_TILES + n_) + i_][lane] = dp[n_][i_];                  \
-        }                                                                       \
-    }                                                                           \
-    barrier(CLK_LOCAL_MEM_FENCE);                                               \
-    if (!upper) {                                                               \
-      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
-        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
-          slot_[4 * n_ + i_][lane] += s[n_][i_];                                \
-          slot_[4 * (SUB_TILES + n_) + i_][lane] += dp[n_][i_];                 \
-        }                                                                       \
-    }                                                                           \
-    barrier(CLK_LOCAL_MEM_FENCE);                                               \
-    UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                               \
-      UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                   \
-        s[n_][i_] = slot_[4 * n_ + i_][lane];                                   \
-        dp[n_][i_] = slot_[4 * (SUB_TILES + n_) + i_][lane];                    \
-      }                                                                         \
-  }
-#else
-#define DECLARE_PAIR_SUMS()
-#define JOIN_HALVES(s, dp)
-#endif
+  const int col0 = upper * 8 * PART_WIDTH
 
 /* Rows row_g and row_g + 8 of acc (this warp's columns), times `factor`,
  * where row < limit; columns past head_dim are left alone. */
@@ -109,12 +81,56 @@
     const int row_ = (row_g) + 8 * r_;                                          \
     if (row_ >= (limit)) continue;                                              \
     __global store_t *dst_ = (base) + (size_t)row_ * (stride) + col0 + 2 * t;   \
-    UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_) {                            \
+    UNROLL for (int n_ = 0; n_ < PART_WIDTH; ++n_) {                            \
       if (col0 + 8 * n_ + 2 * t >= head_dim) continue;                          \
       STORE_PAIR(dst_ + 8 * n_, (acc)[n_][2 * r_] * (factor),                   \
                  (acc)[n_][2 * r_ + 1] * (factor));                             \
     }                                                                           \
   }
+
+#define ZERO_ACC(acc)                                                           \
+  UNROLL for (int n_ = 0; n_ < PART_WIDTH; ++n_)                                \
+    UNROLL for (int i_ = 0; i_ < 4; ++i_) (acc)[n_][i_] = 0.0f
+
+#if HEAD_SPLIT == 2
+/* A step's S and dP of the pair's rows, summed over both halves of
+ * head_dim, the same in both warps: the upper warp hands over its parts,
+ * the lower adds its own, both read the sums. Steps alternate between two
+ * slots, so that the upper warp's next parts never overwrite sums the
+ * lower warp may still be reading. */
+#define DECLARE_PAIR_SUMS()                                                     \
+  __local float pair_sums[2][ROW_WARPS][2 * SUB_TILES * 4][32];                 \
+  int slot = 0
+#define JOIN_HALVES(s, dp)                                                      \
+  {                                                                             \
+    __local float(*sums_)[32] = pair_sums[slot][row_warp];                      \
+    slot ^= 1;                                                                  \
+    if (upper) {                                                                \
+      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
+          sums_[4 * n_ + i_][lane] = s[n_][i_];                                 \
+          sums_[4 * (SUB_TILES + n_) + i_][lane] = dp[n_][i_];                  \
+        }                                                                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    if (!upper) {                                                               \
+      UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                             \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                 \
+          sums_[4 * n_ + i_][lane] += s[n_][i_];                                \
+          sums_[4 * (SUB_TILES + n_) + i_][lane] += dp[n_][i_];                 \
+        }                                                                       \
+    }                                                                           \
+    barrier(CLK_LOCAL_MEM_FENCE);                                               \
+    UNROLL for (int n_ = 0; n_ < SUB_TILES; ++n_)                               \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                   \
+        s[n_][i_] = sums_[4 * n_ + i_][lane];                                   \
+        dp[n_][i_] = sums_[4 * (SUB_TILES + n_) + i_][lane];                    \
+      }                                                                         \
+  }
+#else
+#define DECLARE_PAIR_SUMS()
+#define JOIN_HALVES(s, dp)
+#endif
 
 /* ---- dK, dV --------------------------------------------------------------- */
 
@@ -146,14 +162,13 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
 
   /* This lane's keys: key_g and key_g + 8. */
   const int key_g = kb.k0 + 16 * row_warp + g;
-  frag_a_t ka, va;
-  LOAD_A_ROWS(ka, k + kv_offset, key_g, seqlen_k, kv_stride, col0);
-  LOAD_A_ROWS(va, v + kv_offset, key_g, seqlen_k, kv_stride, col0);
-  float dk_acc[FRAG_TILES][4], dv_acc[FRAG_TILES][4];
-UNROLL
-  for (int n = 0; n < FRAG_TILES; ++n)
-UNROLL
-    for (int i = 0; i < 4; ++i) dk_acc[n][i] = dv_acc[n][i] = 0.0f;
+  DECLARE_FRAG_A(ka, PART_WIDTH);
+  DECLARE_FRAG_A(va, PART_WIDTH);
+  LOAD_A_ROWS(ka, PART_WIDTH, k + kv_offset, key_g, seqlen_k, kv_stride, col0);
+  LOAD_A_ROWS(va, PART_WIDTH, v + kv_offset, key_g, seqlen_k, kv_stride, col0);
+  float dk_acc[PART_WIDTH][4], dv_acc[PART_WIDTH][4];
+  ZERO_ACC(dk_acc);
+  ZERO_ACC(dv_acc);
 
   const int diag = kb.diag;
   const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
@@ -177,8 +192,8 @@ UNROLL
         __local const tile_t *q_sub = q_tile + sb * TILE_LD + col0;
         __local const tile_t *do_sub = do_tile + sb * TILE_LD + col0;
         float s[SUB_TILES][4], dp[SUB_TILES][4];
-        MMA_SCORES(s, SUB_TILES, ka, q_sub, split_tf32);
-        MMA_SCORES(dp, SUB_TILES, va, do_sub, split_tf32);
+        MMA_SCORES(s, SUB_TILES, ka, PART_WIDTH, q_sub, split_tf32);
+        MMA_SCORES(dp, SUB_TILES, va, PART_WIDTH, do_sub, split_tf32);
         JOIN_HALVES(s, dp);
         /* s[n][i]: key key_g + 8 (i >> 1), query q0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
@@ -195,8 +210,8 @@ UNROLL
             s[n][i] = p;
             dp[n][i] = p * (dp[n][i] - d_tile[qi]);
           }
-        MMA_ACCUMULATE(dv_acc, s, SUB_TILES, do_sub);
-        MMA_ACCUMULATE(dk_acc, dp, SUB_TILES, q_sub);
+        MMA_ACCUMULATE(dv_acc, PART_WIDTH, s, SUB_TILES, do_sub);
+        MMA_ACCUMULATE(dk_acc, PART_WIDTH, dp, SUB_TILES, q_sub);
       }
       barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
     }
@@ -208,6 +223,7 @@ UNROLL
 }
 
 /* ---- dQ ------------------------------------------------------------------- */
+
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
@@ -238,14 +254,12 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
 
   /* This lane's rows: row_g and row_g + 8. */
   const int row_g = q0 + 16 * row_warp + g;
-  frag_a_t qa, doa;
-  LOAD_A_ROWS(qa, q + qb.q_offset, row_g, seqlen_q, q_stride, col0);
-  LOAD_A_ROWS(doa, dout + qb.q_offset, row_g, seqlen_q, q_stride, col0);
-  float dq_acc[FRAG_TILES][4];
-UNROLL
-  for (int n = 0; n < FRAG_TILES; ++n)
-UNROLL
-    for (int i = 0; i < 4; ++i) dq_acc[n][i] = 0.0f;
+  DECLARE_FRAG_A(qa, PART_WIDTH);
+  DECLARE_FRAG_A(doa, PART_WIDTH);
+  LOAD_A_ROWS(qa, PART_WIDTH, q + qb.q_offset, row_g, seqlen_q, q_stride, col0);
+  LOAD_A_ROWS(doa, PART_WIDTH, dout + qb.q_offset, row_g, seqlen_q, q_stride, col0);
+  float dq_acc[PART_WIDTH][4];
+  ZERO_ACC(dq_acc);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse_r[2], d_r[2];
 UNROLL
@@ -270,8 +284,8 @@ UNROLL
     for (int sb = 0; sb < BLOCK; sb += SUB) {
       __local const tile_t *k_sub = k_tile + sb * TILE_LD + col0;
       float s[SUB_TILES][4], dp[SUB_TILES][4];
-      MMA_SCORES(s, SUB_TILES, qa, k_sub, split_tf32);
-      MMA_SCORES(dp, SUB_TILES, doa, v_tile + sb * TILE_LD + col0, split_tf32);
+      MMA_SCORES(s, SUB_TILES, qa, PART_WIDTH, k_sub, split_tf32);
+      MMA_SCORES(dp, SUB_TILES, doa, PART_WIDTH, v_tile + sb * TILE_LD + col0, split_tf32);
       JOIN_HALVES(s, dp);
       /* s[n][i]: row row_g + 8 (i >> 1), key k0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
@@ -291,7 +305,7 @@ UNROLL
           const float p = seen ? exp(s[n][i] * scale - lse_r[r]) : 0.0f;
           dp[n][i] = p * (dp[n][i] - d_r[r]);
         }
-      MMA_ACCUMULATE(dq_acc, dp, SUB_TILES, k_sub);
+      MMA_ACCUMULATE(dq_acc, PART_WIDTH, dp, SUB_TILES, k_sub);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
   }

@@ -46,9 +46,6 @@
 #if BLOCK_K % 16 != 0
 #error "BLOCK_K must be a multiple of 16"
 #endif
-#if HEAD_SPLIT != 1
-#error "the forward's warps each hold whole rows (HEAD_SPLIT 1)"
-#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
@@ -86,8 +83,8 @@ UNROLL
   }
 
   /* Q as A fragments, for every k-step over head_dim. */
-  frag_a_t qa;
-  LOAD_A_ROWS(qa, q_rows, row[0], seqlen_q, q_stride, 0);
+  DECLARE_FRAG_A(qa, D_TILES);
+  LOAD_A_ROWS(qa, D_TILES, q_rows, row[0], seqlen_q, q_stride, 0);
 
   float acc[D_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
@@ -107,7 +104,7 @@ UNROLL
 
     /* ---- S = Q K^T ---- */
     float s[K_TILES][4];
-    MMA_SCORES(s, K_TILES, qa, k_tile, split_tf32_signed);
+    MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
 
     /* ---- mask, new max, rescale, p = e^(scale (s - m)) ----
      * s[n][i] is row row[i >> 1], key k0 + 8 n + 2 t + (i & 1). */
@@ -152,7 +149,7 @@ UNROLL
     }
 
     /* ---- O += P V ---- */
-    MMA_ACCUMULATE(acc, s, K_TILES, v_tile);
+    MMA_ACCUMULATE(acc, D_TILES, s, K_TILES, v_tile);
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
   }
 

@@ -322,19 +322,6 @@ inline float quad_sum(float x MMA_SCRATCH) {
 #endif
 #define D_TILES (HEAD_DIM_MAX / 8)  // 8-column groups of a row
 
-/* The columns one warp's fragments and accumulators cover: all of them, or
- * with HEAD_SPLIT 2 (the backward's warp pairs, flash_bwd_mma.cl) one half
- * of HEAD_DIM_MAX, which then must hold whole k-steps of the 16-bit
- * instructions. */
-#ifndef HEAD_SPLIT
-#define HEAD_SPLIT 1
-#endif
-#define FRAG_COLS (HEAD_DIM_MAX / HEAD_SPLIT)
-#define FRAG_TILES (FRAG_COLS / 8)
-#if (HEAD_SPLIT != 1 && HEAD_SPLIT != 2) || FRAG_COLS % 16 != 0
-#error "HEAD_SPLIT must be 1 or 2, and HEAD_DIM_MAX / HEAD_SPLIT a multiple of 16"
-#endif
-
 /* Tiles: rows TILE_PAD elements longer than HEAD_DIM_MAX, so that the 32
  * lanes of a fragment read hit 32 different banks (or share a word). */
 #if FCL_DTYPE == 0
@@ -367,22 +354,26 @@ typedef ushort4 chunk_t;
     TILE_PUT(tile, j * TILE_LD + c, x);                                         \
   }
 
-/* A fragments of 16 rows by FRAG_COLS columns, one per k-step: f32 as
+/* The products below work on `width` 8-column groups of head_dim: all of
+ * them (D_TILES), or a part that holds whole k-steps of the 16-bit
+ * instructions (an even width). */
+
+/* A fragments of 16 rows by 8 * width columns, one per k-step: f32 as
  * stored (split at each use: kept split they would need twice the
  * registers), 16-bit types two to a register. */
 #if FCL_DTYPE == 0
-typedef float frag_a_t[FRAG_TILES][4];
+#define DECLARE_FRAG_A(name, width) float name[width][4]
 #else
-typedef uint frag_a_t[FRAG_TILES / 2][4];
+#define DECLARE_FRAG_A(name, width) uint name[(width) / 2][4]
 #endif
 
 /* This lane's part of rows row_g and row_g + 8 (row_g = the warp's first
- * row + g), columns [col0, col0 + FRAG_COLS), from base (`stride` elements
+ * row + g), columns [col0, col0 + 8 * width), from base (`stride` elements
  * apart); rows from `limit` on and columns past head_dim are 0. Every
  * element is read by one lane. */
 #if FCL_DTYPE == 0
-#define LOAD_A_ROWS(a, base, row_g, limit, stride, col0)                        \
-  UNROLL for (int kk_ = 0; kk_ < FRAG_TILES; ++kk_)                            \
+#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, col0)                 \
+  UNROLL for (int kk_ = 0; kk_ < (width); ++kk_)                               \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
     const int r_ = (row_g) + 8 * (i_ & 1);                                      \
     const int col_ = (col0) + 8 * kk_ + t + 4 * (i_ >> 1);                      \
@@ -390,8 +381,8 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
                        ? LOAD_F32(base, (size_t)r_ * (stride) + col_) : 0.0f;   \
   }
 #else
-#define LOAD_A_ROWS(a, base, row_g, limit, stride, col0)                        \
-  UNROLL for (int kk_ = 0; kk_ < FRAG_TILES / 2; ++kk_)                        \
+#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, col0)                 \
+  UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_)                           \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
     const int r_ = (row_g) + 8 * (i_ & 1);                                      \
     const int col_ = (col0) + 16 * kk_ + 2 * t + 8 * (i_ >> 1);                 \
@@ -418,21 +409,21 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
  * tensor cores' rounding above): both sums are short, so each partial sum
  * joins its total in one rounded addition. */
 #define MMA_PART_STEPS (MMA_CHAIN > 0 ? MMA_CHAIN : 1)
-#if FCL_DTYPE == 0 && FRAG_TILES % MMA_PART_STEPS != 0
-#error "MMA_CHAIN must divide FRAG_COLS / 8"
+#if FCL_DTYPE == 0 && D_TILES % MMA_PART_STEPS != 0
+#error "MMA_CHAIN must divide HEAD_DIM_MAX / 8"
 #endif
 
-/* s[n] (16 x 8, n < tiles) = A (16 x FRAG_COLS, frag_a_t) times rows
+/* s[n] (16 x 8, n < tiles) = A (16 x 8 width, DECLARE_FRAG_A) times rows
  * [8n, 8n + 8) of the local tile `rows` (its columns from the fragments'
  * first), transposed: B's column is a row of the tile. f32 splits both
  * operands with `split` (split_tf32, or split_tf32_signed where infinite
  * logits must keep their sign). */
 #if FCL_DTYPE == 0
-#define MMA_SCORES(s, tiles, a, rows, split)                                    \
+#define MMA_SCORES(s, tiles, a, width, rows, split)                             \
   do {                                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
-    UNROLL for (int k0_ = 0; k0_ < FRAG_TILES; k0_ += MMA_PART_STEPS) {         \
+    UNROLL for (int k0_ = 0; k0_ < (width); k0_ += MMA_PART_STEPS) {            \
       float part_[tiles][4];                                                    \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
         part_[n_][0] = part_[n_][1] = part_[n_][2] = part_[n_][3] = 0.0f;       \
@@ -453,12 +444,12 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
     }                                                                           \
   } while (0)
 #else
-#define MMA_SCORES(s, tiles, a, rows, split)                                    \
+#define MMA_SCORES(s, tiles, a, width, rows, split)                             \
   do {                                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
     __local const uint *words_ = (__local const uint *)(rows);                  \
-    UNROLL for (int kk_ = 0; kk_ < FRAG_TILES / 2; ++kk_)                       \
+    UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_)                          \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                             \
         __local const uint *br_ = words_ + ((8 * n_ + g) * TILE_LD + 16 * kk_ + 2 * t) / 2; \
         const uint b_[2] = {br_[0], br_[4]};                                    \
@@ -467,15 +458,15 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
   } while (0)
 #endif
 
-/* acc (16 x FRAG_COLS) += p (16 x 8 tiles, C fragments) times the local
- * tile `rows` (8 tiles x FRAG_COLS, from the accumulator's first column).
+/* acc (16 x 8 width) += p (16 x 8 tiles, C fragments) times the local
+ * tile `rows` (8 tiles x 8 width, from the accumulator's first column).
  * p's fragments become A fragments in
  * place: for 16-bit types the layouts coincide; for tf32 (A: columns t and
  * t + 4) the tile's rows are renumbered inside each group of 8 (logical
  * column t is row 2t, t + 4 is row 2t + 1) and read in the same order,
  * which leaves the sum unchanged. 16-bit p is rounded to the storage type. */
 #if FCL_DTYPE == 0
-#define MMA_ACCUMULATE(acc, p, tiles, rows)                                     \
+#define MMA_ACCUMULATE(acc, width, p, tiles, rows)                              \
   do {                                                                          \
     uint p_big_[tiles][4], p_small_[tiles][4];                                  \
     UNROLL for (int kt_ = 0; kt_ < (tiles); ++kt_) {                            \
@@ -483,7 +474,7 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
       UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
         split_tf32(a_[i_], &p_big_[kt_][i_], &p_small_[kt_][i_]);               \
     }                                                                           \
-    UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_)                              \
+    UNROLL for (int n_ = 0; n_ < (width); ++n_)                                 \
       UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_PART_STEPS) {          \
         float part_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                              \
         UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_PART_STEPS; ++kt_) {         \
@@ -497,7 +488,7 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
       }                                                                         \
   } while (0)
 #else
-#define MMA_ACCUMULATE(acc, p, tiles, rows)                                     \
+#define MMA_ACCUMULATE(acc, width, p, tiles, rows)                              \
   do {                                                                          \
     UNROLL for (int kt_ = 0; kt_ < (tiles) / 2; ++kt_) {                        \
       const uint a_[4] = {pack2(p[2 * kt_][0], p[2 * kt_][1]),                  \
@@ -505,7 +496,7 @@ typedef uint frag_a_t[FRAG_TILES / 2][4];
                           pack2(p[2 * kt_ + 1][0], p[2 * kt_ + 1][1]),          \
                           pack2(p[2 * kt_ + 1][2], p[2 * kt_ + 1][3])};         \
       __local const ushort *br_ = (rows) + (16 * kt_ + 2 * t) * TILE_LD + g;    \
-      UNROLL for (int n_ = 0; n_ < FRAG_TILES; ++n_) {                          \
+      UNROLL for (int n_ = 0; n_ < (width); ++n_) {                             \
         __local const ushort *bc_ = br_ + 8 * n_;                               \
         const uint b_[2] = {(uint)bc_[0] | ((uint)bc_[TILE_LD] << 16),          \
                             (uint)bc_[8 * TILE_LD] | ((uint)bc_[9 * TILE_LD] << 16)}; \

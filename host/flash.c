@@ -21,7 +21,6 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
   storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-  fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
   fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
 }
@@ -225,6 +224,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   if (mma) {
     mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
     fcl__options_define(&opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
+    fcl__options_define(&opts, "HEAD_SPLIT", (long)call->plan.threads_per_row / 4);
   } else
     backward_options(&call->plan, desc, call->io_counter, &opts);
   if (status == FCL_SUCCESS)

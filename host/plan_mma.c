@@ -223,11 +223,10 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * work-group owns 16 rows per warp, or per warp pair (keys in dK/dV,
  * queries in dQ), and streams tiles of as many rows of the other side.
  * Its local memory is two such tiles in the storage type, LSE and D of a
- * query tile, and where pairs split head_dim the step's S and dP they
- * exchange. Blocks of 64 rows (on the H200, 4 warps were faster than 2 or
- * 8, and than 4 with twice the scores per step: docs/performance.md, v4),
- * halved while the launch does not fill the device or the tiles do not
- * fit.
+ * query tile, and where warps pair, what they exchange. Blocks of 64 rows
+ * (on the H200, 4 warps were faster than 2 or 8, and than 4 with twice the
+ * scores per step: docs/performance.md, v4), halved while the launch does
+ * not fill the device or the tiles do not fit.
  *
  * Warp pairs in f32 beyond head_dim 64, where a lane's K and V fragments
  * and dK and dV accumulators would take 2 d floats (256 at d = 128): on the
@@ -238,7 +237,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
   /* the forward's two tiles (and scratch), LSE and D of a query tile, and
-   * two slots per pair of a float per lane of its s and dp */
+   * where warps pair, the dQ kernel's exchange (the larger): two slots per
+   * pair of a float per lane of each of its s and dp */
   return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
          2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
 }

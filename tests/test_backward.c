@@ -297,6 +297,27 @@ START_TEST(backward_counted_bytes_equal_the_model) {
     th_grad_inputs_free(&g);
     th_problem_free(&p);
   }
+  /* the MMA kernels (emulated where the device has no matrix
+   * instructions): one warp per 16 rows, and warp pairs */
+  const th_shape gqa = {1, 2, 1, 50, 70, 64, 1};
+  fcl_attention_desc desc = th_shape_desc(&gqa, FCL_DTYPE_F32);
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 310, 1.0);
+  th_grad_inputs g;
+  th_grad_inputs_init(&g, ctx, &p, 310);
+  for (unsigned tpr = 4; tpr <= 8; tpr += 4) {
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA, .threads_per_row = tpr};
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
+    th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
+    ck_assert_msg(run.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+    ck_assert_msg(run.info.bytes_counted == run.info.bytes_model,
+                  "MMA, threads_per_row %u: counted %llu bytes, the model says %llu", tpr,
+                  (unsigned long long)run.info.bytes_counted,
+                  (unsigned long long)run.info.bytes_model);
+    th_backward_free(&run);
+  }
+  th_grad_inputs_free(&g);
+  th_problem_free(&p);
   fcl_context_release(ctx);
 }
 END_TEST
