@@ -224,7 +224,6 @@ UNROLL
 
 /* ---- dQ ------------------------------------------------------------------- */
 
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
                       __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]

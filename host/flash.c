@@ -95,9 +95,17 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   return status;
 }
 
-/* The -D options of flash_bwd.cl, from the backward plan. */
-static void backward_options(const fcl_plan *plan, const fcl_attention_desc *desc,
-                             cl_mem io_counter, fcl__options *opts) {
+/* The -D options of flash_bwd.cl or flash_bwd_mma.cl, from the backward
+ * plan. */
+static void backward_options(const fcl_device_limits *limits, const fcl_plan *plan,
+                             const fcl_attention_desc *desc, cl_mem io_counter,
+                             fcl__options *opts) {
+  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
+    mma_options(limits, plan, desc, io_counter, opts);
+    fcl__options_define(opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
+    fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
+    return;
+  }
   storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
@@ -221,12 +229,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   preprocess_options(&run.pre_shape, desc, call->io_counter, &opts);
   status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD_PRE, &opts, "flash_bwd_preprocess", &run.pre);
   const fcl__source main_source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD;
-  if (mma) {
-    mma_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
-    fcl__options_define(&opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
-    fcl__options_define(&opts, "HEAD_SPLIT", (long)call->plan.threads_per_row / 4);
-  } else
-    backward_options(&call->plan, desc, call->io_counter, &opts);
+  backward_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)

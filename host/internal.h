@@ -366,11 +366,10 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
 /** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
  *  kernel emulates it elsewhere. */
 int fcl__mma_native(const fcl_device_limits *limits);
-/** The planner's default for a pass: the MMA kernels where they run
- *  natively, take the head_dim and dtype, and were measured faster than
- *  SIMT (plan_mma.c). */
-int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                   fcl_pass pass);
+/** The planner's default, the same for both passes: the MMA kernels where
+ *  they run natively, take the head_dim and dtype, and were measured faster
+ *  than SIMT (plan_mma.c). */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
 /** The MMA forward's tiling; arguments already checked by fcl__plan_flash. */
 fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,

@@ -313,7 +313,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
   const int backward = pass == FCL_PASS_BACKWARD;
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
-                                       : !simt_hint && fcl__mma_suits(limits, desc, pass);
+                                       : !simt_hint && fcl__mma_suits(limits, desc);
   if (backward)
     return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
                : plan_backward(limits, desc, hint, out, why, why_len);

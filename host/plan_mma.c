@@ -54,9 +54,7 @@ static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD
  *     algorithm's dK error at d = 16, past the rule's 3x; within it at
  *     d = 64 and 128 on the H200's test inputs, v5).
  * 16-bit types were 4-6x faster in the forward, 5.2-6.1x in fwd+bwd (v4). */
-int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                   fcl_pass pass) {
-  (void)pass;  /* the same rule for both passes */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
   if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
 }
@@ -237,8 +235,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
   /* the forward's two tiles (and scratch), LSE and D of a query tile, and
-   * where warps pair, the dQ kernel's exchange (the larger): two slots per
-   * pair of a float per lane of each of its s and dp */
+   * where warps pair, their exchange: two slots per pair of a float per
+   * lane of each of its s and dp */
   return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
          2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
 }
