@@ -154,12 +154,21 @@ inline uint to_tf32(float x) {
 }
 #endif
 
+/* x rounded to nearest, ties away from zero, as an operand of mma_tf32:
+ * the instructions read a tf32 operand's 19 high bits and ignore the 13
+ * low ones (mma_tf32's emulation does the same), so adding half of the last
+ * kept unit is all the rounding left to do: one integer addition where the
+ * conversion costs about three (docs/performance.md, v6). For finite x only:
+ * a NaN's or an infinity's carry may reach the sign bit. */
+inline uint tf32_operand(float x) { return as_uint(x) + 0x1000u; }
+
 /* x = big + small, both tf32 rounded to nearest: x - big - small is below
  * 2^-22 |x| and the product a_small b_small that 3xTF32 drops below 2^-22
- * |a b|. Three instructions; an infinite x gives a NaN small. */
+ * |a b|. A NaN x gives a NaN big; an infinite x an infinite big and a small
+ * of no meaning, so that its products are infinite or NaN. */
 inline void split_tf32(float x, uint *big, uint *small) {
   *big = to_tf32(x);
-  *small = to_tf32(x - as_float(*big));
+  *small = tf32_operand(x - as_float(*big));  // finite for a finite x
 }
 
 /* The same with all three of x's sign, for operands that may be infinite
@@ -190,8 +199,10 @@ inline void split_tf32_signed(float x, uint *big, uint *small) {
 inline void mma_tf32(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) {
 #if MMA_EMULATE
   const int g = lane_id() >> 2, t = lane_id() & 3;
-  for (int i = 0; i < 4; ++i) mma_a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)] = as_float(a[i]);
-  for (int i = 0; i < 2; ++i) mma_b[(t + 4 * i) * 8 + g] = as_float(b[i]);
+  /* The instructions ignore the low 13 bits of a tf32 operand (tf32_operand). */
+  for (int i = 0; i < 4; ++i)
+    mma_a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)] = as_float(a[i] & 0xffffe000u);
+  for (int i = 0; i < 2; ++i) mma_b[(t + 4 * i) * 8 + g] = as_float(b[i] & 0xffffe000u);
   emulated_products(c, 8, mma_a, mma_b);
 #else
   asm volatile(

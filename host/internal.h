@@ -202,6 +202,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_FWD_MMA,
   FCL_SRC_FLASH_BWD_MMA,
   FCL_SRC_FLASH_BWD_PRE,
+  FCL_SRC_MMA_PROBE,      /* tests/test_mma.c */
   FCL_SRC_COUNT
 } fcl__source;
 

@@ -26,6 +26,7 @@ extern const char fcl__cl_flash_bwd_rows[];
 extern const char fcl__cl_flash_bwd_mma[];
 extern const char fcl__cl_flash_bwd_pre[];
 extern const char fcl__cl_convert[];
+extern const char fcl__cl_mma_probe[];
 
 /* Each program is common.cl, the source's prelude if it has one, and the
  * source. */
@@ -42,6 +43,7 @@ static const struct {
     [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma},
     [FCL_SRC_FLASH_BWD_PRE] = {fcl__cl_flash_bwd_pre, "flash_bwd_pre.cl", NULL},
     [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL},
+    [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma},
 };
 
 struct fcl__program_entry {

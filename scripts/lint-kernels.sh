@@ -14,7 +14,7 @@ check() {  # file, options...
   shift
   # as host/program.c builds them: common.cl, a prelude, the kernel
   case "$file" in
-    flash_fwd_mma.cl | flash_bwd_mma.cl) prelude=(cl/mma.cl) ;;
+    flash_fwd_mma.cl | flash_bwd_mma.cl | mma_probe.cl) prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
   esac
   cat cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
@@ -84,5 +84,11 @@ for dtype in 1 2; do
   done
 done
 check peaks.cl
+nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
+       -Xclang -cl-ext=+cl_khr_int64_base_atomics)
+for split in 0 1; do
+  check mma_probe.cl -DFCL_DTYPE=0 -DMMA_EMULATE=1 -DSPLIT=$split
+  check mma_probe.cl -DFCL_DTYPE=0 "${nvptx[@]}" -DSPLIT=$split
+done
 echo "lint-kernels: $builds builds, $failures failed"
 [ "$failures" -eq 0 ]

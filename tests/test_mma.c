@@ -1,0 +1,191 @@
+/*
+ * test_mma.c — what the f32 tensor-core kernels assume of the instructions
+ * they hand their operands to (cl/mma.cl), checked on one 16 x 8 x 8 product
+ * (cl/mma_probe.cl) on the test device:
+ *   - a tf32 operand's 13 low bits are ignored, which tf32_operand relies on
+ *     to round with one integer addition;
+ *   - operands split into big and small tf32 parts (3xTF32) multiply at f32
+ *     accuracy, on random inputs against a float64 product;
+ *   - NaN and infinite operands give NaN and non-finite products.
+ * Without NVIDIA's instructions the emulation runs, which models the same
+ * assumptions: there the tests check the model.
+ */
+#include "harness.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define M 16
+#define N 8
+#define K 8
+
+/* c (M x N) = a (M x K) b (K x N) through mma_tf32 (split 0) or split_tf32
+ * and mma_3xtf32 (split 1), c poisoned first with `poison`. */
+static void run_probe(fcl_context *ctx, int split, const float *a, const float *b, float *c,
+                      float poison) {
+  fcl__options opts;
+  fcl__options_init(&opts);
+  fcl__options_define(&opts, "FCL_DTYPE", 0);
+  fcl__options_define(&opts, "MMA_EMULATE", !fcl__mma_native(&ctx->info.limits));
+  fcl__options_define(&opts, "SPLIT", split);
+  cl_kernel kernel = NULL;
+  fcl_status status = fcl__kernel(ctx, FCL_SRC_MMA_PROBE, &opts, "mma_probe", &kernel);
+  ck_assert_msg(status == FCL_SUCCESS, "building the probe: %s",
+                fcl_context_last_error(ctx));
+
+  for (size_t i = 0; i < M * N; ++i) c[i] = poison;
+  cl_int err = CL_SUCCESS;
+  cl_mem da = clCreateBuffer(ctx->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                             M * K * sizeof(float), (void *)a, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_mem db = clCreateBuffer(ctx->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                             K * N * sizeof(float), (void *)b, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_mem dc = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                             M * N * sizeof(float), c, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ck_assert_int_eq(clSetKernelArg(kernel, 0, sizeof da, &da), CL_SUCCESS);
+  ck_assert_int_eq(clSetKernelArg(kernel, 1, sizeof db, &db), CL_SUCCESS);
+  ck_assert_int_eq(clSetKernelArg(kernel, 2, sizeof dc, &dc), CL_SUCCESS);
+  const size_t warp = 32;
+  ck_assert_int_eq(clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &warp, &warp, 0,
+                                          NULL, NULL),
+                   CL_SUCCESS);
+  ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, dc, CL_TRUE, 0, M * N * sizeof(float), c,
+                                       0, NULL, NULL),
+                   CL_SUCCESS);
+  clReleaseMemObject(da);
+  clReleaseMemObject(db);
+  clReleaseMemObject(dc);
+  clReleaseKernel(kernel);
+}
+
+static float with_bits(uint32_t bits) {
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+static uint32_t bits_of(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/* a's elements: an 11-bit significand (a tf32) times 2^[-2, 2] with random
+ * low 13 bits under it; b's: 0 or +-2^[-1, 1]. Every product and sum of the
+ * truncated operands is then exact in f32, whatever order the instructions
+ * add in, so c must equal the float64 product of the truncated a exactly;
+ * with the low bits read, it could not (checked below for this draw). */
+START_TEST(tf32_operands_lose_their_low_13_bits) {
+  fcl_context *ctx = th_context();
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 1);
+  float a[M * K], b[K * N], c[M * N];
+  double truncated[M * K];
+  for (size_t i = 0; i < M * K; ++i) {
+    const double tf32 = (1024 + (double)fclu_range(&rng, 0, 1023)) / 1024 *
+                        ldexp(1.0, (int)fclu_range(&rng, 0, 4) - 2) *
+                        (fclu_range(&rng, 0, 1) ? -1 : 1);
+    truncated[i] = tf32;
+    a[i] = with_bits(bits_of((float)tf32) | (uint32_t)fclu_range(&rng, 1, 0x1fff));
+  }
+  for (size_t i = 0; i < K * N; ++i)
+    b[i] = fclu_range(&rng, 0, 4) == 0 ? 0.0f
+                                       : (float)(ldexp(1.0, (int)fclu_range(&rng, 0, 2) - 1) *
+                                                 (fclu_range(&rng, 0, 1) ? -1 : 1));
+  run_probe(ctx, 0, a, b, c, NAN);
+  size_t read_differs = 0;
+  for (size_t r = 0; r < M; ++r)
+    for (size_t n = 0; n < N; ++n) {
+      double want = 0, full = 0;
+      for (size_t k = 0; k < K; ++k) {
+        want += truncated[r * K + k] * b[k * N + n];
+        full += (double)a[r * K + k] * b[k * N + n];
+      }
+      read_differs += (float)full != (float)want;
+      ck_assert_msg(c[r * N + n] == (float)want,
+                    "c[%zu][%zu] = %.9g, want %.9g (the operands truncated to tf32); "
+                    "with all their bits it would be %.9g",
+                    r, n, (double)c[r * N + n], want, full);
+    }
+  ck_assert_msg(read_differs > M * N / 2, "only %zu of %d products tell the bits apart",
+                read_differs, M * N);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* Random normal operands, split: each product is within 3 * 2^-22 of exact
+ * (two splits' remainders and the dropped small * small), and each of the
+ * three instructions may truncate c by an ulp: 2^-19 of sum |a b| leaves
+ * a factor of two to spare, where one tf32 product (no split) is off by
+ * about 2^-11. */
+START_TEST(split_operands_multiply_at_f32_accuracy) {
+  fcl_context *ctx = th_context();
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 2);
+  float a[M * K], b[K * N], c[M * N];
+  fclu_fill_normal(&rng, a, M * K, 1.0, FCL_DTYPE_F32);
+  fclu_fill_normal(&rng, b, K * N, 1.0, FCL_DTYPE_F32);
+  run_probe(ctx, 1, a, b, c, NAN);
+  double worst = 0;
+  for (size_t r = 0; r < M; ++r)
+    for (size_t n = 0; n < N; ++n) {
+      double want = 0, magnitude = 0;
+      for (size_t k = 0; k < K; ++k) {
+        want += (double)a[r * K + k] * b[k * N + n];
+        magnitude += fabs((double)a[r * K + k] * b[k * N + n]);
+      }
+      const double error = fabs(c[r * N + n] - want) / magnitude;
+      worst = error > worst ? error : worst;
+      ck_assert_msg(error <= 0x1p-19, "c[%zu][%zu] = %.9g, want %.9g: %.3g of sum |a b|", r,
+                    n, (double)c[r * N + n], want, error);
+    }
+  printf("mma: split products within %.2f * 2^-22 of sum |a b|\n", worst * 0x1p22);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* NaN operands (the quiet NaN of C, and the all-ones one GPUs produce)
+ * make their rows NaN; an infinite one makes its row non-finite. */
+START_TEST(nonfinite_operands_stay_nonfinite) {
+  fcl_context *ctx = th_context();
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 3);
+  float a[M * K], b[K * N], c[M * N];
+  fclu_fill_normal(&rng, a, M * K, 1.0, FCL_DTYPE_F32);
+  for (size_t i = 0; i < K * N; ++i) b[i] = (float)(0.5 + fclu_uniform(&rng));
+  const float bad[] = {NAN, with_bits(0x7fffffffu), with_bits(0xffffffffu), INFINITY,
+                       -INFINITY};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) a[(2 * i + 1) * K + i] = bad[i];
+  run_probe(ctx, 1, a, b, c, -7.0f);
+  for (size_t r = 0; r < M; ++r) {
+    const size_t i = (r - 1) / 2;
+    const int planted = r % 2 == 1 && i < sizeof bad / sizeof *bad;
+    for (size_t n = 0; n < N; ++n) {
+      const float x = c[r * N + n];
+      if (!planted)
+        ck_assert_msg(isfinite(x) && x != -7.0f, "c[%zu][%zu] = %g: want a product", r, n,
+                      (double)x);
+      else if (isnan(bad[i]))
+        ck_assert_msg(isnan(x), "row %zu holds NaN 0x%08x: c[%zu] = %g, want NaN", r,
+                      bits_of(bad[i]), n, (double)x);
+      else
+        ck_assert_msg(!isfinite(x), "row %zu holds %g: c[%zu] = %g, want NaN or inf", r,
+                      (double)bad[i], n, (double)x);
+    }
+  }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("mma");
+  TCase *tc = th_tcase("tensor-core operands");
+  tcase_add_test(tc, tf32_operands_lose_their_low_13_bits);
+  tcase_add_test(tc, split_operands_multiply_at_f32_accuracy);
+  tcase_add_test(tc, nonfinite_operands_stay_nonfinite);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}
