@@ -245,15 +245,26 @@ inline fcl_key_block fcl_locate_key_block(int block_k, int block_q, int causal, 
   return b;
 }
 
-/* LSE and D (= rowsum(dO * O)) of query rows [q0, q0 + n) into local
- * arrays of n by the work-group (tid, WG_SIZE); rows from seqlen_q on get
- * LSE -inf, which the backward kernels read as "P = 0", and D 0. */
-#define LOAD_ROW_STATS(lse_dst, d_dst, lse, dsum, stat_offset, q0, n)           \
+/* LSE, in log2 units (LSE log2(e), for fcl_prob), and D (= rowsum(dO * O))
+ * of query rows [q0, q0 + n) into local arrays of n by the work-group (tid,
+ * WG_SIZE); rows from seqlen_q on get LSE -inf, which the backward kernels
+ * read as "P = 0", and D 0. */
+#define LOAD_ROW_STATS(lse2_dst, d_dst, lse, dsum, stat_offset, q0, n)          \
   for (int i_ = tid; i_ < (n); i_ += WG_SIZE) {                                 \
     const int live_ = (q0) + i_ < seqlen_q;                                     \
-    (lse_dst)[i_] = live_ ? LOAD_F32(lse, (stat_offset) + (q0) + i_) : -INFINITY; \
+    (lse2_dst)[i_] =                                                            \
+        live_ ? LOAD_F32(lse, (stat_offset) + (q0) + i_) * M_LOG2E_F : -INFINITY; \
     (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat_offset) + (q0) + i_) : 0.0f;     \
   }
+
+/* The backward's P of an unscaled score s in a row whose LSE is lse2 in
+ * log2 units: e^(scale s - LSE) as 2^(scale log2(e) s - LSE log2(e)),
+ * where scale_log2 = scale log2(e): the forward's exponential, with which
+ * the f32 tensor-core backward ran 1.05-1.07x as fast as with exp() on an
+ * H200 (docs/performance.md, v6). */
+inline float fcl_prob(float s, float scale_log2, float lse2) {
+  return EXP2(s * scale_log2 - lse2);
+}
 
 /* ---- four columns of a row from global memory (the backward's kernels) -- */
 

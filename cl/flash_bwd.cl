@@ -56,7 +56,8 @@ void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q]
                     FCL_IO_PARAM) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
   __local tile4_t do_tile[BLOCK * TILE_LD4];
-  __local float lse_tile[BLOCK], d_tile[BLOCK];
+  __local float lse2_tile[BLOCK], d_tile[BLOCK];
+  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
 #endif
@@ -109,7 +110,7 @@ UNROLL
       load_tile_pair(q_tile, do_tile, q + q_offset + (size_t)q0 * q_stride,
                      dout + q_offset + (size_t)q0 * q_stride, q_stride, rows, head_dim
                      IO_LOADS_ARG);
-      LOAD_ROW_STATS(lse_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if CAUSAL
       const int masked = q0 < q_full;  // uniform over the group
@@ -123,14 +124,14 @@ UNROLL
         /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
 UNROLL
         for (int i = 0; i < SUB_ROWS; ++i) {
-          const float lse_i = lse_tile[sb + i], d_i = d_tile[sb + i];
+          const float lse2_i = lse2_tile[sb + i], d_i = d_tile[sb + i];
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-            int seen = lse_i != -INFINITY;  // past seqlen_q, or saw no key
+            int seen = lse2_i != -INFINITY;  // past seqlen_q, or saw no key
 #if CAUSAL
             if (masked) seen = seen && key[r] <= q0 + sb + i + diag;
 #endif
-            const float p = seen ? exp(s[r][i] * scale - lse_i) : 0.0f;
+            const float p = seen ? fcl_prob(s[r][i], scale_log2, lse2_i) : 0.0f;
             s[r][i] = p;
             dp[r][i] = p * (dp[r][i] - d_i);
           }
@@ -181,7 +182,8 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
                   FCL_IO_PARAM) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK * TILE_LD4];
-  __local float lse_rows[BLOCK], d_rows[BLOCK];
+  __local float lse2_rows[BLOCK], d_rows[BLOCK];
+  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
 #endif
@@ -201,7 +203,7 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
     k_tile[i] = TILE_ZERO;
     v_tile[i] = TILE_ZERO;
   }
-  LOAD_ROW_STATS(lse_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
+  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
 
   int row[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][D_SLICE];
@@ -216,10 +218,10 @@ UNROLL
   LOAD_ROW_SLICES(qr, q + q_offset, row, seqlen_q, q_stride);
   LOAD_ROW_SLICES(dor, dout + q_offset, row, seqlen_q, q_stride);
   barrier(CLK_LOCAL_MEM_FENCE);
-  float lse_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
+  float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-    lse_r[r] = lse_rows[row_group + r * ROW_GROUPS];
+    lse2_r[r] = lse2_rows[row_group + r * ROW_GROUPS];
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
   }
 
@@ -243,7 +245,7 @@ UNROLL
       /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
 UNROLL
       for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-        const int live = lse_r[r] != -INFINITY;  // past seqlen_q, or sees no key
+        const int live = lse2_r[r] != -INFINITY;  // past seqlen_q, or sees no key
 UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
           int seen = live;
@@ -255,7 +257,7 @@ UNROLL
             seen = seen && key < seqlen_k;
 #endif
           }
-          const float p = seen ? exp(s[r][j] * scale - lse_r[r]) : 0.0f;
+          const float p = seen ? fcl_prob(s[r][j], scale_log2, lse2_r[r]) : 0.0f;
           dp[r][j] = p * (dp[r][j] - d_r[r]);
         }
       }

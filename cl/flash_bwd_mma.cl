@@ -149,7 +149,8 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
                         FCL_IO_PARAM) {
   __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
-  __local float lse_tile[BLOCK], d_tile[BLOCK];
+  __local float lse2_tile[BLOCK], d_tile[BLOCK];
+  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
   DECLARE_PAIR_SUMS();
   MMA_DECLARE_SCRATCH(WARPS);
   LOCATE_WARP();
@@ -182,7 +183,7 @@ void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][head
       const int rows = min(BLOCK, seqlen_q - q0);
       LOAD_TILE(q_tile, q + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
       LOAD_TILE(do_tile, dout + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
-      LOAD_ROW_STATS(lse_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
       barrier(CLK_LOCAL_MEM_FENCE);
 #if CAUSAL
       const int masked = q0 < kb.q_full;  // uniform over the group
@@ -201,12 +202,12 @@ UNROLL
 UNROLL
           for (int i = 0; i < 4; ++i) {
             const int qi = sb + 8 * n + 2 * t + (i & 1);
-            const float lse_i = lse_tile[qi];
-            int seen = lse_i != -INFINITY;  // past seqlen_q, or saw no key
+            const float lse2_i = lse2_tile[qi];
+            int seen = lse2_i != -INFINITY;  // past seqlen_q, or saw no key
 #if CAUSAL
             if (masked) seen = seen && key_g + 8 * (i >> 1) <= q0 + qi + diag;
 #endif
-            const float p = seen ? exp(s[n][i] * scale - lse_i) : 0.0f;
+            const float p = seen ? fcl_prob(s[n][i], scale_log2, lse2_i) : 0.0f;
             s[n][i] = p;
             dp[n][i] = p * (dp[n][i] - d_tile[qi]);
           }
@@ -238,7 +239,8 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
                       FCL_IO_PARAM) {
   __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
-  __local float lse_rows[BLOCK], d_rows[BLOCK];
+  __local float lse2_rows[BLOCK], d_rows[BLOCK];
+  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
   DECLARE_PAIR_SUMS();
   MMA_DECLARE_SCRATCH(WARPS);
   LOCATE_WARP();
@@ -249,7 +251,7 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
   const int q0 = qb.q0;
   const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
   const size_t stat_offset = ((size_t)qb.batch * heads_q + qb.head) * seqlen_q;
-  LOAD_ROW_STATS(lse_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
+  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
 
   /* This lane's rows: row_g and row_g + 8. */
   const int row_g = q0 + 16 * row_warp + g;
@@ -260,10 +262,10 @@ void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_
   float dq_acc[PART_WIDTH][4];
   ZERO_ACC(dq_acc);
   barrier(CLK_LOCAL_MEM_FENCE);
-  float lse_r[2], d_r[2];
+  float lse2_r[2], d_r[2];
 UNROLL
   for (int r = 0; r < 2; ++r) {
-    lse_r[r] = lse_rows[16 * row_warp + g + 8 * r];
+    lse2_r[r] = lse2_rows[16 * row_warp + g + 8 * r];
     d_r[r] = d_rows[16 * row_warp + g + 8 * r];
   }
 
@@ -292,7 +294,7 @@ UNROLL
 UNROLL
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1;
-          int seen = lse_r[r] != -INFINITY;  // past seqlen_q, or sees no key
+          int seen = lse2_r[r] != -INFINITY;  // past seqlen_q, or sees no key
           if (masked) {
             const int key = k0 + sb + 8 * n + 2 * t + (i & 1);
 #if CAUSAL
@@ -301,7 +303,7 @@ UNROLL
             seen = seen && key < seqlen_k;
 #endif
           }
-          const float p = seen ? exp(s[n][i] * scale - lse_r[r]) : 0.0f;
+          const float p = seen ? fcl_prob(s[n][i], scale_log2, lse2_r[r]) : 0.0f;
           dp[n][i] = p * (dp[n][i] - d_r[r]);
         }
       MMA_ACCUMULATE(dq_acc, PART_WIDTH, dp, SUB_TILES, k_sub);
