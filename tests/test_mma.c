@@ -62,6 +62,18 @@ static void run_probe(fcl_context *ctx, int split, const float *a, const float *
   clReleaseKernel(kernel);
 }
 
+/* Row r of a times column n of b in float64; *abs_sum (if not NULL) gets
+ * the sum of the products' magnitudes. */
+static double dot(const float *a, const float *b, size_t r, size_t n, double *abs_sum) {
+  double sum = 0, magnitude = 0;
+  for (size_t k = 0; k < K; ++k) {
+    sum += (double)a[r * K + k] * b[k * N + n];
+    magnitude += fabs((double)a[r * K + k] * b[k * N + n]);
+  }
+  if (abs_sum) *abs_sum = magnitude;
+  return sum;
+}
+
 static float with_bits(uint32_t bits) {
   float x;
   memcpy(&x, &bits, sizeof x);
@@ -82,14 +94,12 @@ START_TEST(tf32_operands_lose_their_low_13_bits) {
   fcl_context *ctx = th_context();
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 1);
-  float a[M * K], b[K * N], c[M * N];
-  double truncated[M * K];
+  float a[M * K], truncated[M * K], b[K * N], c[M * N];
   for (size_t i = 0; i < M * K; ++i) {
-    const double tf32 = (1024 + (double)fclu_range(&rng, 0, 1023)) / 1024 *
-                        ldexp(1.0, (int)fclu_range(&rng, 0, 4) - 2) *
-                        (fclu_range(&rng, 0, 1) ? -1 : 1);
-    truncated[i] = tf32;
-    a[i] = with_bits(bits_of((float)tf32) | (uint32_t)fclu_range(&rng, 1, 0x1fff));
+    truncated[i] = (float)((1024 + (double)fclu_range(&rng, 0, 1023)) / 1024 *
+                           ldexp(1.0, (int)fclu_range(&rng, 0, 4) - 2) *
+                           (fclu_range(&rng, 0, 1) ? -1 : 1));
+    a[i] = with_bits(bits_of(truncated[i]) | (uint32_t)fclu_range(&rng, 1, 0x1fff));
   }
   for (size_t i = 0; i < K * N; ++i)
     b[i] = fclu_range(&rng, 0, 4) == 0 ? 0.0f
@@ -99,11 +109,7 @@ START_TEST(tf32_operands_lose_their_low_13_bits) {
   size_t read_differs = 0;
   for (size_t r = 0; r < M; ++r)
     for (size_t n = 0; n < N; ++n) {
-      double want = 0, full = 0;
-      for (size_t k = 0; k < K; ++k) {
-        want += truncated[r * K + k] * b[k * N + n];
-        full += (double)a[r * K + k] * b[k * N + n];
-      }
+      const double want = dot(truncated, b, r, n, NULL), full = dot(a, b, r, n, NULL);
       read_differs += (float)full != (float)want;
       ck_assert_msg(c[r * N + n] == (float)want,
                     "c[%zu][%zu] = %.9g, want %.9g (the operands truncated to tf32); "
@@ -132,11 +138,8 @@ START_TEST(split_operands_multiply_at_f32_accuracy) {
   double worst = 0;
   for (size_t r = 0; r < M; ++r)
     for (size_t n = 0; n < N; ++n) {
-      double want = 0, magnitude = 0;
-      for (size_t k = 0; k < K; ++k) {
-        want += (double)a[r * K + k] * b[k * N + n];
-        magnitude += fabs((double)a[r * K + k] * b[k * N + n]);
-      }
+      double magnitude;
+      const double want = dot(a, b, r, n, &magnitude);
       const double error = fabs(c[r * N + n] - want) / magnitude;
       worst = error > worst ? error : worst;
       ck_assert_msg(error <= 0x1p-19, "c[%zu][%zu] = %.9g, want %.9g: %.3g of sum |a b|", r,
