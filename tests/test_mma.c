@@ -36,26 +36,16 @@ static void run_probe(fcl_context *ctx, int split, const float *a, const float *
                 fcl_context_last_error(ctx));
 
   for (size_t i = 0; i < M * N; ++i) c[i] = poison;
-  cl_int err = CL_SUCCESS;
-  cl_mem da = clCreateBuffer(ctx->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                             M * K * sizeof(float), (void *)a, &err);
-  ck_assert_int_eq(err, CL_SUCCESS);
-  cl_mem db = clCreateBuffer(ctx->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                             K * N * sizeof(float), (void *)b, &err);
-  ck_assert_int_eq(err, CL_SUCCESS);
-  cl_mem dc = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                             M * N * sizeof(float), c, &err);
-  ck_assert_int_eq(err, CL_SUCCESS);
-  ck_assert_int_eq(clSetKernelArg(kernel, 0, sizeof da, &da), CL_SUCCESS);
-  ck_assert_int_eq(clSetKernelArg(kernel, 1, sizeof db, &db), CL_SUCCESS);
-  ck_assert_int_eq(clSetKernelArg(kernel, 2, sizeof dc, &dc), CL_SUCCESS);
+  cl_mem da = fclu_upload(ctx, a, M * K, FCL_DTYPE_F32);
+  cl_mem db = fclu_upload(ctx, b, K * N, FCL_DTYPE_F32);
+  cl_mem dc = fclu_upload(ctx, c, M * N, FCL_DTYPE_F32);
+  ck_assert(da && db && dc);
+  const fcl__arg args[] = {FCL_ARG(da), FCL_ARG(db), FCL_ARG(dc)};
   const size_t warp = 32;
-  ck_assert_int_eq(clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &warp, &warp, 0,
-                                          NULL, NULL),
-                   CL_SUCCESS);
-  ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, dc, CL_TRUE, 0, M * N * sizeof(float), c,
-                                       0, NULL, NULL),
-                   CL_SUCCESS);
+  status = fcl__set_args(ctx, kernel, "mma_probe", args, 3);
+  if (status == FCL_SUCCESS) status = fcl__launch(ctx, kernel, "mma_probe", 1, &warp, &warp);
+  ck_assert_msg(status == FCL_SUCCESS, "running the probe: %s", fcl_context_last_error(ctx));
+  ck_assert_int_eq(fclu_download(ctx, dc, c, M * N, FCL_DTYPE_F32), 0);
   clReleaseMemObject(da);
   clReleaseMemObject(db);
   clReleaseMemObject(dc);
