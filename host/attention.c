@@ -96,9 +96,9 @@ static void fill_info(fcl_run_info *info, const fcl_attention_desc *desc,
   info->flops = fcl_attention_flops(desc, pass);
   info->plan = *plan;
   info->chunks = chunks;
-  info->bytes_model = model.loads + model.stores;
-  if (m->counting)
-    info->bytes_counted = m->counted + info->bytes_model - (own.loads + own.stores);
+  info->bytes_model = fcl__io_total(model);
+  if (m->counting)  /* what the kernels counted, and the model's rest */
+    info->bytes_counted = m->counted + fcl__io_total(model) - fcl__io_total(own);
 }
 
 fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -110,11 +110,12 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = desc;
-  const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
-  const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
-  const tensor_arg args[] = {
-      {q, "q", q_bytes, 0}, {k, "k", kv_bytes, 0}, {v, "v", kv_bytes, 0},
-      {o, "o", q_bytes, 0}, {lse, "lse", call.shape.lse_elems * sizeof(float), 1}};
+  const fcl_buffer_sizes sz = fcl__buffer_sizes(&call.shape);
+  const tensor_arg args[] = {{q, "q", sz.q, 0},
+                             {k, "k", sz.k, 0},
+                             {v, "v", sz.v, 0},
+                             {o, "o", sz.o, 0},
+                             {lse, "lse", sz.lse, 1}};
   FCL_FORWARD_IF(check_tensors(ctx, args, 5, 3));
   call.q = q;
   call.k = k;
@@ -152,14 +153,12 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = desc;
-  const size_t q_bytes = call.shape.q_elems * call.shape.elem_size;
-  const size_t kv_bytes = call.shape.kv_elems * call.shape.elem_size;
-  const tensor_arg args[] = {
-      {q, "q", q_bytes, 0},       {k, "k", kv_bytes, 0},
-      {v, "v", kv_bytes, 0},      {o, "o", q_bytes, 0},
-      {lse, "lse", call.shape.lse_elems * sizeof(float), 0},
-      {dout, "dout", q_bytes, 0}, {dq, "dq", q_bytes, 0},
-      {dk, "dk", kv_bytes, 0},    {dv, "dv", kv_bytes, 0}};
+  const fcl_buffer_sizes sz = fcl__buffer_sizes(&call.shape);
+  const tensor_arg args[] = {{q, "q", sz.q, 0},          {k, "k", sz.k, 0},
+                             {v, "v", sz.v, 0},          {o, "o", sz.o, 0},
+                             {lse, "lse", sz.lse, 0},    {dout, "dout", sz.dout, 0},
+                             {dq, "dq", sz.dq, 0},       {dk, "dk", sz.dk, 0},
+                             {dv, "dv", sz.dv, 0}};
   FCL_FORWARD_IF(check_tensors(ctx, args, 9, 6));
   call.q = q;
   call.k = k;

@@ -16,6 +16,14 @@
 /* The ICD loader's answer when no platform is installed (cl_khr_icd). */
 #define FCL_PLATFORM_NOT_FOUND_KHR (-1001)
 
+/* Device enumeration and context creation run one at a time in the
+ * process: PoCL 3.1 initialises its devices lazily, and three threads
+ * creating contexts at once crashed in clGetDeviceInfo(CL_DEVICE_NAME) or
+ * had clGetDeviceIDs report CL_DEVICE_NOT_FOUND for a platform that has a
+ * device. Held for the whole listing or creation, never while a context
+ * runs work. */
+static pthread_mutex_t enumeration_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void query_string(cl_device_id dev, cl_device_info what, char *out,
                          size_t size) {
   out[0] = '\0';
@@ -112,12 +120,15 @@ static cl_int each_device(device_visitor visit, void *user) {
   if ((err = clGetPlatformIDs(n_platforms, platforms, NULL)) != CL_SUCCESS) return err;
   for (cl_uint p = 0; p < n_platforms; ++p) {
     cl_uint n_devices = 0;
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n_devices) != CL_SUCCESS)
-      continue;
+    /* A platform without devices says CL_DEVICE_NOT_FOUND; any other
+     * failure would silently hide devices, so it is the caller's error. */
+    err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n_devices);
+    if (err == CL_DEVICE_NOT_FOUND || (err == CL_SUCCESS && n_devices == 0)) continue;
+    if (err != CL_SUCCESS) return err;
     cl_device_id devices[64];
     if (n_devices > 64) n_devices = 64;
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n_devices, devices, NULL) != CL_SUCCESS)
-      continue;
+    err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n_devices, devices, NULL);
+    if (err != CL_SUCCESS) return err;
     for (cl_uint d = 0; d < n_devices; ++d)
       if (visit(platforms[p], devices[d], p, d, user)) return CL_SUCCESS;
   }
@@ -144,7 +155,9 @@ fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count) {
   *count = 0;
   if (!out && capacity) return FCL_ERROR_INVALID_ARGUMENT;
   list_state st = {out, capacity, 0, FCL_SUCCESS};
+  pthread_mutex_lock(&enumeration_lock);
   cl_int err = each_device(list_visit, &st);
+  pthread_mutex_unlock(&enumeration_lock);
   if (st.status != FCL_SUCCESS) return st.status;
   if (err != CL_SUCCESS) return err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY
                                                              : FCL_ERROR_OPENCL;
@@ -239,19 +252,19 @@ static fcl_context *context_alloc(void) {
   /* `lock` guards small state only and is held for moments; recursive so
    * that a helper taking it may be called by one that holds it. */
   pthread_mutexattr_t attr;
-  int ok = pthread_mutexattr_init(&attr) == 0 &&
-           pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
-           pthread_mutex_init(&ctx->lock, &attr) == 0;
-  pthread_mutexattr_destroy(&attr);
-  if (ok && pthread_mutex_init(&ctx->build_lock, NULL) != 0) {
-    pthread_mutex_destroy(&ctx->lock);
-    ok = 0;
-  }
-  if (!ok) {
-    fcl__free(ctx);
-    return NULL;
-  }
-  return ctx;
+  const int have_attr = pthread_mutexattr_init(&attr) == 0;
+  const int lock = have_attr && pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+                   pthread_mutex_init(&ctx->lock, &attr) == 0;
+  if (have_attr) pthread_mutexattr_destroy(&attr);
+  const int cache_lock = lock && pthread_mutex_init(&ctx->cache_lock, NULL) == 0;
+  const int cache_built = cache_lock && pthread_cond_init(&ctx->cache_built, NULL) == 0;
+  const int gate = cache_built && pthread_cond_init(&ctx->gate_changed, NULL) == 0;
+  if (gate) return ctx;
+  if (cache_built) pthread_cond_destroy(&ctx->cache_built);
+  if (cache_lock) pthread_mutex_destroy(&ctx->cache_lock);
+  if (lock) pthread_mutex_destroy(&ctx->lock);
+  fcl__free(ctx);
+  return NULL;
 }
 
 static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
@@ -272,10 +285,21 @@ static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
   return FCL_SUCCESS;
 }
 
+static fcl_status context_create(fcl_context *ctx, const char *selector);
+
 fcl_status fcl_context_create(const char *selector, fcl_context **out) {
   if (!out) return FCL_ERROR_INVALID_ARGUMENT;
   fcl_context *ctx = *out = context_alloc();
   if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&enumeration_lock);
+  fcl_status status = context_create(ctx, selector);
+  pthread_mutex_unlock(&enumeration_lock);
+  return status;
+}
+
+/* The selection and the OpenCL objects of fcl_context_create; the caller
+ * holds enumeration_lock. */
+static fcl_status context_create(fcl_context *ctx, const char *selector) {
 
   if (!selector || !*selector) {
     const char *env = getenv("FLASHCL_DEVICE");
@@ -352,12 +376,25 @@ static int find_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
   return 1;
 }
 
+static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_id device,
+                               cl_command_queue queue);
+
 fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
                             cl_command_queue queue, fcl_context **out) {
   if (!out) return FCL_ERROR_INVALID_ARGUMENT;
   /* As with fcl_context_create, a context carries the reason of a failure. */
   fcl_context *ctx = *out = context_alloc();
   if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&enumeration_lock);
+  fcl_status status = context_wrap(ctx, context, device, queue);
+  pthread_mutex_unlock(&enumeration_lock);
+  return status;
+}
+
+/* The checks and bookkeeping of fcl_context_wrap; the caller holds
+ * enumeration_lock. */
+static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_id device,
+                               cl_command_queue queue) {
   FCL_RETURN_IF(ctx, !context || !device || !queue, FCL_ERROR_INVALID_ARGUMENT,
                 "fcl_context_wrap: %s is NULL",
                 !context ? "context" : !device ? "device" : "queue");
@@ -395,7 +432,7 @@ fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
   ctx->device = device;
   ctx->queue = queue;
   find_state st = {device, 0, 0, 0};
-  each_device(find_visit, &st);
+  each_device(find_visit, &st);  /* indices only: a failure leaves them 0 */
   return context_finish(ctx, platform, st.pi, st.di);
 }
 
@@ -407,7 +444,9 @@ void fcl_context_release(fcl_context *ctx) {
   if (ctx->device) clReleaseDevice(ctx->device);
   if (ctx->cl) clReleaseContext(ctx->cl);
   fcl__errors_release(ctx);
-  pthread_mutex_destroy(&ctx->build_lock);
+  pthread_cond_destroy(&ctx->gate_changed);
+  pthread_cond_destroy(&ctx->cache_built);
+  pthread_mutex_destroy(&ctx->cache_lock);
   pthread_mutex_destroy(&ctx->lock);
   fcl__free(ctx);
 }

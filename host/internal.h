@@ -36,13 +36,19 @@ struct fcl_context {
   int queue_profiling;    /* the queue has CL_QUEUE_PROFILING_ENABLE */
   int serial_launches;    /* wait for each kernel launch (PoCL, resources.c) */
   fcl_device_info info;
-  /* The program cache, under its own lock: a compile takes seconds, and
-   * other threads' calls that need no compile must not wait for it. Taken
-   * before `lock` when both are held, never after. */
-  pthread_mutex_t build_lock;
-  fcl__program_entry *programs;
-  size_t n_programs, cap_programs;
-  long program_builds;    /* programs compiled (not taken from the cache) */
+  /* The program cache (program.c), under its own lock, which is held for
+   * lookups and insertions only, never across a compile: a thread that
+   * needs a variant another thread is compiling waits on cache_built for
+   * it, every other thread goes on. Taken before `lock` when both are
+   * held, never after. */
+  pthread_mutex_t cache_lock;
+  pthread_cond_t cache_built;
+  fcl__program_entry *programs;  /* a list; entries being built have no program */
+  long program_builds;    /* programs compiled successfully (not taken from the cache) */
+  /* Test hook (fcl__hold_builds): builds wait at the gate while it is
+   * closed; guarded by `lock`. */
+  int builds_gated, builds_at_gate;
+  pthread_cond_t gate_changed;
   pthread_mutex_t lock;   /* recursive; guards everything below */
   fcl__settings settings;
   int used_clblast;       /* naive.c registered this context with CLBlast */
@@ -67,6 +73,13 @@ uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits);
 /** Test hook: how many programs the context has compiled so far (a cache
  *  hit does not count). */
 long fcl__program_builds(fcl_context *ctx);
+
+/** Test hook: while `hold` is 1, every program build of the context stops
+ *  just before compiling and waits until it is 0 again; 0 lets them go. */
+void fcl__hold_builds(fcl_context *ctx, int hold);
+/** Test hook: waits until at least `n` builds are held, for at most
+ *  `timeout_ms`. @return 1 if they are, 0 on timeout. */
+int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms);
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -281,6 +294,9 @@ typedef struct fcl__shape {
   size_t group;     /* heads_q / heads_kv */
 } fcl__shape;
 
+/** The bytes each buffer of a call needs, from a checked shape. */
+fcl_buffer_sizes fcl__buffer_sizes(const fcl__shape *shape);
+
 /** Validates a descriptor's fields and computes its shape (when `shape` is
  *  not NULL). Pure apart from the error message, which goes to the context
  *  (ctx may be NULL). */
@@ -303,8 +319,9 @@ fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
 /** Checks the buffers of one call, mems[0..n): the first n_inputs are read,
  *  the rest written (NULL entries are absent optional buffers). An output
  *  must be writable by kernels (not CL_MEM_READ_ONLY) and share no byte
- *  with any other buffer of the call, sub-buffers included; an input must
- *  be readable (not CL_MEM_WRITE_ONLY). Call after fcl__check_buffer. */
+ *  with any other buffer of the call, sub-buffers and host memory lent
+ *  with CL_MEM_USE_HOST_PTR included; an input must be readable (not
+ *  CL_MEM_WRITE_ONLY). Call after fcl__check_buffer. */
 fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
                                    const char *const *names, size_t n_inputs,
                                    size_t n);
@@ -514,12 +531,23 @@ fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem fr
 
 /* ---- the I/O model ------------------------------------------------------ */
 
+/** Byte counts of the I/O model, in 128 bits: every term is a product of
+ *  a validated tensor's bytes (below 2^64) and a sequence length (below
+ *  2^31) or a few more small factors, so none overflows; what does not fit
+ *  the public 64-bit fields is reported as an overflow, never wrapped. */
+typedef unsigned __int128 fcl__bytes;
+
 /** Global-memory traffic of an algorithm as it runs, in bytes (each element
  *  weighted by its type: the storage type, float for LSE and S/P). */
 typedef struct fcl__io {
-  uint64_t loads;
-  uint64_t stores;
+  fcl__bytes loads;
+  fcl__bytes stores;
 } fcl__io;
+
+/** loads + stores as 64 bits; UINT64_MAX when they do not fit. */
+uint64_t fcl__io_total(fcl__io io);
+/** 1 when both counts fit 64 bits each and in sum. */
+int fcl__io_fits(fcl__io io);
 
 /** Forward traffic of the flash kernel for `plan`. */
 fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,

@@ -8,23 +8,32 @@
 
 #include <string.h>
 
-static uint64_t triangle(uint64_t n) { return n * (n + 1) / 2; }
+static fcl__bytes triangle(fcl__bytes n) { return n * (n + 1) / 2; }
+
+uint64_t fcl__io_total(fcl__io io) {
+  const fcl__bytes total = io.loads + io.stores;
+  return total > UINT64_MAX ? UINT64_MAX : (uint64_t)total;
+}
+
+int fcl__io_fits(fcl__io io) {
+  return io.loads <= UINT64_MAX && io.stores <= UINT64_MAX && io.loads + io.stores <= UINT64_MAX;
+}
 
 /* Sum over query rows of the keys each row sees (the causal mask is
  * bottom-right aligned: row i sees min(seqlen_k, max(0, i + diag + 1))). */
-static uint64_t seen_pairs(const fcl_attention_desc *desc) {
-  uint64_t nq = desc->seqlen_q, nk = desc->seqlen_k;
+static fcl__bytes seen_pairs(const fcl_attention_desc *desc) {
+  fcl__bytes nq = desc->seqlen_q, nk = desc->seqlen_k;
   if (!desc->causal) return nq * nk;
   /* Row i sees x = i + nk - nq + 1 keys, from x = nk - nq + 1 up to nk. */
   int64_t first = (int64_t)nk - (int64_t)nq + 1;
-  uint64_t from = first > 1 ? (uint64_t)first : 1;
+  fcl__bytes from = first > 1 ? (fcl__bytes)first : 1;
   return triangle(nk) - triangle(from - 1);
 }
 
 /* Keys the flash kernel loads for the query block starting at row q0:
  * whole tiles up to the last key any of its rows sees. */
-static uint64_t flash_keys_loaded(const fcl_attention_desc *desc,
-                                  const fcl_plan *plan, uint64_t q0) {
+static fcl__bytes flash_keys_loaded(const fcl_attention_desc *desc,
+                                  const fcl_plan *plan, fcl__bytes q0) {
   int64_t nq = (int64_t)desc->seqlen_q, nk = (int64_t)desc->seqlen_k;
   int64_t end = nk;
   if (desc->causal) {
@@ -33,17 +42,17 @@ static uint64_t flash_keys_loaded(const fcl_attention_desc *desc,
     if (end < 0) end = 0;
     if (end > nk) end = nk;
   }
-  uint64_t tiles = ((uint64_t)end + plan->block_k - 1) / plan->block_k;
-  uint64_t keys = tiles * plan->block_k;
-  return keys < (uint64_t)nk ? keys : (uint64_t)nk;
+  fcl__bytes tiles = ((fcl__bytes)end + plan->block_k - 1) / plan->block_k;
+  fcl__bytes keys = tiles * plan->block_k;
+  return keys < (fcl__bytes)nk ? keys : (fcl__bytes)nk;
 }
 
 fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,
                               const fcl_plan *plan, int with_lse) {
-  const uint64_t e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
-  uint64_t keys = 0;
-  for (uint64_t q0 = 0; q0 < desc->seqlen_q; q0 += plan->block_q)
+  const fcl__bytes e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
+  fcl__bytes keys = 0;
+  for (fcl__bytes q0 = 0; q0 < desc->seqlen_q; q0 += plan->block_q)
     keys += flash_keys_loaded(desc, plan, q0);
   fcl__io io;
   io.loads = slices * (desc->seqlen_q * d * e + 2 * keys * d * e);
@@ -55,31 +64,31 @@ fcl__io fcl__io_softmax(const fcl_device_limits *limits,
                         const fcl_attention_desc *desc, int with_lse) {
   unsigned wg, cols;
   fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
-  const uint64_t se = fcl__naive_s_elem_size(desc);
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const fcl__bytes se = fcl__naive_s_elem_size(desc);
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
   fcl__io io;
   io.loads = slices * seen_pairs(desc) * se * (cols ? 1 : 2);
-  io.stores = slices * ((uint64_t)desc->seqlen_q * desc->seqlen_k * se +
+  io.stores = slices * ((fcl__bytes)desc->seqlen_q * desc->seqlen_k * se +
                         (with_lse ? desc->seqlen_q * 4 : 0));
   return io;
 }
 
 /* Elements of the query-shaped and key-shaped tensors. */
-static uint64_t q_elems(const fcl_attention_desc *desc) {
-  return (uint64_t)desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
+static fcl__bytes q_elems(const fcl_attention_desc *desc) {
+  return (fcl__bytes)desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
 }
-static uint64_t kv_elems(const fcl_attention_desc *desc) {
-  return (uint64_t)desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
+static fcl__bytes kv_elems(const fcl_attention_desc *desc) {
+  return (fcl__bytes)desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
 }
 
 fcl__io fcl__io_naive_conversions(const fcl_attention_desc *desc, fcl_pass pass) {
   fcl__io io = {0, 0};
   if (fcl__naive_compute_dtype(desc) == desc->dtype) return io;
-  const uint64_t e = fcl_dtype_size(desc->dtype), q = q_elems(desc), kv = kv_elems(desc);
+  const fcl__bytes e = fcl_dtype_size(desc->dtype), q = q_elems(desc), kv = kv_elems(desc);
   /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
    * dQ, dK, dV narrowed. */
-  const uint64_t in = pass == FCL_PASS_FORWARD ? q + 2 * kv : 2 * q + 2 * kv;
-  const uint64_t out = pass == FCL_PASS_FORWARD ? q : q + 2 * kv;
+  const fcl__bytes in = pass == FCL_PASS_FORWARD ? q + 2 * kv : 2 * q + 2 * kv;
+  const fcl__bytes out = pass == FCL_PASS_FORWARD ? q : q + 2 * kv;
   io.loads = in * e + out * 4;
   io.stores = in * 4 + out * e;
   return io;
@@ -90,10 +99,10 @@ fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
                               unsigned chunks) {
   /* The GEMMs read and write tensors in the compute type (float copies for
    * bf16), S and P in the S type. */
-  const uint64_t e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
-  const uint64_t se = fcl__naive_s_elem_size(desc);
-  const uint64_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
+  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const fcl__bytes se = fcl__naive_s_elem_size(desc);
+  const fcl__bytes d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
   const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
   fcl__io io = fcl__io_softmax(limits, desc, with_lse);
   /* S = Q K^T: reads Q and K, writes S. O = P V: reads P and V, writes O. */
@@ -102,7 +111,7 @@ fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
   /* Staged outputs copied to the caller's buffers; a widened O is scratch
    * anyway, and its conversion is the copy. */
   if (chunks > 1) {
-    uint64_t staged = slices * ((widened ? 0 : nq * d * e) + (with_lse ? nq * 4 : 0));
+    fcl__bytes staged = slices * ((widened ? 0 : nq * d * e) + (with_lse ? nq * 4 : 0));
     io.loads += staged;
     io.stores += staged;
   }
@@ -117,8 +126,8 @@ fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
 /* Query rows the dK/dV kernel loads for the key block starting at k0, per
  * query head: whole tiles from the first that holds a row seeing key k0
  * (causal) to the end, clipped at seqlen_q. */
-static uint64_t flash_bwd_queries_loaded(const fcl_attention_desc *desc,
-                                         const fcl_plan *plan, uint64_t k0) {
+static fcl__bytes flash_bwd_queries_loaded(const fcl_attention_desc *desc,
+                                         const fcl_plan *plan, fcl__bytes k0) {
   int64_t nq = (int64_t)desc->seqlen_q, nk = (int64_t)desc->seqlen_k;
   int64_t begin = 0;
   if (desc->causal) {
@@ -126,34 +135,34 @@ static uint64_t flash_bwd_queries_loaded(const fcl_attention_desc *desc,
     if (begin < 0) begin = 0;
     if (begin > nq) begin = nq;
   }
-  uint64_t first = (uint64_t)begin / plan->block_q * plan->block_q;
-  return (uint64_t)nq - first;
+  fcl__bytes first = (fcl__bytes)begin / plan->block_q * plan->block_q;
+  return (fcl__bytes)nq - first;
 }
 
 fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *plan) {
-  const uint64_t e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
-  const uint64_t nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
-  const uint64_t kv_slices = (uint64_t)desc->batch * desc->heads_kv;
-  const uint64_t group = desc->heads_q / desc->heads_kv;
-  const uint64_t row = d * e;        /* one row of Q, K, V, O, dO or a gradient */
-  const uint64_t stats = 2 * 4;      /* LSE and D of one query row */
+  const fcl__bytes e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
+  const fcl__bytes nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
+  const fcl__bytes kv_slices = (fcl__bytes)desc->batch * desc->heads_kv;
+  const fcl__bytes group = desc->heads_q / desc->heads_kv;
+  const fcl__bytes row = d * e;        /* one row of Q, K, V, O, dO or a gradient */
+  const fcl__bytes stats = 2 * 4;      /* LSE and D of one query row */
   fcl__io io;
   /* Preprocessing: reads O and dO, writes D. */
   io.loads = slices * nq * 2 * row;
   io.stores = slices * nq * 4;
   /* dK/dV: K and V of the block once; Q, dO, LSE and D of every query tile
    * it does not skip, for each query head of the group; dK and dV once. */
-  for (uint64_t k0 = 0; k0 < nk; k0 += plan->block_k) {
-    const uint64_t keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
-    const uint64_t queries = flash_bwd_queries_loaded(desc, plan, k0);
+  for (fcl__bytes k0 = 0; k0 < nk; k0 += plan->block_k) {
+    const fcl__bytes keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
+    const fcl__bytes queries = flash_bwd_queries_loaded(desc, plan, k0);
     io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats));
     io.stores += kv_slices * keys * 2 * row;
   }
   /* dQ: Q, dO, LSE and D of the block once; K and V of every key tile it
    * does not skip; dQ once. */
-  for (uint64_t q0 = 0; q0 < nq; q0 += plan->block_q) {
-    const uint64_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
+  for (fcl__bytes q0 = 0; q0 < nq; q0 += plan->block_q) {
+    const fcl__bytes rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
     io.loads += slices * (rows * (2 * row + stats) +
                           flash_keys_loaded(desc, plan, q0) * 2 * row);
     io.stores += slices * rows * row;
@@ -165,9 +174,9 @@ fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
                                  const fcl_attention_desc *desc) {
   unsigned wg, cols;
   fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
-  const uint64_t se = fcl__naive_s_elem_size(desc);
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
-  const uint64_t seen = seen_pairs(desc), all = (uint64_t)desc->seqlen_q * desc->seqlen_k;
+  const fcl__bytes se = fcl__naive_s_elem_size(desc);
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
+  const fcl__bytes seen = seen_pairs(desc), all = (fcl__bytes)desc->seqlen_q * desc->seqlen_k;
   fcl__io io;
   /* softmax_recompute: LSE once per row, S where seen; P everywhere. */
   io.loads = slices * (desc->seqlen_q * 4 + seen * se);
@@ -180,22 +189,22 @@ fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
 
 fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
                                const fcl_attention_desc *desc, unsigned chunks) {
-  const uint64_t e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
-  const uint64_t se = fcl__naive_s_elem_size(desc);
+  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const fcl__bytes se = fcl__naive_s_elem_size(desc);
   const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
-  const uint64_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const uint64_t slices = (uint64_t)desc->batch * desc->heads_q;
-  const uint64_t q = nq * d * e, kv = nk * d * e, s = nq * nk * se;
+  const fcl__bytes d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
+  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
+  const fcl__bytes q = nq * d * e, kv = nk * d * e, s = nq * nk * se;
   fcl__io io = fcl__io_softmax_backward(limits, desc);
   /* Each GEMM reads its operands once and writes its result once:
    * S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q. */
   io.loads += slices * ((q + kv) + (s + q) + (q + kv) + (s + kv) + (s + q));
   io.stores += slices * (s + kv + s + q + kv);
   /* dK and dV of the group's later members add to C (beta = 1): read too. */
-  const uint64_t adding = (uint64_t)desc->batch * (desc->heads_q - desc->heads_kv);
+  const fcl__bytes adding = (fcl__bytes)desc->batch * (desc->heads_q - desc->heads_kv);
   io.loads += adding * 2 * kv;
   if (chunks > 1 && !widened) {  /* staged gradients copied to the caller's buffers */
-    uint64_t staged = (uint64_t)desc->batch * (desc->heads_q * q + 2 * desc->heads_kv * kv);
+    fcl__bytes staged = (fcl__bytes)desc->batch * (desc->heads_q * q + 2 * desc->heads_kv * kv);
     io.loads += staged;
     io.stores += staged;
   }
@@ -229,8 +238,9 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
     io = pass == FCL_PASS_FORWARD ? fcl__io_naive_forward(limits, desc, with_lse, est.chunks)
                                   : fcl__io_naive_backward(limits, desc, est.chunks);
   }
-  est.bytes_loaded = io.loads;
-  est.bytes_stored = io.stores;
+  if (!fcl__io_fits(io)) return FCL_ERROR_INVALID_SHAPE;  /* 2^64 bytes and more */
+  est.bytes_loaded = (uint64_t)io.loads;
+  est.bytes_stored = (uint64_t)io.stores;
   /* The paper's orders: standard Theta(N d + N^2) and flash Theta(N^2 d^2 / M)
    * elements per head, M the local memory in elements. */
   const double e = (double)fcl_dtype_size(desc->dtype), d = (double)desc->head_dim;

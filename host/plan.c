@@ -377,6 +377,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   while (bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > PRIVATE_FLOATS)
     bk_cap /= 2;
   const int fixed_bk = hint && hint->block_k;
+  if (fixed_bk && hint->block_k < MIN_BLOCK_K) {
+    fcl__say(why, why_len, "block_k = %u is below the SIMT forward's minimum of %u keys per tile",
+             hint->block_k, MIN_BLOCK_K);
+    return FCL_ERROR_UNSUPPORTED;
+  }
   if (fixed_bk) bk_cap = hint->block_k;
   /* Then local memory: the largest power-of-two tile up to the cap that
    * fits, for each element size; 2-byte tiles only where they fit a larger

@@ -46,10 +46,13 @@ static const struct {
     [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma},
 };
 
+/* One variant: compiled (program set) or being compiled by one thread
+ * (program NULL), which others needing it wait for. */
 struct fcl__program_entry {
   fcl__source source;
   char *options;
   cl_program program;
+  fcl__program_entry *next;
 };
 
 void fcl__options_init(fcl__options *opts) {
@@ -92,32 +95,42 @@ static void context_options(const fcl_context *ctx, fcl__options *opts) {
   if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(opts, FCL_EXTRA_KERNEL_OPTIONS);
 }
 
-/* Looks up a built program; the caller holds ctx->build_lock. */
-static cl_program cache_find(fcl_context *ctx, fcl__source source,
-                             const char *options) {
-  for (size_t i = 0; i < ctx->n_programs; ++i)
-    if (ctx->programs[i].source == source &&
-        !strcmp(ctx->programs[i].options, options))
-      return ctx->programs[i].program;
+/* The entry of a variant, built or being built; the caller holds
+ * ctx->cache_lock. */
+static fcl__program_entry *cache_find(fcl_context *ctx, fcl__source source,
+                                      const char *options) {
+  for (fcl__program_entry *e = ctx->programs; e; e = e->next)
+    if (e->source == source && !strcmp(e->options, options)) return e;
   return NULL;
 }
 
-/* Adds a program to the cache; the caller holds ctx->build_lock. */
-static int cache_add(fcl_context *ctx, fcl__source source, const char *options,
-                     cl_program program) {
-  if (ctx->n_programs == ctx->cap_programs) {
-    size_t cap = ctx->cap_programs ? 2 * ctx->cap_programs : 8;
-    fcl__program_entry *grown = fcl__realloc(ctx, ctx->programs, cap * sizeof *grown);
-    if (!grown) return 0;
-    ctx->programs = grown;
-    ctx->cap_programs = cap;
+/* A new entry for a variant this thread is about to build; the caller
+ * holds ctx->cache_lock. NULL when host memory ran out. */
+static fcl__program_entry *cache_claim(fcl_context *ctx, fcl__source source,
+                                       const char *options) {
+  fcl__program_entry *e = fcl__calloc(ctx, 1, sizeof *e);
+  const size_t n = strlen(options) + 1;
+  char *copy = e ? fcl__malloc(ctx, n) : NULL;
+  if (!copy) {
+    fcl__free(e);
+    return NULL;
   }
-  size_t n = strlen(options) + 1;
-  char *copy = fcl__malloc(ctx, n);
-  if (!copy) return 0;
   memcpy(copy, options, n);
-  ctx->programs[ctx->n_programs++] = (fcl__program_entry){source, copy, program};
-  return 1;
+  *e = (fcl__program_entry){source, copy, NULL, ctx->programs};
+  ctx->programs = e;
+  return e;
+}
+
+/* Forgets an entry whose build failed, so that the next call builds it
+ * again; the caller holds ctx->cache_lock. */
+static void cache_drop(fcl_context *ctx, fcl__program_entry *gone) {
+  for (fcl__program_entry **at = &ctx->programs; *at; at = &(*at)->next)
+    if (*at == gone) {
+      *at = gone->next;
+      break;
+    }
+  fcl__free(gone->options);
+  fcl__free(gone);
 }
 
 /* Compiles one program; records the build log as the error on failure. */
@@ -132,7 +145,6 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
   }
   cl_program program;
   FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
-  ctx->program_builds++;
   cl_int err = fcl__build_program(ctx, program, options);
   if (err == CL_SUCCESS) {
     *out = program;
@@ -158,10 +170,44 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
 }
 
 long fcl__program_builds(fcl_context *ctx) {
-  pthread_mutex_lock(&ctx->build_lock);
+  pthread_mutex_lock(&ctx->cache_lock);
   long n = ctx->program_builds;
-  pthread_mutex_unlock(&ctx->build_lock);
+  pthread_mutex_unlock(&ctx->cache_lock);
   return n;
+}
+
+/* The variant's program: from the cache, after waiting for the thread
+ * that builds it, or built here. The cache's lock is never held across a
+ * compile, so that a thread whose variant is built, or which builds
+ * another, never waits for this one. */
+static fcl_status cached_program(fcl_context *ctx, fcl__source source, const char *options,
+                                 cl_program *out) {
+  pthread_mutex_lock(&ctx->cache_lock);
+  fcl__program_entry *e;
+  while ((e = cache_find(ctx, source, options)) != NULL && !e->program)
+    pthread_cond_wait(&ctx->cache_built, &ctx->cache_lock);
+  if (e) {
+    *out = e->program;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return FCL_SUCCESS;
+  }
+  e = cache_claim(ctx, source, options);
+  pthread_mutex_unlock(&ctx->cache_lock);
+  FCL_RETURN_IF(ctx, !e, FCL_ERROR_OUT_OF_MEMORY, "out of host memory caching a program");
+
+  cl_program program = NULL;
+  const fcl_status status = build(ctx, source, options, &program);
+  pthread_mutex_lock(&ctx->cache_lock);
+  if (status == FCL_SUCCESS) {
+    e->program = program;
+    ctx->program_builds++;
+  } else {
+    cache_drop(ctx, e);  /* a waiting thread builds it again, and fails on its own */
+  }
+  pthread_cond_broadcast(&ctx->cache_built);
+  pthread_mutex_unlock(&ctx->cache_lock);
+  *out = program;
+  return status;
 }
 
 fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
@@ -174,32 +220,17 @@ fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
   context_options(ctx, &all);
   FCL_RETURN_IF(ctx, opts->overflow || all.overflow, FCL_ERROR_INVALID_ARGUMENT,
                 "build options for %s are too long", sources[source].file);
-
-  /* Builds run under the cache's lock: a second thread wanting the same
-   * program waits for it instead of compiling it again. */
-  fcl_status status = FCL_SUCCESS;
-  pthread_mutex_lock(&ctx->build_lock);
-  cl_program program = cache_find(ctx, source, all.text);
-  if (!program) {
-    status = build(ctx, source, all.text, &program);
-    if (status == FCL_SUCCESS && !cache_add(ctx, source, all.text, program)) {
-      clReleaseProgram(program);
-      status = fcl__fail(ctx, FCL_ERROR_OUT_OF_MEMORY,
-                         "out of host memory caching a program");
-    }
-  }
-  pthread_mutex_unlock(&ctx->build_lock);
-  FCL_FORWARD_IF(status);
-
+  cl_program program = NULL;
+  FCL_FORWARD_IF(cached_program(ctx, source, all.text, &program));
   return fcl__create_kernel(ctx, program, name, kernel);
 }
 
 void fcl__programs_release(fcl_context *ctx) {
-  for (size_t i = 0; i < ctx->n_programs; ++i) {
-    clReleaseProgram(ctx->programs[i].program);
-    fcl__free(ctx->programs[i].options);
+  while (ctx->programs) {
+    fcl__program_entry *e = ctx->programs;
+    ctx->programs = e->next;
+    if (e->program) clReleaseProgram(e->program);
+    fcl__free(e->options);
+    fcl__free(e);
   }
-  fcl__free(ctx->programs);
-  ctx->programs = NULL;
-  ctx->n_programs = ctx->cap_programs = 0;
 }

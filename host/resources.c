@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 /* Injection armed for the calling thread (fcl__inject_failures(NULL, ...)):
  * covers what happens before a context exists (device listing, context
@@ -174,9 +175,44 @@ fcl_status fcl__create_program(fcl_context *ctx, cl_uint count,
   return fcl__cl_fail(ctx, err, "clCreateProgramWithSource");
 }
 
+void fcl__hold_builds(fcl_context *ctx, int hold) {
+  pthread_mutex_lock(&ctx->lock);
+  __atomic_store_n(&ctx->builds_gated, hold, __ATOMIC_RELAXED);
+  pthread_cond_broadcast(&ctx->gate_changed);
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_ms / 1000;
+  until.tv_nsec += (timeout_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&ctx->lock);
+  int timed_out = 0;
+  while (ctx->builds_at_gate < n && !timed_out)
+    timed_out = pthread_cond_timedwait(&ctx->gate_changed, &ctx->lock, &until) != 0;
+  const int reached = ctx->builds_at_gate >= n;
+  pthread_mutex_unlock(&ctx->lock);
+  return reached;
+}
+
+/* Where a test holds builds (fcl__hold_builds): nothing to do otherwise. */
+static void build_gate(fcl_context *ctx) {
+  if (!__atomic_load_n(&ctx->builds_gated, __ATOMIC_RELAXED)) return;
+  pthread_mutex_lock(&ctx->lock);
+  ctx->builds_at_gate++;
+  pthread_cond_broadcast(&ctx->gate_changed);
+  while (__atomic_load_n(&ctx->builds_gated, __ATOMIC_RELAXED))
+    pthread_cond_wait(&ctx->gate_changed, &ctx->lock);
+  ctx->builds_at_gate--;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
 cl_int fcl__build_program(fcl_context *ctx, cl_program program,
                           const char *options) {
   if (fcl__injected(ctx, FCL_INJECT_HOST_ALLOC)) return CL_OUT_OF_HOST_MEMORY;
+  build_gate(ctx);
   return clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
 }
 

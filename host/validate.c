@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static int mul_overflows(size_t a, size_t b, size_t *out) {
@@ -61,6 +62,11 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape
          "scale = %g; it must be finite and > 0 (1/sqrt(head_dim) is the usual "
          "choice)",
          (double)desc->scale);
+  WHY_IF(desc->scale > FCL_MAX_SCALE, FCL_ERROR_INVALID_ARGUMENT,
+         "scale = %g exceeds FCL_MAX_SCALE = %g (FLT_MAX / log2(e)): the flash kernels "
+         "take exponentials as exp2(scale * log2(e) * x), and that factor must be a "
+         "finite float",
+         (double)desc->scale, (double)FCL_MAX_SCALE);
 
   size_t q = product4(desc->batch, desc->seqlen_q, desc->heads_q, desc->head_dim);
   size_t kv = product4(desc->batch, desc->seqlen_k, desc->heads_kv, desc->head_dim);
@@ -84,6 +90,24 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape
   return FCL_SUCCESS;
 }
 
+fcl_status fcl_attention_buffer_sizes(const fcl_attention_desc *desc, fcl_buffer_sizes *out,
+                                      char *why, size_t why_len) {
+  fcl__shape shape;
+  if (why && why_len) why[0] = '\0';
+  WHY_IF(!out, FCL_ERROR_INVALID_ARGUMENT, "out is NULL");
+  FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
+  *out = fcl__buffer_sizes(&shape);
+  return FCL_SUCCESS;
+}
+
+fcl_buffer_sizes fcl__buffer_sizes(const fcl__shape *shape) {
+  /* fcl__check_desc_why checked that these products fit */
+  const size_t q = shape->q_elems * shape->elem_size, kv = shape->kv_elems * shape->elem_size;
+  return (fcl_buffer_sizes){.q = q, .k = kv, .v = kv, .o = q,
+                            .lse = shape->lse_elems * sizeof(float),
+                            .dout = q, .dq = q, .dk = kv, .dv = kv};
+}
+
 fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
                            fcl__shape *shape) {
   char why[256];
@@ -101,12 +125,21 @@ fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
   }
   size_t size = 0;
   cl_context owner = NULL;
-  cl_int err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  cl_mem_object_type type = 0;
+  /* The type first: on a handle that is no memory object at all (a queue,
+   * say) some drivers answer the other queries with whatever they find. */
+  cl_int err = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, NULL);
   if (err == CL_SUCCESS)
     err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
   FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
                 "buffer %s is not a valid cl_mem (%s)", name,
                 fcl__cl_error_name(err));
+  FCL_RETURN_IF(ctx, type >= CL_MEM_OBJECT_IMAGE2D && type <= CL_MEM_OBJECT_IMAGE1D_BUFFER,
+                FCL_ERROR_INVALID_ARGUMENT, "argument %s is an image, not a buffer", name);
+  FCL_RETURN_IF(ctx, type != CL_MEM_OBJECT_BUFFER, FCL_ERROR_INVALID_ARGUMENT,
+                "argument %s is not a buffer (CL_MEM_TYPE 0x%x)", name, (unsigned)type);
   FCL_RETURN_IF(ctx, owner != ctx->cl, FCL_ERROR_INVALID_ARGUMENT,
                 "buffer %s belongs to another OpenCL context than the one "
                 "this fcl_context runs on",
@@ -117,26 +150,45 @@ fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
   return FCL_SUCCESS;
 }
 
-/* Where a buffer's bytes live: its root buffer and the byte range in it. */
+/* Where a buffer's bytes live: its root buffer and the byte range in it,
+ * and, for memory the caller lent (CL_MEM_USE_HOST_PTR; a sub-buffer
+ * inherits it), the host addresses, which two roots may share. */
 typedef struct mem_range {
   cl_mem root;
   size_t begin, end;
+  uintptr_t host_begin, host_end;  /* 0, 0: not the caller's host memory */
+  cl_mem_flags flags;
 } mem_range;
 
 static cl_int range_of(cl_mem mem, mem_range *r) {
   cl_mem parent = NULL;
   size_t offset = 0, size = 0;
+  cl_mem_flags flags = 0;
+  void *host = NULL;
   cl_int err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
   if (err == CL_SUCCESS)
     err = clGetMemObjectInfo(mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent,
                              &parent, NULL);
   if (err == CL_SUCCESS && parent)
     err = clGetMemObjectInfo(mem, CL_MEM_OFFSET, sizeof offset, &offset, NULL);
+  if (err == CL_SUCCESS) err = clGetMemObjectInfo(mem, CL_MEM_FLAGS, sizeof flags, &flags, NULL);
+  /* For a sub-buffer, CL_MEM_HOST_PTR is its parent's plus its origin. */
+  if (err == CL_SUCCESS && (flags & CL_MEM_USE_HOST_PTR))
+    err = clGetMemObjectInfo(mem, CL_MEM_HOST_PTR, sizeof host, &host, NULL);
   /* OpenCL 1.2 has no sub-buffers of sub-buffers: the parent is the root. */
   r->root = parent ? parent : mem;
   r->begin = offset;
   r->end = offset + size;
+  r->host_begin = host ? (uintptr_t)host : 0;
+  r->host_end = host ? (uintptr_t)host + size : 0;
+  r->flags = flags;
   return err;
+}
+
+static int ranges_overlap(const mem_range *a, const mem_range *b) {
+  if (a->root == b->root && a->begin < b->end && b->begin < a->end) return 1;
+  return a->host_begin && b->host_begin && a->host_begin < b->host_end &&
+         b->host_begin < a->host_end;
 }
 
 fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
@@ -147,9 +199,8 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
                 "too many buffers (%zu)", n);
   for (size_t i = 0; i < n; ++i) {
     if (!mems[i]) continue;
-    cl_mem_flags flags = 0;
-    cl_int err = clGetMemObjectInfo(mems[i], CL_MEM_FLAGS, sizeof flags, &flags, NULL);
-    if (err == CL_SUCCESS) err = range_of(mems[i], &ranges[i]);
+    cl_int err = range_of(mems[i], &ranges[i]);
+    const cl_mem_flags flags = ranges[i].flags;
     FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
                   "buffer %s is not a valid cl_mem (%s)", names[i],
                   fcl__cl_error_name(err));
@@ -166,10 +217,11 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
     for (size_t j = 0; j < n; ++j) {
       if (j == i || !mems[i] || !mems[j]) continue;
       const mem_range *a = &ranges[i], *b = &ranges[j];
-      int overlap = a->root == b->root && a->begin < b->end && b->begin < a->end;
-      FCL_RETURN_IF(ctx, overlap, FCL_ERROR_INVALID_ARGUMENT,
-                    mems[i] == mems[j] ? "output %s is the same buffer as %s"
-                                       : "output %s overlaps buffer %s",
+      FCL_RETURN_IF(ctx, ranges_overlap(a, b), FCL_ERROR_INVALID_ARGUMENT,
+                    mems[i] == mems[j]   ? "output %s is the same buffer as %s"
+                    : a->root == b->root ? "output %s overlaps buffer %s"
+                                         : "output %s shares host memory (CL_MEM_USE_HOST_PTR) "
+                                           "with buffer %s",
                     names[i], names[j]);
     }
   return FCL_SUCCESS;

@@ -135,7 +135,9 @@ typedef struct fcl_device_info {
  *  Writes at most `capacity` entries to `out` (which may be NULL when
  *  capacity is 0) and the total number of devices to `*count`.
  *  On failure *count is 0 (when count is not NULL); entries of `out` may
- *  have been written.
+ *  have been written. A platform that reports no device
+ *  (CL_DEVICE_NOT_FOUND) adds none; any other failure to list a platform's
+ *  devices is FCL_ERROR_OPENCL, never a shorter list. Thread-safe.
  *  @return FCL_SUCCESS (also when no platform exists: *count is then 0),
  *          FCL_ERROR_INVALID_ARGUMENT (count NULL, or out NULL with a
  *          nonzero capacity), FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
@@ -157,8 +159,13 @@ FCL_API fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *co
  *  starts, so it runs wholly with the old or wholly with the new values.
  *  Results do not depend on what other threads do: each call computes the
  *  same bits it would compute alone. Contexts are independent of each
- *  other, apart from one process-wide lock around CLBlast (naive
- *  algorithm), whose kernel cache is not thread-safe. */
+ *  other, apart from two process-wide locks: one around CLBlast (naive
+ *  algorithm), whose kernel cache is not thread-safe, and one that makes
+ *  device listing (fcl_devices) and context creation (fcl_context_create,
+ *  fcl_context_wrap) run one at a time, as some drivers' lazy start-up
+ *  needs (PoCL 3.1 crashed without it). Those serialise only the library's
+ *  own calls: an application that lists devices through OpenCL on another
+ *  thread meanwhile is on its own. */
 typedef struct fcl_context fcl_context;
 
 /** Creates a context on the device `selector` names, with its own OpenCL
@@ -284,8 +291,16 @@ typedef struct fcl_attention_desc {
   size_t head_dim;  /**< 1 .. FCL_MAX_HEAD_DIM */
   fcl_dtype dtype;  /**< storage type of Q, K, V, O and the gradients */
   int causal;       /**< 0 or 1; bottom-right aligned */
-  float scale;      /**< logits are scale * q.k; finite and > 0 */
+  /** Logits are scale * q.k: finite, > 0 and at most FCL_MAX_SCALE. */
+  float scale;
 } fcl_attention_desc;
+
+/** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded
+ *  down (about 2.36e38). The flash kernels take exponentials as
+ *  exp2(scale * log2(e) * x), and scale * log2(e) must be a finite float;
+ *  a larger scale is refused with FCL_ERROR_INVALID_ARGUMENT by every
+ *  function that takes a descriptor, whatever the algorithm. */
+#define FCL_MAX_SCALE 2.35865744e+38f
 
 /** The largest head_dim any algorithm accepts. Devices with little local
  *  memory may support less (FCL_ERROR_UNSUPPORTED says how much). */
@@ -296,6 +311,26 @@ typedef struct fcl_attention_desc {
 FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
                              size_t heads_q, size_t heads_kv, size_t seqlen_q,
                              size_t seqlen_k, size_t head_dim);
+
+/** The bytes each buffer of an attention call must hold at least. */
+typedef struct fcl_buffer_sizes {
+  size_t q, k, v, o;        /**< the forward's tensors (in the storage type) */
+  size_t lse;               /**< LSE, floats */
+  size_t dout, dq, dk, dv;  /**< the backward's: dO and dQ as q, dK as k, dV as v */
+} fcl_buffer_sizes;
+
+/** The buffer sizes of `desc`, in bytes, after validating it as the
+ *  attention calls do (the same statuses and reasons), so that a caller
+ *  can allocate, or refuse a shape, before touching a device. Every size
+ *  is computed without overflow: a shape whose tensors would not fit in
+ *  size_t is FCL_ERROR_INVALID_SHAPE. On failure a reason is written to
+ *  `why` as fcl_plan_flash does, and `out` is not written.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (desc or out NULL, a bad
+ *          dtype, causal or scale), FCL_ERROR_INVALID_SHAPE,
+ *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM). */
+FCL_API fcl_status fcl_attention_buffer_sizes(const fcl_attention_desc *desc,
+                                              fcl_buffer_sizes *out, char *why,
+                                              size_t why_len);
 
 typedef enum fcl_pass {
   FCL_PASS_FORWARD = 0,
@@ -369,7 +404,7 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
  *  An MMA hint takes only block_k (a multiple of 16), wg_size (a power of
- *  two from 32 to 512) and rows_per_thread (2 or 4) besides; its
+ *  two from 32 to 512) and rows_per_thread (2) besides; its
  *  threads_per_row and tile_elem_size are fixed. With kernel left 0, a hint that sets
  *  threads_per_row, rows_per_thread or tile_elem_size describes, and so
  *  selects, the SIMT kernel.
@@ -416,8 +451,12 @@ typedef struct fcl_run_info {
  *  Buffers must belong to the context's OpenCL context and hold at least the
  *  shape's bytes (checked with CL_MEM_SIZE). Inputs may be the same buffer;
  *  an output may share no byte with any other buffer of the call (checked,
- *  sub-buffers included), and may not be CL_MEM_READ_ONLY (nor an input
- *  CL_MEM_WRITE_ONLY).
+ *  through sub-buffers and through host memory lent with
+ *  CL_MEM_USE_HOST_PTR; memory shared in ways OpenCL 1.2 cannot report,
+ *  such as graphics interop or one allocation imported twice, cannot be
+ *  checked), and may not be CL_MEM_READ_ONLY (nor an input
+ *  CL_MEM_WRITE_ONLY). Every argument must be a buffer (CL_MEM_TYPE
+ *  CL_MEM_OBJECT_BUFFER), not an image or pipe.
  *  On failure, each output buffer is either untouched or completely
  *  written, never half: the call waits for the work it had enqueued
  *  before returning the failure, so this holds on return.
@@ -443,8 +482,9 @@ typedef struct fcl_run_info {
  *  @return FCL_SUCCESS;
  *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL, algo,
  *            dtype, causal or scale out of range, q, k, v or o NULL, a
- *            buffer that is not a cl_mem, of another OpenCL context, with
- *            the wrong access flags, or an output overlapping a buffer;
+ *            handle that is not a buffer (not a cl_mem, an image), of
+ *            another OpenCL context, with the wrong access flags, or an
+ *            output overlapping a buffer;
  *          FCL_ERROR_INVALID_SHAPE: a size 0 or over INT_MAX, heads_q not a
  *            multiple of heads_kv, tensor sizes overflowing size_t;
  *          FCL_ERROR_BUFFER_TOO_SMALL (the message names the buffer);
@@ -518,8 +558,9 @@ typedef struct fcl_io_estimate {
 /** Computes an algorithm's global-memory traffic for `desc` on a device
  *  with `limits`, without running anything. `with_lse` says whether the
  *  forward writes LSE. The naive algorithm's chunking assumes the default
- *  scratch limit.
- *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
+ *  scratch limit. `out` is written on success only.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE
+ *          (also when a byte count would not fit 64 bits),
  *          FCL_ERROR_UNSUPPORTED, FCL_ERROR_OUT_OF_MEMORY (the naive S does
  *          not fit the device). */
 FCL_API fcl_status fcl_io_model(const fcl_device_limits *limits,

@@ -41,7 +41,10 @@ cmake --build "$build" -j "$jobs"
 # compiler in the driver.
 unwind=""
 if [ "${SANITIZE_FULL_STACKS:-0}" != 0 ]; then unwind=":fast_unwind_on_malloc=0"; fi
-ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1$unwind"
+# use_sigaltstack=0: the OpenCL driver's LLVM installs its own alternate
+# signal stack (malloc'd) in threads that first call it, which ASan would
+# try to munmap as its own when the thread exits ("unable to unmap").
+ASAN_OPTIONS="use_sigaltstack=0:detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1$unwind"
 LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS

@@ -12,10 +12,16 @@ source "$(dirname "$0")/bench-lib.sh"
 for dtype in f16 bf16; do
   for pass in fwd fwdbwd; do
     json="$tmp/$dtype-$pass.json"
+    rc=0
     "$bench" "${device[@]}" --dtype "$dtype" --pass "$pass" --batch 2 --heads 4 --heads-kv 2 --seqlen 70 \
       --seqlen-k 90 --head-dim 40 --causal both --check --count-io --no-peaks --quiet \
-      --json "$json" | tee "$tmp/out.txt"
+      --json "$json" > "$tmp/out.txt" || rc=$?
+    cat "$tmp/out.txt"
     fp16="$(grep -o '"fp16": [a-z]*' "$json" | head -1 | sed 's/.*: //')"
+    # Exit status 3: only unsupported runs (naive f16 without cl_khr_fp16) failed.
+    want_rc=0
+    [ "$dtype" = f16 ] && [ "$fp16" = false ] && want_rc=3
+    [ "$rc" -eq "$want_rc" ] || fail "$dtype $pass: exit status $rc, want $want_rc"
     results=0
     while IFS= read -r line; do
       results=$((results + 1))

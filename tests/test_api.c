@@ -4,6 +4,7 @@
  */
 #include "harness.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -636,6 +637,154 @@ START_TEST(forward_checks_buffer_flags_and_overlap) {
 }
 END_TEST
 
+/* Buffers over the caller's host memory (CL_MEM_USE_HOST_PTR): an output
+ * sharing host bytes with an input through two different cl_mem, or
+ * through a sub-buffer of one, is refused and nothing is written; two
+ * buffers over disjoint halves of one host array give the right answer.
+ * Before the host ranges were compared, k and dk over the same memory
+ * returned FCL_SUCCESS with dQ off by 0.05. */
+START_TEST(outputs_sharing_host_memory_are_refused) {
+  bwd_fixture b;
+  bwd_fixture_init(&b);
+  th_problem *p = &b.f.p;
+  const fcl_algo algo = (fcl_algo)_i;
+  cl_context cl = fcl_context_cl_context(b.f.ctx);
+  const size_t kv_bytes = p->kv_elems * sizeof(float);
+  cl_uint align_bits = 0;
+  clGetDeviceInfo(fcl_context_cl_device(b.f.ctx), CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+                  sizeof align_bits, &align_bits, NULL);
+  const size_t align = align_bits / 8 > 64 ? align_bits / 8 : 64;
+  const size_t half = (kv_bytes + align - 1) / align * align;
+  float *host = aligned_alloc(align, 2 * half);
+  ck_assert_ptr_nonnull(host);
+  memcpy(host, p->k, kv_bytes);
+  cl_int err;
+  /* k: the caller's host array; the problem's own k buffer put aside */
+  cl_mem k_host = clCreateBuffer(cl, CL_MEM_USE_HOST_PTR, kv_bytes, host, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_mem own_k = p->dk;
+  p->dk = k_host;
+
+  /* dk: a second buffer over the same bytes */
+  cl_mem dk_same = clCreateBuffer(cl, CL_MEM_USE_HOST_PTR, kv_bytes, host, &err);
+  expect_backward_failure(&b, algo, 7, dk_same, FCL_ERROR_INVALID_ARGUMENT,
+                          "output dk shares host memory (CL_MEM_USE_HOST_PTR) with buffer k");
+  /* o over host bytes that k covers in part */
+  cl_mem o_host = clCreateBuffer(cl, CL_MEM_USE_HOST_PTR, p->q_elems * sizeof(float), host + 2,
+                                 &err);
+  expect_failure(&b.f, &b.f.desc, algo, p->dq, p->dk, p->dv, o_host, b.f.lse,
+                 FCL_ERROR_INVALID_ARGUMENT, "output o shares host memory");
+  /* dv as sub-buffers of a host buffer over the whole array: a sub-buffer's
+   * host memory starts at its origin, so the lower half clashes with k and
+   * the upper half does not */
+  cl_mem whole = clCreateBuffer(cl, CL_MEM_USE_HOST_PTR, 2 * half, host, &err);
+  cl_buffer_region lower = {0, kv_bytes}, upper = {half, kv_bytes};
+  cl_mem dv_lower = clCreateSubBuffer(whole, 0, CL_BUFFER_CREATE_TYPE_REGION, &lower, &err);
+  cl_mem dv_upper = clCreateSubBuffer(whole, 0, CL_BUFFER_CREATE_TYPE_REGION, &upper, &err);
+  ck_assert(dk_same && o_host && whole && dv_lower && dv_upper);
+  expect_backward_failure(&b, algo, 8, dv_lower, FCL_ERROR_INVALID_ARGUMENT,
+                          "output dv shares host memory");
+  ck_assert_mem_eq(host, p->k, kv_bytes);  /* what k holds, untouched */
+
+  th_backward plain = th_run_backward(b.f.ctx, p, &b.g, algo);
+  ck_assert_int_eq(plain.status, FCL_SUCCESS);
+  ck_assert_int_eq(fclu_poison(b.f.ctx, dv_upper, kv_bytes), 0);
+  ck_assert_int_eq(fcl_attention_backward(b.f.ctx, &b.f.desc, algo, p->dq, p->dk, p->dv,
+                                          b.g.d_o, b.g.d_lse, b.g.d_dout, b.dq, b.dk,
+                                          dv_upper, NULL),
+                   FCL_SUCCESS);
+  float *dv = malloc(kv_bytes);
+  ck_assert_int_eq(fclu_download(b.f.ctx, dv_upper, dv, p->kv_elems, FCL_DTYPE_F32), 0);
+  ck_assert_mem_eq(dv, plain.dv, kv_bytes);  /* disjoint host memory: the same bits */
+  free(dv);
+  th_backward_free(&plain);
+  cl_mem all[] = {dv_upper, dv_lower, whole, o_host, dk_same, k_host};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+  p->dk = own_k;
+  free(host);
+  bwd_fixture_free(&b);
+}
+END_TEST
+
+/* Handles that are no buffer: an image as an output, a command queue as
+ * an input. Both INVALID_ARGUMENT naming the argument, nothing written
+ * (before, the image ran with FCL_SUCCESS and the queue gave
+ * BUFFER_TOO_SMALL). */
+START_TEST(arguments_that_are_not_buffers_are_refused) {
+  fixture f;
+  fixture_init(&f);
+  th_problem *p = &f.p;
+  cl_image_format format = {CL_RGBA, CL_FLOAT};
+  cl_image_desc image = {0};
+  image.image_type = CL_MEM_OBJECT_IMAGE2D;
+  image.image_width = image.image_height = 64;
+  cl_int err;
+  cl_mem img = clCreateImage(fcl_context_cl_context(f.ctx), CL_MEM_READ_WRITE, &format, &image,
+                             NULL, &err);
+  if (img) {
+    expect_failure(&f, &f.desc, FCL_ALGO_FLASH, p->dq, p->dk, p->dv, img, f.lse,
+                   FCL_ERROR_INVALID_ARGUMENT, "argument o is an image, not a buffer");
+    expect_failure(&f, &f.desc, FCL_ALGO_NAIVE, p->dq, img, p->dv, f.o, f.lse,
+                   FCL_ERROR_INVALID_ARGUMENT, "argument k is an image");
+    clReleaseMemObject(img);
+  } else {
+    printf("api: the device makes no 2D float image (%d); that case skipped\n", (int)err);
+  }
+  expect_failure(&f, &f.desc, FCL_ALGO_FLASH, (cl_mem)fcl_context_cl_queue(f.ctx), p->dk,
+                 p->dv, f.o, f.lse, FCL_ERROR_INVALID_ARGUMENT, "q");
+  fixture_free(&f);
+}
+END_TEST
+
+/* fcl_attention_buffer_sizes: the bytes of each buffer, and the
+ * descriptor's checks with their statuses and reasons, nothing written on
+ * failure. */
+START_TEST(buffer_sizes_follow_the_descriptor) {
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 3, 8, 2, 5, 7, 40);
+  d.dtype = FCL_DTYPE_BF16;
+  fcl_buffer_sizes sz;
+  char why[256] = "x";
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &sz, why, sizeof why), FCL_SUCCESS);
+  ck_assert_str_eq(why, "");
+  ck_assert_uint_eq(sz.q, 3 * 5 * 8 * 40 * 2);
+  ck_assert_uint_eq(sz.k, 3 * 7 * 2 * 40 * 2);
+  ck_assert_uint_eq(sz.lse, 3 * 8 * 5 * 4);
+  ck_assert(sz.o == sz.q && sz.dout == sz.q && sz.dq == sz.q);
+  ck_assert(sz.v == sz.k && sz.dk == sz.k && sz.dv == sz.k);
+  fcl_buffer_sizes untouched;
+  memset(&untouched, 0xa5, sizeof untouched);
+  const struct {
+    size_t *slot;
+    size_t value;
+    fcl_status want;
+    const char *needle;
+  } bad[] = {{&d.batch, 0, FCL_ERROR_INVALID_SHAPE, "batch is 0"},
+             {&d.batch, (size_t)INT_MAX + 1, FCL_ERROR_INVALID_SHAPE, "exceeds"},
+             {&d.seqlen_q, (size_t)1 << 31, FCL_ERROR_INVALID_SHAPE, "seqlen_q"},
+             {&d.heads_kv, 3, FCL_ERROR_INVALID_SHAPE, "not a multiple"},
+             {&d.head_dim, 257, FCL_ERROR_UNSUPPORTED, "FCL_MAX_HEAD_DIM"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    fcl_attention_desc saved = d;
+    *bad[i].slot = bad[i].value;
+    fcl_buffer_sizes out = untouched;
+    ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &out, why, sizeof why), bad[i].want);
+    ck_assert_msg(strstr(why, bad[i].needle), "\"%s\" lacks \"%s\"", why, bad[i].needle);
+    ck_assert_mem_eq(&out, &untouched, sizeof out);
+    d = saved;
+  }
+  /* four factors of 2^20 overflow size_t */
+  d.batch = d.seqlen_q = d.heads_q = (size_t)1 << 20;
+  d.heads_kv = 1;
+  d.head_dim = 16;
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &sz, why, sizeof why), FCL_ERROR_INVALID_SHAPE);
+  ck_assert_ptr_nonnull(strstr(why, "overflow"));
+  ck_assert_int_eq(fcl_attention_buffer_sizes(NULL, &sz, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, NULL, NULL, 0), FCL_ERROR_INVALID_ARGUMENT);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = th_tcase("misuse");
@@ -652,6 +801,10 @@ int main(void) {
   tcase_add_test(tc, wrap_misuse_names_the_argument);
   tcase_add_loop_test(tc, forward_checks_buffer_flags_and_overlap, FCL_ALGO_FLASH,
                       FCL_ALGO_NAIVE + 1);
+  tcase_add_loop_test(tc, outputs_sharing_host_memory_are_refused, FCL_ALGO_FLASH,
+                      FCL_ALGO_NAIVE + 1);
+  tcase_add_test(tc, arguments_that_are_not_buffers_are_refused);
+  tcase_add_test(tc, buffer_sizes_follow_the_descriptor);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -8,7 +8,9 @@
  *     which are bit-identical to a run without the bad values);
  *   - seqlen 1 on either side, causal or not;
  *   - head_dim 256, the planner's limit, on the smallest local memory that
- *     still fits it.
+ *     still fits it;
+ *   - the largest scale a descriptor may hold (FCL_MAX_SCALE), and the next
+ *     float, refused.
  */
 #include "harness.h"
 #include "internal.h"
@@ -466,6 +468,98 @@ START_TEST(head_dim_256_on_the_smallest_local_memory_that_fits) {
 }
 END_TEST
 
+/* The largest scale a descriptor may hold, FCL_MAX_SCALE, with q and k
+ * small enough for logits of tens: forward and backward of both
+ * algorithms within the suites' rules of the float64 reference (2x the
+ * naive algorithm's error forward, 3x backward, + 1e-6 of the largest
+ * reference value). dO is small, so that the naive algorithm's dS =
+ * scale P (dP - D) stays finite. The next float up is refused by every
+ * function that takes a descriptor, and nothing is written. Before the
+ * limit, scale = 2.4e38 made scale * log2(e) overflow and the flash O
+ * and LSE NaN with FCL_SUCCESS. */
+START_TEST(the_largest_scale_is_exact_and_the_next_is_refused) {
+  fcl_context *ctx = th_context();
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 2, 1, 19, 23, 16);
+  desc.causal = 1;
+  desc.scale = FCL_MAX_SCALE;
+  /* logits scale * q.k with std about 30 */
+  const double sigma = sqrt(30.0 / ((double)FCL_MAX_SCALE * sqrt((double)desc.head_dim)));
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 90, sigma);
+  th_reference ref = th_reference_forward(&p);
+  double err[2], ref_max = fclu_max_abs(ref.o, p.q_elems);
+  for (int a = 0; a < 2; ++a) {
+    th_forward run = th_run_forward(ctx, &p, algos[a], 1);
+    ck_assert_msg(run.status == FCL_SUCCESS, "%s: %s", fcl_algo_name(algos[a]),
+                  fcl_context_last_error(ctx));
+    err[a] = fmax(fclu_max_abs_err(run.o, ref.o, p.q_elems),
+                  fclu_max_abs_err(run.lse, ref.lse, p.lse_elems));
+    th_forward_free(&run);
+  }
+  ck_assert_msg(err[0] <= 2 * err[1] + 1e-6 * ref_max, "forward at FCL_MAX_SCALE: flash %g, naive %g",
+                err[0], err[1]);
+
+  th_grad_inputs g;
+  th_grad_inputs_init(&g, ctx, &p, 91);
+  for (size_t i = 0; i < p.q_elems; ++i) g.dout[i] *= 1e-3f;
+  ck_assert_int_eq(clEnqueueWriteBuffer(fcl_context_cl_queue(ctx), g.d_dout, CL_TRUE, 0,
+                                        p.q_elems * sizeof(float), g.dout, 0, NULL, NULL),
+                   CL_SUCCESS);
+  th_grad_reference gref = th_reference_backward(&p, &g);
+  double gerr[2][3];
+  for (int a = 0; a < 2; ++a) {
+    th_backward run = th_run_backward(ctx, &p, &g, algos[a]);
+    ck_assert_msg(run.status == FCL_SUCCESS, "%s backward: %s", fcl_algo_name(algos[a]),
+                  fcl_context_last_error(ctx));
+    gerr[a][0] = fclu_max_abs_err(run.dq, gref.dq, p.q_elems);
+    gerr[a][1] = fclu_max_abs_err(run.dk, gref.dk, p.kv_elems);
+    gerr[a][2] = fclu_max_abs_err(run.dv, gref.dv, p.kv_elems);
+    th_backward_free(&run);
+  }
+  const double *grefs[3] = {gref.dq, gref.dk, gref.dv};
+  const size_t lens[3] = {p.q_elems, p.kv_elems, p.kv_elems};
+  for (int i = 0; i < 3; ++i)
+    ck_assert_msg(gerr[0][i] <= 3 * gerr[1][i] + 1e-6 * fclu_max_abs(grefs[i], lens[i]),
+                  "gradient %d at FCL_MAX_SCALE: flash %g, naive %g", i, gerr[0][i], gerr[1][i]);
+
+  /* The next float up: refused everywhere, outputs untouched. */
+  fcl_attention_desc over = desc;
+  over.scale = nextafterf(FCL_MAX_SCALE, INFINITY);
+  fcl_buffer_sizes sizes;
+  char why[256];
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&over, &sizes, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(why, "FCL_MAX_SCALE"));
+  fcl_device_info info;
+  fcl_context_device(ctx, &info);
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(&info.limits, &over, FCL_PASS_FORWARD, &plan, NULL, 0),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  th_problem p_over = p;
+  p_over.desc = over;
+  for (int a = 0; a < 2; ++a) {
+    th_forward run = th_run_forward(ctx, &p_over, algos[a], 1);
+    ck_assert_int_eq(run.status, FCL_ERROR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "FCL_MAX_SCALE"));
+    for (size_t i = 0; i < p.q_elems; ++i) ck_assert(isnan(run.o[i]));
+    th_forward_free(&run);
+    th_backward bwd = th_run_backward(ctx, &p_over, &g, algos[a]);
+    ck_assert_int_eq(bwd.status, FCL_ERROR_INVALID_ARGUMENT);
+    for (size_t i = 0; i < p.q_elems; ++i) ck_assert(isnan(bwd.dq[i]));
+    th_backward_free(&bwd);
+  }
+  printf("edges: scale = FCL_MAX_SCALE: forward error flash %.3g, naive %.3g; dQ %.3g / %.3g, "
+         "dK %.3g / %.3g, dV %.3g / %.3g; the next float refused\n",
+         err[0], err[1], gerr[0][0], gerr[1][0], gerr[0][1], gerr[1][1], gerr[0][2], gerr[1][2]);
+  th_grad_reference_free(&gref);
+  th_grad_inputs_free(&g);
+  th_reference_free(&ref);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("edges");
   TCase *tc = th_tcase("numerics");
@@ -473,6 +567,7 @@ int main(void) {
   tcase_add_test(tc, nonfinite_inputs_behave_as_documented);
   tcase_add_test(tc, seqlen_one_on_either_side);
   tcase_add_test(tc, head_dim_256_on_the_smallest_local_memory_that_fits);
+  tcase_add_test(tc, the_largest_scale_is_exact_and_the_next_is_refused);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

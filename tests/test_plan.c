@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -622,6 +623,59 @@ START_TEST(backward_small_work_group_limits_are_respected) {
 }
 END_TEST
 
+/* A block_k hint below the SIMT forward's smallest tile names that limit,
+ * not a local-memory figure (before: "head_dim 32 needs 768 bytes of
+ * local memory per work-group; the device allows 2096128"). */
+START_TEST(a_block_k_hint_below_the_minimum_names_it) {
+  fcl_device_limits lim = made_up(2048, 4096, 0);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 1, 2, 2, 64, 64, 32);
+  for (unsigned bk = 1; bk < 4; ++bk) {
+    fcl_plan hint = {.block_k = bk}, plan;
+    char why[256];
+    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why, sizeof why),
+                     FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, "below the SIMT forward's minimum of 4"), "why: %s", why);
+  }
+  fcl_plan hint = {.block_k = 4}, plan;
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hint, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.block_k, 4);
+}
+END_TEST
+
+/* The I/O model's byte counts past 64 bits are INVALID_SHAPE, not wrapped
+ * (before: B = N = INT_MAX, d = 1 gave FCL_SUCCESS and 1.8e19 bytes); just
+ * inside, they are exact: the flash forward of B x N queries against N
+ * keys, d = 1, f32, one query block's worth of keys per block. */
+START_TEST(io_model_refuses_counts_past_64_bits) {
+  fcl_device_limits lim = made_up(48, 1024, 1);
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, INT_MAX, 1, 1, INT_MAX, INT_MAX, 1);
+  fcl_io_estimate est;
+  memset(&est, 0xa5, sizeof est);
+  const fcl_io_estimate untouched = est;
+  for (int algo = 0; algo < 2; ++algo)
+    for (int pass = 0; pass < 2; ++pass) {
+      fcl_status st = fcl_io_model(&lim, &desc, (fcl_algo)algo, (fcl_pass)pass, 1, &est);
+      ck_assert_msg(st == FCL_ERROR_INVALID_SHAPE || (algo == FCL_ALGO_NAIVE &&
+                                                      st == FCL_ERROR_OUT_OF_MEMORY),
+                    "algo %d pass %d: %s", algo, pass, fcl_status_str(st));
+      ck_assert_mem_eq(&est, &untouched, sizeof est);
+    }
+  /* 2^31 - 1 queries and one key per batch of 2^20: fits; O, Q and LSE
+   * once, K and V once per query block */
+  fcl_attention_desc_init(&desc, 1 << 20, 1, 1, INT_MAX, 1, 1);
+  ck_assert_int_eq(fcl_io_model(&lim, &desc, FCL_ALGO_FLASH, FCL_PASS_FORWARD, 1, &est),
+                   FCL_SUCCESS);
+  const unsigned __int128 rows = (unsigned __int128)(1 << 20) * INT_MAX;
+  const unsigned __int128 blocks =
+      (unsigned __int128)(1 << 20) * (((uint64_t)INT_MAX + est.plan.block_q - 1) / est.plan.block_q);
+  ck_assert(est.bytes_loaded == (uint64_t)(rows * 4 + blocks * 2 * 4));
+  ck_assert(est.bytes_stored == (uint64_t)(rows * 4 + rows * 4));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = th_tcase("planner");
@@ -638,6 +692,8 @@ int main(void) {
   tcase_add_test(tc, backward_small_work_group_limits_are_respected);
   tcase_add_test(tc, half_storage_takes_larger_tiles_where_local_memory_limits_them);
   tcase_add_test(tc, tile_element_hints);
+  tcase_add_test(tc, a_block_k_hint_below_the_minimum_names_it);
+  tcase_add_test(tc, io_model_refuses_counts_past_64_bits);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -11,6 +11,10 @@
  *   - Threads with a context each, in parallel, match the serial bits too;
  *     the naive algorithm's CLBlast calls, whose cache is not thread-safe,
  *     run from all of them at once.
+ *   - Threads creating contexts and listing devices at the same moment all
+ *     succeed and see the same devices.
+ *   - A call whose kernel is built never waits for another variant's
+ *     compile; a call needing the variant being compiled waits for it.
  *
  * Worker threads never call ck_assert (a failure there would not unwind the
  * test cleanly): they record their first failure, and the test thread
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define N_THREADS 4
 #define ROUNDS 2
@@ -366,12 +371,170 @@ START_TEST(contexts_in_parallel_match_the_serial_run) {
 }
 END_TEST
 
+/* ---- device listing and context creation from several threads --------- */
+
+#define CREATORS 4
+#define CREATE_ROUNDS 6
+
+typedef struct creator {
+  pthread_barrier_t *start;
+  size_t devices_seen;   /* fcl_devices' count in each round, the first kept */
+  char failure[512];
+} creator;
+
+static void *create_and_list(void *arg) {
+  creator *c = arg;
+  for (int round = 0; round < CREATE_ROUNDS; ++round) {
+    pthread_barrier_wait(c->start);  /* every thread starts each round at once */
+    fcl_context *ctx = NULL;
+    fcl_status st = fcl_context_create(getenv("FLASHCL_TEST_DEVICE"), &ctx);
+    if (st != FCL_SUCCESS && !c->failure[0])
+      snprintf(c->failure, sizeof c->failure, "round %d: fcl_context_create: %s: %s", round,
+               fcl_status_str(st), fcl_context_last_error(ctx));
+    fcl_context_release(ctx);
+    size_t n = 0;
+    st = fcl_devices(NULL, 0, &n);
+    if ((st != FCL_SUCCESS || n == 0 || (c->devices_seen && n != c->devices_seen)) &&
+        !c->failure[0])
+      snprintf(c->failure, sizeof c->failure, "round %d: fcl_devices: %s, %zu devices", round,
+               fcl_status_str(st), n);
+    if (!c->devices_seen) c->devices_seen = n;
+  }
+  return NULL;
+}
+
+/* Contexts created and devices listed by several threads at the same
+ * moment, in a fresh process (the test's fork), where the driver
+ * initialises itself: every call succeeds and sees every device. PoCL
+ * 3.1 crashed or reported no device here before enumeration and creation
+ * were serialised. */
+START_TEST(creating_contexts_from_several_threads_at_once) {
+  pthread_barrier_t start;
+  ck_assert_int_eq(pthread_barrier_init(&start, NULL, CREATORS), 0);
+  creator creators[CREATORS];
+  pthread_t threads[CREATORS];
+  memset(creators, 0, sizeof creators);
+  for (int i = 0; i < CREATORS; ++i) {
+    creators[i].start = &start;
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, create_and_list, &creators[i]), 0);
+  }
+  for (int i = 0; i < CREATORS; ++i) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&start);
+  for (int i = 0; i < CREATORS; ++i) {
+    ck_assert_msg(!creators[i].failure[0], "thread %d: %s", i, creators[i].failure);
+    ck_assert_uint_eq(creators[i].devices_seen, creators[0].devices_seen);
+  }
+  printf("threads: %d threads x %d rounds created contexts and listed %zu device(s) at once\n",
+         CREATORS, CREATE_ROUNDS, creators[0].devices_seen);
+}
+END_TEST
+
+/* ---- the program cache never makes a lookup wait for a compile --------- */
+
+/* One flash forward of head_dim d (a variant of its own per d) on ctx. */
+typedef struct caller {
+  fcl_context *ctx;
+  const th_problem *p;
+  fcl_status status;
+  int done;              /* set, under `lock`, when the call returned */
+  pthread_mutex_t *lock;
+  pthread_cond_t *changed;
+} caller;
+
+static void *call_forward(void *arg) {
+  caller *c = arg;
+  cl_mem o = fclu_poisoned_buffer(c->ctx, c->p->q_elems * sizeof(float));
+  c->status = o ? fcl_attention_forward(c->ctx, &c->p->desc, FCL_ALGO_FLASH, c->p->dq,
+                                        c->p->dk, c->p->dv, o, NULL, NULL)
+                : FCL_ERROR_OUT_OF_MEMORY;
+  if (c->status == FCL_SUCCESS && clFinish(fcl_context_cl_queue(c->ctx)) != CL_SUCCESS)
+    c->status = FCL_ERROR_OPENCL;
+  if (o) clReleaseMemObject(o);
+  pthread_mutex_lock(c->lock);
+  c->done = 1;
+  pthread_cond_broadcast(c->changed);
+  pthread_mutex_unlock(c->lock);
+  return NULL;
+}
+
+/* Waits up to `ms` for c to finish. @return whether it did. */
+static int finished_within(caller *c, long ms) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += ms / 1000;
+  until.tv_nsec += (ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(c->lock);
+  while (!c->done && pthread_cond_timedwait(c->changed, c->lock, &until) == 0) {
+  }
+  const int done = c->done;
+  pthread_mutex_unlock(c->lock);
+  return done;
+}
+
+/* A thread compiling one variant is held inside its build (a test hook
+ * stops it just before clBuildProgram). Meanwhile a call whose variant is
+ * already built must return, within 60 s (it needs milliseconds); a call
+ * needing the variant being built must wait for it, and not compile it a
+ * second time. Before the cache's lock stopped covering compiles, the
+ * first call waited for the build and this failed on the timeout. */
+START_TEST(a_lookup_never_waits_for_another_variants_compile) {
+  fcl_context *ctx = th_context();
+  th_problem built, compiling;
+  fcl_attention_desc d_built, d_compiling;
+  fcl_attention_desc_init(&d_built, 1, 2, 1, 24, 40, 16);
+  fcl_attention_desc_init(&d_compiling, 1, 2, 1, 24, 40, 48);
+  th_problem_init(&built, ctx, &d_built, 1, 1.0);
+  th_problem_init(&compiling, ctx, &d_compiling, 2, 1.0);
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
+  caller warm = {ctx, &built, FCL_SUCCESS, 0, &lock, &changed};
+  call_forward(&warm);  /* the first variant, built */
+  ck_assert_int_eq(warm.status, FCL_SUCCESS);
+  const long builds_before = fcl__program_builds(ctx);
+
+  fcl__hold_builds(ctx, 1);
+  caller builder = {ctx, &compiling, FCL_SUCCESS, 0, &lock, &changed};
+  caller waiter = builder, lookup = {ctx, &built, FCL_SUCCESS, 0, &lock, &changed};
+  pthread_t t_builder, t_waiter, t_lookup;
+  ck_assert_int_eq(pthread_create(&t_builder, NULL, call_forward, &builder), 0);
+  const int held = fcl__await_held_builds(ctx, 1, 60000);
+  int lookup_done = 0, waiter_done = 1;
+  if (held) {
+    ck_assert_int_eq(pthread_create(&t_waiter, NULL, call_forward, &waiter), 0);
+    ck_assert_int_eq(pthread_create(&t_lookup, NULL, call_forward, &lookup), 0);
+    lookup_done = finished_within(&lookup, 60000);
+    waiter_done = finished_within(&waiter, 200);  /* must still be waiting */
+  }
+  fcl__hold_builds(ctx, 0);
+  pthread_join(t_builder, NULL);
+  if (held) {
+    pthread_join(t_waiter, NULL);
+    pthread_join(t_lookup, NULL);
+  }
+  ck_assert_msg(held, "the build never reached the hold");
+  ck_assert_msg(lookup_done, "a call whose kernel was built waited for another's compile");
+  ck_assert_msg(!waiter_done, "a call needing the variant being compiled did not wait for it");
+  ck_assert_int_eq(lookup.status, FCL_SUCCESS);
+  ck_assert_int_eq(builder.status, FCL_SUCCESS);
+  ck_assert_int_eq(waiter.status, FCL_SUCCESS);
+  ck_assert_int_eq(fcl__program_builds(ctx), builds_before + 1);  /* compiled once */
+  printf("threads: a built variant ran while another was held in its compile; a second "
+         "caller of that one waited, and it was compiled once\n");
+  th_problem_free(&built);
+  th_problem_free(&compiling);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("threads");
   TCase *tc = th_tcase("threads");
   tcase_add_test(tc, threads_sharing_a_context_match_the_serial_run);
   tcase_add_test(tc, switching_io_counting_during_calls_breaks_none);
   tcase_add_test(tc, contexts_in_parallel_match_the_serial_run);
+  tcase_add_test(tc, creating_contexts_from_several_threads_at_once);
+  tcase_add_test(tc, a_lookup_never_waits_for_another_variants_compile);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -33,9 +33,30 @@ typedef struct bench_options {
   int quiet;                /* no progress on stderr */
 } bench_options;
 
-/** Parses argv; on --help prints usage and exits 0, on a bad option prints
- *  why and exits 2. */
-void bench_parse(int argc, char **argv, bench_options *opts);
+/** What bench_parse found: options to run with, a request for the usage
+ *  or the version, or a bad command line. */
+enum {
+  BENCH_PARSE_ERROR = -1,
+  BENCH_PARSE_RUN = 0,
+  BENCH_PARSE_HELP = 1,
+  BENCH_PARSE_VERSION = 2,
+};
+
+/** Parses argv into *opts (strictly: util/cli.h). Prints nothing and never
+ *  exits; on BENCH_PARSE_ERROR the reason is in why[why_len].
+ *  @return a BENCH_PARSE_* value. */
+int bench_parse(int argc, char **argv, bench_options *opts, char *why, size_t why_len);
+
+/** The --help text. */
+const char *bench_usage(void);
+
+/** flashcl-bench's exit statuses (bench_usage() lists them). */
+enum {
+  BENCH_EXIT_OK = 0,
+  BENCH_EXIT_FAILED = 1,
+  BENCH_EXIT_USAGE = 2,
+  BENCH_EXIT_UNSUPPORTED = 3,
+};
 
 /** --tiling or --kernel asked for something other than the planner's. */
 int bench_tiling_given(const fcl_plan *tiling);

@@ -3,10 +3,12 @@
  * algorithm is, how many bytes it moves, how close that is to the device's
  * measured ceilings, and (with --check) how exact it is.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
 
 #define MAX_DEVICES 32
 #define MAX_SHAPES 256
@@ -95,9 +97,32 @@ static void progress(const bench_options *o, size_t done, size_t total,
   fprintf(stderr, "\n");
 }
 
+/* The exit status the runs call for (bench_usage lists them): a failure
+ * other than FCL_ERROR_UNSUPPORTED, or an unusable device, outweighs an
+ * unsupported run. */
+static int exit_status(const bench_device *devices, size_t n_devices,
+                       const bench_results *all) {
+  int failed = 0, unsupported = 0;
+  for (size_t dv = 0; dv < n_devices; ++dv) failed |= devices[dv].status != FCL_SUCCESS;
+  for (size_t i = 0; i < all->count; ++i) {
+    const fcl_status st = all->items[i].status;
+    unsupported |= st == FCL_ERROR_UNSUPPORTED;
+    failed |= st != FCL_SUCCESS && st != FCL_ERROR_UNSUPPORTED;
+  }
+  return failed ? BENCH_EXIT_FAILED : unsupported ? BENCH_EXIT_UNSUPPORTED : BENCH_EXIT_OK;
+}
+
 int main(int argc, char **argv) {
   bench_options opts;
-  bench_parse(argc, argv, &opts);
+  char why[FCLU_WHY_LEN * 2];
+  switch (bench_parse(argc, argv, &opts, why, sizeof why)) {
+    case BENCH_PARSE_HELP: fputs(bench_usage(), stdout); return BENCH_EXIT_OK;
+    case BENCH_PARSE_VERSION: printf("flashcl-bench %s\n", fcl_version_string()); return BENCH_EXIT_OK;
+    case BENCH_PARSE_RUN: break;
+    default:
+      fprintf(stderr, "flashcl-bench: %s\nTry 'flashcl-bench --help'.\n", why);
+      return BENCH_EXIT_USAGE;
+  }
 
   static bench_device devices[MAX_DEVICES];
   static char selector_storage[MAX_DEVICES][16];
@@ -150,18 +175,19 @@ int main(int argc, char **argv) {
     for (size_t dv = 0; dv < n_devices; ++dv)
       if (devices[dv].status == FCL_SUCCESS) bench_print_io_table(stdout, &devices[dv], opts.dtype);
 
-  int rc = usable ? 0 : 1;
+  int rc = exit_status(devices, n_devices, &all);
+  if (!usable) rc = BENCH_EXIT_FAILED;
   if (opts.json && bench_write_json(opts.json, devices, n_devices, &all) != 0) {
     fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.json);
-    rc = 1;
+    rc = BENCH_EXIT_FAILED;
   }
   if (opts.csv && bench_write_csv(opts.csv, devices, &all) != 0) {
     fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.csv);
-    rc = 1;
+    rc = BENCH_EXIT_FAILED;
   }
   if (opts.svg && bench_write_svg(opts.svg, devices, n_devices, &all) != 0) {
     fprintf(stderr, "flashcl-bench: cannot write %s\n", opts.svg);
-    rc = 1;
+    rc = BENCH_EXIT_FAILED;
   }
   free(all.items);
   return rc;

@@ -56,13 +56,50 @@ static void inputs_free(inputs *in) {
   memset(in, 0, sizeof *in);
 }
 
+/* Whether a shape can run at all, judged before anything is allocated: the
+ * library validates it and gives its buffers' sizes (overflow-checked),
+ * and each device buffer the run needs must fit the device's largest
+ * allocation and all of them its memory. FCL_SUCCESS, or the status and
+ * why. */
+static fcl_status admissible(const fcl_device_info *dev, const fcl_attention_desc *desc,
+                             int pass, fcl_buffer_sizes *sz, char *why, size_t why_len) {
+  const fcl_status st = fcl_attention_buffer_sizes(desc, sz, why, why_len);
+  if (st != FCL_SUCCESS) return st;
+  const struct {
+    const char *name;
+    size_t bytes;
+    int needed;
+  } bufs[] = {{"q", sz->q, 1},  {"k", sz->k, 1},  {"v", sz->v, 1},
+              {"o", sz->o, 1},  {"lse", sz->lse, 1}, {"dout", sz->dout, pass != PASS_FWD},
+              {"dq", sz->dq, pass != PASS_FWD}, {"dk", sz->dk, pass != PASS_FWD},
+              {"dv", sz->dv, pass != PASS_FWD}};
+  const uint64_t max_alloc = dev->limits.max_alloc_bytes, global = dev->limits.global_mem_bytes;
+  uint64_t total = 0;
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; ++i) {
+    if (!bufs[i].needed) continue;
+    if (max_alloc && bufs[i].bytes > max_alloc) {
+      snprintf(why, why_len, "%s needs %zu bytes, over the device's largest allocation of %llu",
+               bufs[i].name, bufs[i].bytes, (unsigned long long)max_alloc);
+      return FCL_ERROR_OUT_OF_MEMORY;
+    }
+    total += bufs[i].bytes;  /* each below max_alloc: no overflow */
+  }
+  if (global && total > global) {
+    snprintf(why, why_len, "the run's buffers need %llu bytes, over the device's %llu",
+             (unsigned long long)total, (unsigned long long)global);
+    return FCL_ERROR_OUT_OF_MEMORY;
+  }
+  return FCL_SUCCESS;
+}
+
+/* The sizes are admissible()'s, so the host's float copies fit size_t. */
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
-                       int pass, uint64_t seed) {
+                       const fcl_buffer_sizes *sz, int pass, uint64_t seed) {
   memset(in, 0, sizeof *in);
   in->desc = *desc;
-  in->q_elems = desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
-  in->kv_elems = desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
-  in->lse_elems = desc->batch * desc->heads_q * desc->seqlen_q;
+  in->q_elems = sz->q / fcl_dtype_size(desc->dtype);
+  in->kv_elems = sz->k / fcl_dtype_size(desc->dtype);
+  in->lse_elems = sz->lse / sizeof(float);
   in->q = malloc(in->q_elems * sizeof(float));
   in->k = malloc(in->kv_elems * sizeof(float));
   in->v = malloc(in->kv_elems * sizeof(float));
@@ -373,10 +410,14 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
   const unsigned bits[2] = {ALGO_NAIVE, ALGO_FLASH};
 
   inputs in;
+  memset(&in, 0, sizeof in);
   uint64_t seed = 0x5eed ^ (uint64_t)desc->seqlen_q * 31 ^ desc->head_dim;
-  int ok = inputs_init(&in, ctx, desc, pass, seed) == 0;
+  fcl_buffer_sizes sz;
+  char why[sizeof all->items[0].message];
+  const fcl_status admitted = admissible(&dev, desc, pass, &sz, why, sizeof why);
+  int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, seed) == 0;
 
-  size_t rows[CHECK_ROWS], n_rows = sample_rows(desc, rows, CHECK_ROWS);
+  size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(desc, rows, CHECK_ROWS) : 0;
   double naive_err = -1.0, naive_ms = 0.0, ref_max = 0.0;
   size_t first = all->count;
   for (int a = 0; a < 2; ++a) {
@@ -388,9 +429,14 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     r->desc = *desc;
     r->flops = (pass != PASS_BWD ? fcl_attention_flops(desc, FCL_PASS_FORWARD) : 0.0) +
                (pass != PASS_FWD ? fcl_attention_flops(desc, FCL_PASS_BACKWARD) : 0.0);
+    if (admitted != FCL_SUCCESS) {
+      r->status = admitted;
+      snprintf(r->message, sizeof r->message, "%s", why);
+      continue;
+    }
     if (!ok) {
       r->status = FCL_ERROR_OUT_OF_MEMORY;
-      snprintf(r->message, sizeof r->message, "could not allocate the inputs");
+      snprintf(r->message, sizeof r->message, "could not allocate the inputs (host or device)");
       continue;
     }
     results_host host = {0};

@@ -2,11 +2,13 @@
  * options.c — flashcl-bench's command line. The interface is a contract
  * (docs/design.md): extend it, don't break it.
  */
-#include <errno.h>
-#include <stdlib.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
 
 static const char usage[] =
     "usage: flashcl-bench [options]\n"
@@ -67,62 +69,91 @@ static const char usage[] =
     "                    roofline with every run on it, and flash's speed-up\n"
     "                    over naive\n"
     "  --quiet           no progress on stderr\n"
-    "  --help, --version\n";
+    "  --help, --version\n"
+    "\n"
+    "Exit status:\n"
+    "  0  every run succeeded\n"
+    "  1  a run failed (its status and message are in the table and the JSON),\n"
+    "     no device could be used, or an output file could not be written\n"
+    "  2  the command line is wrong\n"
+    "  3  every run that did not succeed was FCL_ERROR_UNSUPPORTED: the device or\n"
+    "     the algorithm cannot run that configuration (e.g. naive f16 without\n"
+    "     cl_khr_fp16)\n";
 
-static void fail(const char *fmt, const char *what) {
-  fprintf(stderr, "flashcl-bench: ");
-  fprintf(stderr, fmt, what);
-  fprintf(stderr, "\nTry 'flashcl-bench --help'.\n");
-  exit(2);
+const char *bench_usage(void) { return usage; }
+
+/* Parsing stops at the first bad option with its reason in the caller's
+ * buffer: a parser that exits could not be fuzzed. */
+typedef struct parser {
+  char *why;
+  size_t why_len;
+} parser;
+
+static int refuse(parser *ps, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int refuse(parser *ps, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ps->why, ps->why_len, fmt, ap);
+  va_end(ap);
+  return -1;
 }
 
-static size_t parse_size(const char *option, const char *text) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(text, &end, 10);
-  if (errno || end == text || *end || v == 0 || text[0] == '-')
-    fail("%s needs a positive integer", option);
-  return (size_t)v;
+/* A shape size: any positive integer; the library judges the shape. */
+static int parse_size(parser *ps, const char *option, const char *text, size_t *out) {
+  char why[FCLU_WHY_LEN];
+  uint64_t v;
+  if (fclu_parse_u64(text, 1, SIZE_MAX, &v, why, sizeof why) != 0)
+    return refuse(ps, "%s needs a positive integer: %s", option, why);
+  *out = (size_t)v;
+  return 0;
 }
 
-static int parse_count(const char *option, const char *text) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < 0 || v > 1000000)
-    fail("%s needs a count from 0 to 1000000", option);
-  return (int)v;
+static int parse_count(parser *ps, const char *option, const char *text, int min, int *out) {
+  char why[FCLU_WHY_LEN];
+  uint64_t v;
+  if (fclu_parse_u64(text, (uint64_t)min, 1000000, &v, why, sizeof why) != 0)
+    return refuse(ps, "%s needs a count from %d to 1000000: %s", option, min, why);
+  *out = (int)v;
+  return 0;
 }
 
-static unsigned parse_algos(const char *text) {
+static int parse_algos(parser *ps, const char *text, unsigned *out) {
   unsigned algos = 0;
   char buf[64];
+  if (strlen(text) >= sizeof buf) return refuse(ps, "--algo '%s' is too long", text);
   snprintf(buf, sizeof buf, "%s", text);
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-    if (!strcmp(tok, "flash")) algos |= ALGO_FLASH;
-    else if (!strcmp(tok, "naive")) algos |= ALGO_NAIVE;
-    else fail("unknown algorithm '%s' (flash, naive)", tok);
+    const unsigned bit = !strcmp(tok, "flash") ? ALGO_FLASH : !strcmp(tok, "naive") ? ALGO_NAIVE : 0;
+    if (!bit) return refuse(ps, "unknown algorithm '%s' (flash, naive)", tok);
+    algos |= bit;
   }
-  if (!algos) fail("--algo needs flash, naive or both%s", "");
-  return algos;
+  if (!algos) return refuse(ps, "--algo needs flash, naive or both");
+  *out = algos;
+  return 0;
 }
 
-static void parse_dtypes(const char *text, bench_options *o) {
-  char buf[64];
+static int parse_dtypes(parser *ps, const char *text, bench_options *o) {
+  char buf[64], why[FCLU_WHY_LEN];
+  if (strlen(text) >= sizeof buf) return refuse(ps, "--dtype '%s' is too long", text);
   snprintf(buf, sizeof buf, "%s", text);
-  o->n_dtypes = 0;
+  int n = 0;
+  fcl_dtype types[3];
   for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
     fcl_dtype t;
-    if (!strcmp(tok, "f32")) t = FCL_DTYPE_F32;
-    else if (!strcmp(tok, "f16")) t = FCL_DTYPE_F16;
-    else if (!strcmp(tok, "bf16")) t = FCL_DTYPE_BF16;
-    else fail("unknown dtype '%s' (f32, f16, bf16)", tok);
-    for (int i = 0; i < o->n_dtypes; ++i)
-      if (o->dtypes[i] == t) fail("dtype '%s' is listed twice", tok);
-    o->dtypes[o->n_dtypes++] = t;
+    if (fclu_parse_dtype(tok, &t, why, sizeof why) != 0) return refuse(ps, "%s", why);
+    for (int i = 0; i < n; ++i)
+      if (types[i] == t) return refuse(ps, "dtype '%s' is listed twice", tok);
+    types[n++] = t;
   }
-  if (!o->n_dtypes) fail("--dtype needs f32, f16 or bf16%s", "");
+  if (!n) return refuse(ps, "--dtype needs f32, f16 or bf16");
+  memcpy(o->dtypes, types, sizeof types);
+  o->n_dtypes = n;
   o->dtype = o->dtypes[0];
+  return 0;
 }
 
 int bench_tiling_given(const fcl_plan *t) {
@@ -130,21 +161,26 @@ int bench_tiling_given(const fcl_plan *t) {
          t->tile_elem_size || t->kernel;
 }
 
-static void parse_tiling(const char *text, fcl_plan *hint) {
-  unsigned v[5] = {0, 0, 0, 0, 0};
-  char extra;
-  int n = sscanf(text, "%u,%u,%u,%u,%u%c", &v[0], &v[1], &v[2], &v[3], &v[4], &extra);
-  if (n != 4 && n != 5)
-    fail("--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1 (got '%s')", text);
+static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
+  uint64_t v[5] = {0, 0, 0, 0, 0};
+  size_t n = 0;
+  char why[FCLU_WHY_LEN];
+  if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
+    return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
+  const unsigned kernel = hint->kernel;
   memset(hint, 0, sizeof *hint);
-  hint->block_k = v[0];
-  hint->wg_size = v[1];
-  hint->threads_per_row = v[2];
-  hint->rows_per_thread = v[3];
-  hint->tile_elem_size = v[4];
+  hint->block_k = (unsigned)v[0];
+  hint->wg_size = (unsigned)v[1];
+  hint->threads_per_row = (unsigned)v[2];
+  hint->rows_per_thread = (unsigned)v[3];
+  hint->tile_elem_size = (unsigned)v[4];
+  hint->kernel = kernel;
+  return 0;
 }
 
-void bench_parse(int argc, char **argv, bench_options *o) {
+int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_len) {
+  parser p = {why, why_len}, *ps = &p;
+  if (why && why_len) why[0] = '\0';
   memset(o, 0, sizeof *o);
   o->algos = ALGO_FLASH | ALGO_NAIVE;
   o->pass = PASS_FWD;
@@ -158,37 +194,59 @@ void bench_parse(int argc, char **argv, bench_options *o) {
 
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
-#define VALUE() (i + 1 < argc ? argv[++i] : (fail("%s needs a value", a), ""))
+    /* The option's value, or a refusal. */
+#define VALUE(v)                                                 \
+  do {                                                           \
+    if (i + 1 >= argc) return refuse(ps, "%s needs a value", a); \
+    (v) = argv[++i];                                             \
+  } while (0)
+#define TRY(expr)                    \
+  do {                               \
+    if ((expr) != 0) return -1;      \
+  } while (0)
+    const char *val = NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage, stdout);
-      exit(0);
+      return BENCH_PARSE_HELP;
     } else if (!strcmp(a, "--version")) {
-      printf("flashcl-bench %s\n", fcl_version_string());
-      exit(0);
+      return BENCH_PARSE_VERSION;
     } else if (!strcmp(a, "--device")) {
-      o->device = VALUE();
+      VALUE(o->device);
     } else if (!strcmp(a, "--algo")) {
-      o->algos = parse_algos(VALUE());
+      VALUE(val);
+      TRY(parse_algos(ps, val, &o->algos));
     } else if (!strcmp(a, "--pass")) {
-      const char *p = VALUE();
-      if (!strcmp(p, "fwd")) o->pass = PASS_FWD;
-      else if (!strcmp(p, "bwd")) o->pass = PASS_BWD;
-      else if (!strcmp(p, "fwdbwd")) o->pass = PASS_FWDBWD;
-      else fail("unknown pass '%s' (fwd, bwd, fwdbwd)", p);
+      VALUE(val);
+      if (!strcmp(val, "fwd")) o->pass = PASS_FWD;
+      else if (!strcmp(val, "bwd")) o->pass = PASS_BWD;
+      else if (!strcmp(val, "fwdbwd")) o->pass = PASS_FWDBWD;
+      else return refuse(ps, "unknown pass '%s' (fwd, bwd, fwdbwd)", val);
     } else if (!strcmp(a, "--dtype")) {
-      parse_dtypes(VALUE(), o);
+      VALUE(val);
+      TRY(parse_dtypes(ps, val, o));
     } else if (!strcmp(a, "--batch")) {
-      o->batch = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->batch));
+      shape_given = 1;
     } else if (!strcmp(a, "--heads")) {
-      o->heads = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->heads));
+      shape_given = 1;
     } else if (!strcmp(a, "--heads-kv")) {
-      o->heads_kv = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->heads_kv));
+      shape_given = 1;
     } else if (!strcmp(a, "--seqlen")) {
-      o->seqlen = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->seqlen));
+      shape_given = 1;
     } else if (!strcmp(a, "--seqlen-k")) {
-      o->seqlen_k = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->seqlen_k));
+      shape_given = 1;
     } else if (!strcmp(a, "--head-dim")) {
-      o->head_dim = parse_size(a, VALUE()), shape_given = 1;
+      VALUE(val);
+      TRY(parse_size(ps, a, val, &o->head_dim));
+      shape_given = 1;
     } else if (!strcmp(a, "--causal")) {
       o->causal = CAUSAL_ON;
       if (i + 1 < argc && !strcmp(argv[i + 1], "both")) o->causal = CAUSAL_BOTH, ++i;
@@ -199,39 +257,40 @@ void bench_parse(int argc, char **argv, bench_options *o) {
     } else if (!strcmp(a, "--count-io")) {
       o->count_io = 1;
     } else if (!strcmp(a, "--warmup")) {
-      o->warmup = parse_count(a, VALUE());
+      VALUE(val);
+      TRY(parse_count(ps, a, val, 0, &o->warmup));
     } else if (!strcmp(a, "--repeat")) {
-      o->repeat = parse_count(a, VALUE());
-      if (o->repeat == 0) fail("%s needs at least 1", a);
+      VALUE(val);
+      TRY(parse_count(ps, a, val, 1, &o->repeat));
     } else if (!strcmp(a, "--no-peaks")) {
       o->peaks = 0;
     } else if (!strcmp(a, "--io-table")) {
       o->io_table = 1;
     } else if (!strcmp(a, "--tiling")) {
-      const unsigned kernel = o->tiling.kernel;
-      parse_tiling(VALUE(), &o->tiling);
-      o->tiling.kernel = kernel;
+      VALUE(val);
+      TRY(parse_tiling(ps, val, &o->tiling));
     } else if (!strcmp(a, "--kernel")) {
-      const char *k = VALUE();
-      if (!strcmp(k, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
-      else if (!strcmp(k, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
-      else if (!strcmp(k, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
-      else fail("--kernel needs auto, simt or mma (got '%s')", k);
+      VALUE(val);
+      if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
+      else if (!strcmp(val, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
+      else if (!strcmp(val, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
+      else return refuse(ps, "--kernel needs auto, simt or mma (got '%s')", val);
     } else if (!strcmp(a, "--json")) {
-      o->json = VALUE();
+      VALUE(o->json);
     } else if (!strcmp(a, "--csv")) {
-      o->csv = VALUE();
+      VALUE(o->csv);
     } else if (!strcmp(a, "--svg")) {
-      o->svg = VALUE();
+      VALUE(o->svg);
     } else if (!strcmp(a, "--quiet")) {
       o->quiet = 1;
     } else {
-      fail("unknown option '%s'", a);
+      return refuse(ps, "unknown option '%s'", a);
     }
 #undef VALUE
+#undef TRY
   }
-  if (o->sweep && shape_given) fail("--sweep and a shape exclude each other%s", "");
-  if (o->svg && o->n_dtypes > 1) fail("--svg plots one storage type; give --dtype one%s", "");
+  if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
+  if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");
   if (!shape_given) o->sweep = 1;
   if (!o->sweep) {
     if (!o->batch) o->batch = 1;
@@ -240,9 +299,10 @@ void bench_parse(int argc, char **argv, bench_options *o) {
     if (!o->seqlen) o->seqlen = 1024;
     if (!o->seqlen_k) o->seqlen_k = o->seqlen;
     if (!o->head_dim) o->head_dim = 64;
-    if (o->heads % o->heads_kv) fail("--heads must be a multiple of --heads-kv%s", "");
+    if (o->heads % o->heads_kv) return refuse(ps, "--heads must be a multiple of --heads-kv");
     if (o->causal == CAUSAL_UNSET) o->causal = CAUSAL_OFF;
   } else if (o->causal == CAUSAL_UNSET) {
     o->causal = CAUSAL_BOTH;  /* flash-attn reports its shapes both ways */
   }
+  return BENCH_PARSE_RUN;
 }

@@ -57,7 +57,7 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
               fcl_dtype_name(d->dtype), d->batch, d->heads_q, d->heads_kv, d->seqlen_q,
               d->seqlen_k, d->head_dim, d->causal ? "yes" : "no", fcl_algo_name(r->algo));
       if (r->status != FCL_SUCCESS) {
-        fprintf(out, "%s: %.90s\n", fcl_status_str(r->status), r->message);
+        fprintf(out, "%s: %s\n", fcl_status_str(r->status), r->message);
         continue;
       }
       char bw[8] = "-", fma[8] = "-", speed[16] = "-";

@@ -1,35 +1,13 @@
 /*
- * flashcl-info — every OpenCL device flashcl sees, with the limits the
+ * main.c — flashcl-info: every OpenCL device flashcl sees, with the limits the
  * planner reads, and the tiling and global-memory traffic it would choose
  * for a shape on each.
  */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "cli.h"
 #include "flashcl.h"
-
-static const char usage[] =
-    "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
-    "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
-    "\n"
-    "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
-    "tilings (forward and backward) and the global-memory bytes of both\n"
-    "algorithms, per pass, for one shape (default: batch 1, 16 heads, seqlen\n"
-    "4096, head_dim 64 and 128).\n";
-
-static size_t size_arg(int *i, int argc, char **argv) {
-  if (*i + 1 >= argc) {
-    fprintf(stderr, "flashcl-info: %s needs a value\n", argv[*i]);
-    exit(2);
-  }
-  long long v = atoll(argv[++*i]);
-  if (v <= 0) {
-    fprintf(stderr, "flashcl-info: %s needs a positive integer\n", argv[*i - 1]);
-    exit(2);
-  }
-  return (size_t)v;
-}
+#include "info.h"
 
 /* One pass's flash plan and the bytes both algorithms would move. */
 static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, fcl_pass pass) {
@@ -67,32 +45,25 @@ static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
 }
 
 int main(int argc, char **argv) {
-  size_t batch = 1, heads = 16, heads_kv = 0, seqlen = 4096, seqlen_k = 0, head_dim = 0;
-  int causal = 0;
-  fcl_dtype dtype = FCL_DTYPE_F32;
-  for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      fputs(usage, stdout);
-      return 0;
-    } else if (!strcmp(argv[i], "--version")) {
-      printf("flashcl-info %s\n", fcl_version_string());
-      return 0;
-    } else if (!strcmp(argv[i], "--head-dim")) head_dim = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--seqlen")) seqlen = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--seqlen-k")) seqlen_k = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--heads")) heads = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--heads-kv")) heads_kv = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--batch")) batch = size_arg(&i, argc, argv);
-    else if (!strcmp(argv[i], "--causal")) causal = 1;
-    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
-      const char *t = argv[++i];
-      dtype = !strcmp(t, "f16") ? FCL_DTYPE_F16 : !strcmp(t, "bf16") ? FCL_DTYPE_BF16 : FCL_DTYPE_F32;
-      if (strcmp(t, "f16") && strcmp(t, "bf16") && strcmp(t, "f32")) {
-        fprintf(stderr, "flashcl-info: unknown dtype '%s'\n", t);
-        return 2;
-      }
-    } else {
-      fprintf(stderr, "flashcl-info: unknown option '%s'\n%s", argv[i], usage);
+  info_options opts;
+  char why[FCLU_WHY_LEN * 2];
+  switch (info_parse(argc, argv, &opts, why, sizeof why)) {
+    case INFO_PARSE_HELP: fputs(info_usage(), stdout); return 0;
+    case INFO_PARSE_VERSION: printf("flashcl-info %s\n", fcl_version_string()); return 0;
+    case INFO_PARSE_RUN: break;
+    default:
+      fprintf(stderr, "flashcl-info: %s\nTry 'flashcl-info --help'.\n", why);
+      return 2;
+  }
+  /* The shape is judged by the library, as a call would judge it, before
+   * any device is listed. */
+  fcl_attention_desc descs[2];
+  const int n_descs = info_descs(&opts, descs);
+  for (int k = 0; k < n_descs; ++k) {
+    fcl_buffer_sizes sizes;
+    fcl_status st = fcl_attention_buffer_sizes(&descs[k], &sizes, why, sizeof why);
+    if (st != FCL_SUCCESS) {
+      fprintf(stderr, "flashcl-info: %s: %s\n", fcl_status_str(st), why);
       return 2;
     }
   }
@@ -122,16 +93,7 @@ int main(int argc, char **argv) {
     if (l->nvidia_sm)
       printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
              l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
-    const size_t dims[2] = {64, 128};
-    for (int k = 0; k < 2; ++k) {
-      if (head_dim && k) break;
-      fcl_attention_desc desc;
-      fcl_attention_desc_init(&desc, batch, heads, heads_kv ? heads_kv : heads, seqlen,
-                              seqlen_k ? seqlen_k : seqlen, head_dim ? head_dim : dims[k]);
-      desc.causal = causal;
-      desc.dtype = dtype;
-      show_plan(d, &desc);
-    }
+    for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k]);
   }
   return 0;
 }

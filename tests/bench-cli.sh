@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The command lines of flashcl-bench and flashcl-info as a careless caller
+# types them: values the strict parser refuses (exit 2, a reason), shapes
+# the library refuses before anything is allocated (the library's own
+# message, at once), runs that fail (exit 1) or are unsupported (exit 3)
+# while the sweep goes on, and messages printed whole.
+# Usage: tests/bench-cli.sh path/to/flashcl-bench path/to/flashcl-info
+set -euo pipefail
+# shellcheck source=tests/bench-lib.sh
+source "$(dirname "$0")/bench-lib.sh"
+info="${2:?usage: $(basename "$0") FLASHCL_BENCH FLASHCL_INFO}"
+
+# expect WANT_RC NEEDLE TOOL ARGS...: the exit status, and NEEDLE in what it printed
+expect() {
+  local want="$1" needle="$2" tool="$3" rc=0
+  shift 3
+  timeout 120 "$tool" "$@" > "$tmp/out.txt" 2>&1 || rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "$(basename "$tool") $*: exit status $rc, want $want"
+    cat "$tmp/out.txt"
+  elif ! grep -qF -- "$needle" "$tmp/out.txt"; then
+    fail "$(basename "$tool") $*: no \"$needle\" in:"
+    cat "$tmp/out.txt"
+  fi
+}
+
+run=("${device[@]}" --no-peaks --quiet)
+shape=(--batch 1 --heads 2 --seqlen 16 --head-dim 16)
+expect 0 "flash" "$bench" "${run[@]}" "${shape[@]}"
+expect 0 "Exit status" "$bench" --help
+# every run unsupported: 3, and the library's reason
+expect 3 "exceeds FCL_MAX_HEAD_DIM" "$bench" "${run[@]}" --head-dim 300 --seqlen 64
+# out of memory: 1, with the message whole (it ends with the scratch limit)
+expect 1 "the scratch limit" "$bench" "${run[@]}" --seqlen 200000 --algo naive
+# sizes the library refuses, before the bench allocates anything
+expect 1 "batch = 35184372088832 exceeds 2147483647" "$bench" "${run[@]}" --batch 35184372088832
+expect 1 "exceeds 2147483647" "$bench" "${run[@]}" --batch 18446744073709551615
+start=$(date +%s)
+expect 1 "largest allocation" "$bench" "${run[@]}" --seqlen 540000000 --seqlen-k 1 --head-dim 1
+[ $(($(date +%s) - start)) -lt 30 ] || fail "a shape too large for the device took over 30 s to refuse"
+# the sweep goes on past a failing shape: one result per algorithm, all there
+expect 3 "naive" "$bench" "${run[@]}" --head-dim 300 --seqlen 64 --causal both
+[ "$(grep -c 'FCL_ERROR_UNSUPPORTED' "$tmp/out.txt")" -eq 4 ] || fail "--causal both: not 4 results"
+# strict values: junk, signs, trailing commas, exponents, overflow
+for tiling in 32,128,1,1junk 32,128,1,1, -1,128,1,1 32,,1,1 32,128,1; do
+  expect 2 "--tiling needs" "$bench" "${run[@]}" "${shape[@]}" --tiling "$tiling"
+done
+expect 2 "is too large" "$bench" "${run[@]}" --seqlen 99999999999999999999999
+expect 2 "not a decimal integer" "$bench" "${run[@]}" --seqlen 1e3
+expect 2 "unknown option" "$bench" --frobnicate
+expect 2 "needs a value" "$bench" --seqlen
+
+expect 0 "flash forward plan" "$info" --seqlen 1000 --head-dim 64
+expect 0 "Exit status" "$info" --help
+for bad in 1e3 12abc 99999999999999999999999 -5 0; do
+  expect 2 "--seqlen" "$info" --seqlen "$bad"
+done
+expect 2 "unknown dtype" "$info" --dtype f64
+expect 2 "heads_q = 3 is not a multiple of heads_kv = 2" "$info" --heads 3 --heads-kv 2
+expect 2 "exceeds 2147483647" "$info" --batch 4294967296
+expect 2 "unknown option" "$info" --frobnicate
+
+echo "bench-cli: $failures failures"
+[ "$failures" -eq 0 ]

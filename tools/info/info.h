@@ -1,0 +1,33 @@
+/*
+ * info.h — flashcl-info's command line: the shape whose plans it shows.
+ */
+#ifndef FLASHCL_INFO_H
+#define FLASHCL_INFO_H
+
+#include <stddef.h>
+
+#include "flashcl.h"
+
+typedef struct info_options {
+  size_t batch, heads, heads_kv, seqlen, seqlen_k; /* heads_kv, seqlen_k 0: as heads, seqlen */
+  size_t head_dim;  /* 0: both 64 and 128 */
+  int causal;
+  fcl_dtype dtype;
+} info_options;
+
+/** What info_parse found (as bench_parse's values). */
+enum { INFO_PARSE_ERROR = -1, INFO_PARSE_RUN = 0, INFO_PARSE_HELP = 1, INFO_PARSE_VERSION = 2 };
+
+/** Parses argv strictly (util/cli.h) into *opts; prints nothing, never
+ *  exits. @return an INFO_PARSE_* value; on INFO_PARSE_ERROR the reason is
+ *  in why[why_len]. */
+int info_parse(int argc, char **argv, info_options *opts, char *why, size_t why_len);
+
+/** The --help text. */
+const char *info_usage(void);
+
+/** The descriptors the options name: one, or head_dim 64 and 128.
+ *  @return how many (1 or 2). */
+int info_descs(const info_options *opts, fcl_attention_desc out[2]);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * options.c — flashcl-info's command line, parsed with the same strict
+ * parser as flashcl-bench's (util/cli.h).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "info.h"
+
+static const char usage[] =
+    "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
+    "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
+    "\n"
+    "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
+    "tilings (forward and backward) and the global-memory bytes of both\n"
+    "algorithms, per pass, for one shape (default: batch 1, 16 heads, seqlen\n"
+    "4096, head_dim 64 and 128).\n"
+    "\n"
+    "Exit status: 0 when the devices were listed, 1 when there is none, 2 when\n"
+    "the command line or the shape is wrong.\n";
+
+const char *info_usage(void) { return usage; }
+
+int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len) {
+  memset(o, 0, sizeof *o);
+  o->batch = 1;
+  o->heads = 16;
+  o->seqlen = 4096;
+  o->dtype = FCL_DTYPE_F32;
+  if (why && why_len) why[0] = '\0';
+  char reason[FCLU_WHY_LEN];
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    struct {
+      const char *name;
+      size_t *slot;
+    } const sizes[] = {{"--batch", &o->batch},       {"--heads", &o->heads},
+                       {"--heads-kv", &o->heads_kv}, {"--seqlen", &o->seqlen},
+                       {"--seqlen-k", &o->seqlen_k}, {"--head-dim", &o->head_dim}};
+    size_t *slot = NULL;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
+      if (!strcmp(a, sizes[k].name)) slot = sizes[k].slot;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return INFO_PARSE_HELP;
+    if (!strcmp(a, "--version")) return INFO_PARSE_VERSION;
+    if (!strcmp(a, "--causal")) {
+      o->causal = 1;
+      continue;
+    }
+    if (!slot && strcmp(a, "--dtype")) {
+      snprintf(why, why_len, "unknown option '%s'", a);
+      return INFO_PARSE_ERROR;
+    }
+    if (i + 1 >= argc) {
+      snprintf(why, why_len, "%s needs a value", a);
+      return INFO_PARSE_ERROR;
+    }
+    const char *value = argv[++i];
+    uint64_t v;
+    if (!slot) {
+      if (fclu_parse_dtype(value, &o->dtype, reason, sizeof reason) == 0) continue;
+    } else if (fclu_parse_u64(value, 1, SIZE_MAX, &v, reason, sizeof reason) == 0) {
+      *slot = (size_t)v;
+      continue;
+    }
+    snprintf(why, why_len, "%s: %s", a, reason);
+    return INFO_PARSE_ERROR;
+  }
+  return INFO_PARSE_RUN;
+}
+
+int info_descs(const info_options *o, fcl_attention_desc out[2]) {
+  const size_t dims[2] = {64, 128};
+  const int n = o->head_dim ? 1 : 2;
+  for (int k = 0; k < n; ++k) {
+    fcl_attention_desc_init(&out[k], o->batch, o->heads, o->heads_kv ? o->heads_kv : o->heads,
+                            o->seqlen, o->seqlen_k ? o->seqlen_k : o->seqlen,
+                            o->head_dim ? o->head_dim : dims[k]);
+    out[k].causal = o->causal;
+    out[k].dtype = o->dtype;
+  }
+  return n;
+}

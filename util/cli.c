@@ -1,0 +1,93 @@
+/*
+ * cli.c — see cli.h.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int refuse(char *why, size_t why_len, const char *fmt, ...) {
+  if (why && why_len) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+  }
+  return -1;
+}
+
+/* Digits text[0..len) as a number: 0, -1 for anything but digits, -2 past
+ * 64 bits. */
+static int digits_value(const char *text, size_t len, uint64_t *out) {
+  if (len == 0) return -1;
+  uint64_t v = 0;
+  int overflow = 0;
+  for (size_t i = 0; i < len; ++i) {
+    const unsigned char c = (unsigned char)text[i];
+    if (c < '0' || c > '9') return -1;
+    if (v > (UINT64_MAX - (c - '0')) / 10) overflow = 1;
+    v = v * 10 + (c - '0');
+  }
+  if (overflow) return -2;
+  *out = v;
+  return 0;
+}
+
+static const char *what_is_wrong(int code) {
+  return code == -2 ? "is too large" : "is not a decimal integer";
+}
+
+int fclu_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out, char *why,
+                   size_t why_len) {
+  uint64_t v;
+  if (!text) return refuse(why, why_len, "no value given");
+  const int code = digits_value(text, strlen(text), &v);
+  if (code != 0) return refuse(why, why_len, "'%s' %s", text, what_is_wrong(code));
+  if (v < min || v > max)
+    return refuse(why, why_len, "%llu is out of range (%llu to %llu)", (unsigned long long)v,
+                  (unsigned long long)min, (unsigned long long)max);
+  *out = v;
+  return 0;
+}
+
+int fclu_parse_u64_list(const char *text, uint64_t max, size_t min_n, size_t max_n,
+                        uint64_t *out, size_t *n, char *why, size_t why_len) {
+  if (!text) return refuse(why, why_len, "no list given");
+  uint64_t values[64];
+  size_t count = 0;
+  for (const char *p = text;; ++p) {
+    const char *comma = strchr(p, ',');
+    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (count == max_n || count == sizeof values / sizeof values[0])
+      return refuse(why, why_len, "'%s' has more than %zu fields", text, max_n);
+    const int code = digits_value(p, len, &values[count]);
+    if (code != 0)
+      return refuse(why, why_len, "field %zu of '%s' %s", count + 1, text, what_is_wrong(code));
+    if (values[count] > max)
+      return refuse(why, why_len, "field %zu of '%s' is over %llu", count + 1, text,
+                    (unsigned long long)max);
+    ++count;
+    if (!comma) break;
+    p = comma;
+  }
+  if (count < min_n)
+    return refuse(why, why_len, "'%s' has %zu fields; at least %zu are needed", text, count,
+                  min_n);
+  memcpy(out, values, count * sizeof *values);
+  *n = count;
+  return 0;
+}
+
+int fclu_parse_dtype(const char *text, fcl_dtype *out, char *why, size_t why_len) {
+  static const struct {
+    const char *name;
+    fcl_dtype type;
+  } names[] = {{"f32", FCL_DTYPE_F32}, {"f16", FCL_DTYPE_F16}, {"bf16", FCL_DTYPE_BF16}};
+  for (size_t i = 0; text && i < sizeof names / sizeof names[0]; ++i)
+    if (!strcmp(text, names[i].name)) {
+      *out = names[i].type;
+      return 0;
+    }
+  return refuse(why, why_len, "unknown dtype '%s' (f32, f16, bf16)", text ? text : "(null)");
+}
