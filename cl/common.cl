@@ -167,104 +167,212 @@ inline float fcl_shfl_xor(float x, int mask) {
 }
 #endif
 
+/* ---- arguments -------------------------------------------------------------
+ * Every attention kernel's parameters: the buffers of params.h's list,
+ * then the problem by value. */
+#define FCL_BUFFER_PARAM(name, type) __global type *name,
+#define FCL_ATTENTION_PARAMS \
+  FCL_ATTENTION_BUFFERS(FCL_BUFFER_PARAM) const fcl_params p FCL_IO_PARAM
+
+/* ---- score transforms ------------------------------------------------------
+ * SOFTCAP and ALIBI select logits that are transformed before the
+ * softmax: softcap tanh(logit / softcap), then minus slope |i + nk - nq - j|.
+ * Without either, the kernels keep scores as unscaled dot products and
+ * scale only differences (flash_fwd.cl says why); with one, scores are the
+ * transformed logits times log2(e), so that exp2 takes their differences
+ * as they are (params.h: exp_factor, lse_factor). */
+#ifndef SOFTCAP
+#define SOFTCAP 0           // 1: logits soft-capped (p.softcap)
+#endif
+#ifndef ALIBI
+#define ALIBI 0             // 1: ALiBi biases from the slopes buffer
+#endif
+#define SCORES_TRANSFORMED (SOFTCAP || ALIBI)
+
+/* The score of an unscaled dot product s; rel = i + nk - nq - j, the
+ * query's distance past the key (ALiBi). */
+inline float fcl_score(float s, const fcl_params p, float slope, int rel) {
+#if SCORES_TRANSFORMED
+  float logit = p.scale * s;
+#if SOFTCAP
+  logit = p.softcap * tanh(logit / p.softcap);
+#endif
+#if ALIBI
+  logit -= slope * fabs((float)rel);
+#endif
+  return logit * M_LOG2E_F;
+#else
+  (void)p, (void)slope, (void)rel;
+  return s;
+#endif
+}
+
+/* The backward's P of an unscaled score s in a row whose LSE is lse2 in
+ * log2 units (LSE log2(e)), and in *dscale the factor the transform puts
+ * into dS = P (dP - D): d logit / d(scale s), 1 - tanh^2 with a softcap.
+ * P = 2^(score exp_factor - lse2), the forward's exponential: with it the
+ * f32 tensor-core backward ran 1.05-1.07x as fast as with exp() on an
+ * H200 (docs/performance.md, v6). */
+inline float fcl_prob(float s, const fcl_params p, float lse2, float slope, int rel,
+                      float *dscale) {
+  *dscale = 1.0f;
+#if SCORES_TRANSFORMED
+  float logit = p.scale * s;
+#if SOFTCAP
+  const float th = tanh(logit / p.softcap);
+  logit = p.softcap * th;
+  *dscale = 1.0f - th * th;
+#endif
+#if ALIBI
+  logit -= slope * fabs((float)rel);
+#endif
+  return EXP2(logit * M_LOG2E_F - lse2);
+#else
+  (void)slope, (void)rel;
+  return EXP2(s * p.exp_factor - lse2);
+#endif
+}
+
+/* ---- sequences --------------------------------------------------------------
+ * A batch entry's queries and keys: where they start among the tokens of
+ * their tensors and how many there are; ragged batches read them from the
+ * host's table, the others are all seqlen_q x seqlen_k from token 0. */
+typedef struct fcl_sequence {
+  int q_start, nq, k_start, nk;
+} fcl_sequence;
+
+inline fcl_sequence fcl_sequence_of(const fcl_params p, __global const int *seqs, int b) {
+  fcl_sequence s = {0, p.seqlen_q, 0, p.seqlen_k};
+  if (p.ragged) {
+    const int4 t = vload4(b, seqs);
+    s.q_start = t.x;
+    s.nq = t.y;
+    s.k_start = t.z;
+    s.nk = t.w;
+  }
+  return s;
+}
+
+/* Element offset of token `token`, head `head` of batch entry b in a view. */
+inline size_t fcl_at(const fcl_view v, int b, int token, int head) {
+  return v.offset + (size_t)b * v.batch + (size_t)token * v.seq + (size_t)head * v.head;
+}
+
+/* A causal-like mask (bounded right, unbounded left): later blocks see more
+ * keys and start first. */
+inline int fcl_grows(const fcl_params p) { return p.window_right >= 0 && p.window_left < 0; }
+
 /* ---- the query-block grid ------------------------------------------------
  * The kernels that own a block of query rows (both forwards, the
  * backward's dQ) share one flat grid, since NVIDIA caps the 2nd and 3rd
  * grid dimensions at 65535. Query blocks vary fastest, so that neighbouring
- * work-groups share K and V in cache; with a causal mask the last blocks,
- * which see the most keys, start first, so that a launch does not end on a
- * long tail. */
+ * work-groups share K and V in cache; with a causal-like mask the last
+ * blocks, which see the most keys, start first, so that a launch does not
+ * end on a long tail. Ragged batches take their (sequence, block) from the
+ * host's work list, heads outermost; the host orders it longest first. */
 typedef struct fcl_query_block {
-  int q0;                      // first query row of the block
+  int q0, rows;                // first query row of the block; rows of it in the sequence
   int batch, head, kv_head;
-  size_t q_stride, kv_stride;  // elements between rows: Q, O, dO; K, V
-  size_t q_offset, kv_offset;  // row 0 of this (batch, head) in Q; in K
-  /* Query i sees key j iff j <= i + diag (causal, bottom-right aligned).
-   * Keys below kv_full are seen by every row of the block, keys from
-   * kv_end on by none. */
-  int diag, kv_full, kv_end;
+  fcl_sequence seq;
+  /* Keys [k_lo, k_hi) are seen by some row of the block, [full_lo,
+   * full_hi) by every row (params.h, fcl_block_keys). */
+  int k_lo, k_hi, full_lo, full_hi;
+  size_t lse;                  // row 0 of this (batch, head) in LSE and D
+  float slope;                 // ALiBi, of this (batch, head)
 } fcl_query_block;
 
-inline fcl_query_block fcl_locate_query_block(int block_q, int causal, int seqlen_q,
-                                              int seqlen_k, int heads_q, int heads_kv,
-                                              int head_dim) {
+inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const int *seqs,
+                                              __global const int *work,
+                                              __global const float *alibi, int block_q) {
   fcl_query_block b;
-  const int n_qblocks = (seqlen_q + block_q - 1) / block_q;
   const int group_id = get_group_id(0);
-  const int bh = group_id / n_qblocks;
-  const int qblock = causal ? n_qblocks - 1 - (group_id - bh * n_qblocks)
-                            : group_id - bh * n_qblocks;
-  b.head = bh % heads_q;
-  b.batch = bh / heads_q;
-  b.kv_head = b.head / (heads_q / heads_kv);
+  int qblock;
+  if (p.ragged) {
+    const int item = group_id % p.work_items;
+    b.head = group_id / p.work_items;
+    b.batch = work[2 * item];
+    qblock = work[2 * item + 1];
+  } else {
+    const int n_qblocks = (p.seqlen_q + block_q - 1) / block_q;
+    const int bh = group_id / n_qblocks;
+    qblock = group_id - bh * n_qblocks;
+    if (fcl_grows(p)) qblock = n_qblocks - 1 - qblock;
+    b.head = bh % p.heads_q;
+    b.batch = bh / p.heads_q;
+  }
+  b.kv_head = b.head / (p.heads_q / p.heads_kv);
+  b.seq = fcl_sequence_of(p, seqs, b.batch);
   b.q0 = qblock * block_q;
-  b.q_stride = (size_t)heads_q * head_dim;
-  b.kv_stride = (size_t)heads_kv * head_dim;
-  b.q_offset = ((size_t)b.batch * seqlen_q * heads_q + b.head) * head_dim;
-  b.kv_offset = ((size_t)b.batch * seqlen_k * heads_kv + b.kv_head) * head_dim;
-  b.diag = seqlen_k - seqlen_q;
-  const int last_row = min(b.q0 + block_q, seqlen_q) - 1;
-  b.kv_full = causal ? clamp(b.q0 + b.diag + 1, 0, seqlen_k) : seqlen_k;
-  b.kv_end = causal ? clamp(last_row + b.diag + 1, 0, seqlen_k) : seqlen_k;
+  b.rows = clamp(b.seq.nq - b.q0, 0, block_q);
+  b.k_lo = b.k_hi = b.full_lo = b.full_hi = 0;
+  if (b.rows > 0)
+    fcl_block_keys(b.seq.nq, b.seq.nk, p.window_left, p.window_right, b.q0, b.rows, &b.k_lo,
+                   &b.k_hi, &b.full_lo, &b.full_hi);
+  b.lse = (size_t)b.batch * p.lse_batch + (size_t)b.head * p.lse_head + b.seq.q_start;
+#if ALIBI
+  b.slope = alibi[b.batch * p.alibi_batch + b.head];
+#else
+  b.slope = 0.0f;
+#endif
   return b;
 }
 
 /* ---- the key-block grid ----------------------------------------------------
  * The backward's dK/dV kernels own a block of keys of one (batch, kv head)
  * and stream the query tiles of every query head of its group. Key blocks
- * vary fastest; causal: the first key blocks, seen by the most queries,
- * start first. */
+ * vary fastest (ragged: the host's work list, kv heads outermost). */
 typedef struct fcl_key_block {
-  int k0;                      // first key of the block
+  int k0, keys;                // first key of the block; keys of it in the sequence
   int batch, kv_head, group;   // group: query heads per kv head
-  size_t q_stride, kv_stride;  // elements between rows: Q, dO; K, V, dK, dV
-  size_t kv_offset;            // row 0 of this (batch, kv head) in K
-  /* Query i sees key j iff j <= i + diag. Query tiles of block_q rows
-   * before first_tile see none of the block's keys (skipped); queries from
-   * q_full on see all of them (no mask). */
-  int diag, first_tile, q_full;
+  fcl_sequence seq;
+  /* Query rows [q_lo, q_hi) see some key of the block, [full_lo, full_hi)
+   * all of them (params.h, fcl_block_queries). */
+  int q_lo, q_hi, full_lo, full_hi;
 } fcl_key_block;
 
-inline fcl_key_block fcl_locate_key_block(int block_k, int block_q, int causal, int seqlen_q,
-                                          int seqlen_k, int heads_q, int heads_kv,
-                                          int head_dim) {
+inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int *seqs,
+                                          __global const int *work, int block_k) {
   fcl_key_block b;
-  const int n_kblocks = (seqlen_k + block_k - 1) / block_k;
-  const int bh = get_group_id(0) / n_kblocks;
-  b.k0 = (get_group_id(0) - bh * n_kblocks) * block_k;
-  b.kv_head = bh % heads_kv;
-  b.batch = bh / heads_kv;
-  b.group = heads_q / heads_kv;
-  b.q_stride = (size_t)heads_q * head_dim;
-  b.kv_stride = (size_t)heads_kv * head_dim;
-  b.kv_offset = ((size_t)b.batch * seqlen_k * heads_kv + b.kv_head) * head_dim;
-  b.diag = seqlen_k - seqlen_q;
-  const int last_key = min(b.k0 + block_k, seqlen_k) - 1;
-  b.first_tile = causal ? clamp(b.k0 - b.diag, 0, seqlen_q) / block_q : 0;
-  b.q_full = causal ? clamp(last_key - b.diag, 0, seqlen_q) : 0;
+  const int group_id = get_group_id(0);
+  int kblock;
+  if (p.ragged) {
+    const int item = group_id % p.work_items;
+    b.kv_head = group_id / p.work_items;
+    b.batch = work[2 * item];
+    kblock = work[2 * item + 1];
+  } else {
+    const int n_kblocks = (p.seqlen_k + block_k - 1) / block_k;
+    const int bh = group_id / n_kblocks;
+    kblock = group_id - bh * n_kblocks;
+    b.kv_head = bh % p.heads_kv;
+    b.batch = bh / p.heads_kv;
+  }
+  b.group = p.heads_q / p.heads_kv;
+  b.seq = fcl_sequence_of(p, seqs, b.batch);
+  b.k0 = kblock * block_k;
+  b.keys = clamp(b.seq.nk - b.k0, 0, block_k);
+  b.q_lo = b.q_hi = b.full_lo = b.full_hi = 0;
+  if (b.keys > 0)
+    fcl_block_queries(b.seq.nq, b.seq.nk, p.window_left, p.window_right, b.k0, b.keys,
+                      &b.q_lo, &b.q_hi, &b.full_lo, &b.full_hi);
   return b;
 }
 
-/* LSE, in log2 units (LSE log2(e), for fcl_prob), and D (= rowsum(dO * O))
- * of query rows [q0, q0 + n) into local arrays of n by the work-group (tid,
- * WG_SIZE); rows from seqlen_q on get LSE -inf, which the backward kernels
- * read as "P = 0", and D 0. */
-#define LOAD_ROW_STATS(lse2_dst, d_dst, lse, dsum, stat_offset, q0, n)          \
+/* LSE, in log2 units (LSE log2(e), for fcl_prob), D (= rowsum(dO * O)) and
+ * the visible keys [lo, hi) of query rows [q0, q0 + n) of a sequence of
+ * nq queries and nk keys, into local arrays of n by the work-group (tid,
+ * WG_SIZE), from row 0 of a (batch, head) at `stat`; rows from nq on get
+ * LSE -inf, which the backward kernels read as "P = 0", and D 0. */
+#define LOAD_ROW_STATS(lse2_dst, d_dst, lo_dst, hi_dst, lse, dsum, stat, q0, n, nq, nk) \
   for (int i_ = tid; i_ < (n); i_ += WG_SIZE) {                                 \
-    const int live_ = (q0) + i_ < seqlen_q;                                     \
-    (lse2_dst)[i_] =                                                            \
-        live_ ? LOAD_F32(lse, (stat_offset) + (q0) + i_) * M_LOG2E_F : -INFINITY; \
-    (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat_offset) + (q0) + i_) : 0.0f;     \
+    const int row_ = (q0) + i_, live_ = row_ < (nq);                            \
+    (lse2_dst)[i_] = live_ ? LOAD_F32(lse, (stat) + row_) * M_LOG2E_F : -INFINITY; \
+    (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat) + row_) : 0.0f;                 \
+    int lo_ = 0, hi_ = 0;                                                       \
+    if (live_) fcl_row_keys((nq), (nk), p.window_left, p.window_right, row_, &lo_, &hi_); \
+    (lo_dst)[i_] = lo_;                                                         \
+    (hi_dst)[i_] = hi_;                                                         \
   }
-
-/* The backward's P of an unscaled score s in a row whose LSE is lse2 in
- * log2 units: e^(scale s - LSE) as 2^(scale log2(e) s - LSE log2(e)),
- * where scale_log2 = scale log2(e): the forward's exponential, with which
- * the f32 tensor-core backward ran 1.05-1.07x as fast as with exp() on an
- * H200 (docs/performance.md, v6). */
-inline float fcl_prob(float s, float scale_log2, float lse2) {
-  return EXP2(s * scale_log2 - lse2);
-}
 
 /* ---- four columns of a row from global memory (the backward's kernels) -- */
 
@@ -288,15 +396,16 @@ inline float fcl_prob(float s, float scale_log2, float lse2) {
 #endif
 
 /* Defines `name`: columns col..col+3 of a row as a `type`, those past
- * head_dim 0. Each program instantiates the loaders it needs (load_quad,
- * floats for registers; load_tile_quad, what a local tile holds): the MMA
- * programs need none. */
+ * head_dim 0; vec4: the row and head_dim are multiples of 4 elements
+ * (params.h), so that one aligned vector load takes them. Each program
+ * instantiates the loaders it needs (load_quad, floats for registers;
+ * load_tile_quad, what a local tile holds): the MMA programs need none. */
 #define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
   inline type name(__global const store_t *row, const int col,                \
-                   const int head_dim IO_LOADS) {                             \
+                   const int head_dim, const int vec4 IO_LOADS) {             \
     IO_HELPER_INIT;                                                            \
     type x = (type)(0);                                                        \
-    if ((head_dim & 3) == 0) {                                                 \
+    if (vec4) {                                                                \
       if (col < head_dim) x = load4(row, col);                                 \
     } else {                                                                   \
       if (col + 0 < head_dim) x.x = load1(row, col + 0);                       \

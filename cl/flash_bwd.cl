@@ -30,10 +30,11 @@
  *
  * Accuracy as in flash_fwd.cl: the scale multiplies finished dot products
  * and the dot products run in four chains; the gradients' long sums are
- * taken in two levels (ACCUMULATE, flash_bwd_rows.cl). P is e^(S - LSE)
- * by exp rather than exp2(x * log2 e), which would round the exponent once
- * more; two exps per pair against 7 * head_dim multiply-adds cost nothing. Rows that saw
- * no key (LSE = -inf) and rows past seqlen_q get P = 0 by an explicit test.
+ * taken in two levels (ACCUMULATE, flash_bwd_rows.cl). P comes from
+ * fcl_prob (common.cl), with the transforms' derivative in dS. Rows that
+ * saw no key (LSE = -inf) and rows past the sequence get P = 0 by an
+ * explicit test; pairs outside the mask (params.h) likewise, tested only
+ * in the tiles that not every row or key of the block sees whole.
  */
 
 /* Parameters, layout and the row helpers: flash_bwd_rows.cl, compiled
@@ -42,22 +43,11 @@
 /* ---- dK, dV --------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
-                    __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
-                    __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
-                    __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
-                    __global const float *lse,     // [batch][heads_q][seqlen_q]
-                    __global const float *dsum,    // [batch][heads_q][seqlen_q], D
-                    __global store_t *dk,          // [batch][seqlen_k][heads_kv][head_dim]
-                    __global store_t *dv,          // [batch][seqlen_k][heads_kv][head_dim]
-                    const int seqlen_q, const int seqlen_k, const int heads_q,
-                    const int heads_kv, const int head_dim,
-                    const float scale              // logits are scale * q.k
-                    FCL_IO_PARAM) {
+void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
   __local tile4_t do_tile[BLOCK * TILE_LD4];
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
-  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
+  __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
 #endif
@@ -66,10 +56,11 @@ void flash_bwd_dkdv(__global const store_t *q,     // [batch][seqlen_q][heads_q]
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_key_block kb = fcl_locate_key_block(BLOCK, BLOCK, CAUSAL, seqlen_q, seqlen_k,
-                                                heads_q, heads_kv, head_dim);
+  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK);
   const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head, group = kb.group;
-  const size_t q_stride = kb.q_stride, kv_stride = kb.kv_stride, kv_offset = kb.kv_offset;
+  const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
+  const size_t k_off = fcl_at(p.k, batch, kb.seq.k_start, kv_head);
+  const size_t v_off = fcl_at(p.v, batch, kb.seq.k_start, kv_head);
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
     q_tile[i] = TILE_ZERO;
@@ -86,54 +77,55 @@ UNROLL
 UNROLL
     for (int c = 0; c < D_SLICE; ++c) dkr[r][c] = dvr[r][c] = 0.0f;
   }
-  LOAD_ROW_SLICES(kr, k + kv_offset, key, seqlen_k, kv_stride);
-  LOAD_ROW_SLICES(vr, v + kv_offset, key, seqlen_k, kv_stride);
+  LOAD_ROW_SLICES(kr, k + k_off, key, nk, p.k.seq);
+  LOAD_ROW_SLICES(vr, v + v_off, key, nk, p.v.seq);
 
-  /* Keys past seqlen_k need no mask: their gradients are never stored. */
-  const int diag = kb.diag, first_tile = kb.first_tile;
-#if CAUSAL
-  const int q_full = kb.q_full;
-#endif
-  const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
+  /* Keys past the sequence need no mask: their gradients are never stored. */
+  const int diag = nk - nq;
+  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   for (int member = 0; member < group; ++member) {
     const int head = kv_head * group + member;
-    const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
-    const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
-    for (int tile = first_tile; tile < n_tiles; ++tile) {
-      const int q0 = tile * BLOCK;
-      const int rows = min(BLOCK, seqlen_q - q0);
-
-      /* ---- Q, dO, LSE and D of this query tile into local memory ---- */
-      load_tile_pair(q_tile, do_tile, q + q_offset + (size_t)q0 * q_stride,
-                     dout + q_offset + (size_t)q0 * q_stride, q_stride, rows, head_dim
-                     IO_LOADS_ARG);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
-      barrier(CLK_LOCAL_MEM_FENCE);
-#if CAUSAL
-      const int masked = q0 < q_full;  // uniform over the group
+    const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
+    const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
+    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
+#if ALIBI
+    const float slope = alibi[batch * p.alibi_batch + head];
+#else
+    const float slope = 0.0f;
 #endif
+    for (int tile = first_tile; tile < end_tile; ++tile) {
+      const int q0 = tile * BLOCK;
+      const int rows = min(BLOCK, nq - q0);
+
+      /* ---- Q, dO, LSE, D and the rows' keys of this query tile ---- */
+      load_tile_pair(q_tile, do_tile, q + q_off + (size_t)q0 * p.q.seq,
+                     dout + do_off + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
+                     head_dim, p.vec4 IO_LOADS_ARG);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, stat, q0, BLOCK, nq, nk);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
       for (int sb = 0; sb < BLOCK; sb += SUB_ROWS) {
         float s[ROWS_PER_THREAD][SUB_ROWS], dp[ROWS_PER_THREAD][SUB_ROWS];
         SLICE_DOTS(s, dp, kr, vr, q_tile, do_tile, sb);
         ROW_SUMS(s, dp);
 
-        /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
+        /* ---- P (0 where masked), dS = P (dP - D) times the transform's slope ---- */
 UNROLL
         for (int i = 0; i < SUB_ROWS; ++i) {
-          const float lse2_i = lse2_tile[sb + i], d_i = d_tile[sb + i];
+          const int qi = sb + i;
+          const float lse2_i = lse2_tile[qi], d_i = d_tile[qi];
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-            int seen = lse2_i != -INFINITY;  // past seqlen_q, or saw no key
-#if CAUSAL
-            if (masked) seen = seen && key[r] <= q0 + sb + i + diag;
-#endif
-            const float p = seen ? fcl_prob(s[r][i], scale_log2, lse2_i) : 0.0f;
-            s[r][i] = p;
-            dp[r][i] = p * (dp[r][i] - d_i);
+            int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
+            if (masked) seen = seen && key[r] >= lo_tile[qi] && key[r] < hi_tile[qi];
+            float dscale;
+            const float pr = fcl_prob(s[r][i], p, lse2_i, slope, q0 + qi + diag - key[r], &dscale);
+            s[r][i] = seen ? pr : 0.0f;
+            dp[r][i] = s[r][i] * (dp[r][i] - d_i) * dscale;
           }
         }
 
@@ -161,29 +153,21 @@ UNROLL
     }
   }
 
-  STORE_ROW_SLICES(dkr, dk + kv_offset, key, seqlen_k, kv_stride, scale);
-  STORE_ROW_SLICES(dvr, dv + kv_offset, key, seqlen_k, kv_stride, 1.0f);
+  STORE_ROW_SLICES(dkr, dk + fcl_at(p.dk, batch, kb.seq.k_start, kv_head), key, nk, p.dk.seq,
+                   p.scale);
+  STORE_ROW_SLICES(dvr, dv + fcl_at(p.dv, batch, kb.seq.k_start, kv_head), key, nk, p.dv.seq,
+                   1.0f);
   FCL_IO_COMMIT();
 }
 
 /* ---- dQ ------------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
-                  __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
-                  __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
-                  __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
-                  __global const float *lse,     // [batch][heads_q][seqlen_q]
-                  __global const float *dsum,    // [batch][heads_q][seqlen_q], D
-                  __global store_t *dq,          // [batch][seqlen_q][heads_q][head_dim]
-                  const int seqlen_q, const int seqlen_k, const int heads_q,
-                  const int heads_kv, const int head_dim,
-                  const float scale              // logits are scale * q.k
-                  FCL_IO_PARAM) {
+void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK * TILE_LD4];
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
-  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
+  __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
 #endif
@@ -192,18 +176,15 @@ void flash_bwd_dq(__global const store_t *q,     // [batch][seqlen_q][heads_q][h
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_query_block qb = fcl_locate_query_block(BLOCK, CAUSAL, seqlen_q, seqlen_k,
-                                                    heads_q, heads_kv, head_dim);
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head;
-  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
-  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
-  const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
+  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
     k_tile[i] = TILE_ZERO;
     v_tile[i] = TILE_ZERO;
   }
-  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
+  LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
 
   int row[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][D_SLICE];
@@ -215,50 +196,48 @@ UNROLL
 UNROLL
     for (int c = 0; c < D_SLICE; ++c) dqr[r][c] = 0.0f;
   }
-  LOAD_ROW_SLICES(qr, q + q_offset, row, seqlen_q, q_stride);
-  LOAD_ROW_SLICES(dor, dout + q_offset, row, seqlen_q, q_stride);
+  LOAD_ROW_SLICES(qr, q + fcl_at(p.q, batch, qb.seq.q_start, head), row, nq, p.q.seq);
+  LOAD_ROW_SLICES(dor, dout + fcl_at(p.dout, batch, qb.seq.q_start, head), row, nq, p.dout.seq);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
+  int lo_r[ROWS_PER_THREAD], hi_r[ROWS_PER_THREAD];
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     lse2_r[r] = lse2_rows[row_group + r * ROW_GROUPS];
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
+    lo_r[r] = lo_rows[row_group + r * ROW_GROUPS];
+    hi_r[r] = hi_rows[row_group + r * ROW_GROUPS];
   }
 
-  const int diag = qb.diag, kv_full = qb.kv_full;  // the keys the rows see
-  const int n_tiles = (qb.kv_end + BLOCK - 1) / BLOCK;
+  const int diag = nk - nq;
+  const int first_tile = qb.k_lo / BLOCK, end_tile = (qb.k_hi + BLOCK - 1) / BLOCK;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  __global const store_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK;
-    load_tile_pair(k_tile, v_tile, k + kv_offset + (size_t)k0 * kv_stride,
-                   v + kv_offset + (size_t)k0 * kv_stride, kv_stride,
-                   min(BLOCK, seqlen_k - k0), head_dim IO_LOADS_ARG);
+    load_tile_pair(k_tile, v_tile, k_rows + (size_t)k0 * p.k.seq, v_rows + (size_t)k0 * p.v.seq,
+                   p.k.seq, p.v.seq, min(BLOCK, nk - k0), head_dim, p.vec4 IO_LOADS_ARG);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int masked = k0 + BLOCK > kv_full;  // uniform over the group
+    const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;  // uniform over the group
 
     for (int sb = 0; sb < BLOCK; sb += SUB_ROWS) {
       float s[ROWS_PER_THREAD][SUB_ROWS], dp[ROWS_PER_THREAD][SUB_ROWS];
       SLICE_DOTS(s, dp, qr, dor, k_tile, v_tile, sb);
       ROW_SUMS(s, dp);
 
-      /* ---- P = e^(S - LSE) (0 where masked), dS = P (dP - D) ---- */
+      /* ---- P (0 where masked), dS = P (dP - D) times the transform's slope ---- */
 UNROLL
       for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-        const int live = lse2_r[r] != -INFINITY;  // past seqlen_q, or sees no key
+        const int live = lse2_r[r] != -INFINITY;  // past the sequence, or sees no key
 UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
-          int seen = live;
-          if (masked) {
-            const int key = k0 + sb + j;
-#if CAUSAL
-            seen = seen && key < seqlen_k && key <= row[r] + diag;
-#else
-            seen = seen && key < seqlen_k;
-#endif
-          }
-          const float p = seen ? fcl_prob(s[r][j], scale_log2, lse2_r[r]) : 0.0f;
-          dp[r][j] = p * (dp[r][j] - d_r[r]);
+          const int key = k0 + sb + j;
+          const int seen = live && (!masked || (key >= lo_r[r] && key < hi_r[r]));
+          float dscale;
+          const float pr = fcl_prob(s[r][j], p, lse2_r[r], qb.slope, row[r] + diag - key, &dscale);
+          dp[r][j] = (seen ? pr : 0.0f) * (dp[r][j] - d_r[r]) * dscale;
         }
       }
 
@@ -280,6 +259,7 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
   }
 
-  STORE_ROW_SLICES(dqr, dq + q_offset, row, seqlen_q, q_stride, scale);
+  STORE_ROW_SLICES(dqr, dq + fcl_at(p.dq, batch, qb.seq.q_start, head), row, nq, p.dq.seq,
+                   p.scale);
   FCL_IO_COMMIT();
 }

@@ -43,9 +43,6 @@
 #ifndef SUB_TILES
 #define SUB_TILES 2         // 8-row groups of a tile per step (even)
 #endif
-#ifndef CAUSAL
-#define CAUSAL 0            // bottom-right aligned causal mask
-#endif
 #ifndef HEAD_SPLIT
 #define HEAD_SPLIT 1        // warps per 16 rows: 1, or 2 (pairs, above)
 #endif
@@ -135,59 +132,52 @@
 /* ---- dK, dV --------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_dkdv_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
-                        __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
-                        __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
-                        __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
-                        __global const float *lse,     // [batch][heads_q][seqlen_q]
-                        __global const float *dsum,    // [batch][heads_q][seqlen_q], D
-                        __global store_t *dk,          // [batch][seqlen_k][heads_kv][head_dim]
-                        __global store_t *dv,          // [batch][seqlen_k][heads_kv][head_dim]
-                        const int seqlen_q, const int seqlen_k, const int heads_q,
-                        const int heads_kv, const int head_dim,
-                        const float scale              // logits are scale * q.k
-                        FCL_IO_PARAM) {
+void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
-  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
+  __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
   DECLARE_PAIR_SUMS();
-  MMA_DECLARE_SCRATCH(WARPS);
+  MMA_DECLARE_PRODUCT_SCRATCH(WARPS);  // no quad reductions here
   LOCATE_WARP();
   FCL_IO_INIT;
 
-  const fcl_key_block kb = fcl_locate_key_block(BLOCK, BLOCK, CAUSAL, seqlen_q, seqlen_k,
-                                                heads_q, heads_kv, head_dim);
-  const int batch = kb.batch;
-  const size_t q_stride = kb.q_stride, kv_stride = kb.kv_stride, kv_offset = kb.kv_offset;
+  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK);
+  const int batch = kb.batch, nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
 
   /* This lane's keys: key_g and key_g + 8. */
   const int key_g = kb.k0 + 16 * row_warp + g;
   DECLARE_FRAG_A(ka, PART_WIDTH);
   DECLARE_FRAG_A(va, PART_WIDTH);
-  LOAD_A_ROWS(ka, PART_WIDTH, k + kv_offset, key_g, seqlen_k, kv_stride, col0);
-  LOAD_A_ROWS(va, PART_WIDTH, v + kv_offset, key_g, seqlen_k, kv_stride, col0);
+  LOAD_A_ROWS(ka, PART_WIDTH, k + fcl_at(p.k, batch, kb.seq.k_start, kb.kv_head), key_g, nk,
+              p.k.seq, col0);
+  LOAD_A_ROWS(va, PART_WIDTH, v + fcl_at(p.v, batch, kb.seq.k_start, kb.kv_head), key_g, nk,
+              p.v.seq, col0);
   float dk_acc[PART_WIDTH][4], dv_acc[PART_WIDTH][4];
   ZERO_ACC(dk_acc);
   ZERO_ACC(dv_acc);
 
-  const int diag = kb.diag;
-  const int n_tiles = (seqlen_q + BLOCK - 1) / BLOCK;
+  const int diag = nk - nq;
+  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
 
   for (int member = 0; member < kb.group; ++member) {
     const int head = kb.kv_head * kb.group + member;
-    const size_t q_offset = ((size_t)batch * seqlen_q * heads_q + head) * head_dim;
-    const size_t stat_offset = ((size_t)batch * heads_q + head) * seqlen_q;
-    for (int tile = kb.first_tile; tile < n_tiles; ++tile) {
-      const int q0 = tile * BLOCK;
-      const int rows = min(BLOCK, seqlen_q - q0);
-      LOAD_TILE(q_tile, q + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
-      LOAD_TILE(do_tile, dout + q_offset + (size_t)q0 * q_stride, rows, BLOCK, q_stride);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, stat_offset, q0, BLOCK);
-      barrier(CLK_LOCAL_MEM_FENCE);
-#if CAUSAL
-      const int masked = q0 < kb.q_full;  // uniform over the group
+    const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
+    const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
+    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
+#if ALIBI
+    const float slope = alibi[batch * p.alibi_batch + head];
+#else
+    const float slope = 0.0f;
 #endif
+    for (int tile = first_tile; tile < end_tile; ++tile) {
+      const int q0 = tile * BLOCK;
+      const int rows = min(BLOCK, nq - q0);
+      LOAD_TILE(q_tile, q + q_off + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
+      LOAD_TILE(do_tile, dout + do_off + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, stat, q0, BLOCK, nq, nk);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
       for (int sb = 0; sb < BLOCK; sb += SUB) {
         __local const tile_t *q_sub = q_tile + sb * TILE_LD + col0;
@@ -201,15 +191,14 @@ UNROLL
         for (int n = 0; n < SUB_TILES; ++n)
 UNROLL
           for (int i = 0; i < 4; ++i) {
-            const int qi = sb + 8 * n + 2 * t + (i & 1);
+            const int qi = sb + 8 * n + 2 * t + (i & 1), key = key_g + 8 * (i >> 1);
             const float lse2_i = lse2_tile[qi];
-            int seen = lse2_i != -INFINITY;  // past seqlen_q, or saw no key
-#if CAUSAL
-            if (masked) seen = seen && key_g + 8 * (i >> 1) <= q0 + qi + diag;
-#endif
-            const float p = seen ? fcl_prob(s[n][i], scale_log2, lse2_i) : 0.0f;
-            s[n][i] = p;
-            dp[n][i] = p * (dp[n][i] - d_tile[qi]);
+            int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
+            if (masked) seen = seen && key >= lo_tile[qi] && key < hi_tile[qi];
+            float dscale;
+            const float pr = fcl_prob(s[n][i], p, lse2_i, slope, q0 + qi + diag - key, &dscale);
+            s[n][i] = seen ? pr : 0.0f;
+            dp[n][i] = s[n][i] * (dp[n][i] - d_tile[qi]) * dscale;
           }
         MMA_ACCUMULATE(dv_acc, PART_WIDTH, s, SUB_TILES, do_sub);
         MMA_ACCUMULATE(dk_acc, PART_WIDTH, dp, SUB_TILES, q_sub);
@@ -218,69 +207,64 @@ UNROLL
     }
   }
 
-  STORE_ROWS(dk_acc, dk + kv_offset, key_g, seqlen_k, kv_stride, scale);
-  STORE_ROWS(dv_acc, dv + kv_offset, key_g, seqlen_k, kv_stride, 1.0f);
+  STORE_ROWS(dk_acc, dk + fcl_at(p.dk, batch, kb.seq.k_start, kb.kv_head), key_g, nk, p.dk.seq,
+             p.scale);
+  STORE_ROWS(dv_acc, dv + fcl_at(p.dv, batch, kb.seq.k_start, kb.kv_head), key_g, nk, p.dv.seq,
+             1.0f);
   FCL_IO_COMMIT();
 }
 
 /* ---- dQ ------------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_dq_mma(__global const store_t *q,     // [batch][seqlen_q][heads_q][head_dim]
-                      __global const store_t *k,     // [batch][seqlen_k][heads_kv][head_dim]
-                      __global const store_t *v,     // [batch][seqlen_k][heads_kv][head_dim]
-                      __global const store_t *dout,  // [batch][seqlen_q][heads_q][head_dim]
-                      __global const float *lse,     // [batch][heads_q][seqlen_q]
-                      __global const float *dsum,    // [batch][heads_q][seqlen_q], D
-                      __global store_t *dq,          // [batch][seqlen_q][heads_q][head_dim]
-                      const int seqlen_q, const int seqlen_k, const int heads_q,
-                      const int heads_kv, const int head_dim,
-                      const float scale              // logits are scale * q.k
-                      FCL_IO_PARAM) {
+void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
-  const float scale_log2 = scale * M_LOG2E_F;  // for fcl_prob
+  __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
   DECLARE_PAIR_SUMS();
-  MMA_DECLARE_SCRATCH(WARPS);
+  MMA_DECLARE_PRODUCT_SCRATCH(WARPS);  // no quad reductions here
   LOCATE_WARP();
   FCL_IO_INIT;
 
-  const fcl_query_block qb = fcl_locate_query_block(BLOCK, CAUSAL, seqlen_q, seqlen_k,
-                                                    heads_q, heads_kv, head_dim);
-  const int q0 = qb.q0;
-  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
-  const size_t stat_offset = ((size_t)qb.batch * heads_q + qb.head) * seqlen_q;
-  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, stat_offset, q0, BLOCK);
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK);
+  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
 
   /* This lane's rows: row_g and row_g + 8. */
   const int row_g = q0 + 16 * row_warp + g;
   DECLARE_FRAG_A(qa, PART_WIDTH);
   DECLARE_FRAG_A(doa, PART_WIDTH);
-  LOAD_A_ROWS(qa, PART_WIDTH, q + qb.q_offset, row_g, seqlen_q, q_stride, col0);
-  LOAD_A_ROWS(doa, PART_WIDTH, dout + qb.q_offset, row_g, seqlen_q, q_stride, col0);
+  LOAD_A_ROWS(qa, PART_WIDTH, q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head), row_g, nq,
+              p.q.seq, col0);
+  LOAD_A_ROWS(doa, PART_WIDTH, dout + fcl_at(p.dout, qb.batch, qb.seq.q_start, qb.head), row_g,
+              nq, p.dout.seq, col0);
   float dq_acc[PART_WIDTH][4];
   ZERO_ACC(dq_acc);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[2], d_r[2];
+  int lo_r[2], hi_r[2];
 UNROLL
   for (int r = 0; r < 2; ++r) {
-    lse2_r[r] = lse2_rows[16 * row_warp + g + 8 * r];
-    d_r[r] = d_rows[16 * row_warp + g + 8 * r];
+    const int at = 16 * row_warp + g + 8 * r;
+    lse2_r[r] = lse2_rows[at];
+    d_r[r] = d_rows[at];
+    lo_r[r] = lo_rows[at];
+    hi_r[r] = hi_rows[at];
   }
 
-  const int diag = qb.diag, kv_full = qb.kv_full;
-  const int n_tiles = (qb.kv_end + BLOCK - 1) / BLOCK;
-  __global const store_t *k_rows = k + qb.kv_offset;
-  __global const store_t *v_rows = v + qb.kv_offset;
+  const int diag = nk - nq;
+  const int first_tile = qb.k_lo / BLOCK, end_tile = (qb.k_hi + BLOCK - 1) / BLOCK;
+  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK;
-    const int keys = min(BLOCK, seqlen_k - k0);
-    LOAD_TILE(k_tile, k_rows + (size_t)k0 * kv_stride, keys, BLOCK, kv_stride);
-    LOAD_TILE(v_tile, v_rows + (size_t)k0 * kv_stride, keys, BLOCK, kv_stride);
+    const int keys = min(BLOCK, nk - k0);
+    LOAD_TILE(k_tile, k_rows + (size_t)k0 * p.k.seq, keys, BLOCK, p.k.seq);
+    LOAD_TILE(v_tile, v_rows + (size_t)k0 * p.v.seq, keys, BLOCK, p.v.seq);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int masked = k0 + BLOCK > kv_full;  // uniform over the group
+    const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;  // uniform over the group
 
     for (int sb = 0; sb < BLOCK; sb += SUB) {
       __local const tile_t *k_sub = k_tile + sb * TILE_LD + col0;
@@ -293,24 +277,20 @@ UNROLL
       for (int n = 0; n < SUB_TILES; ++n)
 UNROLL
         for (int i = 0; i < 4; ++i) {
-          const int r = i >> 1;
-          int seen = lse2_r[r] != -INFINITY;  // past seqlen_q, or sees no key
-          if (masked) {
-            const int key = k0 + sb + 8 * n + 2 * t + (i & 1);
-#if CAUSAL
-            seen = seen && key < seqlen_k && key <= row_g + 8 * r + diag;
-#else
-            seen = seen && key < seqlen_k;
-#endif
-          }
-          const float p = seen ? fcl_prob(s[n][i], scale_log2, lse2_r[r]) : 0.0f;
-          dp[n][i] = p * (dp[n][i] - d_r[r]);
+          const int r = i >> 1, key = k0 + sb + 8 * n + 2 * t + (i & 1);
+          int seen = lse2_r[r] != -INFINITY;  // past the sequence, or sees no key
+          if (masked) seen = seen && key >= lo_r[r] && key < hi_r[r];
+          float dscale;
+          const float pr = fcl_prob(s[n][i], p, lse2_r[r], qb.slope, row_g + 8 * r + diag - key,
+                                    &dscale);
+          dp[n][i] = (seen ? pr : 0.0f) * (dp[n][i] - d_r[r]) * dscale;
         }
       MMA_ACCUMULATE(dq_acc, PART_WIDTH, dp, SUB_TILES, k_sub);
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
   }
 
-  STORE_ROWS(dq_acc, dq + qb.q_offset, row_g, seqlen_q, q_stride, scale);
+  STORE_ROWS(dq_acc, dq + fcl_at(p.dq, qb.batch, qb.seq.q_start, qb.head), row_g, nq, p.dq.seq,
+             p.scale);
   FCL_IO_COMMIT();
 }

@@ -7,8 +7,9 @@
  *
  * PRE_THREADS work-items per row, each summing strided groups of four
  * columns in one fma chain; a fixed tree sums their parts, so D is the same
- * run after run. Rows are taken in memory order (batch, query, head), so
- * that a work-group reads one contiguous range of O and dO.
+ * run after run. Rows are taken in the order (token, head) of the packed
+ * layout, so that a work-group of the default layout reads one contiguous
+ * range of O and dO; every layout goes through the views of params.h.
  */
 
 #ifndef WG_SIZE
@@ -26,24 +27,27 @@
 DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)  // common.cl
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_bwd_preprocess(__global const store_t *o,    // [batch][seqlen_q][heads_q][head_dim]
-                          __global const store_t *dout, // [batch][seqlen_q][heads_q][head_dim]
-                          __global float *dsum,         // [batch][heads_q][seqlen_q], D
-                          const int seqlen_q, const int heads_q, const int head_dim,
-                          const int n_rows              // batch * seqlen_q * heads_q
-                          FCL_IO_PARAM) {
+void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
   __local float part[WG_SIZE];
   FCL_IO_INIT;
   const int tid = get_local_id(0);
   const int lane = tid % PRE_THREADS;
-  const int row = get_group_id(0) * PRE_ROWS + tid / PRE_THREADS;
+  /* Rows are (token, head): every query token of the tensors, ragged or
+   * not; a token of a batch of equal sequences is (batch, query). */
+  const size_t row = (size_t)get_group_id(0) * PRE_ROWS + tid / PRE_THREADS;
+  const size_t rows = p.tokens_q * p.heads_q;
+  const int head = (int)(row % p.heads_q);
+  const size_t token = row / p.heads_q;
+  /* ragged: tokens are below INT_MAX (validate.c) and batch strides 0 */
+  const int batch = p.ragged ? 0 : (int)(token / p.seqlen_q);
+  const int query = (int)(p.ragged ? token : token % p.seqlen_q);  // token within its entry
   float4 acc = (float4)(0.0f);
-  if (row < n_rows) {
-    __global const store_t *o_row = o + (size_t)row * head_dim;
-    __global const store_t *do_row = dout + (size_t)row * head_dim;
-    for (int c = 4 * lane; c < head_dim; c += 4 * PRE_THREADS)
-      acc = fma(load_quad(o_row, c, head_dim IO_LOADS_ARG),
-                load_quad(do_row, c, head_dim IO_LOADS_ARG), acc);
+  if (row < rows) {
+    __global const store_t *o_row = o + fcl_at(p.o, batch, query, head);
+    __global const store_t *do_row = dout + fcl_at(p.dout, batch, query, head);
+    for (int c = 4 * lane; c < p.head_dim; c += 4 * PRE_THREADS)
+      acc = fma(load_quad(o_row, c, p.head_dim, p.vec4 IO_LOADS_ARG),
+                load_quad(do_row, c, p.head_dim, p.vec4 IO_LOADS_ARG), acc);
   }
   part[tid] = (acc.x + acc.y) + (acc.z + acc.w);
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -51,11 +55,7 @@ void flash_bwd_preprocess(__global const store_t *o,    // [batch][seqlen_q][hea
     if (lane < width) part[tid] += part[tid + width];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lane == 0 && row < n_rows) {
-    const int head = row % heads_q;
-    const int query = (row / heads_q) % seqlen_q;
-    const int batch = row / heads_q / seqlen_q;
-    STORE_F32(dsum, ((size_t)batch * heads_q + head) * seqlen_q + query, part[tid]);
-  }
+  if (lane == 0 && row < rows)
+    STORE_F32(dsum, (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + query, part[tid]);
   FCL_IO_COMMIT();
 }

@@ -19,9 +19,6 @@
 #ifndef ROWS_PER_THREAD
 #define ROWS_PER_THREAD 1   // rows kept in registers per work-item
 #endif
-#ifndef CAUSAL
-#define CAUSAL 0            // bottom-right aligned causal mask
-#endif
 #ifndef SUB_ROWS
 #define SUB_ROWS 8          // streamed rows whose scores are in registers at once
 #endif
@@ -65,11 +62,12 @@
 DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)
 DEFINE_QUAD_LOADER(load_tile_quad, tile4_t, LOAD_TILE4, LOAD_TILE1)
 
-/* Columns col..col+3 of a row, those before head_dim. */
+/* Columns col..col+3 of a row, those before head_dim; vec4 as for the
+ * loaders (common.cl). */
 inline void store_quad(__global store_t *row, const int col, const int head_dim,
-                       const float4 x IO_STORES) {
+                       const int vec4, const float4 x IO_STORES) {
   IO_HELPER_INIT;
-  if ((head_dim & 3) == 0) {
+  if (vec4) {
     if (col < head_dim) STORE4(row, col, x);
   } else {
     if (col + 0 < head_dim) STORE1(row, col + 0, x.x);
@@ -81,14 +79,14 @@ inline void store_quad(__global store_t *row, const int col, const int head_dim,
 }
 
 /* Rows [0, rows) of two tensors (a and b point at the first row; rows are
- * `stride` elements apart) into two tiles laid out [row][slice][D_SLICE +
- * skew], coalesced over head_dim. Rows from `rows` on become 0: never
- * stale local memory (0 * NaN is NaN). The padding columns past head_dim
- * are not written: the caller zeroes them once. */
+ * a_stride and b_stride elements apart) into two tiles laid out
+ * [row][slice][D_SLICE + skew], coalesced over head_dim. Rows from `rows`
+ * on become 0: never stale local memory (0 * NaN is NaN). The padding
+ * columns past head_dim are not written: the caller zeroes them once. */
 inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
                            __global const store_t *a, __global const store_t *b,
-                           const size_t stride, const int rows, const int head_dim
-                           IO_LOADS) {
+                           const size_t a_stride, const size_t b_stride, const int rows,
+                           const int head_dim, const int vec4 IO_LOADS) {
   IO_HELPER_INIT;
   const int quads = (head_dim + 3) / 4;
   for (int i = get_local_id(0); i < BLOCK * quads; i += WG_SIZE) {
@@ -97,8 +95,8 @@ inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
     const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
     tile4_t x = TILE_ZERO, y = TILE_ZERO;
     if (j < rows) {
-      x = load_tile_quad(a + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
-      y = load_tile_quad(b + (size_t)j * stride, c, head_dim IO_LOADS_ARG);
+      x = load_tile_quad(a + (size_t)j * a_stride, c, head_dim, vec4 IO_LOADS_ARG);
+      y = load_tile_quad(b + (size_t)j * b_stride, c, head_dim, vec4 IO_LOADS_ARG);
     }
     ta[at] = x;
     tb[at] = y;
@@ -116,7 +114,7 @@ inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
     __global const store_t *src_ = (base) + (size_t)(rows)[r_] * (stride);      \
     UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
       float4 x_ = (float4)(0.0f);                                               \
-      if ((rows)[r_] < (limit)) x_ = load_quad(src_, col0 + c_, head_dim IO_LOADS_ARG); \
+      if ((rows)[r_] < (limit)) x_ = load_quad(src_, col0 + c_, head_dim, p.vec4 IO_LOADS_ARG); \
       dst[r_][c_] = x_.x;                                                       \
       dst[r_][c_ + 1] = x_.y;                                                   \
       dst[r_][c_ + 2] = x_.z;                                                   \
@@ -132,7 +130,7 @@ inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
     UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
       const float4 x_ = (float4)(src[r_][c_], src[r_][c_ + 1], src[r_][c_ + 2], \
                                  src[r_][c_ + 3]) * (factor);                   \
-      store_quad(dst_, col0 + c_, head_dim, x_ IO_STORES_ARG);                  \
+      store_quad(dst_, col0 + c_, head_dim, p.vec4, x_ IO_STORES_ARG);          \
     }                                                                           \
   }
 

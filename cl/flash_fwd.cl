@@ -21,7 +21,12 @@
  * the one rounding at the logits' full magnitude that the naive algorithm
  * pays (fl(scale * dot), 5e-4 at logits of 1e4) never happens here.
  * Folding the scale into q, as CUDA FlashAttention does, would instead add
- * a rounding per element of q.
+ * a rounding per element of q. With a softcap or ALiBi the scores are the
+ * transformed logits instead (common.cl, fcl_score).
+ *
+ * The mask is params.h's: the block visits the key tiles some row sees
+ * (fcl_block_keys) and tests each pair only in the tiles that not every
+ * row sees whole.
  */
 
 #ifndef HEAD_DIM_MAX
@@ -38,9 +43,6 @@
 #endif
 #ifndef ROWS_PER_THREAD
 #define ROWS_PER_THREAD 1   // query rows per work-item
-#endif
-#ifndef CAUSAL
-#define CAUSAL 0            // bottom-right aligned causal mask
 #endif
 #ifndef STORE_LSE
 #define STORE_LSE 1         // 0 when the caller passed no LSE buffer
@@ -85,16 +87,7 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
-               __global const store_t *k,   // [batch][seqlen_k][heads_kv][head_dim]
-               __global const store_t *v,   // [batch][seqlen_k][heads_kv][head_dim]
-               __global store_t *o,         // [batch][seqlen_q][heads_q][head_dim]
-               __global float *lse,         // [batch][heads_q][seqlen_q]
-               const int seqlen_q, const int seqlen_k, const int heads_q,
-               const int heads_kv, const int head_dim,
-               const float scale,           // logits are scale * q.k
-               const float scale_log2       // scale * log2(e)
-               FCL_IO_PARAM) {
+void flash_fwd(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK_K * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK_K * TILE_LD4];
 #if ROW_SUM_IN_LOCAL
@@ -105,16 +98,15 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_query_block qb = fcl_locate_query_block(BLOCK_Q, CAUSAL, seqlen_q, seqlen_k,
-                                                    heads_q, heads_kv, head_dim);
-  const int q0 = qb.q0, batch = qb.batch, head = qb.head;
-  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
-  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
-  const int vec = (head_dim & 3) == 0;
-  __global const store_t *q_rows = q + q_offset;
-  __global store_t *o_rows = o + q_offset;
-  __global const store_t *k_rows = k + kv_offset;
-  __global const store_t *v_rows = v + kv_offset;
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q);
+  const int q0 = qb.q0, batch = qb.batch, head = qb.head, nq = qb.seq.nq;
+  const int head_dim = p.head_dim, vec = p.vec4;
+  const size_t q_stride = p.q.seq, o_stride = p.o.seq;
+  const size_t k_stride = p.k.seq, v_stride = p.v.seq;
+  __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);
+  __global store_t *o_rows = o + fcl_at(p.o, batch, qb.seq.q_start, head);
+  __global const store_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 
   /* Padding columns and keys past seqlen_k must read as 0, never as stale
    * local memory (0 * NaN is NaN). */
@@ -123,7 +115,7 @@ void flash_fwd(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_d
     v_tile[i] = TILE_ZERO;
   }
 
-  int row[ROWS_PER_THREAD];
+  int row[ROWS_PER_THREAD], key_lo[ROWS_PER_THREAD], key_hi[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE];
   float acc[ROWS_PER_THREAD][D_SLICE];
   float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
@@ -133,7 +125,9 @@ UNROLL
     row[r] = q0 + row_group + r * ROW_GROUPS;
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
-    const int live = row[r] < seqlen_q;
+    const int live = row[r] < nq;
+    fcl_row_keys(nq, qb.seq.nk, p.window_left, p.window_right, row[r], &key_lo[r],
+                 &key_hi[r]);
     __global const store_t *src = q_rows + (size_t)row[r] * q_stride;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
@@ -155,14 +149,14 @@ UNROLL
     }
   }
 
-  const int diag = qb.diag, kv_full = qb.kv_full;  // the keys the rows see
-  const int n_tiles = (qb.kv_end + BLOCK_K - 1) / BLOCK_K;
+  const int diag = qb.seq.nk - nq;
+  const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
-    const int keys = min(BLOCK_K, seqlen_k - k0);
+    const int keys = min(BLOCK_K, qb.seq.nk - k0);
 
     /* ---- K and V tiles into local memory, coalesced over head_dim ---- */
     const int quads = (head_dim + 3) / 4;
@@ -172,16 +166,16 @@ UNROLL
       const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
       tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
-        const size_t g = (size_t)(k0 + j) * kv_stride + c;
+        const size_t gk = (size_t)(k0 + j) * k_stride + c, gv = (size_t)(k0 + j) * v_stride + c;
         if (vec) {
-          kx = LOAD_TILE4(k_rows, g);
-          vx = LOAD_TILE4(v_rows, g);
+          kx = LOAD_TILE4(k_rows, gk);
+          vx = LOAD_TILE4(v_rows, gv);
         } else {
-          kx.x = LOAD_TILE1(k_rows, g);
-          vx.x = LOAD_TILE1(v_rows, g);
-          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_rows, g + 1); vx.y = LOAD_TILE1(v_rows, g + 1); }
-          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_rows, g + 2); vx.z = LOAD_TILE1(v_rows, g + 2); }
-          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_rows, g + 3); vx.w = LOAD_TILE1(v_rows, g + 3); }
+          kx.x = LOAD_TILE1(k_rows, gk);
+          vx.x = LOAD_TILE1(v_rows, gv);
+          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_rows, gk + 1); vx.y = LOAD_TILE1(v_rows, gv + 1); }
+          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_rows, gk + 2); vx.z = LOAD_TILE1(v_rows, gv + 2); }
+          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_rows, gk + 3); vx.w = LOAD_TILE1(v_rows, gv + 3); }
         }
       }
       k_tile[at] = kx;
@@ -254,31 +248,31 @@ UNROLL
 #endif
 #endif
 
-    /* ---- online softmax: mask, new max, rescale, p = e^(scale (s - m)) ---- */
-    const int masked = k0 + BLOCK_K > kv_full;  // uniform over the group
+    /* ---- online softmax: transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
+    const int masked = k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi;  // uniform over the group
 UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r) {
+#if SCORES_TRANSFORMED
+UNROLL
+      for (int j = 0; j < BLOCK_K; ++j)
+        s[r][j] = fcl_score(s[r][j], p, qb.slope, row[r] + diag - (k0 + j));
+#endif
       if (masked) {
 UNROLL
         for (int j = 0; j < BLOCK_K; ++j) {
           const int key = k0 + j;
-#if CAUSAL
-          const int seen = key < seqlen_k && key <= row[r] + diag;
-#else
-          const int seen = key < seqlen_k;
-#endif
-          s[r][j] = seen ? s[r][j] : -INFINITY;
+          s[r][j] = key >= key_lo[r] && key < key_hi[r] ? s[r][j] : -INFINITY;
         }
       }
       float m_new = m[r];
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) m_new = fmax(m_new, s[r][j]);
-      const float alpha = EXP2((m[r] - m_new) * scale_log2);
+      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
-        s[r][j] = EXP2((s[r][j] - m_new) * scale_log2);  // masked: exp2(-inf) = 0
+        s[r][j] = EXP2((s[r][j] - m_new) * p.exp_factor);  // masked: exp2(-inf) = 0
         sum += s[r][j];
       }
       l[r] = l[r] * alpha + sum;
@@ -294,11 +288,11 @@ UNROLL
         const float4 vv = TILE_READ4(v_tile, j * TILE_LD4 + slice_base4 + c4);
 UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-          const float p = s[r][j];
-          acc[r][4 * c4 + 0] = fma(p, vv.x, acc[r][4 * c4 + 0]);
-          acc[r][4 * c4 + 1] = fma(p, vv.y, acc[r][4 * c4 + 1]);
-          acc[r][4 * c4 + 2] = fma(p, vv.z, acc[r][4 * c4 + 2]);
-          acc[r][4 * c4 + 3] = fma(p, vv.w, acc[r][4 * c4 + 3]);
+          const float pr = s[r][j];
+          acc[r][4 * c4 + 0] = fma(pr, vv.x, acc[r][4 * c4 + 0]);
+          acc[r][4 * c4 + 1] = fma(pr, vv.y, acc[r][4 * c4 + 1]);
+          acc[r][4 * c4 + 2] = fma(pr, vv.z, acc[r][4 * c4 + 2]);
+          acc[r][4 * c4 + 3] = fma(pr, vv.w, acc[r][4 * c4 + 3]);
         }
       }
     }
@@ -308,10 +302,10 @@ UNROLL
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-    if (row[r] >= seqlen_q) continue;
+    if (row[r] >= nq) continue;
     /* A row that saw no key has l = 0 and acc = 0: output zeros. */
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    __global store_t *dst = o_rows + (size_t)row[r] * q_stride;
+    __global store_t *dst = o_rows + (size_t)row[r] * o_stride;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
       const int col = col0 + c;
@@ -329,8 +323,8 @@ UNROLL
     if (slice == 0) {
       /* l is 0 only for a row that saw no key; NaN (a NaN or +inf logit)
        * must stay NaN, not pass for such a row. */
-      const float value = l[r] == 0.0f ? -INFINITY : m[r] * scale + log(l[r]);
-      STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
+      const float value = l[r] == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l[r]);
+      STORE_F32(lse, qb.lse + row[r], value);
     }
 #endif
   }

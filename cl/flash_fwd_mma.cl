@@ -33,9 +33,6 @@
 #ifndef WARPS
 #define WARPS 4             // warps per work-group
 #endif
-#ifndef CAUSAL
-#define CAUSAL 0            // bottom-right aligned causal mask
-#endif
 #ifndef STORE_LSE
 #define STORE_LSE 1         // 0 when the caller passed no LSE buffer
 #endif
@@ -48,43 +45,33 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-void flash_fwd_mma(__global const store_t *q,   // [batch][seqlen_q][heads_q][head_dim]
-                   __global const store_t *k,   // [batch][seqlen_k][heads_kv][head_dim]
-                   __global const store_t *v,   // [batch][seqlen_k][heads_kv][head_dim]
-                   __global store_t *o,         // [batch][seqlen_q][heads_q][head_dim]
-                   __global float *lse,         // [batch][heads_q][seqlen_q]
-                   const int seqlen_q, const int seqlen_k, const int heads_q,
-                   const int heads_kv, const int head_dim,
-                   const float scale,           // logits are scale * q.k
-                   const float scale_log2       // scale * log2(e)
-                   FCL_IO_PARAM) {
+void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
   MMA_DECLARE_SCRATCH(WARPS);
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   FCL_IO_INIT;
-  const fcl_query_block qb = fcl_locate_query_block(BLOCK_Q, CAUSAL, seqlen_q, seqlen_k,
-                                                    heads_q, heads_kv, head_dim);
-  const int q0 = qb.q0, batch = qb.batch, head = qb.head;
-  const size_t q_stride = qb.q_stride, kv_stride = qb.kv_stride;
-  const size_t q_offset = qb.q_offset, kv_offset = qb.kv_offset;
-  __global const store_t *q_rows = q + q_offset;
-  __global store_t *o_rows = o + q_offset;
-  __global const store_t *k_rows = k + kv_offset;
-  __global const store_t *v_rows = v + kv_offset;
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q);
+  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const size_t k_stride = p.k.seq, v_stride = p.v.seq, o_stride = p.o.seq;
+  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head);
+  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* This lane's rows: g and g + 8 of the warp's 16. */
-  int row[2], live[2];
+  int row[2], live[2], key_lo[2], key_hi[2];
 UNROLL
   for (int r = 0; r < 2; ++r) {
     row[r] = q0 + 16 * warp + g + 8 * r;
-    live[r] = row[r] < seqlen_q;
+    live[r] = row[r] < nq;
+    fcl_row_keys(nq, nk, p.window_left, p.window_right, row[r], &key_lo[r], &key_hi[r]);
   }
 
   /* Q as A fragments, for every k-step over head_dim. */
   DECLARE_FRAG_A(qa, D_TILES);
-  LOAD_A_ROWS(qa, D_TILES, q_rows, row[0], seqlen_q, q_stride, 0);
+  LOAD_A_ROWS(qa, D_TILES, q_rows, row[0], nq, p.q.seq, 0);
 
   float acc[D_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
@@ -92,34 +79,36 @@ UNROLL
 UNROLL
   for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
-  const int diag = qb.diag, kv_full = qb.kv_full;
-  const int n_tiles = (qb.kv_end + BLOCK_K - 1) / BLOCK_K;
+  const int diag = nk - nq;
+  const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 
-  for (int tile = 0; tile < n_tiles; ++tile) {
+  for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
-    const int keys = min(BLOCK_K, seqlen_k - k0);
-    LOAD_TILE(k_tile, k_rows + (size_t)k0 * kv_stride, keys, BLOCK_K, kv_stride);
-    LOAD_TILE(v_tile, v_rows + (size_t)k0 * kv_stride, keys, BLOCK_K, kv_stride);
+    const int keys = min(BLOCK_K, nk - k0);
+    LOAD_TILE(k_tile, k_rows + (size_t)k0 * k_stride, keys, BLOCK_K, k_stride);
+    LOAD_TILE(v_tile, v_rows + (size_t)k0 * v_stride, keys, BLOCK_K, v_stride);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* ---- S = Q K^T ---- */
     float s[K_TILES][4];
     MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
 
-    /* ---- mask, new max, rescale, p = e^(scale (s - m)) ----
+    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ----
      * s[n][i] is row row[i >> 1], key k0 + 8 n + 2 t + (i & 1). */
-    if (k0 + BLOCK_K > kv_full) {  // uniform over the group
+#if SCORES_TRANSFORMED
+UNROLL
+    for (int n = 0; n < K_TILES; ++n)
+UNROLL
+      for (int i = 0; i < 4; ++i)
+        s[n][i] = fcl_score(s[n][i], p, qb.slope, row[i >> 1] + diag - (k0 + 8 * n + 2 * t + (i & 1)));
+#endif
+    if (k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi) {  // uniform over the group
 UNROLL
       for (int n = 0; n < K_TILES; ++n)
 UNROLL
         for (int i = 0; i < 4; ++i) {
           const int key = k0 + 8 * n + 2 * t + (i & 1);
-#if CAUSAL
-          const int seen = key < seqlen_k && key <= row[i >> 1] + diag;
-#else
-          const int seen = key < seqlen_k;
-#endif
-          s[n][i] = seen ? s[n][i] : -INFINITY;
+          s[n][i] = key >= key_lo[i >> 1] && key < key_hi[i >> 1] ? s[n][i] : -INFINITY;
         }
     }
 UNROLL
@@ -129,16 +118,16 @@ UNROLL
       for (int n = 0; n < K_TILES; ++n)
         m_new = fmax(m_new, fmax(s[n][2 * r], s[n][2 * r + 1]));
       m_new = quad_max(m_new MMA_ARGS);
-      const float alpha = EXP2((m[r] - m_new) * scale_log2);
+      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int n = 0; n < K_TILES; ++n)
 UNROLL
         for (int c = 0; c < 2; ++c) {
-          const float p = EXP2((s[n][2 * r + c] - m_new) * scale_log2);  // masked: 0
-          s[n][2 * r + c] = p;
-          sum += p;
+          const float pr = EXP2((s[n][2 * r + c] - m_new) * p.exp_factor);  // masked: 0
+          s[n][2 * r + c] = pr;
+          sum += pr;
         }
       l[r] = l[r] * alpha + sum;
 UNROLL
@@ -160,7 +149,7 @@ UNROLL
     if (!live[r]) continue;
     /* A row that saw no key has l = 0 and acc = 0: output zeros. */
     const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
-    const size_t at = (size_t)row[r] * q_stride + 2 * t;
+    const size_t at = (size_t)row[r] * o_stride + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
       if (8 * n + 2 * t >= head_dim) continue;
@@ -169,8 +158,8 @@ UNROLL
 #if STORE_LSE
     if (t == 0) {
       /* l is 0 only for a row that saw no key; NaN stays NaN. */
-      const float value = l_row == 0.0f ? -INFINITY : m[r] * scale + log(l_row);
-      STORE_F32(lse, ((size_t)batch * heads_q + head) * seqlen_q + row[r], value);
+      const float value = l_row == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l_row);
+      STORE_F32(lse, qb.lse + row[r], value);
     }
 #endif
   }

@@ -98,16 +98,25 @@ typedef float exact_t;
 #if MMA_EMULATE
 #define MMA_SCRATCH , __local float *mma_a, __local float *mma_b, __local float *quad
 #define MMA_ARGS , mma_a, mma_b, quad
-/* First in a kernel that has `warps` warps, with its local arrays. */
-#define MMA_DECLARE_SCRATCH(warps)                                              \
+/* First in a kernel that has `warps` warps, with its local arrays; the
+ * quad's scratch only where it calls quad_max or quad_sum, so that every
+ * array a kernel declares is one it uses (host/resources.c compares the
+ * kernel's local memory with the planner's model of it). */
+#define MMA_PRODUCT_ARRAYS(warps)                                               \
   __local float mma_scratch_a[warps][16 * 16], mma_scratch_b[warps][16 * 8];    \
-  __local float quad[32 * (warps)];                                             \
   __local float *mma_a = mma_scratch_a[get_local_id(0) >> 5];                   \
   __local float *mma_b = mma_scratch_b[get_local_id(0) >> 5]
+#define MMA_DECLARE_SCRATCH(warps)                                              \
+  MMA_PRODUCT_ARRAYS(warps);                                                    \
+  __local float quad[32 * (warps)]
+#define MMA_DECLARE_PRODUCT_SCRATCH(warps)                                      \
+  MMA_PRODUCT_ARRAYS(warps);                                                    \
+  __local float *const quad = 0
 #else
 #define MMA_SCRATCH
 #define MMA_ARGS
 #define MMA_DECLARE_SCRATCH(warps)
+#define MMA_DECLARE_PRODUCT_SCRATCH(warps)
 #endif
 
 inline int lane_id(void) { return get_local_id(0) & 31; }

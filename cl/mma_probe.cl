@@ -14,7 +14,7 @@ __kernel __attribute__((reqd_work_group_size(32, 1, 1)))
 void mma_probe(__global const float *a,  // [16][8], row-major
                __global const float *b,  // [8][8], b[k][n]
                __global float *c) {      // [16][8] = a b
-  MMA_DECLARE_SCRATCH(1);
+  MMA_DECLARE_PRODUCT_SCRATCH(1);
   const int lane = get_local_id(0), g = lane >> 2, t = lane & 3;
   float a_frag[4], b_frag[2], acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int i = 0; i < 4; ++i) a_frag[i] = a[(g + 8 * (i & 1)) * 8 + t + 4 * (i >> 1)];

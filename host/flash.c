@@ -13,15 +13,21 @@ static void storage_options(const fcl_attention_desc *desc, cl_mem io_counter,
   fcl__options_count_io(opts, io_counter);
 }
 
+/* ... and the score transforms the main kernels apply (common.cl). */
+static void score_options(const fcl_attention_desc *desc, cl_mem io_counter,
+                          fcl__options *opts) {
+  storage_options(desc, io_counter, opts);
+  (void)desc;
+}
+
 /* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
  * takes from its plan. */
 static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
                         const fcl_attention_desc *desc, cl_mem io_counter,
                         fcl__options *opts) {
-  storage_options(desc, io_counter, opts);
+  score_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-  fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
 }
 
@@ -36,10 +42,9 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
     fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
-  storage_options(desc, io_counter, opts);
+  score_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
-  fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
@@ -65,20 +70,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   FCL_FORWARD_IF(fcl__kernel(ctx, mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD, &opts,
                              name, &kernel));
 
-  const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
-  const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
-  const cl_int head_dim = (cl_int)desc->head_dim;
-  const cl_float scale = desc->scale;
-  const cl_float scale_log2 = (cl_float)((double)desc->scale * 1.4426950408889634);
-  fcl__arg args[] = {
-      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
-      FCL_ARG(call->o),    FCL_ARG(call->lse),      FCL_ARG(seqlen_q),
-      FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
-      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(scale_log2),
-      FCL_ARG(call->io_counter),
-  };
-  cl_uint n_args = sizeof args / sizeof args[0] - (call->io_counter ? 0 : 1);
-  status = fcl__set_args(ctx, kernel, name, args, n_args);
+  const fcl_params params = fcl__params_of(desc);
+  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v,
+                                       .o = call->o, .lse = call->lse};
+  status = fcl__check_local_bytes(ctx, kernel, name, plan->local_bytes);
+  if (status == FCL_SUCCESS)
+    status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
   if (status == FCL_SUCCESS) {
     size_t q_blocks = (desc->seqlen_q + plan->block_q - 1) / plan->block_q;
     size_t groups = q_blocks * desc->heads_q * desc->batch;
@@ -106,12 +103,11 @@ static void backward_options(const fcl_device_limits *limits, const fcl_plan *pl
     fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
     return;
   }
-  storage_options(desc, io_counter, opts);
+  score_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
-  fcl__options_define(opts, "CAUSAL", desc->causal);
   fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
@@ -154,17 +150,10 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   const fcl_plan *plan = &call->plan;
-  const cl_int seqlen_q = (cl_int)desc->seqlen_q, seqlen_k = (cl_int)desc->seqlen_k;
-  const cl_int heads_q = (cl_int)desc->heads_q, heads_kv = (cl_int)desc->heads_kv;
-  const cl_int head_dim = (cl_int)desc->head_dim;
-  const cl_float scale = desc->scale;
-  const size_t rows = desc->batch * desc->seqlen_q * desc->heads_q;
+  const fcl_params params = fcl__params_of(desc);
+  const size_t rows = (size_t)params.tokens_q * desc->heads_q;
   const size_t pre_rows = run->pre_shape.wg_size / run->pre_shape.threads_per_row;
   const size_t block = plan->block_k;
-  FCL_RETURN_IF(ctx, rows > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
-                "the flash backward indexes %zu query rows; at most %d fit", rows,
-                INT32_MAX);
-  const cl_int n_rows = (cl_int)rows;
   size_t pre_groups = 0, dkdv_groups = 0, dq_groups = 0;
   FCL_FORWARD_IF(checked_groups(ctx, (rows + pre_rows - 1) / pre_rows,
                                 "flash backward's preprocessing", &pre_groups));
@@ -175,28 +164,18 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
       ctx, desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block),
       "flash backward's dQ", &dq_groups));
 
-  const cl_uint counting = call->io_counter ? 0 : 1;  /* arguments to leave off */
-  fcl__arg pre_args[] = {FCL_ARG(call->o),    FCL_ARG(call->dout), FCL_ARG(run->dsum),
-                         FCL_ARG(seqlen_q),   FCL_ARG(heads_q),    FCL_ARG(head_dim),
-                         FCL_ARG(n_rows),     FCL_ARG(call->io_counter)};
-  fcl__arg dkdv_args[] = {
-      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
-      FCL_ARG(call->dout), FCL_ARG(call->lse),      FCL_ARG(run->dsum),
-      FCL_ARG(call->dk),   FCL_ARG(call->dv),       FCL_ARG(seqlen_q),
-      FCL_ARG(seqlen_k),   FCL_ARG(heads_q),        FCL_ARG(heads_kv),
-      FCL_ARG(head_dim),   FCL_ARG(scale),          FCL_ARG(call->io_counter)};
-  fcl__arg dq_args[] = {
-      FCL_ARG(call->q),    FCL_ARG(call->k),        FCL_ARG(call->v),
-      FCL_ARG(call->dout), FCL_ARG(call->lse),      FCL_ARG(run->dsum),
-      FCL_ARG(call->dq),   FCL_ARG(seqlen_q),       FCL_ARG(seqlen_k),
-      FCL_ARG(heads_q),    FCL_ARG(heads_kv),       FCL_ARG(head_dim),
-      FCL_ARG(scale),      FCL_ARG(call->io_counter)};
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->pre, "flash_bwd_preprocess", pre_args,
-                               sizeof pre_args / sizeof pre_args[0] - counting));
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->dkdv, run->dkdv_name, dkdv_args,
-                               sizeof dkdv_args / sizeof dkdv_args[0] - counting));
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->dq, run->dq_name, dq_args,
-                               sizeof dq_args / sizeof dq_args[0] - counting));
+  const fcl__attention_buffers pre = {.o = call->o, .dout = call->dout, .dsum = run->dsum};
+  const fcl__attention_buffers main = {.q = call->q, .k = call->k, .v = call->v,
+                                       .lse = call->lse, .dout = call->dout, .dsum = run->dsum,
+                                       .dq = call->dq, .dk = call->dk, .dv = call->dv};
+  FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->pre, "flash_bwd_preprocess", &pre, &params,
+                                         call->io_counter));
+  FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dkdv, run->dkdv_name, plan->local_bytes));
+  FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dq, run->dq_name, plan->local_bytes));
+  FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->dkdv, run->dkdv_name, &main, &params,
+                                         call->io_counter));
+  FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->dq, run->dq_name, &main, &params,
+                                         call->io_counter));
 
   /* Each output is written by exactly one kernel: a launch that fails
    * leaves its outputs untouched and the others complete. */

@@ -8,6 +8,7 @@
 #define FLASHCL_INTERNAL_H
 
 #include "flashcl.h"
+#include "params.h"  /* cl/params.h: the kernels' parameter block and mask */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -200,8 +201,35 @@ typedef struct fcl__arg {
 } fcl__arg;
 #define FCL_ARG(x) ((fcl__arg){sizeof(x), &(x)})
 #define FCL_ARG_LOCAL(bytes) ((fcl__arg){(bytes), NULL})
+/** Sets `count` arguments, after checking that the built kernel takes
+ *  exactly that many (CL_KERNEL_NUM_ARGS): FCL_ERROR_BUILD_FAILED if not. */
 fcl_status fcl__set_args(fcl_context *ctx, cl_kernel kernel, const char *name,
                          const fcl__arg *args, cl_uint count);
+
+/* ---- attention kernels' arguments (args.c) --------------------------------- */
+
+/** The buffers of one attention kernel launch, in cl/params.h's order;
+ *  NULL where the kernel takes none. */
+#define FCL__BUFFER_FIELD(name, type) cl_mem name;
+typedef struct fcl__attention_buffers {
+  FCL_ATTENTION_BUFFERS(FCL__BUFFER_FIELD)
+} fcl__attention_buffers;
+#undef FCL__BUFFER_FIELD
+
+/** The parameter block of a validated descriptor. */
+fcl_params fcl__params_of(const fcl_attention_desc *desc);
+
+/** Sets an attention kernel's arguments: the buffers, the parameter block
+ *  and, when counting, the I/O counter. */
+fcl_status fcl__set_attention_args(fcl_context *ctx, cl_kernel kernel, const char *name,
+                                   const fcl__attention_buffers *bufs, const fcl_params *params,
+                                   cl_mem io_counter);
+
+/** Checks that a built kernel declares the local memory its plan says
+ *  (CL_KERNEL_LOCAL_MEM_SIZE against plan->local_bytes): the planner's
+ *  model of the kernel's arrays must be the kernel's. */
+fcl_status fcl__check_local_bytes(fcl_context *ctx, cl_kernel kernel, const char *name,
+                                  size_t planned);
 
 /* ---- programs ----------------------------------------------------------- */
 
@@ -216,6 +244,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_BWD_MMA,
   FCL_SRC_FLASH_BWD_PRE,
   FCL_SRC_MMA_PROBE,      /* tests/test_mma.c */
+  FCL_SRC_PARAMS_PROBE,   /* tests/test_args.c */
   FCL_SRC_COUNT
 } fcl__source;
 

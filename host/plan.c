@@ -131,15 +131,17 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
 }
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
- * same arrays: two streamed tiles, two per-row statistics (LSE and D),
- * and, without warp shuffles, the partial dot products of SUB_ROWS rows. */
+ * same arrays: two streamed tiles, four per-row statistics (LSE, D and
+ * the visible keys' bounds), and, without warp shuffles, the partial dot
+ * products of SUB_ROWS rows. */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
   unsigned g = plan->threads_per_row;
   if (plan->wg_size < 32) row_sum_in_local = 1;  /* no shuffles in part of a warp */
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t rows = plan->block_k;
-  size_t bytes = 2 * rows * tile_ld * tile_elem(plan) + 2 * rows * sizeof(float);
+  size_t bytes = 2 * rows * tile_ld * tile_elem(plan) + 2 * rows * sizeof(float) +
+                 2 * rows * sizeof(cl_int);
   if (g > 1 && row_sum_in_local)
     bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan) * plan->wg_size * sizeof(float);
   return bytes;

@@ -112,13 +112,19 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
   return FCL_SUCCESS;
 }
 
-size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
+/* Both passes' two tiles of block_k rows, and in emulation the products'
+ * scratch (mma.cl, MMA_PRODUCT_ARRAYS): 1.5 KiB per warp. */
+static size_t mma_tiles_and_scratch(const fcl_plan *plan, int emulate) {
   const size_t pad = plan->tile_elem_size == 4 ? 4 : 8;
   size_t bytes = 2 * (size_t)plan->block_k * (plan->head_dim_padded + pad) *
                  plan->tile_elem_size;
-  if (emulate) bytes += (size_t)plan->wg_size / 32 * (16 * 16 + 16 * 8) * 4 +
-                        (size_t)plan->wg_size * 4;
+  if (emulate) bytes += (size_t)plan->wg_size / 32 * (16 * 16 + 16 * 8) * 4;
   return bytes;
+}
+
+size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
+  /* ... and the forward's quad reductions: a float per work-item */
+  return mma_tiles_and_scratch(plan, emulate) + (emulate ? (size_t)plan->wg_size * 4 : 0);
 }
 
 /* The planner's work-group: `warps` warps, `per_row` of them to each 16
@@ -234,10 +240,11 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * registers, 0.62-0.87x at d = 64 and 128 (docs/performance.md, v5). */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
   const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
-  /* the forward's two tiles (and scratch), LSE and D of a query tile, and
-   * where warps pair, their exchange: two slots per pair of a float per
-   * lane of each of its s and dp */
-  return fcl__flash_mma_local_bytes(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
+  /* the two tiles (and scratch), LSE, D and the visible keys of a query
+   * tile's rows, and where warps pair, their exchange: two slots per pair
+   * of a float per lane of each of its s and dp */
+  return mma_tiles_and_scratch(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
+         2 * (size_t)plan->block_k * sizeof(cl_int) +
          2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
 }
 

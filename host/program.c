@@ -15,6 +15,7 @@
 #endif
 
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
+extern const char fcl__cl_params[];
 extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
@@ -27,9 +28,10 @@ extern const char fcl__cl_flash_bwd_mma[];
 extern const char fcl__cl_flash_bwd_pre[];
 extern const char fcl__cl_convert[];
 extern const char fcl__cl_mma_probe[];
+extern const char fcl__cl_params_probe[];
 
-/* Each program is common.cl, the source's prelude if it has one, and the
- * source. */
+/* Each program is params.h, common.cl, the source's prelude if it has
+ * one, and the source. */
 static const struct {
   const char *text;
   const char *file;
@@ -44,6 +46,7 @@ static const struct {
     [FCL_SRC_FLASH_BWD_PRE] = {fcl__cl_flash_bwd_pre, "flash_bwd_pre.cl", NULL},
     [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL},
     [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma},
+    [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL},
 };
 
 /* One variant: compiled (program set) or being compiled by one thread
@@ -136,13 +139,10 @@ static void cache_drop(fcl_context *ctx, fcl__program_entry *gone) {
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
-  const char *texts[3] = {fcl__cl_common, sources[source].text};
+  const char *texts[4] = {fcl__cl_params, fcl__cl_common};
   cl_uint n_texts = 2;
-  if (sources[source].prelude) {
-    texts[1] = sources[source].prelude;
-    texts[2] = sources[source].text;
-    n_texts = 3;
-  }
+  if (sources[source].prelude) texts[n_texts++] = sources[source].prelude;
+  texts[n_texts++] = sources[source].text;
   cl_program program;
   FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
   cl_int err = fcl__build_program(ctx, program, options);

@@ -229,10 +229,29 @@ fcl_status fcl__create_kernel(fcl_context *ctx, cl_program program,
                    fcl__cl_error_name(err), (int)err);
 }
 
+fcl_status fcl__check_local_bytes(fcl_context *ctx, cl_kernel kernel, const char *name,
+                                  size_t planned) {
+  cl_ulong built = 0;
+  cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_LOCAL_MEM_SIZE,
+                                        sizeof built, &built, NULL);
+  if (err != CL_SUCCESS)
+    return fcl__cl_fail(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)");
+  FCL_RETURN_IF(ctx, built != planned, FCL_ERROR_BUILD_FAILED,
+                "kernel %s declares %llu bytes of local memory, and its plan %zu: the "
+                "planner's model of it is wrong",
+                name, (unsigned long long)built, planned);
+  return FCL_SUCCESS;
+}
+
 fcl_status fcl__set_args(fcl_context *ctx, cl_kernel kernel, const char *name,
                          const fcl__arg *args, cl_uint count) {
+  cl_uint declared = 0;
+  cl_int err = clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof declared, &declared, NULL);
+  if (err != CL_SUCCESS) return fcl__cl_fail(ctx, err, "clGetKernelInfo(CL_KERNEL_NUM_ARGS)");
+  FCL_RETURN_IF(ctx, declared != count, FCL_ERROR_BUILD_FAILED,
+                "kernel %s takes %u arguments, and the host sets %u", name, declared, count);
   for (cl_uint i = 0; i < count; ++i) {
-    cl_int err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
+    err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
     if (err != CL_SUCCESS)
       return fcl__fail(ctx, FCL_ERROR_OPENCL,
                        "setting argument %u of %s failed: %s (%d)", i, name,

@@ -12,12 +12,12 @@ failures=0 builds=0
 check() {  # file, options...
   local file="$1" prelude=()
   shift
-  # as host/program.c builds them: common.cl, a prelude, the kernel
+  # as host/program.c builds them: params.h, common.cl, a prelude, the kernel
   case "$file" in
     flash_fwd_mma.cl | flash_bwd_mma.cl | mma_probe.cl) prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
   esac
-  cat cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
+  cat cl/params.h cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \
       -Werror "$@" "$tmp/k.cl" 2> "$tmp/log"; then
@@ -30,10 +30,12 @@ for dtype in 0 1 2; do
   # local tiles in floats; for the 16-bit types also in the storage type
   tiles=(0)
   [ "$dtype" -ne 0 ] && tiles=(0 1)
-  for causal in 0 1; do
+  # scores plain, or soft-capped with ALiBi biases (common.cl)
+  for transform in 0 1; do
     for io in "" -DFCL_COUNT_IO=1; do
       for unroll in 0 1; do
-        common=(-DFCL_DTYPE=$dtype -DCAUSAL=$causal -DFCL_UNROLL=$unroll $io)
+        common=(-DFCL_DTYPE=$dtype -DSOFTCAP=$transform -DALIBI=$transform
+                -DFCL_UNROLL=$unroll $io)
         for tile in "${tiles[@]}"; do
           for layout in "1 1" "2 1" "2 2" "4 2"; do
             set -- $layout
@@ -84,6 +86,7 @@ for dtype in 1 2; do
   done
 done
 check peaks.cl
+check params_probe.cl
 nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
        -Xclang -cl-ext=+cl_khr_int64_base_atomics)
 for split in 0 1; do

@@ -1,0 +1,140 @@
+/*
+ * params.h — one attention problem as every flash kernel receives it, and
+ * the mask, written once for the host and the kernels: the library's C
+ * sources include this file, and every kernel program is compiled with
+ * its text in front (host/program.c). So the parameter block the host
+ * fills (host/args.c) is the struct the kernels read, and the I/O model
+ * and the tests see exactly the keys the kernels visit.
+ *
+ * The block is passed by value, with the buffers as separate arguments
+ * (FCL_ATTENTION_BUFFERS). Its fields are 8-byte ones first, then 4-byte
+ * ones, to a multiple of 8: the same layout in C and OpenCL C
+ * (tests/test_args.c checks each field on the device).
+ */
+#ifndef FCL_PARAMS_H
+#define FCL_PARAMS_H
+
+#if defined(__OPENCL_VERSION__) || defined(__OPENCL_C_VERSION__)  /* OpenCL C */
+#define FCL_U64 ulong
+#define FCL_I64 long
+#define FCL_I32 int
+#define FCL_F32 float
+#define FCL_INLINE inline
+#else
+#define FCL_U64 cl_ulong
+#define FCL_I64 cl_long
+#define FCL_I32 cl_int
+#define FCL_F32 cl_float
+#define FCL_INLINE static inline
+#endif
+
+/* Where a tensor's elements are, in elements of the storage type: element
+ * (b, token, h, c) at offset + b * batch + token * seq + h * head + c.
+ * Ragged batches pack their sequences' tokens: batch is 0 and token
+ * counts from the start of the tensor. */
+typedef struct fcl_view {
+  FCL_U64 offset, batch, seq, head;
+} fcl_view;
+
+typedef struct fcl_params {
+  fcl_view q, k, v, o, dout, dq, dk, dv;
+  /* LSE and the backward's D = rowsum(dO * O), floats: row i of (b, h)
+   * at b * lse_batch + h * lse_head + token (token as above). */
+  FCL_U64 lse_batch, lse_head;
+  /* Query and key tokens in all (ragged: the last cu_seqlens; else batch
+   * * seqlen). */
+  FCL_U64 tokens_q, tokens_k;
+  FCL_I32 batch, heads_q, heads_kv, head_dim;
+  FCL_I32 seqlen_q, seqlen_k;  /* the longest sequences */
+  /* Query i of a sequence of nq queries and nk keys sees key j iff
+   * i + nk - nq - window_left <= j <= i + nk - nq + window_right; -1: no
+   * bound on that side (causal is window_right 0). */
+  FCL_I32 window_left, window_right;
+  FCL_I32 ragged;        /* 1: per-sequence starts and lengths in `seqs` */
+  FCL_I32 work_items;    /* entries of the work list (ragged), else 0 */
+  FCL_I32 vec4;          /* 1: head_dim and every view a multiple of 4 elements */
+  FCL_I32 alibi_batch;   /* floats between two batches' slopes (0: shared) */
+  /* Exponentials are exp2(x * exp_factor) of score differences x, and
+   * LSE = m * lse_factor + log(l) of the running max m: scale log2(e) and
+   * scale for plain scores (kept unscaled), 1 and ln(2) for transformed
+   * ones (kept as logit * log2(e)). */
+  FCL_F32 scale, exp_factor, lse_factor;
+  FCL_F32 softcap;       /* logits become softcap tanh(logit / softcap); 0: off */
+  /* 16 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+} fcl_params;
+
+/* The buffers every attention kernel takes, in argument order, before the
+ * parameter block (and the I/O counter when counting): X(name, element
+ * type). A kernel ignores those it does not use, which the host passes as
+ * NULL. The host's list of cl_mem (host/args.c) is made from the same
+ * macro, so the two cannot disagree. */
+#define FCL_ATTENTION_BUFFERS(X)                                              \
+  X(q, const store_t)     /* [tokens_q][heads_q][head_dim] by p.q */          \
+  X(k, const store_t)     /* [tokens_k][heads_kv][head_dim] by p.k */         \
+  X(v, const store_t)     /* by p.v */                                        \
+  X(o, store_t)           /* as q, by p.o */                                  \
+  X(lse, float)           /* by p.lse_batch, p.lse_head */                    \
+  X(dout, const store_t)  /* as q, by p.dout */                               \
+  X(dsum, float)          /* D = rowsum(dO * O), as lse */                    \
+  X(dq, store_t)          /* as q, by p.dq */                                 \
+  X(dk, store_t)          /* as k, by p.dk */                                 \
+  X(dv, store_t)          /* as k, by p.dv */                                 \
+  X(alibi, const float)   /* ALiBi slopes [batch or 1][heads_q] */            \
+  X(seqs, const int)      /* ragged: per batch q_start, nq, k_start, nk */   \
+  X(work, const int)      /* ragged: (batch, block) per work item */
+
+/* ---- the mask ----------------------------------------------------------
+ * Every visibility decision of the library comes from these three
+ * functions: the keys one query row sees, the keys a block of rows needs
+ * and the part every row of it sees (tile loops and their masking), and
+ * the rows a block of keys needs (the backward's key blocks). Bounds are
+ * computed in 64 bits and clamped, so no window or length overflows. */
+
+/* Keys [*lo, *hi) that query `row` of a sequence of nq queries and nk keys
+ * sees; empty (lo >= hi) when it sees none. */
+FCL_INLINE void fcl_row_keys(FCL_I32 nq, FCL_I32 nk, FCL_I32 wl, FCL_I32 wr, FCL_I32 row,
+                             FCL_I32 *lo, FCL_I32 *hi) {
+  const FCL_I64 at = (FCL_I64)row + nk - nq;  /* the diagonal's key */
+  FCL_I64 a = wl < 0 ? 0 : at - wl, b = wr < 0 ? nk : at + wr + 1;
+  a = a < 0 ? 0 : a > nk ? nk : a;
+  b = b < 0 ? 0 : b > nk ? nk : b;
+  *lo = (FCL_I32)a;
+  *hi = (FCL_I32)b;
+}
+
+/* For query rows [q0, q0 + rows) (rows >= 1, within the sequence): the
+ * keys any of them sees, [*lo, *hi), and those all of them see,
+ * [*full_lo, *full_hi) (empty if none). Both bounds grow with the row. */
+FCL_INLINE void fcl_block_keys(FCL_I32 nq, FCL_I32 nk, FCL_I32 wl, FCL_I32 wr, FCL_I32 q0,
+                               FCL_I32 rows, FCL_I32 *lo, FCL_I32 *hi, FCL_I32 *full_lo,
+                               FCL_I32 *full_hi) {
+  FCL_I32 first_lo, first_hi, last_lo, last_hi;
+  fcl_row_keys(nq, nk, wl, wr, q0, &first_lo, &first_hi);
+  fcl_row_keys(nq, nk, wl, wr, q0 + rows - 1, &last_lo, &last_hi);
+  *lo = first_lo;
+  *hi = last_hi > first_lo ? last_hi : first_lo;
+  *full_lo = last_lo;
+  *full_hi = first_hi;
+}
+
+/* For keys [k0, k0 + keys) (keys >= 1, within the sequence): the query
+ * rows that see any of them, [*lo, *hi), and those that see all of them,
+ * [*full_lo, *full_hi) (empty if none). */
+FCL_INLINE void fcl_block_queries(FCL_I32 nq, FCL_I32 nk, FCL_I32 wl, FCL_I32 wr, FCL_I32 k0,
+                                  FCL_I32 keys, FCL_I32 *lo, FCL_I32 *hi, FCL_I32 *full_lo,
+                                  FCL_I32 *full_hi) {
+  /* Row i sees key j iff j - diag - wr <= i <= j - diag + wl (diag = nk - nq). */
+  const FCL_I64 diag = (FCL_I64)nk - nq, k_last = (FCL_I64)k0 + keys - 1;
+  FCL_I64 a = wr < 0 ? 0 : k0 - diag - wr, b = wl < 0 ? nq : k_last - diag + wl + 1;
+  FCL_I64 fa = wr < 0 ? 0 : k_last - diag - wr, fb = wl < 0 ? nq : k0 - diag + wl + 1;
+  a = a < 0 ? 0 : a > nq ? nq : a;
+  b = b < a ? a : b > nq ? nq : b;
+  fa = fa < 0 ? 0 : fa > nq ? nq : fa;
+  fb = fb < fa ? fa : fb > nq ? nq : fb;
+  *lo = (FCL_I32)a;
+  *hi = (FCL_I32)b;
+  *full_lo = (FCL_I32)fa;
+  *full_hi = (FCL_I32)fb;
+}
+
+#endif /* FCL_PARAMS_H */

@@ -1,0 +1,138 @@
+/*
+ * test_args.c — what every attention kernel is handed (cl/params.h,
+ * host/args.c): the parameter block arrives field by field as the host
+ * filled it, the buffers in their order, and the checks that guard both
+ * after a build refuse a kernel that disagrees with the host: a count of
+ * arguments other than CL_KERNEL_NUM_ARGS, a local memory size other than
+ * the plan's.
+ */
+#include "harness.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define FIELDS (8 * 4 + 4 + 12 + 4)
+#define BUFFERS 12
+
+static cl_mem one_value(fcl_context *ctx, float value) {
+  cl_mem mem = fclu_upload(ctx, &value, 1, FCL_DTYPE_F32);
+  ck_assert_ptr_nonnull(mem);
+  return mem;
+}
+
+static cl_mem one_int(fcl_context *ctx, cl_int value) {
+  cl_int err;
+  cl_mem mem = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR, sizeof value,
+                              &value, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  return mem;
+}
+
+static cl_kernel probe_kernel(fcl_context *ctx) {
+  fcl__options opts;
+  fcl__options_init(&opts);
+  fcl__options_define(&opts, "FCL_DTYPE", 0);
+  cl_kernel kernel;
+  ck_assert_int_eq(fcl__kernel(ctx, FCL_SRC_PARAMS_PROBE, &opts, "params_probe", &kernel),
+                   FCL_SUCCESS);
+  return kernel;
+}
+
+START_TEST(the_parameter_block_arrives_field_by_field) {
+  fcl_context *ctx = th_context();
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 1);
+  fcl_params p;
+  memset(&p, 0, sizeof p);
+  cl_ulong want[FIELDS + BUFFERS];
+  int n = 0;
+  fcl_view *views[8] = {&p.q, &p.k, &p.v, &p.o, &p.dout, &p.dq, &p.dk, &p.dv};
+  for (int i = 0; i < 8; ++i) {
+    cl_ulong *fields[4] = {&views[i]->offset, &views[i]->batch, &views[i]->seq,
+                           &views[i]->head};
+    for (int f = 0; f < 4; ++f) want[n++] = *fields[f] = fclu_next(&rng);
+  }
+  cl_ulong *wide[4] = {&p.lse_batch, &p.lse_head, &p.tokens_q, &p.tokens_k};
+  for (int f = 0; f < 4; ++f) want[n++] = *wide[f] = fclu_next(&rng);
+  cl_int *ints[12] = {&p.batch,       &p.heads_q,      &p.heads_kv, &p.head_dim,
+                      &p.seqlen_q,    &p.seqlen_k,     &p.window_left, &p.window_right,
+                      &p.ragged,      &p.work_items,   &p.vec4,     &p.alibi_batch};
+  for (int f = 0; f < 12; ++f) {
+    *ints[f] = (cl_int)(uint32_t)fclu_next(&rng);
+    want[n++] = (cl_ulong)(int64_t)*ints[f];
+  }
+  cl_float *floats[4] = {&p.scale, &p.exp_factor, &p.lse_factor, &p.softcap};
+  for (int f = 0; f < 4; ++f) {
+    *floats[f] = (float)(fclu_uniform(&rng) * 1e3);
+    uint32_t bits;
+    memcpy(&bits, floats[f], sizeof bits);
+    want[n++] = bits;
+  }
+  ck_assert_int_eq(n, FIELDS);
+
+  /* every buffer but o holds its place in the list */
+  fcl__attention_buffers b;
+  cl_mem out = fclu_poisoned_buffer(ctx, (FIELDS + BUFFERS) * sizeof(cl_ulong));
+  ck_assert_ptr_nonnull(out);
+  cl_mem *floats_in[10] = {&b.q, &b.k, &b.v, &b.lse, &b.dout, &b.dsum, &b.dq, &b.dk, &b.dv,
+                           &b.alibi};
+  for (int i = 0; i < 10; ++i) {
+    *floats_in[i] = one_value(ctx, (float)(i + 1));
+    float f = (float)(i + 1);
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    want[n++] = bits;
+  }
+  b.o = out;
+  b.seqs = one_int(ctx, 11);
+  want[n++] = 11;
+  b.work = one_int(ctx, 12);
+  want[n++] = 12;
+
+  cl_kernel kernel = probe_kernel(ctx);
+  ck_assert_int_eq(fcl__set_attention_args(ctx, kernel, "params_probe", &b, &p, NULL),
+                   FCL_SUCCESS);
+  const size_t one = 1;
+  ck_assert_int_eq(fcl__launch(ctx, kernel, "params_probe", 1, &one, &one), FCL_SUCCESS);
+  cl_ulong got[FIELDS + BUFFERS];
+  ck_assert_int_eq(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), out, CL_TRUE, 0, sizeof got,
+                                       got, 0, NULL, NULL),
+                   CL_SUCCESS);
+  for (int i = 0; i < FIELDS + BUFFERS; ++i)
+    ck_assert_msg(got[i] == want[i], "word %d of the probe: got %llx, the host passed %llx", i,
+                  (unsigned long long)got[i], (unsigned long long)want[i]);
+  printf("args: %d fields of the %zu-byte parameter block and %d buffers arrive as set\n",
+         FIELDS, sizeof p, BUFFERS + 1);
+  clReleaseKernel(kernel);
+  cl_mem all[] = {b.q, b.k, b.v, b.lse, b.dout, b.dsum, b.dq, b.dk, b.dv, b.alibi, b.seqs,
+                  b.work, out};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* A host that sets more or fewer arguments than the kernel declares, or
+ * plans other local memory than it has, is refused with a message. */
+START_TEST(a_kernel_that_disagrees_with_the_host_is_refused) {
+  fcl_context *ctx = th_context();
+  cl_kernel kernel = probe_kernel(ctx);
+  const fcl__arg none[1] = {{0, NULL}};
+  ck_assert_int_eq(fcl__set_args(ctx, kernel, "params_probe", none, 1), FCL_ERROR_BUILD_FAILED);
+  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "takes 14 arguments, and the host sets 1"));
+  ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 0), FCL_SUCCESS);
+  ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 64), FCL_ERROR_BUILD_FAILED);
+  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "planner's model of it is wrong"));
+  clReleaseKernel(kernel);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("args");
+  TCase *tc = th_tcase("args");
+  tcase_add_test(tc, the_parameter_block_arrives_field_by_field);
+  tcase_add_test(tc, a_kernel_that_disagrees_with_the_host_is_refused);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}
