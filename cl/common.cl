@@ -233,6 +233,27 @@ inline float fcl_prob(float s, const fcl_params p, float lse2, float slope, int 
 #endif
 }
 
+/* ---- counted loads in helpers ------------------------------------------- */
+
+/* Helpers that touch global memory take the kernel's counters along. */
+#ifdef FCL_COUNT_IO
+#define IO_LOADS , ulong *io_loads
+#define IO_STORES , ulong *io_stores
+#define IO_LOADS_ARG , &fcl_io_loaded
+#define IO_STORES_ARG , &fcl_io_stored
+#define IO_HELPER_INIT FCL_IO_INIT
+#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
+#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
+#else
+#define IO_LOADS
+#define IO_STORES
+#define IO_LOADS_ARG
+#define IO_STORES_ARG
+#define IO_HELPER_INIT
+#define IO_HELPER_LOADS_DONE() ((void)0)
+#define IO_HELPER_STORES_DONE() ((void)0)
+#endif
+
 /* ---- sequences --------------------------------------------------------------
  * A batch entry's queries and keys: where they start among the tokens of
  * their tensors and how many there are; ragged batches read them from the
@@ -241,10 +262,13 @@ typedef struct fcl_sequence {
   int q_start, nq, k_start, nk;
 } fcl_sequence;
 
-inline fcl_sequence fcl_sequence_of(const fcl_params p, __global const int *seqs, int b) {
+inline fcl_sequence fcl_sequence_of(const fcl_params p, __global const int *seqs,
+                                    int b IO_LOADS) {
   fcl_sequence s = {0, p.seqlen_q, 0, p.seqlen_k};
   if (p.ragged) {
-    const int4 t = vload4(b, seqs);
+    IO_HELPER_INIT;
+    const int4 t = FCL_COUNTED_LOAD(16, vload4(b, seqs));
+    IO_HELPER_LOADS_DONE();
     s.q_start = t.x;
     s.nq = t.y;
     s.k_start = t.z;
@@ -283,15 +307,18 @@ typedef struct fcl_query_block {
 
 inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const int *seqs,
                                               __global const int *work,
-                                              __global const float *alibi, int block_q) {
+                                              __global const float *alibi,
+                                              int block_q IO_LOADS) {
+  IO_HELPER_INIT;
   fcl_query_block b;
   const int group_id = get_group_id(0);
   int qblock;
   if (p.ragged) {
     const int item = group_id % p.work_items;
     b.head = group_id / p.work_items;
-    b.batch = work[2 * item];
-    qblock = work[2 * item + 1];
+    const int2 w = FCL_COUNTED_LOAD(8, vload2(item, work));
+    b.batch = w.x;
+    qblock = w.y;
   } else {
     const int n_qblocks = (p.seqlen_q + block_q - 1) / block_q;
     const int bh = group_id / n_qblocks;
@@ -301,7 +328,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     b.batch = bh / p.heads_q;
   }
   b.kv_head = b.head / (p.heads_q / p.heads_kv);
-  b.seq = fcl_sequence_of(p, seqs, b.batch);
+  b.seq = fcl_sequence_of(p, seqs, b.batch IO_LOADS_ARG);
   b.q0 = qblock * block_q;
   b.rows = clamp(b.seq.nq - b.q0, 0, block_q);
   b.k_lo = b.k_hi = b.full_lo = b.full_hi = 0;
@@ -310,10 +337,12 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
                    &b.k_hi, &b.full_lo, &b.full_hi);
   b.lse = (size_t)b.batch * p.lse_batch + (size_t)b.head * p.lse_head + b.seq.q_start;
 #if ALIBI
-  b.slope = alibi[b.batch * p.alibi_batch + b.head];
+  b.slope = LOAD_F32(alibi, b.batch * p.alibi_batch + b.head);
 #else
+  (void)alibi;
   b.slope = 0.0f;
 #endif
+  IO_HELPER_LOADS_DONE();
   return b;
 }
 
@@ -331,15 +360,17 @@ typedef struct fcl_key_block {
 } fcl_key_block;
 
 inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int *seqs,
-                                          __global const int *work, int block_k) {
+                                          __global const int *work, int block_k IO_LOADS) {
+  IO_HELPER_INIT;
   fcl_key_block b;
   const int group_id = get_group_id(0);
   int kblock;
   if (p.ragged) {
     const int item = group_id % p.work_items;
     b.kv_head = group_id / p.work_items;
-    b.batch = work[2 * item];
-    kblock = work[2 * item + 1];
+    const int2 w = FCL_COUNTED_LOAD(8, vload2(item, work));
+    b.batch = w.x;
+    kblock = w.y;
   } else {
     const int n_kblocks = (p.seqlen_k + block_k - 1) / block_k;
     const int bh = group_id / n_kblocks;
@@ -348,7 +379,8 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
     b.batch = bh / p.heads_kv;
   }
   b.group = p.heads_q / p.heads_kv;
-  b.seq = fcl_sequence_of(p, seqs, b.batch);
+  b.seq = fcl_sequence_of(p, seqs, b.batch IO_LOADS_ARG);
+  IO_HELPER_LOADS_DONE();
   b.k0 = kblock * block_k;
   b.keys = clamp(b.seq.nk - b.k0, 0, block_k);
   b.q_lo = b.q_hi = b.full_lo = b.full_hi = 0;
@@ -357,6 +389,13 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
                       &b.q_lo, &b.q_hi, &b.full_lo, &b.full_hi);
   return b;
 }
+
+/* The ALiBi slope of (batch, head), 0 without ALiBi. */
+#if ALIBI
+#define ALIBI_SLOPE(batch, head) LOAD_F32(alibi, (batch) * p.alibi_batch + (head))
+#else
+#define ALIBI_SLOPE(batch, head) 0.0f
+#endif
 
 /* LSE, in log2 units (LSE log2(e), for fcl_prob), D (= rowsum(dO * O)) and
  * the visible keys [lo, hi) of query rows [q0, q0 + n) of a sequence of
@@ -375,25 +414,6 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
   }
 
 /* ---- four columns of a row from global memory (the backward's kernels) -- */
-
-/* Helpers that touch global memory take the kernel's counters along. */
-#ifdef FCL_COUNT_IO
-#define IO_LOADS , ulong *io_loads
-#define IO_STORES , ulong *io_stores
-#define IO_LOADS_ARG , &fcl_io_loaded
-#define IO_STORES_ARG , &fcl_io_stored
-#define IO_HELPER_INIT FCL_IO_INIT
-#define IO_HELPER_LOADS_DONE() (*io_loads += fcl_io_loaded)
-#define IO_HELPER_STORES_DONE() (*io_stores += fcl_io_stored)
-#else
-#define IO_LOADS
-#define IO_STORES
-#define IO_LOADS_ARG
-#define IO_STORES_ARG
-#define IO_HELPER_INIT
-#define IO_HELPER_LOADS_DONE() ((void)0)
-#define IO_HELPER_STORES_DONE() ((void)0)
-#endif
 
 /* Defines `name`: columns col..col+3 of a row as a `type`, those past
  * head_dim 0; vec4: the row and head_dim are multiples of 4 elements

@@ -63,3 +63,81 @@ __kernel void convert_from_f32(__global const float *x,  // [n]
   CONVERT_ITEMS(LOAD4_F32, LOAD_F32, STORE4, STORE1);
   FCL_IO_COMMIT();
 }
+
+/* ---- tensor views <-> packed tensors ---------------------------------------
+ * The naive algorithm works on packed [tokens][heads][head_dim] copies
+ * where it widens bf16 or stages an output, and the caller's tensors may
+ * be any view (params.h): these move whole tensors between the two.
+ *   view_to_packed  y (packed, float with PACKED_F32, else the storage
+ *                   type) = x (a view, storage type)
+ *   packed_to_view  y (a view, storage type) = x (packed), rounding to
+ *                   nearest even into a 16-bit type
+ * Element e of the packed tensor is token e / (heads head_dim) (a batch
+ * entry's tokens counted from batch * seqlen, unless ragged), head, column;
+ * CONVERT_WIDTH consecutive columns per work-item (4: the view's rows and
+ * head_dim are multiples of 4 elements). */
+#ifndef PACKED_F32
+#define PACKED_F32 1  // 1: the packed side is float; 0: the storage type
+#endif
+#if PACKED_F32
+#define PACKED_T float
+#define PACKED_LOAD4 LOAD4_F32
+#define PACKED_LOAD1 LOAD_F32
+#define PACKED_STORE4 STORE4_F32
+#define PACKED_STORE1 STORE_F32
+#else
+#define PACKED_T store_t
+#define PACKED_LOAD4 LOAD4
+#define PACKED_LOAD1 LOAD1
+#define PACKED_STORE4 STORE4
+#define PACKED_STORE1 STORE1
+#endif
+
+/* The view's element for packed element e (a multiple of CONVERT_WIDTH). */
+inline size_t view_element(const fcl_view view, const ulong e, const int heads,
+                           const int head_dim, const int seqlen, const int ragged) {
+  const ulong row = e / head_dim;
+  const int c = (int)(e - row * head_dim), h = (int)(row % heads);
+  const ulong token = row / heads;
+  const int b = ragged ? 0 : (int)(token / seqlen);
+  const int t = (int)(ragged ? token : token % seqlen);
+  return fcl_at(view, b, t, h) + c;
+}
+
+#define VIEW_PARAMS                                                             \
+  const fcl_view view, const ulong n, const int heads, const int head_dim,      \
+      const int seqlen, const int ragged
+
+__kernel void view_to_packed(__global const store_t *x, __global PACKED_T *y,
+                             VIEW_PARAMS FCL_IO_PARAM) {
+  FCL_IO_INIT;
+  const ulong e = (ulong)get_global_id(0) * CONVERT_WIDTH;
+  if (e < n) {
+    const size_t at = view_element(view, e, heads, head_dim, seqlen, ragged);
+#if CONVERT_WIDTH == 4
+    const float4 v = LOAD4(x, at);
+    PACKED_STORE4(y, e, v);
+#else
+    const float v = LOAD1(x, at);
+    PACKED_STORE1(y, e, v);
+#endif
+  }
+  FCL_IO_COMMIT();
+}
+
+__kernel void packed_to_view(__global const PACKED_T *x, __global store_t *y,
+                             VIEW_PARAMS FCL_IO_PARAM) {
+  FCL_IO_INIT;
+  const ulong e = (ulong)get_global_id(0) * CONVERT_WIDTH;
+  if (e < n) {
+    const size_t at = view_element(view, e, heads, head_dim, seqlen, ragged);
+#if CONVERT_WIDTH == 4
+    const float4 v = PACKED_LOAD4(x, e);
+    STORE4(y, at, v);
+#else
+    const float v = PACKED_LOAD1(x, e);
+    STORE1(y, at, v);
+#endif
+  }
+  FCL_IO_COMMIT();
+}

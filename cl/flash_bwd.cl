@@ -56,7 +56,7 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK);
+  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head, group = kb.group;
   const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
   const size_t k_off = fcl_at(p.k, batch, kb.seq.k_start, kv_head);
@@ -91,11 +91,7 @@ UNROLL
     const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
     const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
     const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
-#if ALIBI
-    const float slope = alibi[batch * p.alibi_batch + head];
-#else
-    const float slope = 0.0f;
-#endif
+    const float slope = ALIBI_SLOPE(batch, head);
     for (int tile = first_tile; tile < end_tile; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, nq - q0);
@@ -176,7 +172,7 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK);
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head;
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
 

@@ -142,7 +142,7 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   LOCATE_WARP();
   FCL_IO_INIT;
 
-  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK);
+  const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int batch = kb.batch, nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
 
   /* This lane's keys: key_g and key_g + 8. */
@@ -165,11 +165,7 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
     const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
     const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
     const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
-#if ALIBI
-    const float slope = alibi[batch * p.alibi_batch + head];
-#else
-    const float slope = 0.0f;
-#endif
+    const float slope = ALIBI_SLOPE(batch, head);
     for (int tile = first_tile; tile < end_tile; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, nq - q0);
@@ -227,7 +223,7 @@ void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   LOCATE_WARP();
   FCL_IO_INIT;
 
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK);
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
   LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
 

@@ -98,7 +98,7 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q);
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head, nq = qb.seq.nq;
   const int head_dim = p.head_dim, vec = p.vec4;
   const size_t q_stride = p.q.seq, o_stride = p.o.seq;

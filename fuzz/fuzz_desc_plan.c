@@ -34,16 +34,25 @@
  *   has_int64_atomics, nvidia_ptx); hint: a byte (bit 0: use it) and
  *   block_k, wg_size, threads_per_row, rows_per_thread (uint16 each); the
  *   scratch limit (size); why_len (uint16, taken modulo 300); the hint's
- *   kernel (byte, modulo 4: 3 is no fcl_flash_kernel); nvidia_sm (byte).
- *   Fields were appended in that order, so older corpus entries still read
- *   as they were written.
+ *   kernel (byte, modulo 4: 3 is no fcl_flash_kernel); nvidia_sm (byte);
+ *   window_left, window_right (int8 each); a byte of extras (bit 0: a
+ *   softcap follows, as a scale tag; bit 1: a ragged batch follows, a
+ *   count byte and per sequence a query length (int8) and a key length
+ *   (byte), with bit 2 ragged keys of their own and bit 4 a first prefix
+ *   sum (int8) before them; bit 3: q's layout follows, four sizes); and a
+ *   byte picking the descriptor's struct_size (1: 0, 2: the first
+ *   version's, 3: a newer header's with a zero tail, 4: with a nonzero
+ *   unknown field; else this header's). Fields were appended in that
+ *   order, so older corpus entries still read as they were written (all
+ *   zero past their end: no window, no extras, this header).
  */
-#include "internal.h"
+#include "naive.h"
 
 #include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,14 +143,20 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
   CHECK(desc->causal == 0 || desc->causal == 1);
   CHECK(isfinite(desc->scale) && desc->scale > 0);
   CHECK(shape->elem_size == fcl_dtype_size(desc->dtype) && shape->elem_size > 0);
-  unsigned __int128 q = (unsigned __int128)desc->batch * desc->seqlen_q * desc->heads_q *
-                        desc->head_dim;
-  unsigned __int128 kv = (unsigned __int128)desc->batch * desc->seqlen_k * desc->heads_kv *
-                         desc->head_dim;
-  unsigned __int128 lse = (unsigned __int128)desc->batch * desc->heads_q * desc->seqlen_q;
+  const unsigned __int128 tq = shape->ragged ? shape->tokens_q
+                                             : (unsigned __int128)desc->batch * desc->seqlen_q;
+  const unsigned __int128 tk = shape->ragged ? shape->tokens_k
+                                             : (unsigned __int128)desc->batch * desc->seqlen_k;
+  unsigned __int128 q = tq * desc->heads_q * desc->head_dim;
+  unsigned __int128 kv = tk * desc->heads_kv * desc->head_dim;
+  unsigned __int128 lse = tq * desc->heads_q;
   CHECK(q == shape->q_elems && kv == shape->kv_elems && lse == shape->lse_elems);
   CHECK(q * shape->elem_size <= SIZE_MAX && kv * shape->elem_size <= SIZE_MAX &&
         lse * sizeof(float) <= SIZE_MAX);
+  CHECK(shape->window_left >= -1 && shape->window_right >= -1);
+  CHECK(isfinite(desc->softcap) && desc->softcap >= 0);
+  /* a packed q spans exactly its elements; any accepted layout at least them */
+  CHECK(shape->sizes.q >= (size_t)(q * shape->elem_size) || q == 0);
   CHECK(shape->group == desc->heads_q / desc->heads_kv);
 }
 
@@ -198,13 +213,14 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   }
 }
 
-static void check_chunking(const fcl_attention_desc *desc, const fcl_device_limits *lim,
+static void check_chunking(const fcl__shape *shape, const fcl_device_limits *lim,
                            uint64_t scratch) {
+  const fcl_attention_desc *desc = &shape->desc;
   const uint64_t limit = scratch ? scratch : fcl__default_scratch_limit(lim);
   for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass) {
     fcl__chunking ch;
     memset(&ch, 0, sizeof ch);
-    fcl_status st = fcl__naive_chunking(NULL, lim, limit, desc, (fcl_pass)pass, &ch);
+    fcl_status st = fcl__naive_chunking(NULL, lim, limit, shape, (fcl_pass)pass, &ch);
     /* UNSUPPORTED: a matrix past CLBlast's 32-bit indexing. */
     CHECK(st == FCL_SUCCESS || st == FCL_ERROR_OUT_OF_MEMORY || st == FCL_ERROR_UNSUPPORTED);
     if (st != FCL_SUCCESS) continue;
@@ -215,10 +231,11 @@ static void check_chunking(const fcl_attention_desc *desc, const fcl_device_limi
     unsigned __int128 want = (unsigned __int128)desc->batch * (desc->heads_q / desc->heads_kv) *
                              ((desc->heads_kv + ch.per_chunk - 1) / ch.per_chunk);
     CHECK(ch.chunks == want && ch.chunks >= 1);
-    fcl__io io = pass == FCL_PASS_FORWARD
-                     ? fcl__io_naive_forward(lim, desc, 1, (unsigned)ch.chunks)
-                     : fcl__io_naive_backward(lim, desc, (unsigned)ch.chunks);
-    (void)io;
+    if (shape->tokens_q < 100000 * (uint64_t)desc->batch || shape->ragged) {
+      fcl__io all = fcl__io_naive(lim, shape, (fcl_pass)pass, 1, (unsigned)ch.chunks, 0);
+      fcl__io own = fcl__io_naive(lim, shape, (fcl_pass)pass, 1, (unsigned)ch.chunks, 1);
+      CHECK(own.loads <= all.loads && own.stores <= all.stores);
+    }
   }
   unsigned wg = 0, cols = 0;
   fcl__softmax_config(lim, desc->seqlen_k, &wg, &cols);
@@ -231,8 +248,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader r = {data, size};
+  /* room for a descriptor of a newer header, with fields unknown here */
+  union {
+    fcl_attention_desc desc;
+    unsigned char bytes[sizeof(fcl_attention_desc) + 16];
+  } given;
+  memset(&given, 0, sizeof given);
   fcl_attention_desc desc;
-  memset(&desc, 0, sizeof desc);
+  fcl_attention_desc_init(&desc, 0, 0, 0, 0, 0, 0);
   desc.batch = (size_t)take_size(&r);
   desc.heads_q = (size_t)take_size(&r);
   desc.heads_kv = (size_t)take_size(&r);
@@ -269,15 +292,53 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t why_len = (size_t)(take(&r, 2) % 300);
   hint.kernel = (unsigned)(take(&r, 1) % 4);
   lim.nvidia_sm = (unsigned)take(&r, 1);
+  /* Since 0.3: the mask, the transforms, a ragged batch, q's layout, and
+   * which header's descriptor this is. */
+  desc.window_left = (int8_t)take(&r, 1);
+  desc.window_right = (int8_t)take(&r, 1);
+  const unsigned extras = (unsigned)take(&r, 1);
+  desc.softcap = extras & 1 ? take_scale(&r, 16) : 0.0f;
+  int32_t cu_q[9], cu_k[9];
+  if (extras & 2) {  /* up to 8 sequences of up to 255 tokens, maybe nonsense */
+    desc.batch = 1 + take(&r, 1) % 8;
+    cu_q[0] = extras & 16 ? (int32_t)(int8_t)take(&r, 1) : 0;
+    cu_k[0] = 0;
+    for (size_t b = 0; b < desc.batch; ++b) {
+      cu_q[b + 1] = cu_q[b] + (int32_t)(int8_t)take(&r, 1);
+      cu_k[b + 1] = cu_k[b] + (int32_t)take(&r, 1);
+    }
+    desc.cu_seqlens_q = cu_q;
+    desc.cu_seqlens_k = extras & 4 ? cu_k : NULL;
+  }
+  if (extras & 8) {
+    desc.q.offset = (size_t)take_size(&r);
+    desc.q.batch_stride = (size_t)take_size(&r);
+    desc.q.seq_stride = (size_t)take_size(&r);
+    desc.q.head_stride = (size_t)take_size(&r);
+  }
+  memcpy(&given.desc, &desc, sizeof desc);
+  switch (take(&r, 1) % 8) {
+    case 1: given.desc.struct_size = 0; break;                    /* not from init */
+    case 2: given.desc.struct_size = offsetof(fcl_attention_desc, window_left); break;
+    case 3:                                                        /* newer, zero tail */
+      given.desc.struct_size = sizeof given;
+      break;
+    case 4:                                                        /* newer, unknown field */
+      given.desc.struct_size = sizeof given;
+      given.bytes[sizeof(fcl_attention_desc) + 3] = 1;
+      break;
+    default: break;
+  }
+  memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
   fcl__shape shape;
   memset(&shape, 0, sizeof shape);
-  const fcl_status desc_st = fcl__check_desc(NULL, &desc, &shape);
-  check_desc(&desc, desc_st, &shape);
+  const fcl_status desc_st = fcl__check_desc(NULL, &given.desc, &shape);
+  check_desc(&shape.desc, desc_st, &shape);
   char why[300];
   memset(why, 'x', sizeof why);
-  CHECK(fcl__check_desc_why(&desc, NULL, why, why_len) == desc_st);
+  CHECK(fcl__check_desc_why(&given.desc, NULL, why, why_len) == desc_st);
   check_why(why, why_len);
   if (desc_st != FCL_SUCCESS && why_len > 1) CHECK(why[0] != '\0');
   const fcl_status hint_st = fcl__check_tiling_hint(NULL, &hint);
@@ -290,23 +351,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(&again, 0x5a, sizeof again);
   memset(why, 'x', sizeof why);
   const fcl_plan *h = use_hint ? &hint : NULL;
-  fcl_status st = use_hint ? fcl__plan_flash(&lim, &desc, pass, h, &plan, why, why_len)
-                           : fcl_plan_flash(&lim, &desc, pass, &plan, why, why_len);
+  fcl_status st = use_hint ? fcl__plan_flash(&lim, &given.desc, pass, h, &plan, why, why_len)
+                           : fcl_plan_flash(&lim, &given.desc, pass, &plan, why, why_len);
   CHECK(valid_status(st));
   CHECK(st == FCL_SUCCESS || st == FCL_ERROR_INVALID_ARGUMENT ||
         st == FCL_ERROR_INVALID_SHAPE || st == FCL_ERROR_UNSUPPORTED);
   check_why(why, why_len);
-  fcl_status st2 = fcl__plan_flash(&lim, &desc, pass, h, &again, NULL, 0);
+  fcl_status st2 = fcl__plan_flash(&lim, &given.desc, pass, h, &again, NULL, 0);
   CHECK(st2 == st);
   if (st == FCL_SUCCESS) {
     CHECK(desc_st == FCL_SUCCESS);
     CHECK(pass == FCL_PASS_FORWARD || pass == FCL_PASS_BACKWARD);
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
     CHECK(same_plan(&plan, &again));
-    check_plan(&lim, &desc, pass, h, &plan);
+    check_plan(&lim, &shape.desc, pass, h, &plan);
     /* The model walks the query blocks: keep the fuzzer's units quick. */
-    if (desc.seqlen_q / plan.block_q < 100000) {
-      fcl__io io = fcl__io_flash_forward(&desc, &plan, 1);
+    if (shape.desc.seqlen_q / plan.block_q < 100000 && shape.desc.seqlen_k / plan.block_k < 100000) {
+      fcl__io io = pass == FCL_PASS_FORWARD ? fcl__io_flash_forward(&shape, &plan, 1)
+                                            : fcl__io_flash_backward(&shape, &plan);
       (void)io;
     }
     if (why_len) CHECK(why[0] == '\0');
@@ -319,15 +381,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       CHECK(st == desc_st);
   }
   /* NULL arguments. */
-  CHECK(fcl_plan_flash(NULL, &desc, pass, &plan, NULL, 0) == FCL_ERROR_INVALID_ARGUMENT);
+  CHECK(fcl_plan_flash(NULL, &given.desc, pass, &plan, NULL, 0) == FCL_ERROR_INVALID_ARGUMENT);
   CHECK(fcl_plan_flash(&lim, NULL, pass, &plan, why, why_len) == FCL_ERROR_INVALID_ARGUMENT);
-  CHECK(fcl_plan_flash(&lim, &desc, pass, NULL, why, why_len) == FCL_ERROR_INVALID_ARGUMENT);
+  CHECK(fcl_plan_flash(&lim, &given.desc, pass, NULL, why, why_len) == FCL_ERROR_INVALID_ARGUMENT);
 
   /* What the naive algorithm and the run info derive from a valid desc. */
   if (desc_st == FCL_SUCCESS) {
-    check_chunking(&desc, &lim, scratch);
-    double flops = fcl_attention_flops(&desc, FCL_PASS_FORWARD);
-    CHECK(flops > 0 && isfinite(flops));
+    check_chunking(&shape, &lim, scratch);
+    double flops = fcl_attention_flops(&given.desc, FCL_PASS_FORWARD);
+    CHECK(flops >= 0 && isfinite(flops));
+    CHECK(flops > 0 || fcl__shown_pairs(&shape) == 0);
   }
   return 0;
 }

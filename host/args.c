@@ -12,40 +12,50 @@
 
 _Static_assert(sizeof(fcl_params) % 8 == 0, "fcl_params must end on an 8-byte boundary");
 
-/* The packed layout [batch][seqlen][heads][head_dim]. */
-static fcl_view packed_view(size_t seqlen, size_t heads, size_t head_dim) {
-  return (fcl_view){.offset = 0,
-                    .batch = (cl_ulong)seqlen * heads * head_dim,
-                    .seq = (cl_ulong)heads * head_dim,
-                    .head = head_dim};
+static fcl_view view_of(const fcl_tensor_layout *l) {
+  return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
 }
 
-fcl_params fcl__params_of(const fcl_attention_desc *desc) {
+fcl_params fcl__params_of(const fcl__shape *sh) {
+  const fcl_attention_desc *desc = &sh->desc;
   fcl_params p;
   memset(&p, 0, sizeof p);
-  const size_t d = desc->head_dim;
-  p.q = p.o = p.dout = p.dq = packed_view(desc->seqlen_q, desc->heads_q, d);
-  p.k = p.v = p.dk = p.dv = packed_view(desc->seqlen_k, desc->heads_kv, d);
-  p.lse_batch = (cl_ulong)desc->heads_q * desc->seqlen_q;
-  p.lse_head = desc->seqlen_q;
-  /* fcl__check_desc bounds every size by INT_MAX, and the token counts
-   * by the tensors' sizes; the launches check their own products. */
+  fcl_view *views[FCL__TENSORS] = {&p.q, &p.k, &p.v, &p.o, &p.dout, &p.dq, &p.dk, &p.dv};
+  for (int t = 0; t < FCL__TENSORS; ++t) *views[t] = view_of(&sh->views[t]);
+  /* LSE and D: [batch][heads_q][seqlen_q], or ragged [heads_q][tokens_q] */
+  p.lse_batch = sh->ragged ? 0 : (cl_ulong)desc->heads_q * desc->seqlen_q;
+  p.lse_head = sh->ragged ? sh->tokens_q : desc->seqlen_q;
+  p.tokens_q = sh->tokens_q;
+  p.tokens_k = sh->tokens_k;
+  /* fcl__check_desc bounds every size by INT_MAX */
   p.batch = (cl_int)desc->batch;
   p.heads_q = (cl_int)desc->heads_q;
   p.heads_kv = (cl_int)desc->heads_kv;
-  p.head_dim = (cl_int)d;
+  p.head_dim = (cl_int)desc->head_dim;
   p.seqlen_q = (cl_int)desc->seqlen_q;
   p.seqlen_k = (cl_int)desc->seqlen_k;
-  p.tokens_q = (cl_ulong)desc->batch * desc->seqlen_q;
-  p.tokens_k = (cl_ulong)desc->batch * desc->seqlen_k;
-  p.window_left = -1;
-  p.window_right = desc->causal ? 0 : -1;
-  p.vec4 = d % 4 == 0;
+  p.window_left = sh->window_left;
+  p.window_right = sh->window_right;
+  p.ragged = sh->ragged;
+  p.vec4 = sh->vec4;
+  p.alibi_batch = desc->alibi_per_batch ? (cl_int)desc->heads_q : 0;
   p.scale = desc->scale;
-  /* FCL_MAX_SCALE keeps scale log2(e) a finite float */
-  p.exp_factor = (cl_float)((double)desc->scale * M_LOG2E);
-  p.lse_factor = desc->scale;
+  p.softcap = desc->softcap;
+  if (fcl__scores_transformed(sh)) {
+    /* scores are logit log2(e): exponentials of their differences as they
+     * are, and LSE = m ln(2) + log(l) */
+    p.exp_factor = 1.0f;
+    p.lse_factor = (cl_float)M_LN2;
+  } else {
+    /* FCL_MAX_SCALE keeps scale log2(e) a finite float */
+    p.exp_factor = (cl_float)((double)desc->scale * M_LOG2E);
+    p.lse_factor = desc->scale;
+  }
   return p;
+}
+
+int fcl__scores_transformed(const fcl__shape *shape) {
+  return shape->desc.softcap > 0.0f || shape->desc.alibi_slopes != NULL;
 }
 
 fcl_status fcl__set_attention_args(fcl_context *ctx, cl_kernel kernel, const char *name,

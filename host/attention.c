@@ -8,15 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-/* One tensor argument of a call: the buffer, its name for messages, the
- * bytes the shape needs, and whether NULL is allowed. */
-typedef struct tensor_arg {
-  cl_mem mem;
-  const char *name;
-  size_t bytes;
-  int optional;
-} tensor_arg;
-
 /* The context, the descriptor and the algorithm. */
 static fcl_status check_problem(fcl_context *ctx, const fcl_attention_desc *desc,
                                 fcl_algo algo, fcl__shape *shape) {
@@ -27,20 +18,15 @@ static fcl_status check_problem(fcl_context *ctx, const fcl_attention_desc *desc
   return FCL_SUCCESS;
 }
 
-/* Every buffer present (unless optional), of this context and large
- * enough; then the access flags and overlaps of all of them together, the
- * outputs being args[n_inputs..n). */
-static fcl_status check_tensors(fcl_context *ctx, const tensor_arg *args, size_t n,
-                                size_t n_inputs) {
-  cl_mem mems[16];
-  const char *names[16];
-  for (size_t i = 0; i < n; ++i) {
-    FCL_FORWARD_IF(fcl__check_buffer(ctx, args[i].mem, args[i].bytes, args[i].name,
-                                     args[i].optional));
-    mems[i] = args[i].mem;
-    names[i] = args[i].name;
-  }
-  return fcl__check_call_buffers(ctx, mems, names, n_inputs, n);
+/* Tensor t of the shape as an argument. */
+static fcl__call_buffer tensor_arg(const fcl__shape *shape, int t, cl_mem mem, const char *name,
+                                   size_t bytes) {
+  return (fcl__call_buffer){mem, name, bytes, 0, fcl__tensor_view(shape, t)};
+}
+
+/* A float buffer of `bytes` as an argument, NULL allowed when optional. */
+static fcl__call_buffer plain_arg(cl_mem mem, const char *name, size_t bytes, int optional) {
+  return (fcl__call_buffer){mem, name, bytes, optional, fcl__range_view(bytes)};
 }
 
 /* What a call measures while its algorithm runs: the timer (when the caller
@@ -79,21 +65,15 @@ static fcl_status measure_end(fcl_context *ctx, measure *m, fcl_status status) {
   return status;
 }
 
-static fcl__io io_sum(fcl__io a, fcl__io b) {
-  a.loads += b.loads;
-  a.stores += b.stores;
-  return a;
-}
-
 /* Run info of a successful call. `model` is the whole call's traffic by the
  * I/O model, `own` the part of it our instrumented kernels count; the rest
  * (CLBlast's GEMMs, buffer copies) enters bytes_counted by the model. */
-static void fill_info(fcl_run_info *info, const fcl_attention_desc *desc,
+static void fill_info(fcl_run_info *info, const fcl__shape *shape,
                       fcl_pass pass, const measure *m, const fcl_plan *plan,
                       unsigned chunks, fcl__io model, fcl__io own) {
   memset(info, 0, sizeof *info);
   info->ms = m->ms;
-  info->flops = fcl_attention_flops(desc, pass);
+  info->flops = fcl__flops(shape, pass);
   info->plan = *plan;
   info->chunks = chunks;
   info->bytes_model = fcl__io_total(model);
@@ -109,14 +89,17 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
-  call.desc = desc;
-  const fcl_buffer_sizes sz = fcl__buffer_sizes(&call.shape);
-  const tensor_arg args[] = {{q, "q", sz.q, 0},
-                             {k, "k", sz.k, 0},
-                             {v, "v", sz.v, 0},
-                             {o, "o", sz.o, 0},
-                             {lse, "lse", sz.lse, 1}};
-  FCL_FORWARD_IF(check_tensors(ctx, args, 5, 3));
+  call.desc = &call.shape.desc;
+  const fcl__shape *sh = &call.shape;
+  const fcl_buffer_sizes *sz = &sh->sizes;
+  const fcl__call_buffer args[] = {tensor_arg(sh, FCL__Q, q, "q", sz->q),
+                                   tensor_arg(sh, FCL__K, k, "k", sz->k),
+                                   tensor_arg(sh, FCL__V, v, "v", sz->v),
+                                   plain_arg(sh->desc.alibi_slopes, "alibi_slopes",
+                                             sz->alibi_slopes, 1),
+                                   tensor_arg(sh, FCL__O, o, "o", sz->o),
+                                   plain_arg(lse, "lse", sz->lse, 1)};
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 4, 6));
   call.q = q;
   call.k = k;
   call.v = v;
@@ -133,13 +116,14 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   const int with_lse = lse != NULL;
   fcl__io model, own;
   if (algo == FCL_ALGO_FLASH) {
-    model = own = fcl__io_flash_forward(desc, &call.plan, with_lse);
+    model = own = fcl__io_flash_forward(&call.shape, &call.plan, with_lse);
   } else {
-    model = fcl__io_naive_forward(&ctx->info.limits, desc, with_lse, call.chunks);
-    own = io_sum(fcl__io_softmax(&ctx->info.limits, desc, with_lse),
-                 fcl__io_naive_conversions(desc, FCL_PASS_FORWARD));
+    model = fcl__io_naive(&ctx->info.limits, &call.shape, FCL_PASS_FORWARD, with_lse,
+                          call.chunks, 0);
+    own = fcl__io_naive(&ctx->info.limits, &call.shape, FCL_PASS_FORWARD, with_lse,
+                        call.chunks, 1);
   }
-  fill_info(info, desc, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
+  fill_info(info, &call.shape, FCL_PASS_FORWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
 }
 
@@ -152,14 +136,21 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
-  call.desc = desc;
-  const fcl_buffer_sizes sz = fcl__buffer_sizes(&call.shape);
-  const tensor_arg args[] = {{q, "q", sz.q, 0},          {k, "k", sz.k, 0},
-                             {v, "v", sz.v, 0},          {o, "o", sz.o, 0},
-                             {lse, "lse", sz.lse, 0},    {dout, "dout", sz.dout, 0},
-                             {dq, "dq", sz.dq, 0},       {dk, "dk", sz.dk, 0},
-                             {dv, "dv", sz.dv, 0}};
-  FCL_FORWARD_IF(check_tensors(ctx, args, 9, 6));
+  call.desc = &call.shape.desc;
+  const fcl__shape *sh = &call.shape;
+  const fcl_buffer_sizes *sz = &sh->sizes;
+  const fcl__call_buffer args[] = {tensor_arg(sh, FCL__Q, q, "q", sz->q),
+                                   tensor_arg(sh, FCL__K, k, "k", sz->k),
+                                   tensor_arg(sh, FCL__V, v, "v", sz->v),
+                                   tensor_arg(sh, FCL__O, o, "o", sz->o),
+                                   plain_arg(lse, "lse", sz->lse, 0),
+                                   tensor_arg(sh, FCL__DOUT, dout, "dout", sz->dout),
+                                   plain_arg(sh->desc.alibi_slopes, "alibi_slopes",
+                                             sz->alibi_slopes, 1),
+                                   tensor_arg(sh, FCL__DQ, dq, "dq", sz->dq),
+                                   tensor_arg(sh, FCL__DK, dk, "dk", sz->dk),
+                                   tensor_arg(sh, FCL__DV, dv, "dv", sz->dv)};
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 7, 10));
   call.q = q;
   call.k = k;
   call.v = v;
@@ -179,12 +170,11 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
 
   fcl__io model, own;
   if (algo == FCL_ALGO_FLASH) {
-    model = own = fcl__io_flash_backward(desc, &call.plan);
+    model = own = fcl__io_flash_backward(&call.shape, &call.plan);
   } else {
-    model = fcl__io_naive_backward(&ctx->info.limits, desc, call.chunks);
-    own = io_sum(fcl__io_softmax_backward(&ctx->info.limits, desc),
-                 fcl__io_naive_conversions(desc, FCL_PASS_BACKWARD));
+    model = fcl__io_naive(&ctx->info.limits, &call.shape, FCL_PASS_BACKWARD, 0, call.chunks, 0);
+    own = fcl__io_naive(&ctx->info.limits, &call.shape, FCL_PASS_BACKWARD, 0, call.chunks, 1);
   }
-  fill_info(info, desc, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
+  fill_info(info, &call.shape, FCL_PASS_BACKWARD, &m, &call.plan, call.chunks, model, own);
   return FCL_SUCCESS;
 }

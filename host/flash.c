@@ -17,7 +17,25 @@ static void storage_options(const fcl_attention_desc *desc, cl_mem io_counter,
 static void score_options(const fcl_attention_desc *desc, cl_mem io_counter,
                           fcl__options *opts) {
   storage_options(desc, io_counter, opts);
-  (void)desc;
+  fcl__options_define(opts, "SOFTCAP", desc->softcap > 0.0f);
+  fcl__options_define(opts, "ALIBI", desc->alibi_slopes != NULL);
+}
+
+/* Work-groups of a launch, which the kernels number with 32-bit ints. */
+static fcl_status checked_groups(fcl_context *ctx, size_t groups, const char *name,
+                                 size_t *out) {
+  FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
+                "the %s launch needs %zu work-groups; at most %d fit", name, groups,
+                INT32_MAX);
+  *out = groups;
+  return FCL_SUCCESS;
+}
+
+/* Work-groups over blocks of `block` rows of every (sequence, head):
+ * ragged, the work list's items; else batch x ceil(seqlen / block). */
+static size_t block_groups(const fcl__shape *sh, size_t items, size_t seqlen, size_t heads,
+                           size_t block) {
+  return (sh->ragged ? items : sh->desc.batch * ((seqlen + block - 1) / block)) * heads;
 }
 
 /* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
@@ -54,6 +72,7 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
 
 fcl_status fcl__flash_forward(fcl__forward_call *call) {
   fcl_context *ctx = call->ctx;
+  const fcl__shape *sh = &call->shape;
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
   fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
@@ -69,25 +88,27 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD, &opts,
                              name, &kernel));
-
-  const fcl_params params = fcl__params_of(desc);
-  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v,
-                                       .o = call->o, .lse = call->lse};
-  status = fcl__check_local_bytes(ctx, kernel, name, plan->local_bytes);
+  fcl__ragged ragged;
+  status = fcl__ragged_upload(ctx, sh, plan->block_q, 0, 0, &ragged);
+  fcl_params params = fcl__params_of(sh);
+  params.work_items = (cl_int)ragged.items_q;
+  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
+                                       .lse = call->lse, .alibi = desc->alibi_slopes,
+                                       .seqs = ragged.seqs, .work = ragged.work_q};
+  size_t groups = 0;
+  if (status == FCL_SUCCESS) status = fcl__check_local_bytes(ctx, kernel, name, plan->local_bytes);
   if (status == FCL_SUCCESS)
     status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
-  if (status == FCL_SUCCESS) {
-    size_t q_blocks = (desc->seqlen_q + plan->block_q - 1) / plan->block_q;
-    size_t groups = q_blocks * desc->heads_q * desc->batch;
+  if (status == FCL_SUCCESS)
+    status = checked_groups(ctx, block_groups(sh, ragged.items_q, desc->seqlen_q,
+                                              desc->heads_q, plan->block_q),
+                            "flash forward", &groups);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+  if (status == FCL_SUCCESS && groups) {
     size_t global = groups * plan->wg_size, local = plan->wg_size;
-    if (groups > (size_t)INT32_MAX)
-      status = fcl__fail(ctx, FCL_ERROR_INVALID_SHAPE,
-                         "the flash launch needs %zu work-groups; at most %d fit",
-                         groups, INT32_MAX);
-    if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
-    if (status == FCL_SUCCESS)
-      status = fcl__launch(ctx, kernel, name, 1, &global, &local);
+    status = fcl__launch(ctx, kernel, name, 1, &global, &local);
   }
+  fcl__ragged_release(&ragged);
   clReleaseKernel(kernel);
   return status;
 }
@@ -126,7 +147,8 @@ typedef struct backward_run {
   cl_kernel pre, dkdv, dq;
   const char *dkdv_name, *dq_name;
   fcl__pre_shape pre_shape;
-  cl_mem dsum;  /* D = rowsum(dO * O), [batch][heads_q][seqlen_q] */
+  cl_mem dsum;  /* D = rowsum(dO * O), laid out as LSE */
+  fcl__ragged ragged;
 } backward_run;
 
 static void backward_release(backward_run *run) {
@@ -134,60 +156,64 @@ static void backward_release(backward_run *run) {
   if (run->dkdv) clReleaseKernel(run->dkdv);
   if (run->dq) clReleaseKernel(run->dq);
   fcl__release_mem(&run->dsum);
-}
-
-/* Work-groups of a launch, which the kernels number with 32-bit ints. */
-static fcl_status checked_groups(fcl_context *ctx, size_t groups, const char *name,
-                                 size_t *out) {
-  FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
-                "the %s launch needs %zu work-groups; at most %d fit", name, groups,
-                INT32_MAX);
-  *out = groups;
-  return FCL_SUCCESS;
+  fcl__ragged_release(&run->ragged);
 }
 
 static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) {
   fcl_context *ctx = call->ctx;
+  const fcl__shape *sh = &call->shape;
   const fcl_attention_desc *desc = call->desc;
   const fcl_plan *plan = &call->plan;
-  const fcl_params params = fcl__params_of(desc);
-  const size_t rows = (size_t)params.tokens_q * desc->heads_q;
+  const fcl__ragged *ragged = &run->ragged;
+  fcl_params params = fcl__params_of(sh);
+  const size_t rows = sh->tokens_q * desc->heads_q;
   const size_t pre_rows = run->pre_shape.wg_size / run->pre_shape.threads_per_row;
   const size_t block = plan->block_k;
   size_t pre_groups = 0, dkdv_groups = 0, dq_groups = 0;
   FCL_FORWARD_IF(checked_groups(ctx, (rows + pre_rows - 1) / pre_rows,
                                 "flash backward's preprocessing", &pre_groups));
   FCL_FORWARD_IF(checked_groups(
-      ctx, desc->batch * desc->heads_kv * ((desc->seqlen_k + block - 1) / block),
+      ctx, block_groups(sh, ragged->items_k, desc->seqlen_k, desc->heads_kv, block),
       "flash backward's dK/dV", &dkdv_groups));
   FCL_FORWARD_IF(checked_groups(
-      ctx, desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block),
+      ctx, block_groups(sh, ragged->items_q, desc->seqlen_q, desc->heads_q, block),
       "flash backward's dQ", &dq_groups));
 
   const fcl__attention_buffers pre = {.o = call->o, .dout = call->dout, .dsum = run->dsum};
-  const fcl__attention_buffers main = {.q = call->q, .k = call->k, .v = call->v,
-                                       .lse = call->lse, .dout = call->dout, .dsum = run->dsum,
-                                       .dq = call->dq, .dk = call->dk, .dv = call->dv};
+  fcl__attention_buffers main = {.q = call->q, .k = call->k, .v = call->v, .lse = call->lse,
+                                 .dout = call->dout, .dsum = run->dsum, .dq = call->dq,
+                                 .dk = call->dk, .dv = call->dv, .alibi = desc->alibi_slopes,
+                                 .seqs = ragged->seqs};
   FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->pre, "flash_bwd_preprocess", &pre, &params,
                                          call->io_counter));
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dkdv, run->dkdv_name, plan->local_bytes));
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dq, run->dq_name, plan->local_bytes));
+  main.work = ragged->work_k;
+  params.work_items = (cl_int)ragged->items_k;
   FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->dkdv, run->dkdv_name, &main, &params,
                                          call->io_counter));
+  main.work = ragged->work_q;
+  params.work_items = (cl_int)ragged->items_q;
   FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->dq, run->dq_name, &main, &params,
                                          call->io_counter));
 
   /* Each output is written by exactly one kernel: a launch that fails
-   * leaves its outputs untouched and the others complete. */
-  size_t local = run->pre_shape.wg_size;
-  size_t global = pre_groups * local;
+   * leaves its outputs untouched and the others complete. An empty launch
+   * (a ragged batch without queries, or keys) is skipped. */
+  const struct {
+    cl_kernel kernel;
+    const char *name;
+    size_t groups, wg;
+  } launches[3] = {{run->pre, "flash_bwd_preprocess", pre_groups, run->pre_shape.wg_size},
+                   {run->dkdv, run->dkdv_name, dkdv_groups, plan->wg_size},
+                   {run->dq, run->dq_name, dq_groups, plan->wg_size}};
   FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
-  FCL_FORWARD_IF(fcl__launch(ctx, run->pre, "flash_bwd_preprocess", 1, &global, &local));
-  local = plan->wg_size;
-  global = dkdv_groups * local;
-  FCL_FORWARD_IF(fcl__launch(ctx, run->dkdv, run->dkdv_name, 1, &global, &local));
-  global = dq_groups * local;
-  return fcl__launch(ctx, run->dq, run->dq_name, 1, &global, &local);
+  for (int i = 0; i < 3; ++i) {
+    if (!launches[i].groups) continue;
+    size_t global = launches[i].groups * launches[i].wg, local = launches[i].wg;
+    FCL_FORWARD_IF(fcl__launch(ctx, launches[i].kernel, launches[i].name, 1, &global, &local));
+  }
+  return FCL_SUCCESS;
 }
 
 fcl_status fcl__flash_backward(fcl__backward_call *call) {
@@ -213,9 +239,15 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
     status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main_source, &opts, run.dq_name, &run.dq);
+  /* (at least a float: OpenCL has no empty buffers, and a ragged batch may
+   * have no query) */
   if (status == FCL_SUCCESS)
-    run.dsum = fcl__buffer(ctx, CL_MEM_READ_WRITE, call->shape.lse_elems * sizeof(float),
+    run.dsum = fcl__buffer(ctx, CL_MEM_READ_WRITE,
+                           (call->shape.lse_elems ? call->shape.lse_elems : 1) * sizeof(float),
                            "the flash backward's D = rowsum(dO * O)", &status);
+  if (status == FCL_SUCCESS)
+    status = fcl__ragged_upload(ctx, &call->shape, call->plan.block_q, call->plan.block_k, 1,
+                                &run.ragged);
   if (status == FCL_SUCCESS) status = backward_enqueue(call, &run);
   backward_release(&run);
   return status;

@@ -4,7 +4,7 @@
  * statuses turned into the library's and its cache released with the last
  * context that used it.
  */
-#include "internal.h"
+#include "naive.h"
 
 #include <clblast_c.h>
 #include <stdint.h>

@@ -13,9 +13,16 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+/** Byte counts of the I/O model, in 128 bits: every term is a product of
+ *  a validated tensor's bytes (below 2^64) and a sequence length (below
+ *  2^31) or a few more small factors, so none overflows; what does not fit
+ *  the public 64-bit fields is reported as an overflow, never wrapped. */
+typedef unsigned __int128 fcl__bytes;
+
 /* ---- context ------------------------------------------------------------ */
 
 typedef struct fcl__program_entry fcl__program_entry;
+typedef struct fcl__shape fcl__shape;  /* a validated problem: see below */
 typedef struct fcl__error_slot fcl__error_slot;
 
 /** What the fcl_context_set_* functions change. Guarded by the context's
@@ -171,6 +178,10 @@ void fcl__free(void *p);
 cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
                    const char *what, fcl_status *status);
 void fcl__release_mem(cl_mem *mem);
+/** A read-only device buffer holding a copy of `bytes` of host memory;
+ *  as fcl__buffer on failure. */
+cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char *what,
+                   fcl_status *status);
 
 /** Enqueues a 1–3 dimensional NDRange; `name` labels errors. */
 fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
@@ -216,8 +227,27 @@ typedef struct fcl__attention_buffers {
 } fcl__attention_buffers;
 #undef FCL__BUFFER_FIELD
 
-/** The parameter block of a validated descriptor. */
-fcl_params fcl__params_of(const fcl_attention_desc *desc);
+/** The parameter block of a validated problem (work_items is the
+ *  launch's to set). */
+fcl_params fcl__params_of(const fcl__shape *shape);
+
+/** A ragged batch's tables on the device (worklist.c); all NULL without
+ *  one. */
+typedef struct fcl__ragged {
+  cl_mem seqs;            /* [batch][4]: q_start, nq, k_start, nk */
+  cl_mem work_q, work_k;  /* (batch, block) items: query blocks, key blocks */
+  size_t items_q, items_k;
+} fcl__ragged;
+
+/** Whether the kernels transform the logits (softcap or ALiBi: -DSOFTCAP,
+ *  -DALIBI), and so keep scores in log2 units (cl/params.h). */
+int fcl__scores_transformed(const fcl__shape *shape);
+
+/** Builds and uploads a ragged batch's sequence table and work lists:
+ *  query blocks of block_q rows, and with_keys key blocks of block_k. */
+fcl_status fcl__ragged_upload(fcl_context *ctx, const fcl__shape *shape, unsigned block_q,
+                              unsigned block_k, int with_keys, fcl__ragged *out);
+void fcl__ragged_release(fcl__ragged *ragged);
 
 /** Sets an attention kernel's arguments: the buffers, the parameter block
  *  and, when counting, the I/O counter. */
@@ -313,18 +343,70 @@ fcl_status fcl__io_counter_end(fcl_context *ctx, fcl__io_counter *counter,
 
 /* ---- validation and shapes ---------------------------------------------- */
 
-/** Element counts of the tensors of a descriptor, computed without overflow
- *  by fcl__check_desc. */
-typedef struct fcl__shape {
-  size_t q_elems;   /* batch * seqlen_q * heads_q * head_dim */
-  size_t kv_elems;  /* batch * seqlen_k * heads_kv * head_dim */
-  size_t lse_elems; /* batch * heads_q * seqlen_q */
+/** The eight tensors a descriptor lays out, in fcl_attention_desc's order. */
+enum { FCL__Q, FCL__K, FCL__V, FCL__O, FCL__DOUT, FCL__DQ, FCL__DK, FCL__DV, FCL__TENSORS };
+
+/** A validated descriptor and what follows from it, computed once
+ *  without overflow by fcl__check_desc: every part of the library works
+ *  from `desc` here, the caller's descriptor whole (the defaults past its
+ *  struct_size), never from the caller's pointer. */
+struct fcl__shape {
+  fcl_attention_desc desc;
+  size_t tokens_q, tokens_k;  /* batch * seqlen, or the ragged totals */
+  size_t q_elems;   /* tokens_q * heads_q * head_dim: Q, O, dO, dQ */
+  size_t kv_elems;  /* tokens_k * heads_kv * head_dim: K, V, dK, dV */
+  size_t lse_elems; /* tokens_q * heads_q */
   size_t elem_size; /* bytes of the storage type */
   size_t group;     /* heads_q / heads_kv */
-} fcl__shape;
+  int window_left, window_right;  /* causal folded in: -1 unbounded */
+  int ragged;       /* cu_seqlens given */
+  int vec4;         /* head_dim and every view's offset and strides multiples of 4 */
+  fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default) */
+  fcl_buffer_sizes sizes;                 /* the bytes each buffer must hold */
+};
 
-/** The bytes each buffer of a call needs, from a checked shape. */
-fcl_buffer_sizes fcl__buffer_sizes(const fcl__shape *shape);
+/* ---- sequences and the mask's pair counts (mask.c) ------------------------ */
+
+/** Called for each distinct sequence shape: `count` batch entries of nq
+ *  queries against nk keys (all of them at once without ragged batches). */
+typedef void (*fcl__sequence_fn)(void *state, size_t nq, size_t nk, size_t count);
+void fcl__each_sequence(const fcl__shape *shape, fcl__sequence_fn fn, void *state);
+
+/** Pairs (query, key) a sequence of nq queries and nk keys shows through
+ *  the window (params.h, fcl_row_keys), in closed form. */
+fcl__bytes fcl__visible_pairs(size_t nq, size_t nk, int window_left, int window_right);
+
+/* ---- tensor views (layout.c) ---------------------------------------------- */
+
+/** The extents a view's strides are checked against. */
+typedef struct fcl__view_extent {
+  size_t batch, tokens, heads, head_dim, elem_size;  /* tokens: per entry, or in all (ragged) */
+  int ragged;
+} fcl__view_extent;
+
+/** A layout with the packed default's strides filled in where all three
+ *  are 0. */
+fcl_tensor_layout fcl__resolve_layout(const fcl_tensor_layout *given, size_t batch,
+                                      size_t seqlen, size_t heads, size_t head_dim,
+                                      int ragged);
+/** Checks that no two elements of a view share an address (and that a
+ *  ragged view has no batch stride), and gives the bytes from the
+ *  buffer's start to its last element. */
+fcl_status fcl__check_layout(const fcl_tensor_layout *layout, const fcl__view_extent *extent,
+                             const char *name, size_t *span, char *why, size_t why_len);
+
+/** A view, or a plain range (LSE, slopes), placed in the memory it lives
+ *  in: [begin, end) in bytes, and for a view its byte strides. */
+typedef struct fcl__placed_view {
+  uint64_t begin, end;
+  int strided;
+  size_t token_bytes, batch_bytes, head_bytes, row_bytes, heads;
+} fcl__placed_view;
+
+/** Whether two views in one memory may share a byte: their ranges meet,
+ *  and they are not interleaved on a common token stride with their heads
+ *  apart (packed QKV). Conservative: 1 when it cannot tell. */
+int fcl__views_share_bytes(const fcl__placed_view *a, const fcl__placed_view *b);
 
 /** Validates a descriptor's fields and computes its shape (when `shape` is
  *  not NULL). Pure apart from the error message, which goes to the context
@@ -345,15 +427,31 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
 fcl_status fcl__check_buffer(fcl_context *ctx, cl_mem mem, size_t bytes,
                              const char *name, int optional);
 
-/** Checks the buffers of one call, mems[0..n): the first n_inputs are read,
- *  the rest written (NULL entries are absent optional buffers). An output
- *  must be writable by kernels (not CL_MEM_READ_ONLY) and share no byte
- *  with any other buffer of the call, sub-buffers and host memory lent
- *  with CL_MEM_USE_HOST_PTR included; an input must be readable (not
- *  CL_MEM_WRITE_ONLY). Call after fcl__check_buffer. */
-fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
-                                   const char *const *names, size_t n_inputs,
-                                   size_t n);
+/** One buffer argument of a call: the buffer, its name for messages, the
+ *  bytes it must hold, whether NULL is allowed, and the bytes of it the
+ *  call touches (a tensor's view, or a plain range). */
+typedef struct fcl__call_buffer {
+  cl_mem mem;
+  const char *name;
+  size_t bytes;
+  int optional;
+  fcl__placed_view view;
+} fcl__call_buffer;
+
+/** Checks the buffer arguments of one call, args[0..n): the first n_inputs
+ *  are read, the rest written (NULL entries are absent optional buffers).
+ *  Each is a buffer (fcl__check_buffer); an output must be writable by
+ *  kernels (not CL_MEM_READ_ONLY) and share no byte with any other
+ *  argument: through one root buffer or through host memory lent with
+ *  CL_MEM_USE_HOST_PTR, with views interleaved on one token stride (packed
+ *  QKV) told apart; an input must be readable (not CL_MEM_WRITE_ONLY). */
+fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *args,
+                                   size_t n_inputs, size_t n);
+
+/** The placed view of tensor `t` of a checked shape, relative to its
+ *  buffer's start; and of a plain range of `bytes`. */
+fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t);
+fcl__placed_view fcl__range_view(size_t bytes);
 
 /** Validates the context handle (non-NULL, created successfully). */
 fcl_status fcl__check_context(fcl_context *ctx);
@@ -452,103 +550,11 @@ typedef struct fcl__pre_shape {
 fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim);
 fcl_status fcl__naive_forward(fcl__forward_call *call);
 
-/** Chunking of the naive algorithm: (batch, head) slices per chunk given
- *  the device and scratch limits; shared by naive.c, naive_bwd.c and the
- *  I/O model. The forward keeps one seqlen_q x seqlen_k matrix per slice
- *  (S, then P in place), the backward two (P, and dP then dS in place). */
-typedef struct fcl__chunking {
-  size_t slice_bytes;  /* one slice's matrices */
-  size_t per_chunk;    /* kv heads per chunk */
-  size_t chunks;       /* total chunks over batch * group * kv heads */
-} fcl__chunking;
+/* The naive algorithm's internals: host/naive.h. */
 
-/** ctx only receives the error message and may be NULL. */
-fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
-                               uint64_t scratch_limit, const fcl_attention_desc *desc,
-                               fcl_pass pass, fcl__chunking *out);
-
-/** One strided-batched GEMM, row-major: C = alpha * op(A) op(B) + beta * C
- *  for `batch` matrices `*_stride` elements apart, in f32 (SGEMM) or f16
- *  (HGEMM, alpha and beta rounded to half). */
-typedef struct fcl__gemm {
-  fcl_dtype type;  /* FCL_DTYPE_F32 (0, the default) or FCL_DTYPE_F16 */
-  int trans_a, trans_b;
-  size_t m, n, k;
-  float alpha, beta;
-  cl_mem a, b, c;
-  size_t a_off, a_ld, a_stride;
-  size_t b_off, b_ld, b_stride;
-  size_t c_off, c_ld, c_stride;
-  size_t batch;
-} fcl__gemm;
-
-/* CLBlast (gemm.c). */
-/** Runs a GEMM through CLBlast, one call at a time across the process
- *  (CLBlast 1.5.3's caches are not thread-safe); `what` names it in errors.
- *  Counts as an enqueue for failure injection. */
-fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
 /** Forgets the context in CLBlast's process-wide kernel cache; for
  *  fcl_context_release (gemm.c explains). */
 void fcl__clblast_release(fcl_context *ctx);
-/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
- *  and beta (the kernels convert on the device); magnitudes below the
- *  normal range (2^-14) become 0. */
-cl_half fcl__half_bits(float f);
-
-/** What both naive passes do first: refuse a storage type the device
- *  cannot run, chunk the slices, and report the chunk count (saturated). */
-fcl_status fcl__naive_begin(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
-                            fcl__chunking *ch, unsigned *chunks);
-
-/** One chunk of the naive algorithm: batch b, group member `member`, kv
- *  heads [kv0, kv0 + n). */
-typedef fcl_status (*fcl__chunk_fn)(void *state, size_t b, size_t member, size_t kv0,
-                                    size_t n);
-
-/** Calls `fn` for every chunk, members in order within each batch; stops
- *  at the first failure. */
-fcl_status fcl__naive_each_chunk(const fcl_attention_desc *desc, const fcl__chunking *ch,
-                                 fcl__chunk_fn fn, void *state);
-
-/** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
- *  row elements per work-item (0: the streaming variant that reads twice). */
-void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
-                         unsigned *wg_size, unsigned *cols_per_item);
-
-/** The type the naive algorithm computes in, for its GEMMs and S/P: f16
- *  for f16 storage, else f32 (bf16 runs the f32 path on widened copies). */
-fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
-/** Where one chunk's slices sit in the caller's tensors and in the S
- *  scratch, in elements, as the strided-batched GEMMs take them. */
-typedef struct fcl__chunk_view {
-  size_t q_off, q_ld, q_stride;    /* Q, O, dO, dQ: first slice, row, slice */
-  size_t kv_off, kv_ld;            /* K, V, dK, dV (slices d apart) */
-  size_t s_stride;                 /* S/P scratch: seqlen_q x seqlen_k each */
-} fcl__chunk_view;
-
-fcl__chunk_view fcl__naive_chunk_view(const fcl_attention_desc *desc, size_t b,
-                                       size_t member, size_t kv0);
-
-/** The -D options softmax.cl's kernels share (storage type, launch shape,
- *  mask, I/O counting), into a fresh `opts`. */
-void fcl__softmax_options(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          fcl_dtype type, cl_mem io_counter, fcl__options *opts);
-
-/** Bytes per element of the naive algorithm's S/P. */
-size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
-/** Whether the naive algorithm runs desc's storage type on a device with
- *  `limits` (f16 needs cl_khr_fp16 and a scale that is a normal half);
- *  FCL_ERROR_UNSUPPORTED and why if not. ctx may be NULL. */
-fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *limits,
-                                  const fcl_attention_desc *desc);
-/** Allocates n float buffers of elems[i] elements into out[] (NULL where
- *  not allocated); `what` names them in errors. */
-fcl_status fcl__f32_copies(fcl_context *ctx, const size_t *elems, cl_mem *out, size_t n,
-                           const char *what);
-/** Enqueues the widening of n tensors of desc's 16-bit type to float. */
-fcl_status fcl__naive_widen(fcl_context *ctx, const fcl_attention_desc *desc,
-                            cl_mem io_counter, const cl_mem *from, const cl_mem *to,
-                            const size_t *elems, size_t n);
 
 /** Enqueues the conversion of n elements (convert.cl) of a 16-bit storage
  *  type `dtype` to float (to_f32) or from float, rounding to nearest even,
@@ -560,11 +566,6 @@ fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem fr
 
 /* ---- the I/O model ------------------------------------------------------ */
 
-/** Byte counts of the I/O model, in 128 bits: every term is a product of
- *  a validated tensor's bytes (below 2^64) and a sequence length (below
- *  2^31) or a few more small factors, so none overflows; what does not fit
- *  the public 64-bit fields is reported as an overflow, never wrapped. */
-typedef unsigned __int128 fcl__bytes;
 
 /** Global-memory traffic of an algorithm as it runs, in bytes (each element
  *  weighted by its type: the storage type, float for LSE and S/P). */
@@ -579,29 +580,20 @@ uint64_t fcl__io_total(fcl__io io);
 int fcl__io_fits(fcl__io io);
 
 /** Forward traffic of the flash kernel for `plan`. */
-fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,
-                              const fcl_plan *plan, int with_lse);
-/** Traffic of the naive forward's softmax kernel (what it can count). */
-fcl__io fcl__io_softmax(const fcl_device_limits *limits,
-                        const fcl_attention_desc *desc, int with_lse);
-/** The conversions of a bf16 naive run (its f32 path's float copies of the
- *  inputs, and the outputs rounded back); zero for f32 and f16. */
-fcl__io fcl__io_naive_conversions(const fcl_attention_desc *desc, fcl_pass pass);
-/** Whole naive forward: GEMMs (each operand read once, result written once),
- *  the softmax, the conversions and the copies a chunked run makes. */
-fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
-                              const fcl_attention_desc *desc, int with_lse,
-                              unsigned chunks);
+fcl__io fcl__io_flash_forward(const fcl__shape *shape, const fcl_plan *plan, int with_lse);
 /** Backward traffic of the flash kernels (preprocessing, dK/dV, dQ) for
- *  `plan`, causal block skipping included. */
-fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *plan);
-/** Traffic of the naive backward's own kernels (P recomputed from LSE, and
- *  the softmax backward): what they can count. */
-fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
-                                 const fcl_attention_desc *desc);
-/** Whole naive backward: five GEMMs plus the one that recomputes S, the two
- *  row kernels, the conversions and the copies a chunked run makes. */
-fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
-                               const fcl_attention_desc *desc, unsigned chunks);
+ *  `plan`, the mask's skipped tiles included. */
+fcl__io fcl__io_flash_backward(const fcl__shape *shape, const fcl_plan *plan);
+/** Traffic of a naive pass in `chunks` chunks: all of it, or (own_only)
+ *  what the library's own kernels count (not CLBlast's GEMMs, nor the
+ *  queue's copies). */
+fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, fcl_pass pass,
+                      int with_lse, unsigned chunks, int own_only);
+
+/** Pairs (query, key) all sequences show, per head: what FLOP counts and
+ *  the asymptotic figures count (mask.c). */
+double fcl__shown_pairs(const fcl__shape *shape);
+/** FLOPs of a pass by flash-attn's convention (fcl_attention_flops). */
+double fcl__flops(const fcl__shape *shape, fcl_pass pass);
 
 #endif /* FLASHCL_INTERNAL_H */

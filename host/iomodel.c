@@ -4,11 +4,11 @@
  * The instrumented kernels (-DFCL_COUNT_IO) must count exactly these
  * numbers; the tests hold them to it.
  */
-#include "internal.h"
+#include "naive.h"
 
+#include <limits.h>
 #include <string.h>
 
-static fcl__bytes triangle(fcl__bytes n) { return n * (n + 1) / 2; }
 
 uint64_t fcl__io_total(fcl__io io) {
   const fcl__bytes total = io.loads + io.stores;
@@ -19,198 +19,228 @@ int fcl__io_fits(fcl__io io) {
   return io.loads <= UINT64_MAX && io.stores <= UINT64_MAX && io.loads + io.stores <= UINT64_MAX;
 }
 
-/* Sum over query rows of the keys each row sees (the causal mask is
- * bottom-right aligned: row i sees min(seqlen_k, max(0, i + diag + 1))). */
-static fcl__bytes seen_pairs(const fcl_attention_desc *desc) {
-  fcl__bytes nq = desc->seqlen_q, nk = desc->seqlen_k;
-  if (!desc->causal) return nq * nk;
-  /* Row i sees x = i + nk - nq + 1 keys, from x = nk - nq + 1 up to nk. */
-  int64_t first = (int64_t)nk - (int64_t)nq + 1;
-  fcl__bytes from = first > 1 ? (fcl__bytes)first : 1;
-  return triangle(nk) - triangle(from - 1);
+/* Bytes each work-item loads to find its block, as fcl_locate_query_block
+ * and fcl_locate_key_block do (common.cl): a ragged batch's work item and
+ * sequence; and per query head it works on, its ALiBi slope. */
+static fcl__bytes ragged_bytes(const fcl__shape *sh) { return sh->ragged ? 8 + 16 : 0; }
+static fcl__bytes slope_bytes(const fcl__shape *sh) { return sh->desc.alibi_slopes ? 4 : 0; }
+
+/* Keys a block of query rows [q0, q0 + rows) loads: whole tiles of
+ * block_k from the one holding the first key any row sees to the one
+ * holding the last, clipped at the sequence's end (fcl_block_keys). */
+static fcl__bytes block_keys_loaded(const fcl__shape *sh, size_t nq, size_t nk, size_t q0,
+                                    size_t rows, unsigned block_k) {
+  cl_int lo, hi, full_lo, full_hi;
+  fcl_block_keys((cl_int)nq, (cl_int)nk, sh->window_left, sh->window_right, (cl_int)q0,
+                 (cl_int)rows, &lo, &hi, &full_lo, &full_hi);
+  const fcl__bytes first = (fcl__bytes)(lo / block_k) * block_k;
+  const fcl__bytes end = ((fcl__bytes)hi + block_k - 1) / block_k * block_k;
+  if (end <= first) return 0;
+  return (end < nk ? end : nk) - first;
 }
 
-/* Keys the flash kernel loads for the query block starting at row q0:
- * whole tiles up to the last key any of its rows sees. */
-static fcl__bytes flash_keys_loaded(const fcl_attention_desc *desc,
-                                  const fcl_plan *plan, fcl__bytes q0) {
-  int64_t nq = (int64_t)desc->seqlen_q, nk = (int64_t)desc->seqlen_k;
-  int64_t end = nk;
-  if (desc->causal) {
-    int64_t last = (int64_t)q0 + plan->block_q < nq ? (int64_t)q0 + plan->block_q : nq;
-    end = last - 1 + (nk - nq) + 1;
-    if (end < 0) end = 0;
-    if (end > nk) end = nk;
-  }
-  fcl__bytes tiles = ((fcl__bytes)end + plan->block_k - 1) / plan->block_k;
-  fcl__bytes keys = tiles * plan->block_k;
-  return keys < (fcl__bytes)nk ? keys : (fcl__bytes)nk;
+/* Query rows a block of keys [k0, k0 + keys) loads per query head, the
+ * same way (fcl_block_queries). */
+static fcl__bytes block_queries_loaded(const fcl__shape *sh, size_t nq, size_t nk, size_t k0,
+                                       size_t keys, unsigned block_q) {
+  cl_int lo, hi, full_lo, full_hi;
+  fcl_block_queries((cl_int)nq, (cl_int)nk, sh->window_left, sh->window_right, (cl_int)k0,
+                    (cl_int)keys, &lo, &hi, &full_lo, &full_hi);
+  const fcl__bytes first = (fcl__bytes)(lo / block_q) * block_q;
+  const fcl__bytes end = ((fcl__bytes)hi + block_q - 1) / block_q * block_q;
+  if (end <= first) return 0;
+  return (end < nq ? end : nq) - first;
 }
 
-fcl__io fcl__io_flash_forward(const fcl_attention_desc *desc,
-                              const fcl_plan *plan, int with_lse) {
-  const fcl__bytes e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  fcl__bytes keys = 0;
-  for (fcl__bytes q0 = 0; q0 < desc->seqlen_q; q0 += plan->block_q)
-    keys += flash_keys_loaded(desc, plan, q0);
+typedef struct flash_model {
+  const fcl__shape *sh;
+  const fcl_plan *plan;
+  int with_lse;
   fcl__io io;
-  io.loads = slices * (desc->seqlen_q * d * e + 2 * keys * d * e);
-  io.stores = slices * (desc->seqlen_q * d * e + (with_lse ? desc->seqlen_q * 4 : 0));
-  return io;
+} flash_model;
+
+/* The forward of `count` sequences of nq x nk: every (sequence, head)
+ * reads Q, writes O (and LSE) once and reads the K and V tiles its query
+ * blocks see. */
+static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
+  flash_model *m = state;
+  const fcl__shape *sh = m->sh;
+  const fcl_plan *plan = m->plan;
+  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes slices = (fcl__bytes)count * sh->desc.heads_q;
+  fcl__bytes keys = 0, blocks = 0;
+  for (size_t q0 = 0; q0 < nq; q0 += plan->block_q, ++blocks)
+    keys += block_keys_loaded(sh, nq, nk, q0, nq - q0 < plan->block_q ? nq - q0 : plan->block_q,
+                              plan->block_k);
+  m->io.loads += slices * (nq * row + 2 * keys * row +
+                           blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
+  m->io.stores += slices * (nq * row + (m->with_lse ? nq * 4 : 0));
 }
 
-fcl__io fcl__io_softmax(const fcl_device_limits *limits,
-                        const fcl_attention_desc *desc, int with_lse) {
-  unsigned wg, cols;
-  fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
-  const fcl__bytes se = fcl__naive_s_elem_size(desc);
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  fcl__io io;
-  io.loads = slices * seen_pairs(desc) * se * (cols ? 1 : 2);
-  io.stores = slices * ((fcl__bytes)desc->seqlen_q * desc->seqlen_k * se +
-                        (with_lse ? desc->seqlen_q * 4 : 0));
-  return io;
+fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {
+  flash_model m = {sh, plan, with_lse, {0, 0}};
+  fcl__each_sequence(sh, forward_sequences, &m);
+  return m.io;
 }
 
-/* Elements of the query-shaped and key-shaped tensors. */
-static fcl__bytes q_elems(const fcl_attention_desc *desc) {
-  return (fcl__bytes)desc->batch * desc->seqlen_q * desc->heads_q * desc->head_dim;
-}
-static fcl__bytes kv_elems(const fcl_attention_desc *desc) {
-  return (fcl__bytes)desc->batch * desc->seqlen_k * desc->heads_kv * desc->head_dim;
-}
-
-fcl__io fcl__io_naive_conversions(const fcl_attention_desc *desc, fcl_pass pass) {
-  fcl__io io = {0, 0};
-  if (fcl__naive_compute_dtype(desc) == desc->dtype) return io;
-  const fcl__bytes e = fcl_dtype_size(desc->dtype), q = q_elems(desc), kv = kv_elems(desc);
-  /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
-   * dQ, dK, dV narrowed. */
-  const fcl__bytes in = pass == FCL_PASS_FORWARD ? q + 2 * kv : 2 * q + 2 * kv;
-  const fcl__bytes out = pass == FCL_PASS_FORWARD ? q : q + 2 * kv;
-  io.loads = in * e + out * 4;
-  io.stores = in * 4 + out * e;
-  return io;
-}
-
-fcl__io fcl__io_naive_forward(const fcl_device_limits *limits,
-                              const fcl_attention_desc *desc, int with_lse,
-                              unsigned chunks) {
-  /* The GEMMs read and write tensors in the compute type (float copies for
-   * bf16), S and P in the S type. */
-  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
-  const fcl__bytes se = fcl__naive_s_elem_size(desc);
-  const fcl__bytes d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
-  fcl__io io = fcl__io_softmax(limits, desc, with_lse);
-  /* S = Q K^T: reads Q and K, writes S. O = P V: reads P and V, writes O. */
-  io.loads += slices * ((nq * d + nk * d) * e + nq * nk * se + nk * d * e);
-  io.stores += slices * (nq * nk * se + nq * d * e);
-  /* Staged outputs copied to the caller's buffers; a widened O is scratch
-   * anyway, and its conversion is the copy. */
-  if (chunks > 1) {
-    fcl__bytes staged = slices * ((widened ? 0 : nq * d * e) + (with_lse ? nq * 4 : 0));
-    io.loads += staged;
-    io.stores += staged;
-  }
-  const fcl__io conv = fcl__io_naive_conversions(desc, FCL_PASS_FORWARD);
-  io.loads += conv.loads;
-  io.stores += conv.stores;
-  return io;
-}
-
-/* ---- backward ---------------------------------------------------------- */
-
-/* Query rows the dK/dV kernel loads for the key block starting at k0, per
- * query head: whole tiles from the first that holds a row seeing key k0
- * (causal) to the end, clipped at seqlen_q. */
-static fcl__bytes flash_bwd_queries_loaded(const fcl_attention_desc *desc,
-                                         const fcl_plan *plan, fcl__bytes k0) {
-  int64_t nq = (int64_t)desc->seqlen_q, nk = (int64_t)desc->seqlen_k;
-  int64_t begin = 0;
-  if (desc->causal) {
-    begin = (int64_t)k0 - (nk - nq);
-    if (begin < 0) begin = 0;
-    if (begin > nq) begin = nq;
-  }
-  fcl__bytes first = (fcl__bytes)begin / plan->block_q * plan->block_q;
-  return (fcl__bytes)nq - first;
-}
-
-fcl__io fcl__io_flash_backward(const fcl_attention_desc *desc, const fcl_plan *plan) {
-  const fcl__bytes e = fcl_dtype_size(desc->dtype), d = desc->head_dim;
-  const fcl__bytes nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  const fcl__bytes kv_slices = (fcl__bytes)desc->batch * desc->heads_kv;
-  const fcl__bytes group = desc->heads_q / desc->heads_kv;
-  const fcl__bytes row = d * e;        /* one row of Q, K, V, O, dO or a gradient */
-  const fcl__bytes stats = 2 * 4;      /* LSE and D of one query row */
-  fcl__io io;
-  /* Preprocessing: reads O and dO, writes D. */
-  io.loads = slices * nq * 2 * row;
-  io.stores = slices * nq * 4;
+/* The backward's dK/dV and dQ kernels of `count` sequences. */
+static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) {
+  flash_model *m = state;
+  const fcl__shape *sh = m->sh;
+  const fcl_plan *plan = m->plan;
+  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;  /* a tensor's row */
+  const fcl__bytes stats = 2 * 4;  /* LSE and D of one query row */
+  const fcl__bytes slices = (fcl__bytes)count * sh->desc.heads_q;
+  const fcl__bytes kv_slices = (fcl__bytes)count * sh->desc.heads_kv;
+  const fcl__bytes group = sh->group, wg = plan->wg_size;
   /* dK/dV: K and V of the block once; Q, dO, LSE and D of every query tile
-   * it does not skip, for each query head of the group; dK and dV once. */
-  for (fcl__bytes k0 = 0; k0 < nk; k0 += plan->block_k) {
-    const fcl__bytes keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
-    const fcl__bytes queries = flash_bwd_queries_loaded(desc, plan, k0);
-    io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats));
-    io.stores += kv_slices * keys * 2 * row;
+   * it sees, for each query head of the group (and their slopes); dK and
+   * dV once. */
+  for (size_t k0 = 0; k0 < nk; k0 += plan->block_k) {
+    const size_t keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
+    const fcl__bytes queries = block_queries_loaded(sh, nq, nk, k0, keys, plan->block_q);
+    m->io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats) +
+                                wg * (ragged_bytes(sh) + group * slope_bytes(sh)));
+    m->io.stores += kv_slices * keys * 2 * row;
   }
   /* dQ: Q, dO, LSE and D of the block once; K and V of every key tile it
-   * does not skip; dQ once. */
-  for (fcl__bytes q0 = 0; q0 < nq; q0 += plan->block_q) {
-    const fcl__bytes rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
-    io.loads += slices * (rows * (2 * row + stats) +
-                          flash_keys_loaded(desc, plan, q0) * 2 * row);
-    io.stores += slices * rows * row;
+   * sees; dQ once. */
+  for (size_t q0 = 0; q0 < nq; q0 += plan->block_q) {
+    const size_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
+    m->io.loads += slices * (rows * (2 * row + stats) +
+                             block_keys_loaded(sh, nq, nk, q0, rows, plan->block_k) * 2 * row +
+                             wg * (ragged_bytes(sh) + slope_bytes(sh)));
+    m->io.stores += slices * rows * row;
   }
-  return io;
 }
 
-fcl__io fcl__io_softmax_backward(const fcl_device_limits *limits,
-                                 const fcl_attention_desc *desc) {
-  unsigned wg, cols;
-  fcl__softmax_config(limits, desc->seqlen_k, &wg, &cols);
-  const fcl__bytes se = fcl__naive_s_elem_size(desc);
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  const fcl__bytes seen = seen_pairs(desc), all = (fcl__bytes)desc->seqlen_q * desc->seqlen_k;
+fcl__io fcl__io_flash_backward(const fcl__shape *sh, const fcl_plan *plan) {
+  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  flash_model m = {sh, plan, 0, {0, 0}};
+  /* Preprocessing: reads O and dO, writes D. */
+  m.io.loads = (fcl__bytes)sh->lse_elems * 2 * row;
+  m.io.stores = (fcl__bytes)sh->lse_elems * 4;
+  fcl__each_sequence(sh, backward_sequences, &m);
+  return m.io;
+}
+
+/* ---- the naive algorithm ------------------------------------------------- */
+
+typedef struct naive_model {
+  const fcl__shape *sh;
+  const fcl_device_limits *limits;
+  int with_lse;
+  int own_only;   /* count only what the library's kernels count (no GEMMs) */
   fcl__io io;
-  /* softmax_recompute: LSE once per row, S where seen; P everywhere. */
-  io.loads = slices * (desc->seqlen_q * 4 + seen * se);
-  io.stores = slices * all * se;
-  /* softmax_bwd: P and dP where seen (twice when streaming); dS everywhere. */
-  io.loads += slices * 2 * seen * se * (cols ? 1 : 2);
-  io.stores += slices * all * se;
+} naive_model;
+
+/* The naive forward of `count` sequences of nq x nk, chunk by chunk: the
+ * GEMMs read each operand once and write their result once (in the compute
+ * type, S and P in the S type); softmax_rows reads S where the mask shows
+ * it (twice when it streams) and each row's ALiBi slope, and writes all of
+ * P and LSE; a sequence without keys has its O rows zeroed instead. */
+static void naive_forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
+  naive_model *m = state;
+  const fcl__shape *sh = m->sh;
+  if (nq == 0) return;
+  const fcl_attention_desc *desc = &sh->desc;
+  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const fcl__bytes se = fcl__naive_s_elem_size(desc), d = desc->head_dim;
+  const fcl__bytes slices = (fcl__bytes)count * desc->heads_q;
+  unsigned wg, cols;
+  fcl__softmax_config(m->limits, desc->seqlen_k, &wg, &cols);
+  const fcl__bytes seen = fcl__visible_pairs(nq, nk, sh->window_left, sh->window_right);
+  m->io.loads += slices * (seen * se * (cols ? 1 : 2) + (desc->alibi_slopes ? nq * 4 : 0));
+  m->io.stores += slices * ((fcl__bytes)nq * nk * se + (m->with_lse ? nq * 4 : 0));
+  if (nk == 0) {
+    m->io.stores += slices * nq * d * e;  /* zero_rows */
+    return;
+  }
+  if (m->own_only) return;
+  /* S = Q K^T: reads Q and K, writes S. O = P V: reads P and V, writes O. */
+  m->io.loads += slices * ((nq * d + nk * d) * e + (fcl__bytes)nq * nk * se + nk * d * e);
+  m->io.stores += slices * ((fcl__bytes)nq * nk * se + nq * d * e);
+}
+
+/* The backward's, likewise: recompute reads LSE, the slopes and S where
+ * shown and writes P (and with a softcap t'(S)) everywhere; softmax_bwd
+ * reads P and dP (and t') where shown, writes dS; five GEMMs besides S's,
+ * dK and dV of later group members adding to what the first wrote. A
+ * sequence without keys has its dQ rows zeroed, one without queries its dK
+ * and dV rows. */
+static void naive_backward_sequences(void *state, size_t nq, size_t nk, size_t count) {
+  naive_model *m = state;
+  const fcl__shape *sh = m->sh;
+  const fcl_attention_desc *desc = &sh->desc;
+  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
+  const fcl__bytes se = fcl__naive_s_elem_size(desc), d = desc->head_dim;
+  const fcl__bytes slices = (fcl__bytes)count * desc->heads_q;
+  const fcl__bytes kv_slices = (fcl__bytes)count * desc->heads_kv;
+  if (nq == 0 || nk == 0) {
+    if (nk == 0) m->io.stores += slices * nq * d * e;         /* dQ */
+    if (nq == 0) m->io.stores += kv_slices * 2 * nk * d * e;  /* dK, dV */
+    return;
+  }
+  unsigned wg, cols;
+  fcl__softmax_config(m->limits, desc->seqlen_k, &wg, &cols);
+  const fcl__bytes seen = fcl__visible_pairs(nq, nk, sh->window_left, sh->window_right);
+  const fcl__bytes all = (fcl__bytes)nq * nk;
+  const int softcap = desc->softcap > 0.0f;
+  /* softmax_recompute */
+  m->io.loads += slices * (nq * 4 + seen * se + (desc->alibi_slopes ? nq * 4 : 0));
+  m->io.stores += slices * all * se * (softcap ? 2 : 1);
+  /* softmax_bwd: P and dP, twice when streaming, and t' */
+  m->io.loads += slices * (2 * seen * se * (cols ? 1 : 2) + (softcap ? seen * se : 0));
+  m->io.stores += slices * all * se;
+  if (m->own_only) return;
+  const fcl__bytes q = nq * d * e, kv = nk * d * e, s = all * se;
+  /* S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q */
+  m->io.loads += slices * ((q + kv) + (s + q) + (q + kv) + (s + kv) + (s + q));
+  m->io.stores += slices * (s + kv + s + q + kv);
+  /* dK and dV of the group's later members add to C (beta = 1): read too */
+  m->io.loads += (slices - kv_slices) * 2 * kv;
+}
+
+/* The whole tensors a run moves besides its chunks, through view_move
+ * (convert.cl): bf16's conversions of the inputs to float and of the
+ * outputs back, or the staged outputs' copies into the caller's views
+ * when it takes several chunks. */
+static fcl__io naive_view_moves(const fcl__shape *sh, fcl_pass pass, unsigned chunks) {
+  fcl__io io = {0, 0};
+  const fcl_attention_desc *desc = &sh->desc;
+  const fcl__bytes e = sh->elem_size, q = sh->q_elems, kv = sh->kv_elems;
+  const int forward = pass == FCL_PASS_FORWARD;
+  if (fcl__naive_compute_dtype(desc) != desc->dtype) {
+    /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
+     * dQ, dK, dV narrowed. */
+    const fcl__bytes in = forward ? q + 2 * kv : 2 * q + 2 * kv;
+    const fcl__bytes out = forward ? q : q + 2 * kv;
+    io.loads = in * e + out * 4;
+    io.stores = in * 4 + out * e;
+  } else if (chunks > 1) {
+    io.loads = io.stores = (forward ? q : q + 2 * kv) * e;
+  }
   return io;
 }
 
-fcl__io fcl__io_naive_backward(const fcl_device_limits *limits,
-                               const fcl_attention_desc *desc, unsigned chunks) {
-  const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
-  const fcl__bytes se = fcl__naive_s_elem_size(desc);
-  const int widened = fcl__naive_compute_dtype(desc) != desc->dtype;
-  const fcl__bytes d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const fcl__bytes slices = (fcl__bytes)desc->batch * desc->heads_q;
-  const fcl__bytes q = nq * d * e, kv = nk * d * e, s = nq * nk * se;
-  fcl__io io = fcl__io_softmax_backward(limits, desc);
-  /* Each GEMM reads its operands once and writes its result once:
-   * S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q. */
-  io.loads += slices * ((q + kv) + (s + q) + (q + kv) + (s + kv) + (s + q));
-  io.stores += slices * (s + kv + s + q + kv);
-  /* dK and dV of the group's later members add to C (beta = 1): read too. */
-  const fcl__bytes adding = (fcl__bytes)desc->batch * (desc->heads_q - desc->heads_kv);
-  io.loads += adding * 2 * kv;
-  if (chunks > 1 && !widened) {  /* staged gradients copied to the caller's buffers */
-    fcl__bytes staged = (fcl__bytes)desc->batch * (desc->heads_q * q + 2 * desc->heads_kv * kv);
-    io.loads += staged;
-    io.stores += staged;
+static fcl__io io_plus(fcl__io a, fcl__io b) {
+  a.loads += b.loads;
+  a.stores += b.stores;
+  return a;
+}
+
+fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,
+                      int with_lse, unsigned chunks, int own_only) {
+  naive_model m = {sh, limits, with_lse, own_only, {0, 0}};
+  fcl__each_sequence(sh, pass == FCL_PASS_FORWARD ? naive_forward_sequences
+                                                  : naive_backward_sequences,
+                     &m);
+  fcl__io io = io_plus(m.io, naive_view_moves(sh, pass, chunks));
+  /* A staged LSE is copied by the queue, which counts nothing. */
+  if (!own_only && pass == FCL_PASS_FORWARD && chunks > 1 && with_lse) {
+    io.loads += (fcl__bytes)sh->lse_elems * 4;
+    io.stores += (fcl__bytes)sh->lse_elems * 4;
   }
-  const fcl__io conv = fcl__io_naive_conversions(desc, FCL_PASS_BACKWARD);
-  io.loads += conv.loads;
-  io.stores += conv.stores;
   return io;
 }
 
@@ -218,39 +248,41 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
                         fcl_algo algo, fcl_pass pass, int with_lse,
                         fcl_io_estimate *out) {
   if (!limits || !out) return FCL_ERROR_INVALID_ARGUMENT;
-  FCL_FORWARD_IF(fcl__check_desc(NULL, desc, NULL));
+  fcl__shape sh;
+  FCL_FORWARD_IF(fcl__check_desc(NULL, desc, &sh));
   if (algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE) return FCL_ERROR_INVALID_ARGUMENT;
   if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) return FCL_ERROR_INVALID_ARGUMENT;
   fcl_io_estimate est;
   memset(&est, 0, sizeof est);
   fcl__io io;
   if (algo == FCL_ALGO_FLASH) {
-    FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &est.plan, NULL, 0));
-    io = pass == FCL_PASS_FORWARD ? fcl__io_flash_forward(desc, &est.plan, with_lse)
-                                  : fcl__io_flash_backward(desc, &est.plan);
+    FCL_FORWARD_IF(fcl__plan_flash(limits, &sh.desc, pass, NULL, &est.plan, NULL, 0));
+    io = pass == FCL_PASS_FORWARD ? fcl__io_flash_forward(&sh, &est.plan, with_lse)
+                                  : fcl__io_flash_backward(&sh, &est.plan);
     est.chunks = 1;
   } else {
-    FCL_FORWARD_IF(fcl__naive_check_dtype(NULL, limits, desc));
+    FCL_FORWARD_IF(fcl__naive_check_dtype(NULL, limits, &sh.desc));
     fcl__chunking ch;
-    FCL_FORWARD_IF(fcl__naive_chunking(NULL, limits, fcl__default_scratch_limit(limits),
-                                       desc, pass, &ch));
-    est.chunks = (unsigned)ch.chunks;
-    io = pass == FCL_PASS_FORWARD ? fcl__io_naive_forward(limits, desc, with_lse, est.chunks)
-                                  : fcl__io_naive_backward(limits, desc, est.chunks);
+    FCL_FORWARD_IF(fcl__naive_chunking(NULL, limits, fcl__default_scratch_limit(limits), &sh,
+                                       pass, &ch));
+    est.chunks = ch.chunks < UINT_MAX ? (unsigned)ch.chunks : UINT_MAX;
+    io = fcl__io_naive(limits, &sh, pass, with_lse, est.chunks, 0);
   }
   if (!fcl__io_fits(io)) return FCL_ERROR_INVALID_SHAPE;  /* 2^64 bytes and more */
   est.bytes_loaded = (uint64_t)io.loads;
   est.bytes_stored = (uint64_t)io.stores;
   /* The paper's orders: standard Theta(N d + N^2) and flash Theta(N^2 d^2 / M)
-   * elements per head, M the local memory in elements. */
-  const double e = (double)fcl_dtype_size(desc->dtype), d = (double)desc->head_dim;
-  const double nq = (double)desc->seqlen_q, nk = (double)desc->seqlen_k;
-  const double heads = (double)desc->batch * (double)desc->heads_q;
+   * elements per head, M the local memory in elements; on the pairs the
+   * mask shows. */
+  const double e = (double)fcl_dtype_size(sh.desc.dtype), d = (double)sh.desc.head_dim;
+  const double pairs = fcl__shown_pairs(&sh);
+  const double tokens = (double)sh.tokens_q + (double)sh.tokens_k;
+  const double heads = (double)sh.desc.heads_q;
   if (algo == FCL_ALGO_NAIVE) {
-    est.bytes_asymptotic = heads * ((nq + nk) * d + nq * nk) * e;
+    est.bytes_asymptotic = heads * (tokens * d + pairs) * e;
   } else {
     double m = (double)limits->local_mem_bytes / e;
-    est.bytes_asymptotic = m > 0 ? heads * nq * nk * d * d / m * e : 0.0;
+    est.bytes_asymptotic = m > 0 ? heads * pairs * d * d / m * e : 0.0;
   }
   *out = est;
   return FCL_SUCCESS;

@@ -1,13 +1,14 @@
 /*
  * naive_bwd.c — the baseline's backward: P recomputed and materialised,
  * every product a CLBlast GEMM, and two row kernels from softmax.cl:
- *   S  = scale * Q K^T                  GEMM
- *   P  = e^(S - LSE)                    softmax_recompute, in place
- *   dV = P^T dO                         GEMM
- *   dP = dO V^T                         GEMM
- *   dS = scale * P (dP - rowsum(P dP))  softmax_bwd, in place over dP
- *   dQ = dS K                           GEMM
- *   dK = dS^T Q                         GEMM
+ *   S  = scale * Q K^T                        GEMM
+ *   P  = e^(t(S) - LSE)                       softmax_recompute, in place
+ *                                             (and t'(S) with a softcap)
+ *   dV = P^T dO                               GEMM
+ *   dP = dO V^T                               GEMM
+ *   dS = scale * P (dP - rowsum(P dP)) t'(S)  softmax_bwd, in place over dP
+ *   dQ = dS K                                 GEMM
+ *   dK = dS^T Q                               GEMM
  *
  * Chunked as the forward is (naive.c): a chunk is one batch index, one
  * member of the query-head group and a run of consecutive kv heads, and
@@ -16,39 +17,39 @@
  * (beta = 0) and the later ones add to them (beta = 1), in member order on
  * an in-order queue, so the sum is the same run after run.
  *
- * When a run takes several chunks, dQ, dK and dV are produced in scratch
- * and copied at the end, so that a failure half-way leaves the caller's
- * outputs untouched. With one chunk, one GEMM writes each output.
+ * When a run takes several chunks, dQ, dK and dV are produced in packed
+ * scratch and copied into the caller's views at the end, so that a failure
+ * half-way leaves the caller's outputs untouched. With one chunk, one GEMM
+ * writes each output. A sequence without keys gets dQ = 0, one without
+ * queries dK = dV = 0, without a product.
  *
  * Storage types as in the forward (naive.c): f16 in HGEMMs with P, dP and
  * dS in half where the device has cl_khr_fp16; bf16 through the f32 path on
- * float copies of Q, K, V and dO, with dQ, dK and dV produced in float and
- * rounded to bf16 as they are published.
+ * packed float copies of Q, K, V and dO, with dQ, dK and dV produced in
+ * float and rounded to bf16 as they are published.
  */
-#include "internal.h"
-
+#include "naive.h"
 
 /* Everything one run allocates, released in one place. */
 typedef struct bwd_run {
   fcl__backward_call *call;
   fcl_dtype type;          /* of the GEMMs, P and dP: f32, or f16 for f16 storage */
   int widened;             /* bf16: inputs and gradients are float copies */
-  cl_mem q, k, v, dout;    /* the inputs in `type`: the caller's, or float copies */
-  cl_mem p, dp;            /* [per_chunk][seqlen_q][seqlen_k] each */
-  cl_mem dq, dk, dv;       /* where the gradients are produced: the caller's or scratch */
+  fcl__operand q, k, v, dout;  /* the inputs: the caller's views, or copies */
+  fcl__operand dq, dk, dv;     /* where the gradients are produced */
+  cl_mem p, dp, t;         /* [per_chunk][nq][nk] each; t: softcap only */
   cl_kernel recompute, softmax_bwd;
+  fcl_params params;
 } bwd_run;
 
 static void bwd_release(fcl__backward_call *call, bwd_run *run) {
-  if (run->q != call->q) fcl__release_mem(&run->q);
-  if (run->k != call->k) fcl__release_mem(&run->k);
-  if (run->v != call->v) fcl__release_mem(&run->v);
-  if (run->dout != call->dout) fcl__release_mem(&run->dout);
+  const cl_mem own[7] = {call->q, call->k, call->v, call->dout, call->dq, call->dk, call->dv};
+  fcl__operand *ops[7] = {&run->q, &run->k, &run->v, &run->dout, &run->dq, &run->dk, &run->dv};
+  for (int i = 0; i < 7; ++i)
+    if (ops[i]->mem != own[i]) fcl__release_mem(&ops[i]->mem);
   fcl__release_mem(&run->p);
   fcl__release_mem(&run->dp);
-  if (run->dq != call->dq) fcl__release_mem(&run->dq);
-  if (run->dk != call->dk) fcl__release_mem(&run->dk);
-  if (run->dv != call->dv) fcl__release_mem(&run->dv);
+  fcl__release_mem(&run->t);
   if (run->recompute) clReleaseKernel(run->recompute);
   if (run->softmax_bwd) clReleaseKernel(run->softmax_bwd);
 }
@@ -56,167 +57,169 @@ static void bwd_release(fcl__backward_call *call, bwd_run *run) {
 static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,
                               bwd_run *run) {
   fcl_context *ctx = call->ctx;
-  const fcl_attention_desc *desc = call->desc;
-  const size_t matrix = ch->slice_bytes / 2 * ch->per_chunk;
-  const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
-  const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
-  fcl_status status;
-  run->type = fcl__naive_compute_dtype(desc);
-  run->widened = desc->dtype != run->type;
-  run->q = call->q;
-  run->k = call->k;
-  run->v = call->v;
-  run->dout = call->dout;
-  run->dq = call->dq;
-  run->dk = call->dk;
-  run->dv = call->dv;
-  if (run->widened) {  /* bf16: float copies of the inputs and the gradients */
-    const size_t q = call->shape.q_elems, kv = call->shape.kv_elems;
-    const size_t elems[7] = {q, kv, kv, q, q, kv, kv};
-    cl_mem copies[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    status = fcl__f32_copies(ctx, elems, copies, 7, "the naive backward's float copies");
-    cl_mem *slots[7] = {&run->q, &run->k, &run->v, &run->dout, &run->dq, &run->dk, &run->dv};
-    for (int i = 0; i < 7; ++i)
-      if (copies[i]) *slots[i] = copies[i];
-    FCL_FORWARD_IF(status);
-  }
+  const fcl__shape *sh = &call->shape;
+  const size_t matrix = ch->slice_bytes / ch->matrices * ch->per_chunk;
+  fcl_status status = FCL_SUCCESS;
+  run->type = fcl__naive_compute_dtype(call->desc);
+  run->widened = call->desc->dtype != run->type;
+  run->params = fcl__params_of(sh);
+  const cl_mem own[7] = {call->q, call->k, call->v, call->dout, call->dq, call->dk, call->dv};
+  fcl__operand *ops[7] = {&run->q, &run->k, &run->v, &run->dout, &run->dq, &run->dk, &run->dv};
+  const int tensors[7] = {FCL__Q, FCL__K, FCL__V, FCL__DOUT, FCL__DQ, FCL__DK, FCL__DV};
+  for (int i = 0; i < 7; ++i) *ops[i] = fcl__caller_operand(sh, tensors[i], own[i]);
+  /* bf16: float copies of every tensor; several chunks: packed staging of
+   * the gradients (widened gradients are scratch already) */
+  const int first_scratch = run->widened ? 0 : ch->chunks > 1 ? 4 : 7;
+  for (int i = first_scratch; i < 7 && status == FCL_SUCCESS; ++i)
+    *ops[i] = fcl__scratch_operand(ctx, sh, tensors[i], run->widened,
+                                   run->widened ? "the naive backward's float copies"
+                                                : "the naive backward's staged gradients",
+                                   &status);
+  FCL_FORWARD_IF(status);
   run->p = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's P", &status);
   FCL_FORWARD_IF(status);
   run->dp = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's dP", &status);
   FCL_FORWARD_IF(status);
-  if (ch->chunks > 1 && !run->widened) {  /* widened gradients are scratch already */
-    run->dq = fcl__buffer(ctx, CL_MEM_READ_WRITE, q_bytes, "the naive backward's staged dQ",
-                          &status);
-    FCL_FORWARD_IF(status);
-    run->dk = fcl__buffer(ctx, CL_MEM_READ_WRITE, kv_bytes, "the naive backward's staged dK",
-                          &status);
-    FCL_FORWARD_IF(status);
-    run->dv = fcl__buffer(ctx, CL_MEM_READ_WRITE, kv_bytes, "the naive backward's staged dV",
-                          &status);
+  if (ch->matrices == 3) {
+    run->t = fcl__buffer(ctx, CL_MEM_READ_WRITE, matrix, "the naive backward's softcap slopes",
+                         &status);
     FCL_FORWARD_IF(status);
   }
   fcl__options opts;
-  fcl__softmax_options(&ctx->info.limits, desc, run->type, call->io_counter, &opts);
+  fcl__softmax_options(&ctx->info.limits, sh, run->type, call->io_counter, &opts);
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_recompute",
                              &run->recompute));
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_bwd", &run->softmax_bwd);
 }
 
-/* One chunk (an fcl__chunk_fn over a bwd_run): batch b, group member
- * `member`, kv heads [kv0, kv0 + n). */
-static fcl_status bwd_chunk(void *state, size_t b, size_t member, size_t kv0, size_t n) {
+/* The gradients of a chunk whose sequence has no key (dQ = 0) or no query
+ * (dK = dV = 0, written by the group's first member). */
+static fcl_status bwd_empty(bwd_run *run, const fcl__naive_chunk *c) {
+  fcl__backward_call *call = run->call;
+  const fcl__shape *sh = &call->shape;
+  const size_t group = sh->group;
+  if (c->nk == 0) {
+    for (size_t z = 0; z < c->n; ++z)
+      FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dq, c->b, c->q_start, c->nq,
+                                    (c->kv0 + z) * group + c->member, 1, call->io_counter));
+  }
+  if (c->nq == 0 && c->member == 0) {
+    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dk, c->b, c->k_start, c->nk,
+                                  c->kv0, c->n, call->io_counter));
+    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dv, c->b, c->k_start, c->nk,
+                                  c->kv0, c->n, call->io_counter));
+  }
+  return FCL_SUCCESS;
+}
+
+/* One chunk (an fcl__chunk_fn over a bwd_run). */
+static fcl_status bwd_chunk(void *state, const fcl__naive_chunk *c) {
   bwd_run *run = state;
   fcl__backward_call *call = run->call;
   fcl_context *ctx = call->ctx;
-  const fcl_attention_desc *desc = call->desc;
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t group = call->shape.group;
-  const fcl__chunk_view cv = fcl__naive_chunk_view(desc, b, member, kv0);
+  const fcl__shape *sh = &call->shape;
+  if (c->nq == 0 || c->nk == 0) return bwd_empty(run, c);
+  const size_t d = sh->desc.head_dim, nq = c->nq, nk = c->nk, group = sh->group;
+  const size_t s_stride = nq * nk;
+  const size_t q_head = c->kv0 * group + c->member;
+  /* Where the chunk's first slice is, and the slices' strides. */
+  const size_t q_off = fcl__operand_at(&run->q, c->b, c->q_start, q_head);
+  const size_t do_off = fcl__operand_at(&run->dout, c->b, c->q_start, q_head);
+  const size_t dq_off = fcl__operand_at(&run->dq, c->b, c->q_start, q_head);
+  const size_t k_off = fcl__operand_at(&run->k, c->b, c->k_start, c->kv0);
+  const size_t v_off = fcl__operand_at(&run->v, c->b, c->k_start, c->kv0);
+  const size_t dk_off = fcl__operand_at(&run->dk, c->b, c->k_start, c->kv0);
+  const size_t dv_off = fcl__operand_at(&run->dv, c->b, c->k_start, c->kv0);
   /* dK and dV: the group's first member writes, the others add. */
-  const float beta = member > 0 ? 1.0f : 0.0f;
+  const float beta = c->member > 0 ? 1.0f : 0.0f;
 
   const fcl_dtype t = run->type;
   const fcl__gemm qk = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d,
-                        .alpha = desc->scale,
-                        .a = run->q, .a_off = cv.q_off, .a_ld = cv.q_ld, .a_stride = cv.q_stride,
-                        .b = run->k, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
-                        .c = run->p, .c_ld = nk, .c_stride = cv.s_stride, .batch = n};
+                        .alpha = sh->desc.scale,
+                        .a = run->q.mem, .a_off = q_off, .a_ld = run->q.view.seq_stride,
+                        .a_stride = group * run->q.view.head_stride,
+                        .b = run->k.mem, .b_off = k_off, .b_ld = run->k.view.seq_stride,
+                        .b_stride = run->k.view.head_stride,
+                        .c = run->p, .c_ld = nk, .c_stride = s_stride, .batch = c->n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &qk, "S = Q K^T"));
 
   unsigned wg, cols;
-  fcl__softmax_config(&ctx->info.limits, nk, &wg, &cols);
-  const size_t global[2] = {nq * wg, n}, local[2] = {wg, 1};
-  const cl_int seqlen_q = (cl_int)nq, seqlen_k = (cl_int)nk;
-  const cl_int heads_q = (cl_int)desc->heads_q, batch = (cl_int)b;
-  const cl_int group_i = (cl_int)group, kv_first = (cl_int)kv0, member_i = (cl_int)member;
-  const cl_uint counting = call->io_counter ? 0 : 1;  /* arguments to leave off */
-  fcl__arg rec_args[] = {FCL_ARG(run->p),    FCL_ARG(call->lse), FCL_ARG(seqlen_q),
-                         FCL_ARG(seqlen_k),  FCL_ARG(heads_q),   FCL_ARG(batch),
-                         FCL_ARG(group_i),   FCL_ARG(kv_first),  FCL_ARG(member_i),
-                         FCL_ARG(call->io_counter)};
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->recompute, "softmax_recompute", rec_args,
-                               sizeof rec_args / sizeof rec_args[0] - counting));
+  fcl__softmax_config(&ctx->info.limits, sh->desc.seqlen_k, &wg, &cols);
+  const size_t global[2] = {nq * wg, c->n}, local[2] = {wg, 1};
+  const cl_mem rec_buffers[4] = {run->p, run->t, call->lse, sh->desc.alibi_slopes};
+  FCL_FORWARD_IF(fcl__set_row_args(ctx, run->recompute, "softmax_recompute", rec_buffers, 4,
+                                   &run->params, c, group, call->io_counter));
   FCL_FORWARD_IF(fcl__launch(ctx, run->recompute, "softmax_recompute", 2, global, local));
 
   const fcl__gemm pdo = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
-                         .a = run->p, .a_ld = nk, .a_stride = cv.s_stride,
-                         .b = run->dout, .b_off = cv.q_off, .b_ld = cv.q_ld,
-                         .b_stride = cv.q_stride,
+                         .a = run->p, .a_ld = nk, .a_stride = s_stride,
+                         .b = run->dout.mem, .b_off = do_off, .b_ld = run->dout.view.seq_stride,
+                         .b_stride = group * run->dout.view.head_stride,
                          .beta = beta,
-                         .c = run->dv, .c_off = cv.kv_off, .c_ld = cv.kv_ld, .c_stride = d,
-                         .batch = n};
+                         .c = run->dv.mem, .c_off = dv_off, .c_ld = run->dv.view.seq_stride,
+                         .c_stride = run->dv.view.head_stride, .batch = c->n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &pdo, "dV = P^T dO"));
   const fcl__gemm dov = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
-                         .a = run->dout, .a_off = cv.q_off, .a_ld = cv.q_ld,
-                         .a_stride = cv.q_stride,
-                         .b = run->v, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
-                         .c = run->dp, .c_ld = nk, .c_stride = cv.s_stride, .batch = n};
+                         .a = run->dout.mem, .a_off = do_off, .a_ld = run->dout.view.seq_stride,
+                         .a_stride = group * run->dout.view.head_stride,
+                         .b = run->v.mem, .b_off = v_off, .b_ld = run->v.view.seq_stride,
+                         .b_stride = run->v.view.head_stride,
+                         .c = run->dp, .c_ld = nk, .c_stride = s_stride, .batch = c->n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dov, "dP = dO V^T"));
 
-  const cl_float scale = desc->scale;
-  fcl__arg bwd_args[] = {FCL_ARG(run->p),   FCL_ARG(run->dp), FCL_ARG(seqlen_q),
-                         FCL_ARG(seqlen_k), FCL_ARG(scale),   FCL_ARG(call->io_counter)};
-  FCL_FORWARD_IF(fcl__set_args(ctx, run->softmax_bwd, "softmax_bwd", bwd_args,
-                               sizeof bwd_args / sizeof bwd_args[0] - counting));
+  const cl_mem bwd_buffers[3] = {run->p, run->dp, run->t};
+  FCL_FORWARD_IF(fcl__set_row_args(ctx, run->softmax_bwd, "softmax_bwd", bwd_buffers, 3,
+                                   &run->params, c, group, call->io_counter));
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax_bwd, "softmax_bwd", 2, global, local));
 
   const fcl__gemm dsk = {.type = t, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
-                         .a = run->dp, .a_ld = nk, .a_stride = cv.s_stride,
-                         .b = run->k, .b_off = cv.kv_off, .b_ld = cv.kv_ld, .b_stride = d,
-                         .c = run->dq, .c_off = cv.q_off, .c_ld = cv.q_ld, .c_stride = cv.q_stride,
-                         .batch = n};
+                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
+                         .b = run->k.mem, .b_off = k_off, .b_ld = run->k.view.seq_stride,
+                         .b_stride = run->k.view.head_stride,
+                         .c = run->dq.mem, .c_off = dq_off, .c_ld = run->dq.view.seq_stride,
+                         .c_stride = group * run->dq.view.head_stride, .batch = c->n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &dsk, "dQ = dS K"));
   const fcl__gemm dsq = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
-                         .a = run->dp, .a_ld = nk, .a_stride = cv.s_stride,
-                         .b = run->q, .b_off = cv.q_off, .b_ld = cv.q_ld, .b_stride = cv.q_stride,
+                         .a = run->dp, .a_ld = nk, .a_stride = s_stride,
+                         .b = run->q.mem, .b_off = q_off, .b_ld = run->q.view.seq_stride,
+                         .b_stride = group * run->q.view.head_stride,
                          .beta = beta,
-                         .c = run->dk, .c_off = cv.kv_off, .c_ld = cv.kv_ld, .c_stride = d,
-                         .batch = n};
+                         .c = run->dk.mem, .c_off = dk_off, .c_ld = run->dk.view.seq_stride,
+                         .c_stride = run->dk.view.head_stride, .batch = c->n};
   return fcl__gemm_run(ctx, &dsq, "dK = dS^T Q");
 }
 
-/* Copies staged gradients to the caller's buffers (widened ones rounded to
+/* Copies staged gradients into the caller's views (widened ones rounded to
  * bf16 on the way): each copy writes one output completely or, failing to
  * enqueue, not at all. */
 static fcl_status bwd_publish(fcl__backward_call *call, bwd_run *run) {
-  fcl_context *ctx = call->ctx;
-  const size_t q_bytes = call->shape.q_elems * call->shape.elem_size;
-  const size_t kv_bytes = call->shape.kv_elems * call->shape.elem_size;
-  if (run->widened) {
-    const fcl_dtype t = call->desc->dtype;
-    FCL_FORWARD_IF(fcl__convert(ctx, t, 0, run->dq, call->dq, call->shape.q_elems, 4,
-                                call->io_counter));
-    FCL_FORWARD_IF(fcl__convert(ctx, t, 0, run->dk, call->dk, call->shape.kv_elems, 4,
-                                call->io_counter));
-    return fcl__convert(ctx, t, 0, run->dv, call->dv, call->shape.kv_elems, 4,
-                        call->io_counter);
-  }
-  if (run->dq != call->dq)
-    FCL_FORWARD_IF(fcl__copy(ctx, run->dq, call->dq, q_bytes, "copying the staged dQ"));
-  if (run->dk != call->dk)
-    FCL_FORWARD_IF(fcl__copy(ctx, run->dk, call->dk, kv_bytes, "copying the staged dK"));
-  if (run->dv != call->dv)
-    FCL_FORWARD_IF(fcl__copy(ctx, run->dv, call->dv, kv_bytes, "copying the staged dV"));
+  const cl_mem own[3] = {call->dq, call->dk, call->dv};
+  const fcl__operand *ops[3] = {&run->dq, &run->dk, &run->dv};
+  const int tensors[3] = {FCL__DQ, FCL__DK, FCL__DV};
+  for (int i = 0; i < 3; ++i)
+    if (ops[i]->mem != own[i])
+      FCL_FORWARD_IF(fcl__view_move(call->ctx, &call->shape, tensors[i], 0, run->widened,
+                                    own[i], ops[i]->mem, call->io_counter));
   return FCL_SUCCESS;
 }
 
 fcl_status fcl__naive_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
-  const fcl_attention_desc *desc = call->desc;
+  const fcl__shape *sh = &call->shape;
   fcl__chunking ch;
-  FCL_FORWARD_IF(fcl__naive_begin(ctx, desc, FCL_PASS_BACKWARD, &ch, &call->chunks));
+  FCL_FORWARD_IF(fcl__naive_begin(ctx, sh, FCL_PASS_BACKWARD, &ch, &call->chunks));
 
   bwd_run run = {.call = call};
   fcl_status status = bwd_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
-  if (status == FCL_SUCCESS && run.widened) {
+  if (run.widened) {
     const cl_mem from[4] = {call->q, call->k, call->v, call->dout};
-    const cl_mem to[4] = {run.q, run.k, run.v, run.dout};
-    const size_t q = call->shape.q_elems, kv = call->shape.kv_elems;
-    const size_t elems[4] = {q, kv, kv, q};
-    status = fcl__naive_widen(ctx, desc, call->io_counter, from, to, elems, 4);
+    const cl_mem to[4] = {run.q.mem, run.k.mem, run.v.mem, run.dout.mem};
+    const int tensors[4] = {FCL__Q, FCL__K, FCL__V, FCL__DOUT};
+    for (int i = 0; i < 4 && status == FCL_SUCCESS; ++i)
+      status = fcl__view_move(ctx, sh, tensors[i], 1, 1, from[i], to[i], call->io_counter);
   }
-  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(desc, &ch, bwd_chunk, &run);
+  if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(sh, &ch, bwd_chunk, &run);
   if (status == FCL_SUCCESS) status = bwd_publish(call, &run);
   bwd_release(call, &run);
   return status;

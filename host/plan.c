@@ -288,24 +288,27 @@ fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
 }
 
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
-                           const fcl_attention_desc *desc, fcl_pass pass,
+                           const fcl_attention_desc *given, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len) {
   if (why && why_len) why[0] = '\0';
-  if (!limits || !desc || !out) {
-    fcl__say(why, why_len, "%s is NULL", !limits ? "limits" : !desc ? "desc" : "plan");
+  if (!limits || !given || !out) {
+    fcl__say(why, why_len, "%s is NULL", !limits ? "limits" : !given ? "desc" : "plan");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) {
     fcl__say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  /* The same checks, and so the same status, as a call with this desc. */
-  fcl_status status = fcl__check_desc_why(desc, NULL, why, why_len);
+  /* The same checks, and so the same status, as a call with this desc;
+   * from here on its whole copy. */
+  fcl__shape shape;
+  fcl_status status = fcl__check_desc_why(given, &shape, why, why_len);
   if (status == FCL_SUCCESS && hint) status = fcl__check_tiling_hint_why(hint, why, why_len);
   if (status != FCL_SUCCESS) {
     return status;
   }
+  const fcl_attention_desc *desc = &shape.desc;
   if (limits->max_work_group_size == 0) {
     fcl__say(why, why_len, "the device reports a work-group limit of 0");
     return FCL_ERROR_UNSUPPORTED;
@@ -315,7 +318,14 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
   const int backward = pass == FCL_PASS_BACKWARD;
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
-                                       : !simt_hint && fcl__mma_suits(limits, desc);
+                                       : !simt_hint && shape.vec4 && fcl__mma_suits(limits, desc);
+  if (mma && !shape.vec4 && desc->head_dim % 4 == 0) {  /* else the MMA planner says why */
+    fcl__say(why, why_len,
+             "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
+             "every tensor's offset and strides to be multiples of 4 elements",
+             desc->head_dim);
+    return FCL_ERROR_UNSUPPORTED;
+  }
   if (backward)
     return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
                : plan_backward(limits, desc, hint, out, why, why_len);

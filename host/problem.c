@@ -48,6 +48,7 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
                              size_t seqlen_k, size_t head_dim) {
   if (!desc) return;
   memset(desc, 0, sizeof *desc);
+  desc->struct_size = sizeof *desc;
   desc->batch = batch;
   desc->heads_q = heads_q;
   desc->heads_kv = heads_kv;
@@ -57,12 +58,11 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
   desc->dtype = FCL_DTYPE_F32;
   desc->causal = 0;
   desc->scale = head_dim ? (float)(1.0 / sqrt((double)head_dim)) : 0.0f;
+  desc->window_left = desc->window_right = -1;
 }
 
 double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass) {
-  if (!desc) return 0.0;
-  double f = 4.0 * (double)desc->batch * (double)desc->seqlen_q *
-             (double)desc->seqlen_k * (double)desc->heads_q * (double)desc->head_dim;
-  if (desc->causal && desc->seqlen_q == desc->seqlen_k) f *= 0.5;
-  return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;
+  fcl__shape shape;
+  if (fcl__check_desc(NULL, desc, &shape) != FCL_SUCCESS) return 0.0;
+  return fcl__flops(&shape, pass);
 }

@@ -74,12 +74,12 @@ void *fcl__realloc(fcl_context *ctx, void *p, size_t bytes) {
 
 void fcl__free(void *p) { free(p); }
 
-cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
-                   const char *what, fcl_status *status) {
+static cl_mem create_buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
+                            const char *what, fcl_status *status) {
   cl_int err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
   cl_mem mem = NULL;
   if (!fcl__injected(ctx, FCL_INJECT_DEVICE_ALLOC))
-    mem = clCreateBuffer(ctx->cl, flags, bytes, NULL, &err);
+    mem = clCreateBuffer(ctx->cl, flags, bytes, host, &err);
   if (!mem) {
     *status = fcl__fail(ctx,
                         err == CL_MEM_OBJECT_ALLOCATION_FAILURE ||
@@ -93,6 +93,19 @@ cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
   }
   *status = FCL_SUCCESS;
   return mem;
+}
+
+cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes, const char *what,
+                   fcl_status *status) {
+  return create_buffer(ctx, flags, bytes, NULL, what, status);
+}
+
+cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char *what,
+                   fcl_status *status) {
+  /* OpenCL copies from host at creation: the const is only cast away for
+   * the signature */
+  return create_buffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, what,
+                       status);
 }
 
 void fcl__release_mem(cl_mem *mem) {

@@ -6,8 +6,10 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 static int mul_overflows(size_t a, size_t b, size_t *out) {
   return __builtin_mul_overflow(a, b, out);
@@ -30,10 +32,58 @@ static size_t product4(size_t a, size_t b, size_t c, size_t d) {
     }                                       \
   } while (0)
 
-fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
-                               char *why, size_t why_len) {
+/* The caller's descriptor, whole: the fields its struct_size covers, the
+ * defaults for those its header did not have; refuses a struct_size that
+ * is 0 or covers fields unknown here with nonzero values. */
+static fcl_status normalize(const fcl_attention_desc *desc, fcl_attention_desc *out, char *why,
+                            size_t why_len) {
+  const size_t known = sizeof *out;
+  const size_t first_version = offsetof(fcl_attention_desc, scale) + sizeof(float);
+  WHY_IF(desc->struct_size < first_version, FCL_ERROR_INVALID_ARGUMENT,
+         "desc->struct_size is %zu; fill the descriptor with fcl_attention_desc_init",
+         desc->struct_size);
+  fcl_attention_desc_init(out, 1, 1, 1, 1, 1, 1);
+  memcpy(out, desc, desc->struct_size < known ? desc->struct_size : known);
+  if (desc->struct_size > known) {
+    const unsigned char *tail = (const unsigned char *)desc + known;
+    for (size_t i = 0; i < desc->struct_size - known; ++i)
+      WHY_IF(tail[i] != 0, FCL_ERROR_INVALID_ARGUMENT,
+             "desc sets a field this library (%s) does not know, at byte %zu of its %zu",
+             fcl_version_string(), known + i, desc->struct_size);
+  }
+  out->struct_size = known;
+  return FCL_SUCCESS;
+}
+
+/* One ragged length table: cu[0] = 0, non-decreasing, each length at most
+ * `longest`, the total within INT_MAX; *tokens is the total. */
+static fcl_status check_cu_seqlens(const int32_t *cu, size_t batch, size_t longest,
+                                   const char *name, const char *bound, size_t *tokens,
+                                   char *why, size_t why_len) {
+  WHY_IF(cu[0] != 0, FCL_ERROR_INVALID_ARGUMENT, "%s[0] is %d; it must be 0", name, (int)cu[0]);
+  for (size_t b = 0; b < batch; ++b) {
+    WHY_IF(cu[b + 1] < cu[b], FCL_ERROR_INVALID_ARGUMENT,
+           "%s[%zu] = %d is below %s[%zu] = %d: the prefix sums must not decrease", name,
+           b + 1, (int)cu[b + 1], name, b, (int)cu[b]);
+    WHY_IF((size_t)(cu[b + 1] - cu[b]) > longest, FCL_ERROR_INVALID_SHAPE,
+           "sequence %zu has %d tokens (%s[%zu] - %s[%zu]), more than %s = %zu", b,
+           (int)(cu[b + 1] - cu[b]), name, b + 1, name, b, bound, longest);
+  }
+  *tokens = (size_t)cu[batch];
+  return FCL_SUCCESS;
+}
+
+static const char *const tensor_names[FCL__TENSORS] = {"q", "k", "v", "o",
+                                                       "dout", "dq", "dk", "dv"};
+
+fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shape, char *why,
+                               size_t why_len) {
   if (why && why_len) why[0] = '\0';
-  WHY_IF(!desc, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  WHY_IF(!given, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  fcl__shape sh;
+  memset(&sh, 0, sizeof sh);
+  FCL_FORWARD_IF(normalize(given, &sh.desc, why, why_len));
+  const fcl_attention_desc *desc = &sh.desc;
   const struct {
     const char *name;
     size_t value;
@@ -53,7 +103,7 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape
   WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
          "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
          FCL_MAX_HEAD_DIM);
-  size_t elem = fcl_dtype_size(desc->dtype);
+  const size_t elem = fcl_dtype_size(desc->dtype);
   WHY_IF(elem == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
          (int)desc->dtype);
   WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
@@ -68,25 +118,91 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape
          "finite float",
          (double)desc->scale, (double)FCL_MAX_SCALE);
 
-  size_t q = product4(desc->batch, desc->seqlen_q, desc->heads_q, desc->head_dim);
-  size_t kv = product4(desc->batch, desc->seqlen_k, desc->heads_kv, desc->head_dim);
-  size_t lse = product4(desc->batch, desc->heads_q, desc->seqlen_q, 1);
-  size_t q_bytes, kv_bytes, lse_bytes;
-  WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &q_bytes) ||
-             mul_overflows(kv, elem, &kv_bytes) ||
-             mul_overflows(lse, sizeof(float), &lse_bytes),
+  /* The mask and the transforms. */
+  WHY_IF(desc->window_left < -1 || desc->window_right < -1, FCL_ERROR_INVALID_ARGUMENT,
+         "window (%d, %d): each side must be -1 (unbounded) or at least 0",
+         desc->window_left, desc->window_right);
+  WHY_IF(desc->causal && desc->window_right > 0, FCL_ERROR_INVALID_ARGUMENT,
+         "causal with window_right = %d: a causal query sees no key right of the "
+         "diagonal; window_right must be -1 or 0",
+         desc->window_right);
+  WHY_IF(!(isfinite(desc->softcap) && desc->softcap >= 0.0f), FCL_ERROR_INVALID_ARGUMENT,
+         "softcap = %g; it must be finite and >= 0 (0: off)", (double)desc->softcap);
+  WHY_IF(desc->alibi_per_batch != 0 && desc->alibi_per_batch != 1, FCL_ERROR_INVALID_ARGUMENT,
+         "alibi_per_batch = %d; it must be 0 or 1", desc->alibi_per_batch);
+  sh.window_left = desc->window_left;
+  sh.window_right = desc->causal ? 0 : desc->window_right;
+
+  /* Sequences: every batch entry seqlen_q x seqlen_k, or ragged. */
+  sh.ragged = desc->cu_seqlens_q != NULL;
+  WHY_IF(!sh.ragged && desc->cu_seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
+         "cu_seqlens_k is set but cu_seqlens_q is NULL: give both, or cu_seqlens_q alone");
+  size_t per_entry;
+  WHY_IF(__builtin_mul_overflow(desc->batch, desc->seqlen_q, &per_entry) ||
+             __builtin_mul_overflow(desc->batch, desc->seqlen_k, &per_entry),
+         FCL_ERROR_INVALID_SHAPE, "batch %zu x seqlen %zu overflows size_t", desc->batch,
+         desc->seqlen_q > desc->seqlen_k ? desc->seqlen_q : desc->seqlen_k);
+  if (sh.ragged) {
+    FCL_FORWARD_IF(check_cu_seqlens(desc->cu_seqlens_q, desc->batch, desc->seqlen_q,
+                                    "cu_seqlens_q", "seqlen_q", &sh.tokens_q, why, why_len));
+    FCL_FORWARD_IF(check_cu_seqlens(desc->cu_seqlens_k ? desc->cu_seqlens_k
+                                                       : desc->cu_seqlens_q,
+                                    desc->batch, desc->seqlen_k,
+                                    desc->cu_seqlens_k ? "cu_seqlens_k" : "cu_seqlens_q",
+                                    "seqlen_k", &sh.tokens_k, why, why_len));
+  } else {
+    sh.tokens_q = desc->batch * desc->seqlen_q;
+    sh.tokens_k = desc->batch * desc->seqlen_k;
+  }
+
+  /* The tensors: element counts, layouts and the bytes they span. */
+  size_t q = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, desc->head_dim, 1);
+  size_t kv = product4(sh.tokens_k ? sh.tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
+  size_t lse = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, 1, 1);
+  size_t bytes;
+  WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &bytes) || mul_overflows(kv, elem, &bytes) ||
+             mul_overflows(lse, sizeof(float), &bytes),
          FCL_ERROR_INVALID_SHAPE,
          "the tensors' sizes overflow size_t (batch %zu, seqlen_q %zu, seqlen_k "
          "%zu, heads_q %zu, heads_kv %zu, head_dim %zu)",
          desc->batch, desc->seqlen_q, desc->seqlen_k, desc->heads_q, desc->heads_kv,
          desc->head_dim);
-  if (shape) {
-    shape->q_elems = q;
-    shape->kv_elems = kv;
-    shape->lse_elems = lse;
-    shape->elem_size = elem;
-    shape->group = desc->heads_q / desc->heads_kv;
+  sh.q_elems = sh.tokens_q * desc->heads_q * desc->head_dim;
+  sh.kv_elems = sh.tokens_k * desc->heads_kv * desc->head_dim;
+  sh.lse_elems = sh.tokens_q * desc->heads_q;
+  sh.elem_size = elem;
+  sh.group = desc->heads_q / desc->heads_kv;
+  const fcl_tensor_layout *given_views[FCL__TENSORS] = {&desc->q,    &desc->k,  &desc->v,
+                                                        &desc->o,    &desc->dout, &desc->dq,
+                                                        &desc->dk,   &desc->dv};
+  size_t spans[FCL__TENSORS];
+  sh.vec4 = desc->head_dim % 4 == 0;
+  for (int t = 0; t < FCL__TENSORS; ++t) {
+    const int keyside = t == 1 || t == 2 || t == 6 || t == 7;
+    const fcl__view_extent e = {.batch = desc->batch,
+                                .tokens = sh.ragged ? (keyside ? sh.tokens_k : sh.tokens_q)
+                                                    : (keyside ? desc->seqlen_k : desc->seqlen_q),
+                                .heads = keyside ? desc->heads_kv : desc->heads_q,
+                                .head_dim = desc->head_dim,
+                                .elem_size = elem,
+                                .ragged = sh.ragged};
+    sh.views[t] = fcl__resolve_layout(given_views[t], desc->batch,
+                                      keyside ? desc->seqlen_k : desc->seqlen_q, e.heads,
+                                      desc->head_dim, sh.ragged);
+    FCL_FORWARD_IF(fcl__check_layout(&sh.views[t], &e, tensor_names[t], &spans[t], why,
+                                     why_len));
+    const fcl_tensor_layout *l = &sh.views[t];
+    sh.vec4 = sh.vec4 && l->offset % 4 == 0 && l->batch_stride % 4 == 0 &&
+              l->seq_stride % 4 == 0 && l->head_stride % 4 == 0;
   }
+  sh.sizes = (fcl_buffer_sizes){.q = spans[0], .k = spans[1], .v = spans[2], .o = spans[3],
+                                .lse = lse * sizeof(float), .dout = spans[4],
+                                .dq = spans[5], .dk = spans[6], .dv = spans[7],
+                                .alibi_slopes = desc->alibi_slopes
+                                                    ? (desc->alibi_per_batch ? desc->batch : 1) *
+                                                          desc->heads_q * sizeof(float)
+                                                    : 0};
+  if (shape) *shape = sh;
   return FCL_SUCCESS;
 }
 
@@ -96,16 +212,8 @@ fcl_status fcl_attention_buffer_sizes(const fcl_attention_desc *desc, fcl_buffer
   if (why && why_len) why[0] = '\0';
   WHY_IF(!out, FCL_ERROR_INVALID_ARGUMENT, "out is NULL");
   FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
-  *out = fcl__buffer_sizes(&shape);
+  *out = shape.sizes;
   return FCL_SUCCESS;
-}
-
-fcl_buffer_sizes fcl__buffer_sizes(const fcl__shape *shape) {
-  /* fcl__check_desc_why checked that these products fit */
-  const size_t q = shape->q_elems * shape->elem_size, kv = shape->kv_elems * shape->elem_size;
-  return (fcl_buffer_sizes){.q = q, .k = kv, .v = kv, .o = q,
-                            .lse = shape->lse_elems * sizeof(float),
-                            .dout = q, .dq = q, .dk = kv, .dv = kv};
 }
 
 fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -185,44 +293,63 @@ static cl_int range_of(cl_mem mem, mem_range *r) {
   return err;
 }
 
-static int ranges_overlap(const mem_range *a, const mem_range *b) {
-  if (a->root == b->root && a->begin < b->end && b->begin < a->end) return 1;
-  return a->host_begin && b->host_begin && a->host_begin < b->host_end &&
-         b->host_begin < a->host_end;
+/* A view of an argument placed at `base` of the memory it lives in. */
+static fcl__placed_view placed(const fcl__placed_view *view, uint64_t base) {
+  fcl__placed_view v = *view;
+  v.begin += base;
+  v.end += base;
+  return v;
 }
 
-fcl_status fcl__check_call_buffers(fcl_context *ctx, const cl_mem *mems,
-                                   const char *const *names, size_t n_inputs,
-                                   size_t n) {
+/* Whether two arguments may share a byte: in the same root buffer, or in
+ * the same host memory lent to two roots. */
+static int arguments_overlap(const mem_range *ra, const fcl__placed_view *va,
+                             const mem_range *rb, const fcl__placed_view *vb) {
+  if (ra->root == rb->root) {
+    const fcl__placed_view a = placed(va, ra->begin), b = placed(vb, rb->begin);
+    if (fcl__views_share_bytes(&a, &b)) return 1;
+  }
+  if (ra->host_begin && rb->host_begin) {
+    const fcl__placed_view a = placed(va, ra->host_begin), b = placed(vb, rb->host_begin);
+    if (fcl__views_share_bytes(&a, &b)) return 1;
+  }
+  return 0;
+}
+
+fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *args,
+                                   size_t n_inputs, size_t n) {
   mem_range ranges[16];
   FCL_RETURN_IF(ctx, n > sizeof ranges / sizeof ranges[0], FCL_ERROR_INVALID_ARGUMENT,
                 "too many buffers (%zu)", n);
+  for (size_t i = 0; i < n; ++i)
+    FCL_FORWARD_IF(fcl__check_buffer(ctx, args[i].mem, args[i].bytes, args[i].name,
+                                     args[i].optional));
   for (size_t i = 0; i < n; ++i) {
-    if (!mems[i]) continue;
-    cl_int err = range_of(mems[i], &ranges[i]);
+    if (!args[i].mem) continue;
+    cl_int err = range_of(args[i].mem, &ranges[i]);
     const cl_mem_flags flags = ranges[i].flags;
     FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,
-                  "buffer %s is not a valid cl_mem (%s)", names[i],
+                  "buffer %s is not a valid cl_mem (%s)", args[i].name,
                   fcl__cl_error_name(err));
     const int output = i >= n_inputs;
     FCL_RETURN_IF(ctx, output && (flags & CL_MEM_READ_ONLY), FCL_ERROR_INVALID_ARGUMENT,
-                  "buffer %s is an output but was created CL_MEM_READ_ONLY", names[i]);
+                  "buffer %s is an output but was created CL_MEM_READ_ONLY", args[i].name);
     FCL_RETURN_IF(ctx, !output && (flags & CL_MEM_WRITE_ONLY),
                   FCL_ERROR_INVALID_ARGUMENT,
-                  "buffer %s is an input but was created CL_MEM_WRITE_ONLY", names[i]);
+                  "buffer %s is an input but was created CL_MEM_WRITE_ONLY", args[i].name);
   }
-  /* An output that shares bytes with another buffer would be read after it
-   * was overwritten, or written twice. */
+  /* An output that shares bytes with another argument would be read after
+   * it was overwritten, or written twice. */
   for (size_t i = n_inputs; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
-      if (j == i || !mems[i] || !mems[j]) continue;
-      const mem_range *a = &ranges[i], *b = &ranges[j];
-      FCL_RETURN_IF(ctx, ranges_overlap(a, b), FCL_ERROR_INVALID_ARGUMENT,
-                    mems[i] == mems[j]   ? "output %s is the same buffer as %s"
-                    : a->root == b->root ? "output %s overlaps buffer %s"
-                                         : "output %s shares host memory (CL_MEM_USE_HOST_PTR) "
-                                           "with buffer %s",
-                    names[i], names[j]);
+      if (j == i || !args[i].mem || !args[j].mem) continue;
+      if (!arguments_overlap(&ranges[i], &args[i].view, &ranges[j], &args[j].view)) continue;
+      const char *how = args[i].mem == args[j].mem       ? "is the same buffer as"
+                        : ranges[i].root == ranges[j].root ? "overlaps buffer"
+                                                           : "shares host memory "
+                                                             "(CL_MEM_USE_HOST_PTR) with buffer";
+      return fcl__fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "output %s %s %s (their views share bytes)",
+                       args[i].name, how, args[j].name);
     }
   return FCL_SUCCESS;
 }

@@ -48,7 +48,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define FCL_VERSION_MAJOR 0
-#define FCL_VERSION_MINOR 2
+#define FCL_VERSION_MINOR 3
 #define FCL_VERSION_PATCH 0
 #define FCL_VERSION_NUMBER \
   (FCL_VERSION_MAJOR * 10000 + FCL_VERSION_MINOR * 100 + FCL_VERSION_PATCH)
@@ -281,18 +281,75 @@ typedef enum fcl_algo {
 /** @return "flash", "naive", or "?". */
 FCL_API const char *fcl_algo_name(fcl_algo algo);
 
-/** The problem. Fill it with fcl_attention_desc_init(), then adjust. */
+/** Where a tensor's elements lie in its buffer, counted in elements of its
+ *  storage type: element (b, t, h, c) — batch entry, token, head, column —
+ *  is at offset + b * batch_stride + t * seq_stride + h * head_stride + c,
+ *  so head_dim is contiguous and anything else may be strided, e.g. a
+ *  PyTorch [B, H, N, d] view (seq_stride d, head_stride N d) or one of the
+ *  three views of a packed QKV buffer [B, N, 3, H, d] (offsets 0, H d and
+ *  2 H d; seq_stride 3 H d, head_stride d). All three strides 0 (what
+ *  fcl_attention_desc_init sets) mean the packed layout
+ *  [batch][seqlen][heads][head_dim], whatever the offset. Strides must map
+ *  every element to its own address (no two elements of a view overlap);
+ *  with ragged batches t counts the tokens of all sequences and
+ *  batch_stride must be 0. */
+typedef struct fcl_tensor_layout {
+  size_t offset;
+  size_t batch_stride, seq_stride, head_stride;
+} fcl_tensor_layout;
+
+/** The problem. Fill it with fcl_attention_desc_init(), then adjust.
+ *
+ *  The descriptor grows: a later version appends fields, and a program
+ *  built against an earlier header keeps working, because
+ *  fcl_attention_desc_init records in struct_size how much of it the
+ *  caller knows and the library gives every field past that its default.
+ *  Always start from fcl_attention_desc_init (a struct_size of 0 is
+ *  refused); fields a newer header added that this library does not know
+ *  must be zero.
+ *
+ *  The mask is flash-attn's: query i of a sequence of Nq queries and Nk
+ *  keys sees key j iff i + Nk - Nq - window_left <= j <=
+ *  i + Nk - Nq + window_right, a bound of -1 being none; causal is
+ *  window_right = 0, bottom-right aligned. A query that sees no key
+ *  outputs zeros, LSE = -INFINITY and zero gradients. Logits are
+ *  l = scale q.k, then softcap * tanh(l / softcap) when softcap > 0, then
+ *  l - slope_h * |i + Nk - Nq - j| with ALiBi slopes. */
 typedef struct fcl_attention_desc {
-  size_t batch;     /**< >= 1 */
+  size_t struct_size;  /**< sizeof the caller's fcl_attention_desc: leave as init set it */
+  size_t batch;     /**< >= 1 (ragged: the number of sequences) */
   size_t heads_q;   /**< query heads, a multiple of heads_kv */
   size_t heads_kv;  /**< key/value heads, >= 1 */
-  size_t seqlen_q;  /**< >= 1 */
-  size_t seqlen_k;  /**< >= 1 */
+  size_t seqlen_q;  /**< >= 1; ragged: at least the longest query sequence */
+  size_t seqlen_k;  /**< >= 1; ragged: at least the longest key sequence */
   size_t head_dim;  /**< 1 .. FCL_MAX_HEAD_DIM */
   fcl_dtype dtype;  /**< storage type of Q, K, V, O and the gradients */
-  int causal;       /**< 0 or 1; bottom-right aligned */
+  int causal;       /**< 0 or 1: window_right = 0 (window_right must be -1 or 0) */
   /** Logits are scale * q.k: finite, > 0 and at most FCL_MAX_SCALE. */
   float scale;
+  /* ---- since 0.3 -------------------------------------------------------- */
+  int window_left;   /**< keys left of the diagonal a query sees, -1 (default): all */
+  int window_right;  /**< keys right of the diagonal a query sees, -1 (default): all */
+  /** > 0: logits are soft-capped at +-softcap; 0 (default): not. Finite. */
+  float softcap;
+  /** ALiBi slopes, floats of the call's OpenCL context, [heads_q] or with
+   *  alibi_per_batch [batch][heads_q]; NULL (default): no ALiBi. */
+  cl_mem alibi_slopes;
+  int alibi_per_batch;  /**< 0 or 1, as above */
+  /** Ragged batches (flash-attn's varlen): batch + 1 prefix sums of the
+   *  sequences' query (and key) lengths, read on the host during the call:
+   *  sequence b is tokens [cu[b], cu[b + 1]) of q, o, dout and dq (of k, v,
+   *  dk and dv), which are packed [tokens][heads][head_dim] by default;
+   *  cu[0] = 0, non-decreasing (empty sequences allowed), each length at
+   *  most seqlen_q (seqlen_k), the total at most INT_MAX. LSE is then
+   *  [heads_q][total query tokens]. cu_seqlens_k NULL with cu_seqlens_q
+   *  set: keys are ragged alike. Both NULL (default): every sequence is
+   *  seqlen_q x seqlen_k. */
+  const int32_t *cu_seqlens_q;
+  const int32_t *cu_seqlens_k;
+  /** Each tensor's layout; zeros (default): packed. dq, dk, dv are the
+   *  outputs of the backward, dout its input. */
+  fcl_tensor_layout q, k, v, o, dout, dq, dk, dv;
 } fcl_attention_desc;
 
 /** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded
@@ -306,17 +363,20 @@ typedef struct fcl_attention_desc {
  *  memory may support less (FCL_ERROR_UNSUPPORTED says how much). */
 #define FCL_MAX_HEAD_DIM 256
 
-/** Fills `desc` with the given shape, f32 storage, no causal mask and
- *  scale = 1/sqrt(head_dim). NULL desc is a no-op. */
+/** Fills `desc` with the given shape and the defaults: struct_size, f32
+ *  storage, no mask (windows -1), no softcap or ALiBi, not ragged, packed
+ *  layouts, scale = 1/sqrt(head_dim). NULL desc is a no-op. */
 FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
                              size_t heads_q, size_t heads_kv, size_t seqlen_q,
                              size_t seqlen_k, size_t head_dim);
 
-/** The bytes each buffer of an attention call must hold at least. */
+/** The bytes each buffer of an attention call must hold at least: up to
+ *  the last element its layout touches. */
 typedef struct fcl_buffer_sizes {
   size_t q, k, v, o;        /**< the forward's tensors (in the storage type) */
   size_t lse;               /**< LSE, floats */
-  size_t dout, dq, dk, dv;  /**< the backward's: dO and dQ as q, dK as k, dV as v */
+  size_t dout, dq, dk, dv;  /**< the backward's */
+  size_t alibi_slopes;      /**< floats; 0 without ALiBi */
 } fcl_buffer_sizes;
 
 /** The buffer sizes of `desc`, in bytes, after validating it as the
@@ -530,7 +590,9 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
 
 /** Floating-point operations of a pass by flash-attn's convention:
  *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),
- *  2.5 times that backward. 0 for a NULL desc. */
+ *  2.5 times that backward; with a window (other than causal's) or a
+ *  ragged batch, 4*H*d per (query, key) pair the mask shows. 0 for a
+ *  descriptor the attention calls would refuse. */
 FCL_API double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass);
 
 /* ------------------------------------------------------------------------ */

@@ -440,6 +440,18 @@ START_TEST(device_listing_misuse) {
 }
 END_TEST
 
+/* A descriptor of the given fields, the rest as fcl_attention_desc_init
+ * sets them. */
+static fcl_attention_desc made_desc(size_t b, size_t hq, size_t hkv, size_t nq, size_t nk,
+                                    size_t d, fcl_dtype dtype, int causal, float scale) {
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, b, hq, hkv, nq, nk, d);
+  desc.dtype = dtype;
+  desc.causal = causal;
+  desc.scale = scale;
+  return desc;
+}
+
 START_TEST(planner_misuse) {
   fcl_device_limits lim;
   memset(&lim, 0, sizeof lim);
@@ -459,23 +471,23 @@ START_TEST(planner_misuse) {
     const char *needle;
   } bad[] = {
       {"pass", desc, (fcl_pass)7, FCL_ERROR_INVALID_ARGUMENT, "pass = 7"},
-      {"heads", {1, 4, 3, 100, 100, 64, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+      {"heads", made_desc(1, 4, 3, 100, 100, 64, FCL_DTYPE_F32, 0, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_SHAPE, "not a multiple"},
-      {"seqlen_k", {1, 4, 2, 100, 0, 64, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+      {"seqlen_k", made_desc(1, 4, 2, 100, 0, 64, FCL_DTYPE_F32, 0, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_SHAPE, "seqlen_k is 0"},
-      {"scale", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, NAN}, FCL_PASS_FORWARD,
+      {"scale", made_desc(1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, NAN), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_ARGUMENT, "scale"},
-      {"scale", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, -1.0f}, FCL_PASS_FORWARD,
+      {"scale", made_desc(1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 0, -1.0f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_ARGUMENT, "scale"},
-      {"dtype", {1, 4, 2, 100, 100, 64, (fcl_dtype)3, 0, 0.125f}, FCL_PASS_FORWARD,
+      {"dtype", made_desc(1, 4, 2, 100, 100, 64, (fcl_dtype)3, 0, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_ARGUMENT, "dtype"},
-      {"causal", {1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 5, 0.125f}, FCL_PASS_FORWARD,
+      {"causal", made_desc(1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 5, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_ARGUMENT, "causal"},
-      {"head_dim", {1, 4, 2, 100, 100, 257, FCL_DTYPE_F32, 0, 0.125f}, FCL_PASS_FORWARD,
+      {"head_dim", made_desc(1, 4, 2, 100, 100, 257, FCL_DTYPE_F32, 0, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_UNSUPPORTED, "head_dim = 257"},
       {"overflow",
-       {(size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, 1, 64,
-        FCL_DTYPE_F32, 0, 0.125f},
+       made_desc((size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, 1, 64,
+        FCL_DTYPE_F32, 0, 0.125f),
        FCL_PASS_FORWARD, FCL_ERROR_INVALID_SHAPE, "overflow"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
@@ -614,7 +626,14 @@ START_TEST(forward_checks_buffer_flags_and_overlap) {
   ck_assert(o_sub && lse_sub && clash);
   expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, o_sub, clash,
                  FCL_ERROR_INVALID_ARGUMENT, "output o overlaps buffer lse");
-  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, parent, lse_sub,
+  /* The whole parent as o: its view ends where LSE's sub-buffer starts, so
+   * the two share no byte; moved by an offset into it, they do. */
+  ck_assert_int_eq(fcl_attention_forward(f.ctx, &f.desc, algo, p->dq, p->dk, p->dv, parent,
+                                         lse_sub, NULL),
+                   FCL_SUCCESS);
+  fcl_attention_desc shifted = f.desc;
+  shifted.o.offset = (lse_at - o_bytes) / sizeof(float) + 1;
+  expect_failure(&f, &shifted, algo, p->dq, p->dk, p->dv, parent, lse_sub,
                  FCL_ERROR_INVALID_ARGUMENT, "overlaps");
   /* Disjoint sub-buffers of one parent compute the right answer. */
   th_reference ref = th_reference_forward(p);

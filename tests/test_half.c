@@ -28,7 +28,7 @@
  * (the f32 path on widened copies) runs.
  */
 #include "harness.h"
-#include "internal.h"
+#include "naive.h"
 
 #include <float.h>
 #include <math.h>
