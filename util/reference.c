@@ -1,8 +1,9 @@
 /*
  * reference.c — float64 attention on the host, the textbook formula with a
  * max-subtracted softmax, and its gradient by the chain rule
- * (dP = dO V^T, dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale
- * dS^T Q, dV = P^T dO); see reference.h.
+ * (dP = dO V^T, dS = P (dP - rowsum(P dP)) t'(logit), dQ = scale dS K,
+ * dK = scale dS^T Q, dV = P^T dO); and the naive algorithm emulated in
+ * float; see reference.h.
  */
 #include "reference.h"
 
@@ -10,41 +11,144 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* Keys row i sees: bottom-right aligned, key j is seen iff j <= i + nk - nq. */
-static size_t seen_keys(const fcl_attention_desc *desc, size_t i) {
-  const size_t nq = desc->seqlen_q, nk = desc->seqlen_k;
-  if (!desc->causal) return nk;
-  long long last = (long long)i + (long long)nk - (long long)nq;
-  return last < 0 ? 0 : (size_t)last + 1 < nk ? (size_t)last + 1 : nk;
+/* ---- the problem, from flashcl.h's definitions --------------------------- */
+
+void fclref_sequence(const fcl_attention_desc *d, size_t b, size_t *q0, size_t *nq,
+                     size_t *k0, size_t *nk) {
+  if (d->cu_seqlens_q) {
+    const int32_t *cq = d->cu_seqlens_q, *ck = d->cu_seqlens_k ? d->cu_seqlens_k : cq;
+    *q0 = (size_t)cq[b];
+    *nq = (size_t)(cq[b + 1] - cq[b]);
+    *k0 = (size_t)ck[b];
+    *nk = (size_t)(ck[b + 1] - ck[b]);
+  } else {
+    *q0 = b * d->seqlen_q;
+    *nq = d->seqlen_q;
+    *k0 = b * d->seqlen_k;
+    *nk = d->seqlen_k;
+  }
 }
 
-void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
-                        const float *k, const float *v, size_t b, size_t h,
-                        size_t i, double *o_row, double *lse) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
-  const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
-  const size_t seen = seen_keys(desc, i);
+size_t fclref_lse_at(const fcl_attention_desc *d, size_t b, size_t h, size_t i) {
+  if (!d->cu_seqlens_q) return (b * d->heads_q + h) * d->seqlen_q + i;
+  return h * (size_t)d->cu_seqlens_q[d->batch] + (size_t)d->cu_seqlens_q[b] + i;
+}
+
+/* Query i of nq against nk keys sees j iff i + nk - nq - wl <= j <=
+ * i + nk - nq + wr, a bound of -1 being none and causal meaning wr = 0:
+ * keys [*lo, *hi). */
+static void visible(const fcl_attention_desc *d, size_t nq, size_t nk, size_t i, size_t *lo,
+                    size_t *hi) {
+  const long long at = (long long)i + (long long)nk - (long long)nq;
+  const int wr = d->causal ? 0 : d->window_right, wl = d->window_left;
+  long long a = wl < 0 ? 0 : at - wl, e = wr < 0 ? (long long)nk : at + wr + 1;
+  if (a < 0) a = 0;
+  if (e > (long long)nk) e = (long long)nk;
+  if (e < a) e = a;
+  *lo = (size_t)a;
+  *hi = (size_t)e;
+}
+
+static struct {
+  cl_mem mem;
+  const float *host;
+} slope_table[16];
+static unsigned slope_next;
+
+void fclref_set_slopes(cl_mem slopes, const float *host) {
+  for (unsigned i = 0; i < 16; ++i)
+    if (slope_table[i].mem == slopes) {
+      slope_table[i].host = host;
+      return;
+    }
+  slope_table[slope_next % 16].mem = slopes;
+  slope_table[slope_next % 16].host = host;
+  slope_next++;
+}
+
+/* The ALiBi slope of (batch b, query head h), 0 without ALiBi. */
+static double slope_of(const fcl_attention_desc *d, size_t b, size_t h) {
+  if (!d->alibi_slopes) return 0.0;
+  for (unsigned i = 0; i < 16; ++i)
+    if (slope_table[i].mem == d->alibi_slopes)
+      return slope_table[i].host[(d->alibi_per_batch ? b * d->heads_q : 0) + h];
+  abort();  /* fclref_set_slopes was not told */
+}
+
+/* The logit of a dot product of query i and key j, and in *dlogit its
+ * derivative by scale * dot (the softcap's 1 - tanh^2). */
+static double logit(const fcl_attention_desc *d, double slope, size_t nq, size_t nk, size_t i,
+                    size_t j, double dot, double *dlogit) {
+  double x = dot * (double)d->scale;
+  *dlogit = 1.0;
+  if (d->softcap > 0.0f) {
+    const double th = tanh(x / (double)d->softcap);
+    x = (double)d->softcap * th;
+    *dlogit = 1.0 - th * th;
+  }
+  const double rel = (double)i + (double)nk - (double)nq - (double)j;
+  return x - slope * fabs(rel);
+}
+
+/* As float, on an S already scaled (and rounded), as softmax.cl does. */
+static float logit_f(const fcl_attention_desc *d, float slope, size_t nq, size_t nk, size_t i,
+                     size_t j, float x) {
+  if (d->softcap > 0.0f) x = d->softcap * tanhf(x / d->softcap);
+  const float rel = (float)((long long)i + (long long)nk - (long long)nq - (long long)j);
+  return x - slope * fabsf(rel);
+}
+
+/* A row of the problem: its sequence, its key range, where q and k start. */
+typedef struct row_ctx {
+  size_t nq, nk, lo, hi, hkv, q_at, k0;
+  double slope;
+} row_ctx;
+
+static row_ctx row_of(const fcl_attention_desc *d, size_t b, size_t h, size_t i) {
+  row_ctx r;
+  size_t q0;
+  fclref_sequence(d, b, &q0, &r.nq, &r.k0, &r.nk);
+  visible(d, r.nq, r.nk, i, &r.lo, &r.hi);
+  r.hkv = h / (d->heads_q / d->heads_kv);
+  r.q_at = ((q0 + i) * d->heads_q + h) * d->head_dim;
+  r.slope = slope_of(d, b, h);
+  return r;
+}
+
+static const float *key_row(const fcl_attention_desc *d, const float *k, const row_ctx *r,
+                            size_t j) {
+  return k + ((r->k0 + j) * d->heads_kv + r->hkv) * d->head_dim;
+}
+
+/* ---- the forward -------------------------------------------------------- */
+
+void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const float *k,
+                        const float *v, size_t b, size_t h, size_t i, double *o_row,
+                        double *lse) {
+  const size_t d = desc->head_dim;
+  const row_ctx r = row_of(desc, b, h, i);
+  const float *qi = q + r.q_at;
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0;
-  if (seen == 0) {
+  if (r.lo >= r.hi) {
     *lse = -INFINITY;
     return;
   }
-  double *s = malloc(seen * sizeof *s);
+  double *s = malloc((r.hi - r.lo) * sizeof *s), unused;
   if (!s) abort();
   double m = -INFINITY;
-  for (size_t j = 0; j < seen; ++j) {
-    const float *kj = k + ((b * nk + j) * desc->heads_kv + hkv) * d;
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const float *kj = key_row(desc, k, &r, j);
     double dot = 0.0;
     for (size_t c = 0; c < d; ++c) dot += (double)qi[c] * (double)kj[c];
-    s[j] = dot * (double)desc->scale;
-    if (s[j] > m) m = s[j];
+    s[j - r.lo] = logit(desc, r.slope, r.nq, r.nk, i, j, dot, &unused);
+    if (s[j - r.lo] > m) m = s[j - r.lo];
   }
   double l = 0.0;
-  for (size_t j = 0; j < seen; ++j) {
-    const double p = exp(s[j] - m);
-    const float *vj = v + ((b * nk + j) * desc->heads_kv + hkv) * d;
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const double p = exp(s[j - r.lo] - m);
+    const float *vj = key_row(desc, v, &r, j);
     l += p;
     for (size_t c = 0; c < d; ++c) o_row[c] += p * (double)vj[c];
   }
@@ -53,15 +157,23 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
   free(s);
 }
 
-void fclref_forward(const fcl_attention_desc *desc, const float *q,
-                    const float *k, const float *v, double *o, double *lse) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q;
-  for (size_t b = 0; b < desc->batch; ++b)
-    for (size_t h = 0; h < desc->heads_q; ++h)
-      for (size_t i = 0; i < nq; ++i)
-        fclref_forward_row(desc, q, k, v, b, h, i,
-                           o + ((b * nq + i) * desc->heads_q + h) * d,
-                           lse + (b * desc->heads_q + h) * nq + i);
+/* Calls row(b, h, i) for every query row of the problem. */
+#define EACH_ROW(desc, body)                                                    \
+  for (size_t b_ = 0; b_ < (desc)->batch; ++b_) {                               \
+    size_t q0_, nq_, k0_, nk_;                                                  \
+    fclref_sequence((desc), b_, &q0_, &nq_, &k0_, &nk_);                        \
+    for (size_t h_ = 0; h_ < (desc)->heads_q; ++h_)                             \
+      for (size_t i_ = 0; i_ < nq_; ++i_) {                                     \
+        const size_t b = b_, h = h_, i = i_;                                    \
+        const size_t at = ((q0_ + i) * (desc)->heads_q + h) * (desc)->head_dim; \
+        body;                                                                   \
+      }                                                                         \
+  }
+
+void fclref_forward(const fcl_attention_desc *desc, const float *q, const float *k,
+                    const float *v, double *o, double *lse) {
+  EACH_ROW(desc, fclref_forward_row(desc, q, k, v, b, h, i, o + at,
+                                    lse + fclref_lse_at(desc, b, h, i)));
 }
 
 fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype) {
@@ -70,33 +182,33 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype) {
 }
 
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
-                      const float *v, size_t b, size_t h, size_t i, float *o_row,
-                      float *lse) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
+                      const float *v, size_t b, size_t h, size_t i, float *o_row, float *lse) {
+  const size_t d = desc->head_dim;
+  const row_ctx r = row_of(desc, b, h, i);
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
-  const float *qi = q + ((b * nq + i) * desc->heads_q + h) * d;
-  const size_t seen = seen_keys(desc, i);
+  const float *qi = q + r.q_at;
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
-  if (seen == 0) {
+  if (r.lo >= r.hi) {
     *lse = -INFINITY;
     return;
   }
-  float *p = malloc(seen * sizeof *p);
+  const size_t n = r.hi - r.lo;
+  float *p = malloc(n * sizeof *p);
   if (!p) abort();
   float m = -INFINITY;
-  for (size_t j = 0; j < seen; ++j) {
-    const float *kj = k + ((b * nk + j) * desc->heads_kv + hkv) * d;
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const float *kj = key_row(desc, k, &r, j);
     float dot = 0.0f;
     for (size_t c = 0; c < d; ++c) dot = fmaf(qi[c], kj[c], dot);
-    p[j] = fclu_round(dot * desc->scale, s_type);
-    if (p[j] > m) m = p[j];
+    float *pj = &p[j - r.lo];
+    *pj = logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, fclu_round(dot * desc->scale, s_type));
+    if (*pj > m) m = *pj;
   }
   float l = 0.0f;
-  for (size_t j = 0; j < seen; ++j) l += p[j] = expf(p[j] - m);
-  for (size_t j = 0; j < seen; ++j) {
-    const float pj = fclu_round(p[j] / l, s_type);
-    const float *vj = v + ((b * nk + j) * desc->heads_kv + hkv) * d;
+  for (size_t x = 0; x < n; ++x) l += p[x] = expf(p[x] - m);
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const float pj = fclu_round(p[j - r.lo] / l, s_type);
+    const float *vj = key_row(desc, v, &r, j);
     for (size_t c = 0; c < d; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
   }
   for (size_t c = 0; c < d; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
@@ -104,153 +216,171 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   free(p);
 }
 
-void fclref_backward_slice(const fcl_attention_desc *desc, const float *q,
-                           const float *k, const float *v, const float *dout,
-                           size_t b, size_t hkv, double *dq, double *dk, double *dv) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t group = desc->heads_q / desc->heads_kv;
-  const double scale = (double)desc->scale;
-  const size_t kv_ld = desc->heads_kv * d;
-  const float *kb = k + (b * nk * desc->heads_kv + hkv) * d;
-  const float *vb = v + (b * nk * desc->heads_kv + hkv) * d;
-  double *dkb = dk + (b * nk * desc->heads_kv + hkv) * d;
-  double *dvb = dv + (b * nk * desc->heads_kv + hkv) * d;
-  for (size_t j = 0; j < nk; ++j)
-    for (size_t c = 0; c < d; ++c) dkb[j * kv_ld + c] = dvb[j * kv_ld + c] = 0.0;
-  double *p = malloc((nk ? nk : 1) * sizeof *p);
-  double *dp = malloc((nk ? nk : 1) * sizeof *dp);
-  if (!p || !dp) abort();
-  for (size_t h = hkv * group; h < (hkv + 1) * group; ++h)
-    for (size_t i = 0; i < nq; ++i) {
-      const size_t at = ((b * nq + i) * desc->heads_q + h) * d;
-      const float *qi = q + at, *doi = dout + at;
-      double *dqi = dq + at;
-      for (size_t c = 0; c < d; ++c) dqi[c] = 0.0;
-      const size_t seen = seen_keys(desc, i);
-      if (seen == 0) continue;
-      double m = -INFINITY;
-      for (size_t j = 0; j < seen; ++j) {
-        double dot = 0.0, dot_v = 0.0;
-        for (size_t c = 0; c < d; ++c) {
-          dot += (double)qi[c] * (double)kb[j * kv_ld + c];
-          dot_v += (double)doi[c] * (double)vb[j * kv_ld + c];
-        }
-        p[j] = dot * scale;
-        dp[j] = dot_v;
-        if (p[j] > m) m = p[j];
-      }
-      double l = 0.0;
-      for (size_t j = 0; j < seen; ++j) l += (p[j] = exp(p[j] - m));
-      double rowsum = 0.0;
-      for (size_t j = 0; j < seen; ++j) rowsum += (p[j] /= l) * dp[j];
-      for (size_t j = 0; j < seen; ++j) {
-        const double ds = p[j] * (dp[j] - rowsum) * scale;
-        for (size_t c = 0; c < d; ++c) {
-          dqi[c] += ds * (double)kb[j * kv_ld + c];
-          dkb[j * kv_ld + c] += ds * (double)qi[c];
-          dvb[j * kv_ld + c] += p[j] * (double)doi[c];
-        }
-      }
-    }
-  free(p);
-  free(dp);
-}
+/* ---- the backward --------------------------------------------------------- */
 
-void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q,
-                            const float *k, const float *v, const float *dout,
-                            size_t b, size_t h, size_t i, double *dq_row) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t hkv = h / (desc->heads_q / desc->heads_kv);
-  const size_t at = ((b * nq + i) * desc->heads_q + h) * d, kv_ld = desc->heads_kv * d;
-  const float *qi = q + at, *doi = dout + at;
-  const float *kb = k + (b * nk * desc->heads_kv + hkv) * d;
-  const float *vb = v + (b * nk * desc->heads_kv + hkv) * d;
-  const size_t seen = seen_keys(desc, i);
+/* One query row's gradient terms: dq_row (set), and when dk and dv are not
+ * NULL its terms added to them (K's layout). */
+static void backward_row(const fcl_attention_desc *desc, const float *q, const float *k,
+                         const float *v, const float *dout, const float *o, size_t b, size_t h,
+                         size_t i, double *dq_row, double *dk, double *dv) {
+  const size_t d = desc->head_dim;
+  const row_ctx r = row_of(desc, b, h, i);
+  const float *qi = q + r.q_at, *doi = dout + r.q_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0;
-  if (seen == 0) return;
-  double *p = malloc(seen * sizeof *p), *dp = malloc(seen * sizeof *dp);
-  if (!p || !dp) abort();
+  if (r.lo >= r.hi) return;
+  const size_t n = r.hi - r.lo;
+  double *p = malloc(n * sizeof *p), *dp = malloc(n * sizeof *dp), *dl = malloc(n * sizeof *dl);
+  if (!p || !dp || !dl) abort();
   double m = -INFINITY;
-  for (size_t j = 0; j < seen; ++j) {
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const float *kj = key_row(desc, k, &r, j), *vj = key_row(desc, v, &r, j);
     double dot = 0.0, dot_v = 0.0;
     for (size_t c = 0; c < d; ++c) {
-      dot += (double)qi[c] * (double)kb[j * kv_ld + c];
-      dot_v += (double)doi[c] * (double)vb[j * kv_ld + c];
+      dot += (double)qi[c] * (double)kj[c];
+      dot_v += (double)doi[c] * (double)vj[c];
     }
-    p[j] = dot * (double)desc->scale;
-    dp[j] = dot_v;
-    if (p[j] > m) m = p[j];
+    p[j - r.lo] = logit(desc, r.slope, r.nq, r.nk, i, j, dot, &dl[j - r.lo]);
+    dp[j - r.lo] = dot_v;
+    if (p[j - r.lo] > m) m = p[j - r.lo];
   }
   double l = 0.0, rowsum = 0.0;
-  for (size_t j = 0; j < seen; ++j) l += (p[j] = exp(p[j] - m));
-  for (size_t j = 0; j < seen; ++j) rowsum += (p[j] /= l) * dp[j];
-  for (size_t j = 0; j < seen; ++j) {
-    const double ds = p[j] * (dp[j] - rowsum) * (double)desc->scale;
-    for (size_t c = 0; c < d; ++c) dq_row[c] += ds * (double)kb[j * kv_ld + c];
+  for (size_t x = 0; x < n; ++x) l += (p[x] = exp(p[x] - m));
+  for (size_t x = 0; x < n; ++x) rowsum += (p[x] /= l) * dp[x];
+  if (o) {  /* D = dO . O of the O given, as the flash backward reads it */
+    rowsum = 0.0;
+    for (size_t c = 0; c < d; ++c) rowsum += (double)doi[c] * (double)o[r.q_at + c];
+  }
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const size_t x = j - r.lo;
+    const double ds = p[x] * (dp[x] - rowsum) * dl[x] * (double)desc->scale;
+    const float *kj = key_row(desc, k, &r, j);
+    const size_t kv_at = (size_t)(kj - k);
+    for (size_t c = 0; c < d; ++c) {
+      dq_row[c] += ds * (double)kj[c];
+      if (dk) {
+        dk[kv_at + c] += ds * (double)qi[c];
+        dv[kv_at + c] += p[x] * (double)doi[c];
+      }
+    }
   }
   free(p);
   free(dp);
+  free(dl);
 }
 
-void fclref_backward(const fcl_attention_desc *desc, const float *q,
-                     const float *k, const float *v, const float *dout,
-                     double *dq, double *dk, double *dv) {
+/* Keys of batch entry b's kv head hkv in K's layout: their first element
+ * and count, the row stride heads_kv * head_dim. */
+static void kv_slice(const fcl_attention_desc *d, size_t b, size_t hkv, size_t *first,
+                     size_t *nk) {
+  size_t q0, nq, k0;
+  fclref_sequence(d, b, &q0, &nq, &k0, nk);
+  *first = (k0 * d->heads_kv + hkv) * d->head_dim;
+}
+
+static void backward_slice(const fcl_attention_desc *desc, const float *q, const float *k,
+                           const float *v, const float *dout, const float *o, size_t b,
+                           size_t hkv, double *dq, double *dk, double *dv) {
+  const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
+  const size_t kv_ld = desc->heads_kv * d;
+  size_t first, nk, q0, nq, k0;
+  kv_slice(desc, b, hkv, &first, &nk);
+  fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
+  for (size_t j = 0; j < nk; ++j)
+    for (size_t c = 0; c < d; ++c) dk[first + j * kv_ld + c] = dv[first + j * kv_ld + c] = 0.0;
+  for (size_t h = hkv * group; h < (hkv + 1) * group; ++h)
+    for (size_t i = 0; i < nq; ++i)
+      backward_row(desc, q, k, v, dout, o, b, h, i, dq + ((q0 + i) * desc->heads_q + h) * d,
+                   dk, dv);
+}
+
+void fclref_backward_slice(const fcl_attention_desc *desc, const float *q, const float *k,
+                           const float *v, const float *dout, size_t b, size_t hkv, double *dq,
+                           double *dk, double *dv) {
+  backward_slice(desc, q, k, v, dout, NULL, b, hkv, dq, dk, dv);
+}
+
+void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q, const float *k,
+                            const float *v, const float *dout, size_t b, size_t h, size_t i,
+                            double *dq_row) {
+  backward_row(desc, q, k, v, dout, NULL, b, h, i, dq_row, NULL, NULL);
+}
+
+void fclref_backward(const fcl_attention_desc *desc, const float *q, const float *k,
+                     const float *v, const float *dout, double *dq, double *dk, double *dv) {
+  fclref_backward_given_o(desc, q, k, v, dout, NULL, dq, dk, dv);
+}
+
+void fclref_backward_given_o(const fcl_attention_desc *desc, const float *q, const float *k,
+                             const float *v, const float *dout, const float *o, double *dq,
+                             double *dk, double *dv) {
   for (size_t b = 0; b < desc->batch; ++b)
     for (size_t h = 0; h < desc->heads_kv; ++h)
-      fclref_backward_slice(desc, q, k, v, dout, b, h, dq, dk, dv);
+      backward_slice(desc, q, k, v, dout, o, b, h, dq, dk, dv);
 }
 
 /* ---- the naive backward, emulated ---------------------------------------- */
 
 /* One query row (batch b, query head h, row i) of the naive backward as
- * naive_bwd.c computes it, in float with S, P, dP and dS rounded to s_type:
- * dq_row (before the gradients' final rounding), and, when dk and dv are
- * not NULL, this row's terms added to them ([seqlen_k][head_dim] each). */
+ * naive_bwd.c computes it, in float with S, P, dP, t' and dS rounded to
+ * s_type: dq_row (before the gradients' final rounding), and, when dk and
+ * dv are not NULL, this row's terms added to them ([nk][head_dim] each). */
 static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const float *k,
                           const float *v, const float *dout, size_t b, size_t h, size_t i,
                           fcl_dtype s_type, float *dq_row, float *dk, float *dv) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t hkv = h / (desc->heads_q / desc->heads_kv), kv_ld = desc->heads_kv * d;
-  const size_t at = ((b * nq + i) * desc->heads_q + h) * d;
-  const float *qi = q + at, *doi = dout + at;
-  const float *kb = k + (b * nk * desc->heads_kv + hkv) * d;
-  const float *vb = v + (b * nk * desc->heads_kv + hkv) * d;
-  const size_t seen = seen_keys(desc, i);
+  const size_t d = desc->head_dim;
+  const row_ctx r = row_of(desc, b, h, i);
+  const float *qi = q + r.q_at, *doi = dout + r.q_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0f;
-  if (seen == 0) return;
-  float *p = malloc(seen * sizeof *p), *ds = malloc(seen * sizeof *ds);
-  if (!p || !ds) abort();
+  if (r.lo >= r.hi) return;
+  const size_t n = r.hi - r.lo;
+  float *s = malloc(n * sizeof *s), *p = malloc(n * sizeof *p), *ds = malloc(n * sizeof *ds);
+  if (!s || !p || !ds) abort();
   /* S = scale Q K^T (the GEMM), and the forward's LSE of that S. */
   float m = -INFINITY;
-  for (size_t j = 0; j < seen; ++j) {
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const float *kj = key_row(desc, k, &r, j);
     float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot = fmaf(qi[c], kb[j * kv_ld + c], dot);
-    p[j] = fclu_round(dot * desc->scale, s_type);
-    if (p[j] > m) m = p[j];
+    for (size_t c = 0; c < d; ++c) dot = fmaf(qi[c], kj[c], dot);
+    s[j - r.lo] = fclu_round(dot * desc->scale, s_type);
+    const float x = logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[j - r.lo]);
+    if (x > m) m = x;
   }
   float l = 0.0f;
-  for (size_t j = 0; j < seen; ++j) l += expf(p[j] - m);
+  for (size_t j = r.lo; j < r.hi; ++j)
+    l += expf(logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[j - r.lo]) - m);
   const float lse = m + logf(l);
-  /* P = e^(S - LSE); dP = dO V^T; dS = scale P (dP - rowsum(P dP)). */
+  /* P = e^(t(S) - LSE); dP = dO V^T; dS = scale P (dP - rowsum(P dP)) t'(S). */
   float rowsum = 0.0f;
-  for (size_t j = 0; j < seen; ++j) {
-    p[j] = fclu_round(expf(p[j] - lse), s_type);
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const size_t x = j - r.lo;
+    p[x] = fclu_round(expf(logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[x]) - lse), s_type);
+    const float *vj = key_row(desc, v, &r, j);
     float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot = fmaf(doi[c], vb[j * kv_ld + c], dot);
-    ds[j] = fclu_round(dot, s_type);
-    rowsum = fmaf(p[j], ds[j], rowsum);
+    for (size_t c = 0; c < d; ++c) dot = fmaf(doi[c], vj[c], dot);
+    ds[x] = fclu_round(dot, s_type);
+    rowsum = fmaf(p[x], ds[x], rowsum);
   }
-  for (size_t j = 0; j < seen; ++j)
-    ds[j] = fclu_round(desc->scale * (p[j] * (ds[j] - rowsum)), s_type);
+  for (size_t x = 0; x < n; ++x) {
+    float slope = 1.0f;
+    if (desc->softcap > 0.0f) {
+      const float th = tanhf(s[x] / desc->softcap);
+      slope = fclu_round(1.0f - th * th, s_type);
+    }
+    ds[x] = fclu_round(desc->scale * (p[x] * (ds[x] - rowsum)) * slope, s_type);
+  }
   /* dQ = dS K; dK += dS^T Q and dV += P^T dO for this row. */
-  for (size_t j = 0; j < seen; ++j)
+  for (size_t j = r.lo; j < r.hi; ++j) {
+    const size_t x = j - r.lo;
+    const float *kj = key_row(desc, k, &r, j);
     for (size_t c = 0; c < d; ++c) {
-      dq_row[c] = fmaf(ds[j], kb[j * kv_ld + c], dq_row[c]);
+      dq_row[c] = fmaf(ds[x], kj[c], dq_row[c]);
       if (dk) {
-        dk[j * d + c] = fmaf(ds[j], qi[c], dk[j * d + c]);
-        dv[j * d + c] = fmaf(p[j], doi[c], dv[j * d + c]);
+        dk[j * d + c] = fmaf(ds[x], qi[c], dk[j * d + c]);
+        dv[j * d + c] = fmaf(p[x], doi[c], dv[j * d + c]);
       }
     }
+  }
+  free(s);
   free(p);
   free(ds);
 }
@@ -267,9 +397,12 @@ void fclref_naive_backward_dq_row(const fcl_attention_desc *desc, const float *q
 void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
                                  const float *k, const float *v, const float *dout,
                                  size_t b, size_t hkv, float *dq, float *dk, float *dv) {
-  const size_t d = desc->head_dim, nq = desc->seqlen_q, nk = desc->seqlen_k;
-  const size_t group = desc->heads_q / desc->heads_kv, kv_ld = desc->heads_kv * d;
+  const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
+  const size_t kv_ld = desc->heads_kv * d;
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
+  size_t first, nk, q0, nq, k0;
+  kv_slice(desc, b, hkv, &first, &nk);
+  fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
   const size_t n = (nk ? nk : 1) * d;
   float *dk_m = malloc(n * sizeof *dk_m), *dv_m = malloc(n * sizeof *dv_m);
   float *dk_sum = calloc(n, sizeof *dk_sum), *dv_sum = calloc(n, sizeof *dv_sum);
@@ -279,7 +412,7 @@ void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
   for (size_t h = hkv * group; h < (hkv + 1) * group; ++h) {
     for (size_t x = 0; x < n; ++x) dk_m[x] = dv_m[x] = 0.0f;
     for (size_t i = 0; i < nq; ++i) {
-      float *dqi = dq + ((b * nq + i) * desc->heads_q + h) * d;
+      float *dqi = dq + ((q0 + i) * desc->heads_q + h) * d;
       naive_bwd_row(desc, q, k, v, dout, b, h, i, s_type, dqi, dk_m, dv_m);
       for (size_t c = 0; c < d; ++c)
         dqi[c] = fclu_round(fclu_round(dqi[c], s_type), desc->dtype);
@@ -289,12 +422,10 @@ void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
       dv_sum[x] = fclu_round(dv_sum[x] + dv_m[x], s_type);
     }
   }
-  float *dkb = dk + (b * nk * desc->heads_kv + hkv) * d;
-  float *dvb = dv + (b * nk * desc->heads_kv + hkv) * d;
   for (size_t j = 0; j < nk; ++j)
     for (size_t c = 0; c < d; ++c) {
-      dkb[j * kv_ld + c] = fclu_round(dk_sum[j * d + c], desc->dtype);
-      dvb[j * kv_ld + c] = fclu_round(dv_sum[j * d + c], desc->dtype);
+      dk[first + j * kv_ld + c] = fclu_round(dk_sum[j * d + c], desc->dtype);
+      dv[first + j * kv_ld + c] = fclu_round(dv_sum[j * d + c], desc->dtype);
     }
   free(dk_m);
   free(dv_m);

@@ -1,13 +1,32 @@
 /*
  * reference.h — attention in float64 on the host: the yardstick that the
  * tests and flashcl-bench --check measure the device results against.
- * Inputs are float arrays in the library's layout, already rounded to the
- * storage type, so only the device's arithmetic is being judged.
+ * Inputs are float arrays, already rounded to the storage type, so only
+ * the device's arithmetic is being judged, in the packed layouts whatever
+ * the descriptor's views: Q, O, dO, dQ [tokens_q][heads_q][head_dim], K,
+ * V, dK, dV [tokens_k][heads_kv][head_dim] (tokens: batch * seqlen, or
+ * the ragged totals) and LSE as the library lays it out (fclref_lse_at).
+ * The mask, softcap, ALiBi and ragged batches follow the descriptor,
+ * written here from flashcl.h's definitions, independently of the
+ * library's own (cl/params.h).
  */
 #ifndef FLASHCL_REFERENCE_H
 #define FLASHCL_REFERENCE_H
 
 #include "flashcl.h"
+
+/** Where row i of (batch b, query head h) is in the LSE array. */
+size_t fclref_lse_at(const fcl_attention_desc *desc, size_t b, size_t h, size_t i);
+
+/** The queries and keys of batch entry b: their first token and count. */
+void fclref_sequence(const fcl_attention_desc *desc, size_t b, size_t *q0, size_t *nq,
+                     size_t *k0, size_t *nk);
+
+/** Tells the reference what a descriptor's ALiBi slopes buffer holds (the
+ *  reference runs on the host and cannot read it): `host` floats, as the
+ *  buffer's layout. Up to 16 buffers are remembered, the newest replacing
+ *  the oldest. */
+void fclref_set_slopes(cl_mem slopes, const float *host);
 
 /** One query row (batch b, query head h, row i) of the forward:
  *  o_row[head_dim] and *lse (-INFINITY and zeros for a row that sees no
@@ -17,7 +36,7 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q,
                         const float *k, const float *v, size_t b, size_t h,
                         size_t i, double *o_row, double *lse);
 
-/** The whole forward: o in Q's layout, lse as [batch][heads_q][seqlen_q]. */
+/** The whole forward: o in Q's layout, lse at fclref_lse_at. */
 void fclref_forward(const fcl_attention_desc *desc, const float *q,
                     const float *k, const float *v, double *o, double *lse);
 
@@ -58,6 +77,14 @@ void fclref_backward_dq_row(const fcl_attention_desc *desc, const float *q,
 void fclref_backward(const fcl_attention_desc *desc, const float *q,
                      const float *k, const float *v, const float *dout,
                      double *dq, double *dk, double *dv);
+
+/** The backward with D = rowsum(dO * O) taken from a given o (Q's layout)
+ *  instead of the exact one: what the flash backward computes exactly when
+ *  it reads that O, so that O's rounding to the storage type is not
+ *  counted as its error. o NULL: fclref_backward. */
+void fclref_backward_given_o(const fcl_attention_desc *desc, const float *q, const float *k,
+                             const float *v, const float *dout, const float *o, double *dq,
+                             double *dk, double *dv);
 
 /** The naive backward emulated on the host, as naive_bwd.c computes it:
  *  float arithmetic, S, P, dP and dS rounded to fclref_naive_s_dtype(), LSE

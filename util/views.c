@@ -1,0 +1,133 @@
+/*
+ * views.c — see views.h.
+ */
+#include "views.h"
+
+#include "hostdata.h"
+
+#include <string.h>
+
+int fclu_layout_named(const char *name, fclu_layout *out) {
+  static const char *const names[3] = {"bshd", "bhsd", "qkv"};
+  for (int i = 0; i < 3; ++i)
+    if (name && !strcmp(name, names[i])) {
+      *out = (fclu_layout)i;
+      return 0;
+    }
+  return -1;
+}
+
+const char *fclu_layout_name(fclu_layout layout) {
+  return layout == FCLU_BHSD ? "bhsd" : layout == FCLU_QKV ? "qkv" : "bshd";
+}
+
+static int keyside(fclu_tensor t) {
+  return t == FCLU_K || t == FCLU_V || t == FCLU_DK || t == FCLU_DV;
+}
+
+size_t fclu_tokens(const fcl_attention_desc *d, fclu_tensor t) {
+  if (!d->cu_seqlens_q) return d->batch * (keyside(t) ? d->seqlen_k : d->seqlen_q);
+  const int32_t *cu = keyside(t) && d->cu_seqlens_k ? d->cu_seqlens_k : d->cu_seqlens_q;
+  return (size_t)cu[d->batch];
+}
+
+static size_t heads_of(const fcl_attention_desc *d, fclu_tensor t) {
+  return keyside(t) ? d->heads_kv : d->heads_q;
+}
+
+size_t fclu_packed_elems(const fcl_attention_desc *d, fclu_tensor t) {
+  return fclu_tokens(d, t) * heads_of(d, t) * d->head_dim;
+}
+
+static fcl_tensor_layout *slot(fcl_attention_desc *d, fclu_tensor t) {
+  fcl_tensor_layout *all[FCLU_TENSORS] = {&d->q, &d->k, &d->v, &d->o,
+                                          &d->dout, &d->dq, &d->dk, &d->dv};
+  return all[t];
+}
+
+static const fcl_tensor_layout *slot_c(const fcl_attention_desc *d, fclu_tensor t) {
+  return slot((fcl_attention_desc *)d, t);
+}
+
+void fclu_set_layouts(fcl_attention_desc *d, fclu_layout layout) {
+  const int ragged = d->cu_seqlens_q != NULL;
+  for (int i = 0; i < FCLU_TENSORS; ++i) {
+    const fclu_tensor t = (fclu_tensor)i;
+    fcl_tensor_layout *l = slot(d, t);
+    memset(l, 0, sizeof *l);
+    if (t == FCLU_O || t == FCLU_DOUT) continue;  /* packed */
+    const size_t heads = heads_of(d, t), hd = d->head_dim;
+    const size_t seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
+    if (layout == FCLU_BHSD) {
+      l->seq_stride = hd;
+      l->head_stride = (ragged ? fclu_tokens(d, t) : seqlen) * hd;
+      l->batch_stride = ragged ? 0 : heads * seqlen * hd;
+    } else if (layout == FCLU_QKV) {
+      const size_t width = (d->heads_q + 2 * d->heads_kv) * hd;
+      const int part = t == FCLU_Q || t == FCLU_DQ ? 0 : t == FCLU_K || t == FCLU_DK ? 1 : 2;
+      l->offset = part == 0 ? 0 : part == 1 ? d->heads_q * hd : (d->heads_q + d->heads_kv) * hd;
+      l->seq_stride = width;
+      l->head_stride = hd;
+      l->batch_stride = ragged ? 0 : seqlen * width;
+    }
+  }
+}
+
+int fclu_shares_buffer(const fcl_attention_desc *d, fclu_tensor t) {
+  return t != FCLU_O && t != FCLU_DOUT && slot_c(d, t)->seq_stride &&
+         slot_c(d, t)->seq_stride == (d->heads_q + 2 * d->heads_kv) * d->head_dim &&
+         slot_c(d, t)->head_stride == d->head_dim;
+}
+
+/* Tensor t's strides, the packed default's where all three are 0. */
+static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {
+  fcl_tensor_layout l = *slot_c(d, t);
+  if (l.batch_stride || l.seq_stride || l.head_stride) return l;
+  const size_t heads = heads_of(d, t), seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
+  l.head_stride = d->head_dim;
+  l.seq_stride = heads * d->head_dim;
+  l.batch_stride = d->cu_seqlens_q ? 0 : seqlen * heads * d->head_dim;
+  return l;
+}
+
+/* The element of token g (over all batch entries), head h, column c. */
+static size_t element(const fcl_attention_desc *d, fclu_tensor t, const fcl_tensor_layout *l,
+                      size_t g, size_t h, size_t c) {
+  const size_t seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
+  const size_t b = d->cu_seqlens_q ? 0 : g / seqlen, tok = d->cu_seqlens_q ? g : g % seqlen;
+  return l->offset + b * l->batch_stride + tok * l->seq_stride + h * l->head_stride + c;
+}
+
+void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, void *image) {
+  const fcl_tensor_layout l = resolved(d, t);
+  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  for (size_t g = 0; g < tokens; ++g)
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t c = 0; c < hd; ++c) {
+        const float v = x[(g * heads + h) * hd + c];
+        const size_t at = element(d, t, &l, g, h, c);
+        if (d->dtype == FCL_DTYPE_F32)
+          ((float *)image)[at] = v;
+        else
+          ((uint16_t *)image)[at] =
+              d->dtype == FCL_DTYPE_F16 ? fclu_f32_to_f16(v) : fclu_f32_to_bf16(v);
+      }
+}
+
+void fclu_gather(const fcl_attention_desc *d, fclu_tensor t, const void *image, float *x) {
+  const fcl_tensor_layout l = resolved(d, t);
+  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  for (size_t g = 0; g < tokens; ++g)
+    for (size_t h = 0; h < heads; ++h)
+      for (size_t c = 0; c < hd; ++c) {
+        const size_t at = element(d, t, &l, g, h, c);
+        float v;
+        if (d->dtype == FCL_DTYPE_F32) {
+          v = ((const float *)image)[at];
+        } else {
+          const uint16_t bits = ((const uint16_t *)image)[at];
+          v = d->dtype == FCL_DTYPE_F16 ? fclu_f16_to_f32(bits) : fclu_bf16_to_f32(bits);
+        }
+        x[(g * heads + h) * hd + c] = v;
+      }
+}

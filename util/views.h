@@ -1,0 +1,46 @@
+/*
+ * views.h — tensors in the layouts a caller may hold (flashcl.h,
+ * fcl_tensor_layout), for the tests and flashcl-bench: the layouts by
+ * name, and moving a packed host tensor ([tokens][heads][head_dim], as the
+ * float64 reference takes it) into and out of the bytes of a buffer that
+ * holds it in its view.
+ */
+#ifndef FLASHCL_VIEWS_H
+#define FLASHCL_VIEWS_H
+
+#include "flashcl.h"
+
+/** The eight tensors of a descriptor, in its order. */
+typedef enum fclu_tensor {
+  FCLU_Q, FCLU_K, FCLU_V, FCLU_O, FCLU_DOUT, FCLU_DQ, FCLU_DK, FCLU_DV, FCLU_TENSORS
+} fclu_tensor;
+
+/** Layouts by name: bshd, packed [batch][seqlen][heads][head_dim] (the
+ *  default); bhsd, PyTorch's [batch][heads][seqlen][head_dim] (ragged:
+ *  [heads][tokens][head_dim]) for q, k, v and their gradients; qkv, q, k
+ *  and v as views of one [tokens][heads_q + 2 heads_kv][head_dim] buffer,
+ *  and dq, dk, dv of another (o and dout packed). */
+typedef enum fclu_layout { FCLU_BSHD, FCLU_BHSD, FCLU_QKV } fclu_layout;
+
+/** "bshd", "bhsd", "qkv" -> *out; -1 for another name. */
+int fclu_layout_named(const char *name, fclu_layout *out);
+const char *fclu_layout_name(fclu_layout layout);
+
+/** Sets desc's eight layouts to `layout` (its shape, ragged or not, set). */
+void fclu_set_layouts(fcl_attention_desc *desc, fclu_layout layout);
+
+/** Whether tensor t lives in the same buffer as others (qkv). */
+int fclu_shares_buffer(const fcl_attention_desc *desc, fclu_tensor t);
+
+/** Tokens of tensor t: batch * seqlen, or the ragged total; and the
+ *  elements of its packed form. */
+size_t fclu_tokens(const fcl_attention_desc *desc, fclu_tensor t);
+size_t fclu_packed_elems(const fcl_attention_desc *desc, fclu_tensor t);
+
+/** Writes packed tensor x (floats, converted to desc's storage type) into
+ *  `image`, the bytes of a buffer holding tensor t in desc's view; reads it
+ *  back. Bytes of the image outside the view are left alone. */
+void fclu_scatter(const fcl_attention_desc *desc, fclu_tensor t, const float *x, void *image);
+void fclu_gather(const fcl_attention_desc *desc, fclu_tensor t, const void *image, float *x);
+
+#endif
