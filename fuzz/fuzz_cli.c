@@ -9,7 +9,9 @@
  *   - options it accepts are ones the tool can run with: at least one
  *     algorithm and storage type (no type twice), a pass, counts in range,
  *     and for a single shape sizes of at least 1 with heads a multiple of
- *     heads_kv; every size given on the command line was decimal digits.
+ *     heads_kv; every size given on the command line was decimal digits;
+ *     window bounds of at least -1, a finite softcap of at least 0, and a
+ *     ragged batch whose prefix sums rise from 0 and set batch and seqlen.
  * Built like fuzz_desc_plan (scripts/fuzz.sh); tests/test_fuzz_replay.c
  * replays fuzz/corpus_cli in ctest.
  */
@@ -63,7 +65,7 @@ static const char *const bench_numeric[] = {"--batch",  "--heads",    "--heads-k
 static const char *const bench_values[] = {
     "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--head-dim", "--warmup",
     "--repeat", "--device", "--algo", "--pass", "--dtype", "--tiling", "--kernel", "--json",
-    "--csv", "--svg", NULL};
+    "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", NULL};
 static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
                                            "--seqlen", "--seqlen-k", "--head-dim", NULL};
 static const char *const info_values[] = {"--batch",    "--heads",    "--heads-kv", "--seqlen",
@@ -93,6 +95,20 @@ static void fuzz_bench(int argc, char **argv) {
   CHECK(a.warmup >= -1 && a.warmup <= 1000000);
   CHECK(a.repeat == -1 || (a.repeat >= 1 && a.repeat <= 1000000));
   CHECK(a.tiling.kernel <= FCL_FLASH_KERNEL_MMA);
+  CHECK(a.window_left >= -1 && a.window_right >= -1);
+  CHECK(a.softcap >= 0 && a.softcap <= 3.4e38f);
+  CHECK(a.layout == FCLU_BSHD || a.layout == FCLU_BHSD || a.layout == FCLU_QKV);
+  CHECK(a.n_varlen >= 0 && a.n_varlen <= 256);
+  if (a.n_varlen) {
+    int32_t longest = 1;
+    CHECK(a.cu_varlen_q[0] == 0 && a.cu_varlen_k[0] == 0 && !a.sweep);
+    for (int i = 0; i < a.n_varlen; ++i) {
+      const int32_t n = a.cu_varlen_q[i + 1] - a.cu_varlen_q[i];
+      CHECK(n >= 0 && a.cu_varlen_k[i + 1] >= a.cu_varlen_k[i]);
+      if (n > longest) longest = n;
+    }
+    CHECK(a.batch == (size_t)a.n_varlen && a.seqlen == (size_t)longest);
+  }
   if (!a.sweep) {
     const size_t sizes[] = {a.batch, a.heads, a.heads_kv, a.seqlen, a.seqlen_k, a.head_dim};
     for (size_t i = 0; i < 6; ++i) CHECK(sizes[i] >= 1);

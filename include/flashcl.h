@@ -403,7 +403,7 @@ typedef enum fcl_pass {
  *  (cl/flash_fwd_mma.cl, cl/flash_bwd_mma.cl) gives each warp of 32
  *  work-items 16 rows and multiplies with NVIDIA's warp-level matrix
  *  instructions (tensor cores, sm_80 and later; f32 as 3xTF32, at f32
- *  accuracy, in the forward only); on other devices it emulates them
+ *  accuracy, in both passes); on other devices it emulates them
  *  through local memory, correct but slow, for tests. It takes head_dim up
  *  to 128 that is a multiple of 8. */
 typedef enum fcl_flash_kernel {
@@ -468,11 +468,12 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
  *  threads_per_row and tile_elem_size are fixed. With kernel left 0, a hint that sets
  *  threads_per_row, rows_per_thread or tile_elem_size describes, and so
  *  selects, the SIMT kernel.
- *  The hint applies to both passes, except that the backward (SIMT only)
- *  ignores kernel, derives its block sizes from the other fields (see
- *  fcl_plan) and so ignores block_k, and that threads_per_row = 8 exists
- *  for the backward only (a forward with it fails with
- *  FCL_ERROR_UNSUPPORTED). Applies to calls that start after it returns.
+ *  The hint applies to both passes, kernel included. Their backwards have
+ *  block_k = block_q: the SIMT backward derives both from the other fields
+ *  (see fcl_plan) and so ignores block_k; the MMA backward takes a block_k
+ *  as the work-group it implies (16 rows per warp), which a wg_size given
+ *  too must match. threads_per_row = 8 exists for the backwards only (a
+ *  forward with it fails with FCL_ERROR_UNSUPPORTED). Applies to calls that start after it returns.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
@@ -540,17 +541,23 @@ typedef struct fcl_run_info {
  *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
  *  their q holds (subject to the rule for v above).
  *  @return FCL_SUCCESS;
- *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL, algo,
- *            dtype, causal or scale out of range, q, k, v or o NULL, a
- *            handle that is not a buffer (not a cl_mem, an image), of
- *            another OpenCL context, with the wrong access flags, or an
- *            output overlapping a buffer;
+ *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL or
+ *            with struct_size 0, algo, dtype, causal or scale out of range,
+ *            a window bound below -1 (or window_right > 0 with causal),
+ *            softcap negative or not finite, alibi_per_batch not 0 or 1,
+ *            cu_seqlens not starting at 0 or decreasing (the message names
+ *            the entry), cu_seqlens_k without cu_seqlens_q, strides that
+ *            make a view's elements overlap, q, k, v or o NULL, a handle
+ *            that is not a buffer (not a cl_mem, an image), of another
+ *            OpenCL context, with the wrong access flags, or an output
+ *            whose view shares bytes with another view or buffer;
  *          FCL_ERROR_INVALID_SHAPE: a size 0 or over INT_MAX, heads_q not a
- *            multiple of heads_kv, tensor sizes overflowing size_t;
+ *            multiple of heads_kv, a ragged sequence longer than seqlen_q
+ *            (seqlen_k), tensor sizes or layouts overflowing size_t;
  *          FCL_ERROR_BUFFER_TOO_SMALL (the message names the buffer);
  *          FCL_ERROR_UNSUPPORTED: head_dim over FCL_MAX_HEAD_DIM or too
- *            large for the device's local memory (flash), a storage type
- *            the algorithm lacks (naive: f32 only);
+ *            large for the device's local memory (flash), f16 with the
+ *            naive algorithm on a device without cl_khr_fp16;
  *          FCL_ERROR_OUT_OF_MEMORY: a host or device allocation failed, or
  *            the naive algorithm's S for one (batch, head) exceeds the
  *            device's largest allocation or the scratch limit;

@@ -42,11 +42,24 @@ expect 1 "largest allocation" "$bench" "${run[@]}" --seqlen 540000000 --seqlen-k
 expect 3 "naive" "$bench" "${run[@]}" --head-dim 300 --seqlen 64 --causal both
 [ "$(grep -c 'FCL_ERROR_UNSUPPORTED' "$tmp/out.txt")" -eq 4 ] || fail "--causal both: not 4 results"
 # strict values: junk, signs, trailing commas, exponents, overflow
-for tiling in 32,128,1,1junk 32,128,1,1, -1,128,1,1 32,,1,1 32,128,1; do
+for tiling in 32,128,1,1junk '32,128,1,1,' -1,128,1,1 32,,1,1 32,128,1; do
   expect 2 "--tiling needs" "$bench" "${run[@]}" "${shape[@]}" --tiling "$tiling"
 done
 expect 2 "is too large" "$bench" "${run[@]}" --seqlen 99999999999999999999999
 expect 2 "not a decimal integer" "$bench" "${run[@]}" --seqlen 1e3
+for window in 5 5,6,7 a,0 -2,0 '5,' 1e3,0; do
+  expect 2 "--window needs L,R" "$bench" "${run[@]}" "${shape[@]}" --window "$window"
+done
+for cap in -1 nan inf 1e39 x ""; do
+  expect 2 "--softcap needs" "$bench" "${run[@]}" "${shape[@]}" --softcap "$cap"
+done
+expect 2 "--varlen needs" "$bench" "${run[@]}" --varlen 5,,6
+expect 2 "excludes --batch" "$bench" "${run[@]}" --varlen 5,6 --batch 2
+expect 2 "excludes --sweep" "$bench" "${run[@]}" --varlen 5,6 --sweep
+expect 2 "add up past" "$bench" "${run[@]}" --varlen 2000000000,2000000000
+expect 2 "--layout needs" "$bench" "${run[@]}" "${shape[@]}" --layout bsdh
+# --causal takes the window's right bound to 0
+expect 0 "window -1,3" "$bench" "${run[@]}" --varlen 5,6 --seqlen-k 4 --causal --window -1,3
 expect 2 "unknown option" "$bench" --frobnicate
 expect 2 "needs a value" "$bench" --seqlen
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "flashcl.h"
+#include "views.h"
 
 enum { ALGO_FLASH = 1, ALGO_NAIVE = 2 };
 enum { PASS_FWD = 1, PASS_BWD = 2, PASS_FWDBWD = 3 };
@@ -29,6 +30,14 @@ typedef struct bench_options {
   int peaks;                /* measure copy/FMA ceilings per device */
   int io_table;             /* print the naive-vs-flash I/O table */
   fcl_plan tiling;          /* --tiling: overrides of the planner */
+  /* The problem beyond its shape (applied to every shape run). */
+  int window_left, window_right;  /* --window L,R: -1 unbounded (default) */
+  float softcap;                  /* --softcap: 0 off */
+  int alibi;                      /* --alibi: the ALiBi paper's slopes per head */
+  int n_varlen;                   /* --varlen: sequences of one ragged batch (0: not) */
+  int32_t cu_varlen_q[257], cu_varlen_k[257];  /* its prefix sums */
+  int varlen_keys_own;            /* --seqlen-k with --varlen: keys of that length each */
+  fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
   int quiet;                /* no progress on stderr */
 } bench_options;
@@ -85,6 +94,8 @@ typedef struct bench_result {
   char message[512];
   fcl_plan plan;
   unsigned chunks;
+  int alibi;                /* desc.alibi_slopes is gone by output time */
+  fclu_layout layout;
 } bench_result;
 
 typedef struct bench_results {
@@ -109,6 +120,10 @@ size_t bench_shapes(const bench_options *opts, const fcl_device_info *device,
  *  them on the same data. */
 void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts,
                    const fcl_attention_desc *desc, int pass, bench_results *all);
+
+/** The problem options (window, softcap, ragged batch, layout) applied to
+ *  a shape's descriptor. */
+void bench_apply_problem(const bench_options *opts, fcl_attention_desc *desc);
 
 /* Output. */
 void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,

@@ -13,13 +13,25 @@
 #define MAX_DEVICES 32
 #define MAX_SHAPES 256
 
+void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
+  d->window_left = o->window_left;
+  d->window_right = d->causal && o->window_right > 0 ? 0 : o->window_right;
+  d->softcap = o->softcap;
+  if (o->n_varlen) {
+    d->cu_seqlens_q = o->cu_varlen_q;
+    d->cu_seqlens_k = o->cu_varlen_k;
+  }
+  fclu_set_layouts(d, o->layout);
+}
+
 /* Adds a shape once per storage type asked for. */
 static void add_shape(bench_shape *out, size_t *n, size_t capacity,
                       const fcl_attention_desc *desc, const bench_options *o) {
   for (int t = 0; t < o->n_dtypes; ++t)
     if (*n < capacity) {
       out[*n].desc = *desc;
-      out[(*n)++].desc.dtype = o->dtypes[t];
+      out[*n].desc.dtype = o->dtypes[t];
+      bench_apply_problem(o, &out[(*n)++].desc);
     }
 }
 

@@ -10,6 +10,7 @@
 #include "bench.h"
 #include "hostdata.h"
 #include "reference.h"
+#include "views.h"
 
 /* Rows checked against the float64 reference: enough to catch indexing
  * and masking errors anywhere, few enough for 16k-long rows on the host. */
@@ -36,12 +37,15 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The problem's inputs, host and device. */
+/* The problem's inputs, host (packed, as the reference takes them) and
+ * device (in the descriptor's views; packed QKV in one buffer). */
 typedef struct inputs {
   fcl_attention_desc desc;
-  size_t q_elems, kv_elems, lse_elems;
+  fcl_buffer_sizes sizes;
+  size_t q_elems, kv_elems, lse_elems;  /* packed */
   float *q, *k, *v, *dout;  /* dout only for backward passes */
-  cl_mem dq, dk, dv, ddout;
+  float *slopes;            /* ALiBi */
+  cl_mem dq, dk, dv, ddout, dslopes;
 } inputs;
 
 static void inputs_free(inputs *in) {
@@ -49,11 +53,56 @@ static void inputs_free(inputs *in) {
   free(in->k);
   free(in->v);
   free(in->dout);
-  if (in->ddout) clReleaseMemObject(in->ddout);
-  if (in->dq) clReleaseMemObject(in->dq);
-  if (in->dk) clReleaseMemObject(in->dk);
-  if (in->dv) clReleaseMemObject(in->dv);
+  free(in->slopes);
+  cl_mem all[5] = {in->ddout, in->dq, in->dk, in->dv, in->dslopes};
+  for (int i = 0; i < 5; ++i)
+    if (all[i]) clReleaseMemObject(all[i]);
   memset(in, 0, sizeof *in);
+}
+
+/* A buffer of `bytes` holding packed host tensors xs[i] (tensor ts[i]) in
+ * their views, NaN elsewhere; NULL on failure. */
+static cl_mem view_buffer(fcl_context *ctx, const fcl_attention_desc *d, size_t bytes,
+                          const fclu_tensor *ts, const float *const *xs, int n) {
+  unsigned char *image = malloc(bytes ? bytes : 4);
+  if (!image) return NULL;
+  memset(image, 0xff, bytes ? bytes : 4);
+  for (int i = 0; i < n; ++i)
+    if (xs[i]) fclu_scatter(d, ts[i], xs[i], image);
+  cl_int err;
+  cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                            bytes ? bytes : 4, image, &err);
+  free(image);
+  return err == CL_SUCCESS ? m : NULL;
+}
+
+/* Tensor t out of a buffer of `bytes` holding it in its view. */
+static int view_download(fcl_context *ctx, const fcl_attention_desc *d, cl_mem m, size_t bytes,
+                         fclu_tensor t, float *x) {
+  unsigned char *image = malloc(bytes ? bytes : 4);
+  if (!image) return -1;
+  int rc = bytes && clEnqueueReadBuffer(fcl_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, image,
+                                        0, NULL, NULL) != CL_SUCCESS
+               ? -1
+               : 0;
+  if (rc == 0) fclu_gather(d, t, image, x);
+  free(image);
+  return rc;
+}
+
+static size_t largest3(size_t a, size_t b, size_t c) {
+  return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+/* ALiBi's slopes for `heads` (Press et al.): 2^(-8 i / n) for i = 1 .. n,
+ * n the largest power of two up to heads, and for the rest every other
+ * slope of 2n heads. */
+static void alibi_slopes(size_t heads, float *out) {
+  size_t n = 1;
+  while (2 * n <= heads) n *= 2;
+  for (size_t i = 0; i < heads; ++i)
+    out[i] = i < n ? (float)pow(2.0, -8.0 * (double)(i + 1) / (double)n)
+                   : (float)pow(2.0, -8.0 * (double)(2 * (i - n) + 1) / (double)(2 * n));
 }
 
 /* Whether a shape can run at all, judged before anything is allocated: the
@@ -94,50 +143,95 @@ static fcl_status admissible(const fcl_device_info *dev, const fcl_attention_des
 
 /* The sizes are admissible()'s, so the host's float copies fit size_t. */
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
-                       const fcl_buffer_sizes *sz, int pass, uint64_t seed) {
+                       const fcl_buffer_sizes *sz, int pass, int alibi, uint64_t seed) {
   memset(in, 0, sizeof *in);
   in->desc = *desc;
-  in->q_elems = sz->q / fcl_dtype_size(desc->dtype);
-  in->kv_elems = sz->k / fcl_dtype_size(desc->dtype);
+  in->sizes = *sz;
+  fcl_attention_desc *d = &in->desc;
+  in->q_elems = fclu_packed_elems(d, FCLU_Q);
+  in->kv_elems = fclu_packed_elems(d, FCLU_K);
   in->lse_elems = sz->lse / sizeof(float);
-  in->q = malloc(in->q_elems * sizeof(float));
-  in->k = malloc(in->kv_elems * sizeof(float));
-  in->v = malloc(in->kv_elems * sizeof(float));
+  in->q = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
+  in->k = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+  in->v = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
   if (!in->q || !in->k || !in->v) return -1;
   fclu_rng rng;
   fclu_rng_seed(&rng, seed);
-  fclu_fill_normal(&rng, in->q, in->q_elems, 1.0, desc->dtype);
-  fclu_fill_normal(&rng, in->k, in->kv_elems, 1.0, desc->dtype);
-  fclu_fill_normal(&rng, in->v, in->kv_elems, 1.0, desc->dtype);
-  in->dq = fclu_upload(ctx, in->q, in->q_elems, desc->dtype);
-  in->dk = fclu_upload(ctx, in->k, in->kv_elems, desc->dtype);
-  in->dv = fclu_upload(ctx, in->v, in->kv_elems, desc->dtype);
+  fclu_fill_normal(&rng, in->q, in->q_elems, 1.0, d->dtype);
+  fclu_fill_normal(&rng, in->k, in->kv_elems, 1.0, d->dtype);
+  fclu_fill_normal(&rng, in->v, in->kv_elems, 1.0, d->dtype);
+  if (alibi) {  /* the slopes, as a device buffer the descriptor names */
+    const size_t n = (d->alibi_per_batch ? d->batch : 1) * d->heads_q;
+    in->slopes = malloc(n * sizeof *in->slopes);
+    if (!in->slopes) return -1;
+    for (size_t b = 0; b < n / d->heads_q; ++b) alibi_slopes(d->heads_q, in->slopes + b * d->heads_q);
+    cl_int err;
+    in->dslopes = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                 n * sizeof *in->slopes, in->slopes, &err);
+    if (err != CL_SUCCESS) return -1;
+    d->alibi_slopes = in->dslopes;
+    fclref_set_slopes(in->dslopes, in->slopes);
+  }
+  const fclu_tensor qkv[3] = {FCLU_Q, FCLU_K, FCLU_V};
+  const float *hosts[3] = {in->q, in->k, in->v};
+  if (fclu_shares_buffer(d, FCLU_Q)) {
+    in->dq = view_buffer(ctx, d, largest3(sz->q, sz->k, sz->v), qkv, hosts, 3);
+    if (!in->dq) return -1;
+    in->dk = in->dv = in->dq;
+    clRetainMemObject(in->dq);
+    clRetainMemObject(in->dq);
+  } else {
+    const size_t bytes[3] = {sz->q, sz->k, sz->v};
+    cl_mem *out[3] = {&in->dq, &in->dk, &in->dv};
+    for (int i = 0; i < 3; ++i)
+      if (!(*out[i] = view_buffer(ctx, d, bytes[i], &qkv[i], &hosts[i], 1))) return -1;
+  }
   if (pass != PASS_FWD) {
-    in->dout = malloc(in->q_elems * sizeof(float));
+    in->dout = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
     if (!in->dout) return -1;
-    fclu_fill_normal(&rng, in->dout, in->q_elems, 1.0, desc->dtype);
-    in->ddout = fclu_upload(ctx, in->dout, in->q_elems, desc->dtype);
+    fclu_fill_normal(&rng, in->dout, in->q_elems, 1.0, d->dtype);
+    const fclu_tensor t = FCLU_DOUT;
+    const float *x = in->dout;
+    in->ddout = view_buffer(ctx, d, sz->dout, &t, &x, 1);
     if (!in->ddout) return -1;
   }
-  return in->dq && in->dk && in->dv ? 0 : -1;
+  return 0;
 }
 
-/* A spread of (b, h, i) rows: the first and last rows of the sequence,
- * the rows around where a causal mask starts to see keys, and the rest
- * evenly through the tensor. */
-static size_t sample_rows(const fcl_attention_desc *d, size_t *rows, size_t max) {
-  size_t total = d->batch * d->heads_q * d->seqlen_q, n = 0;
+/* A spread of (token, head) rows, as token * heads_q + head: the first and
+ * last tokens, and the rest evenly through the tensor. */
+static size_t sample_rows(const inputs *in, size_t *rows, size_t max) {
+  const size_t heads = in->desc.heads_q, total = in->lse_elems, n_tokens = total / heads;
+  size_t n = 0;
   if (total <= max) {
     for (size_t r = 0; r < total; ++r) rows[n++] = r;
     return n;
   }
   for (size_t k = 0; k < max; ++k) {
-    size_t bh = (k * 7919) % (d->batch * d->heads_q), i;
-    if (k % 4 == 0) i = k / 4 % 2 ? d->seqlen_q - 1 : 0;
-    else i = (size_t)((double)(k * 104729 % 1000003) / 1000003.0 * (double)d->seqlen_q);
-    rows[n++] = bh * d->seqlen_q + i;
+    size_t g;
+    if (k % 4 == 0) g = k / 4 % 2 ? n_tokens - 1 : 0;
+    else g = (size_t)((double)(k * 104729 % 1000003) / 1000003.0 * (double)n_tokens);
+    rows[n++] = g * heads + (k * 7919) % heads;
   }
   return n;
+}
+
+/* The (batch entry, query) of a token. */
+static void token_row(const fcl_attention_desc *d, size_t g, size_t *b, size_t *i) {
+  if (!d->cu_seqlens_q) {
+    *b = g / d->seqlen_q;
+    *i = g % d->seqlen_q;
+    return;
+  }
+  size_t lo = 0, hi = d->batch;  /* the last b with cu[b] <= g and a query */
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    if ((size_t)d->cu_seqlens_q[mid] <= g) lo = mid;
+    else hi = mid;
+  }
+  while (lo + 1 < d->batch && (size_t)d->cu_seqlens_q[lo + 1] <= g) ++lo;
+  *b = lo;
+  *i = g - (size_t)d->cu_seqlens_q[lo];
 }
 
 /* Host copies of what a run produced, for --check. */
@@ -158,8 +252,10 @@ static double worst(double a, double b) { return !(a <= b) ? a : b; }
 /* Whether the reference of one (batch, kv head) slice of the backward is
  * cheap enough for --check. */
 static int slice_affordable(const fcl_attention_desc *d) {
-  const double work = (double)(d->heads_q / d->heads_kv) * (double)d->seqlen_q *
-                      (double)d->seqlen_k * (double)d->head_dim;
+  size_t q0, nq, k0, nk;
+  fclref_sequence(d, 0, &q0, &nq, &k0, &nk);
+  const double work = (double)(d->heads_q / d->heads_kv) * (double)nq * (double)nk *
+                      (double)d->head_dim;
   return work <= 2147483648.0;
 }
 
@@ -175,9 +271,9 @@ static double check_run(const inputs *in, int pass, const results_host *got,
   float *row = malloc(hd * sizeof *row);
   *ref_max = 0.0;
   for (size_t r = 0; r < n_rows && ref && row; ++r) {
-    const size_t i = rows[r] % d->seqlen_q, h = rows[r] / d->seqlen_q % d->heads_q;
-    const size_t b = rows[r] / d->seqlen_q / d->heads_q;
-    const size_t at = ((b * d->seqlen_q + i) * d->heads_q + h) * hd;
+    const size_t h = rows[r] % d->heads_q, at = rows[r] * hd;
+    size_t b, i;
+    token_row(d, rows[r] / d->heads_q, &b, &i);
     if (pass == PASS_FWD) {
       fclref_forward_row(d, in->q, in->k, in->v, b, h, i, ref, &lse);
       memcpy(row, got->o + at, hd * sizeof *row);
@@ -197,7 +293,9 @@ static double check_run(const inputs *in, int pass, const results_host *got,
     if (rq && rk && rv) {
       fclref_backward_slice(d, in->q, in->k, in->v, in->dout, 0, 0, rq, rk, rv);
       const size_t kv_ld = d->heads_kv * hd;
-      for (size_t j = 0; j < d->seqlen_k; ++j) {
+      size_t q0, nq, k0, nk;
+      fclref_sequence(d, 0, &q0, &nq, &k0, &nk);
+      for (size_t j = 0; j < nk; ++j) {
         err = worst(err, fclu_max_abs_err(got->dk + j * kv_ld, rk + j * kv_ld, hd));
         err = worst(err, fclu_max_abs_err(got->dv + j * kv_ld, rv + j * kv_ld, hd));
         double m = fclu_max_abs(rk + j * kv_ld, hd);
@@ -231,9 +329,9 @@ static double emulated_naive_error(const inputs *in, int pass, const size_t *row
   }
   if (pass == PASS_FWD ? !emu.o : !emu.dq || !emu.dk || !emu.dv) goto done;
   for (size_t r = 0; r < n_rows; ++r) {
-    const size_t i = rows[r] % d->seqlen_q, h = rows[r] / d->seqlen_q % d->heads_q;
-    const size_t b = rows[r] / d->seqlen_q / d->heads_q;
-    const size_t at = ((b * d->seqlen_q + i) * d->heads_q + h) * d->head_dim;
+    const size_t h = rows[r] % d->heads_q, at = rows[r] * d->head_dim;
+    size_t b, i;
+    token_row(d, rows[r] / d->heads_q, &b, &i);
     if (pass == PASS_FWD)
       fclref_naive_row(d, in->q, in->k, in->v, b, h, i, emu.o + at, &lse);
     else
@@ -271,14 +369,22 @@ static void outputs_free(outputs *out) {
 
 static int outputs_init(outputs *out, fcl_context *ctx, const inputs *in, int pass) {
   memset(out, 0, sizeof *out);
-  const size_t es = fcl_dtype_size(in->desc.dtype);
-  out->o = fclu_poisoned_buffer(ctx, in->q_elems * es);
-  out->lse = fclu_poisoned_buffer(ctx, in->lse_elems * sizeof(float));
+  const fcl_buffer_sizes *sz = &in->sizes;
+  out->o = fclu_poisoned_buffer(ctx, sz->o ? sz->o : 4);
+  out->lse = fclu_poisoned_buffer(ctx, sz->lse ? sz->lse : 4);
   if (!out->o || !out->lse) return -1;
   if (pass == PASS_FWD) return 0;
-  out->dq = fclu_poisoned_buffer(ctx, in->q_elems * es);
-  out->dk = fclu_poisoned_buffer(ctx, in->kv_elems * es);
-  out->dv = fclu_poisoned_buffer(ctx, in->kv_elems * es);
+  if (fclu_shares_buffer(&in->desc, FCLU_DQ)) {  /* dq, dk, dv packed in one */
+    out->dq = fclu_poisoned_buffer(ctx, largest3(sz->dq, sz->dk, sz->dv));
+    if (!out->dq) return -1;
+    out->dk = out->dv = out->dq;
+    clRetainMemObject(out->dq);
+    clRetainMemObject(out->dq);
+    return 0;
+  }
+  out->dq = fclu_poisoned_buffer(ctx, sz->dq ? sz->dq : 4);
+  out->dk = fclu_poisoned_buffer(ctx, sz->dk ? sz->dk : 4);
+  out->dv = fclu_poisoned_buffer(ctx, sz->dv ? sz->dv : 4);
   return out->dq && out->dk && out->dv ? 0 : -1;
 }
 
@@ -314,19 +420,22 @@ static fcl_status run_pass(fcl_context *ctx, fcl_algo algo, int pass, const inpu
 
 static int download_results(fcl_context *ctx, const inputs *in, int pass,
                             const outputs *out, results_host *h) {
-  const fcl_dtype t = in->desc.dtype;
+  const fcl_attention_desc *d = &in->desc;
+  const fcl_buffer_sizes *sz = &in->sizes;
   memset(h, 0, sizeof *h);
   if (pass == PASS_FWD) {
-    h->o = malloc(in->q_elems * sizeof(float));
-    return h->o && fclu_download(ctx, out->o, h->o, in->q_elems, t) == 0 ? 0 : -1;
+    h->o = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
+    return h->o && view_download(ctx, d, out->o, sz->o, FCLU_O, h->o) == 0 ? 0 : -1;
   }
-  h->dq = malloc(in->q_elems * sizeof(float));
-  h->dk = malloc(in->kv_elems * sizeof(float));
-  h->dv = malloc(in->kv_elems * sizeof(float));
+  h->dq = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
+  h->dk = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+  h->dv = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
   if (!h->dq || !h->dk || !h->dv) return -1;
-  return fclu_download(ctx, out->dq, h->dq, in->q_elems, t) == 0 &&
-                 fclu_download(ctx, out->dk, h->dk, in->kv_elems, t) == 0 &&
-                 fclu_download(ctx, out->dv, h->dv, in->kv_elems, t) == 0
+  const int shared = fclu_shares_buffer(d, FCLU_DQ);
+  const size_t all = largest3(sz->dq, sz->dk, sz->dv);
+  return view_download(ctx, d, out->dq, shared ? all : sz->dq, FCLU_DQ, h->dq) == 0 &&
+                 view_download(ctx, d, out->dk, shared ? all : sz->dk, FCLU_DK, h->dk) == 0 &&
+                 view_download(ctx, d, out->dv, shared ? all : sz->dv, FCLU_DV, h->dv) == 0
              ? 0
              : -1;
 }
@@ -415,9 +524,9 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
   fcl_buffer_sizes sz;
   char why[sizeof all->items[0].message];
   const fcl_status admitted = admissible(&dev, desc, pass, &sz, why, sizeof why);
-  int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, seed) == 0;
+  int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, opts->alibi, seed) == 0;
 
-  size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(desc, rows, CHECK_ROWS) : 0;
+  size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(&in, rows, CHECK_ROWS) : 0;
   double naive_err = -1.0, naive_ms = 0.0, ref_max = 0.0;
   size_t first = all->count;
   for (int a = 0; a < 2; ++a) {
@@ -427,6 +536,8 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     r->algo = order[a];
     r->pass = pass;
     r->desc = *desc;
+    r->alibi = opts->alibi;
+    r->layout = opts->layout;
     r->flops = (pass != PASS_BWD ? fcl_attention_flops(desc, FCL_PASS_FORWARD) : 0.0) +
                (pass != PASS_FWD ? fcl_attention_flops(desc, FCL_PASS_BACKWARD) : 0.0);
     if (admitted != FCL_SUCCESS) {

@@ -2,7 +2,9 @@
  * options.c — flashcl-bench's command line. The interface is a contract
  * (docs/design.md): extend it, don't break it.
  */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,6 +59,20 @@ static const char usage[] =
     "                    type, converted at each read) (0 = planner's). With\n"
     "                    --pass bwd, the forward that makes O and LSE takes\n"
     "                    the planner's tiling where it cannot take this one\n"
+    "\n"
+    "The problem beyond its shape (every shape of the run takes it):\n"
+    "  --window L,R      sliding window: a query sees the L keys left of its\n"
+    "                    diagonal and R right of it; -1 is unbounded (flash-attn's\n"
+    "                    window_size; the causal runs of --causal take R = 0)\n"
+    "  --softcap C       logits soft-capped at +-C (C tanh(logit / C))\n"
+    "  --alibi           ALiBi biases, the ALiBi paper's slopes for the head count\n"
+    "  --varlen N1,N2,.. one ragged batch of sequences of those lengths (0 allowed;\n"
+    "                    at most 256; their keys as long, or --seqlen-k each)\n"
+    "  --layout L        bshd (packed [B,N,H,d], the default), bhsd (PyTorch's\n"
+    "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
+    "                    (q, k, v views of one packed buffer, the gradients of\n"
+    "                    another)\n"
+    "\n"
     "  --kernel K        the flash kernels, forward and backward: auto (the\n"
     "                    planner's), simt, or mma (tensor cores on NVIDIA\n"
     "                    sm_80+; emulated, slowly, elsewhere). With mma,\n"
@@ -156,6 +172,58 @@ static int parse_dtypes(parser *ps, const char *text, bench_options *o) {
   return 0;
 }
 
+/* A strict integer of at least -1 (a window bound). */
+static int parse_bound(const char *text, int *out) {
+  uint64_t v;
+  char why[FCLU_WHY_LEN];
+  if (!strcmp(text, "-1")) {
+    *out = -1;
+    return 0;
+  }
+  if (fclu_parse_u64(text, 0, 2147483647, &v, why, sizeof why) != 0) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_window(parser *ps, const char *text, bench_options *o) {
+  char buf[64];
+  const char *comma = strchr(text, ',');
+  if (!comma || strlen(text) >= sizeof buf || strchr(comma + 1, ','))
+    return refuse(ps, "--window needs L,R (each -1 or at least 0), got '%s'", text);
+  memcpy(buf, text, (size_t)(comma - text));
+  buf[comma - text] = '\0';
+  if (parse_bound(buf, &o->window_left) != 0 || parse_bound(comma + 1, &o->window_right) != 0)
+    return refuse(ps, "--window needs L,R (each -1 or at least 0), got '%s'", text);
+  return 0;
+}
+
+static int parse_softcap(parser *ps, const char *text, float *out) {
+  char *end;
+  errno = 0;
+  const double v = strtod(text, &end);
+  if (errno || end == text || *end || !(v >= 0) || v > 3.4e38 || text[0] == '-' || text[0] == '+' ||
+      text[0] == ' ')
+    return refuse(ps, "--softcap needs a finite number >= 0, got '%s'", text);
+  *out = (float)v;
+  return 0;
+}
+
+static int parse_varlen(parser *ps, const char *text, bench_options *o) {
+  uint64_t lens[256];
+  size_t n = 0;
+  char why[FCLU_WHY_LEN];
+  if (fclu_parse_u64_list(text, 2147483647, 1, 256, lens, &n, why, sizeof why) != 0)
+    return refuse(ps, "--varlen needs lengths N1,N2,...: %s", why);
+  o->cu_varlen_q[0] = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (lens[i] > (uint64_t)(2147483647 - o->cu_varlen_q[i]))
+      return refuse(ps, "--varlen: the lengths add up past 2^31 - 1");
+    o->cu_varlen_q[i + 1] = o->cu_varlen_q[i] + (int32_t)lens[i];
+  }
+  o->n_varlen = (int)n;
+  return 0;
+}
+
 int bench_tiling_given(const fcl_plan *t) {
   return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
          t->tile_elem_size || t->kernel;
@@ -190,6 +258,7 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
   o->warmup = -1;  /* -1: by device type */
   o->repeat = -1;
   o->peaks = 1;
+  o->window_left = o->window_right = -1;
   int shape_given = 0;
 
   for (int i = 1; i < argc; ++i) {
@@ -275,6 +344,21 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       else if (!strcmp(val, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
       else if (!strcmp(val, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
       else return refuse(ps, "--kernel needs auto, simt or mma (got '%s')", val);
+    } else if (!strcmp(a, "--window")) {
+      VALUE(val);
+      TRY(parse_window(ps, val, o));
+    } else if (!strcmp(a, "--softcap")) {
+      VALUE(val);
+      TRY(parse_softcap(ps, val, &o->softcap));
+    } else if (!strcmp(a, "--alibi")) {
+      o->alibi = 1;
+    } else if (!strcmp(a, "--varlen")) {
+      VALUE(val);
+      TRY(parse_varlen(ps, val, o));
+    } else if (!strcmp(a, "--layout")) {
+      VALUE(val);
+      if (fclu_layout_named(val, &o->layout) != 0)
+        return refuse(ps, "--layout needs bshd, bhsd or qkv (got '%s')", val);
     } else if (!strcmp(a, "--json")) {
       VALUE(o->json);
     } else if (!strcmp(a, "--csv")) {
@@ -288,6 +372,24 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     }
 #undef VALUE
 #undef TRY
+  }
+  if (o->n_varlen) {
+    if (o->sweep) return refuse(ps, "--varlen is a shape: it excludes --sweep");
+    if (o->batch || o->seqlen) return refuse(ps, "--varlen sets the batch and the lengths: "
+                                                 "it excludes --batch and --seqlen");
+    int32_t longest = 1;
+    for (int i = 0; i < o->n_varlen; ++i)
+      if (o->cu_varlen_q[i + 1] - o->cu_varlen_q[i] > longest)
+        longest = o->cu_varlen_q[i + 1] - o->cu_varlen_q[i];
+    o->batch = (size_t)o->n_varlen;
+    o->seqlen = (size_t)longest;
+    o->varlen_keys_own = o->seqlen_k != 0;
+    for (int i = 0; i <= o->n_varlen; ++i)
+      o->cu_varlen_k[i] = o->varlen_keys_own ? (int32_t)(i * (int64_t)o->seqlen_k)
+                                             : o->cu_varlen_q[i];
+    if (o->varlen_keys_own && (int64_t)o->n_varlen * (int64_t)o->seqlen_k > 2147483647)
+      return refuse(ps, "--varlen with --seqlen-k: the keys add up past 2^31 - 1");
+    shape_given = 1;
   }
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
   if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");

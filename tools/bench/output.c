@@ -34,11 +34,30 @@ static void print_device_header(FILE *out, const bench_device *dev) {
   fprintf(out, "\n");
 }
 
+/* The problem options every shape of the run takes, when any is set. */
+static void print_problem(FILE *out, const bench_options *o) {
+  char line[256] = "";
+  size_t n = 0;
+#define ITEM(...) n += (size_t)snprintf(line + n, n < sizeof line ? sizeof line - n : 0, __VA_ARGS__)
+  if (o->window_left >= 0 || o->window_right >= 0)
+    ITEM(", window %d,%d", o->window_left, o->window_right);
+  if (o->softcap) ITEM(", softcap %g", o->softcap);
+  if (o->alibi) ITEM(", ALiBi");
+  if (o->n_varlen)
+    ITEM(", ragged: %d sequences, %d query tokens", o->n_varlen, o->cu_varlen_q[o->n_varlen]);
+  if (o->layout != FCLU_BSHD) ITEM(", layout %s", fclu_layout_name(o->layout));
+#undef ITEM
+  if (!n) return;
+  fprintf(out, "   every shape:%s\n", line + 1);
+  if (o->n_varlen) fprintf(out, "   (B, Nq and Nk below: the sequences and the longest lengths)\n");
+}
+
 void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
                        const bench_results *all, const bench_options *opts) {
   for (size_t dv = 0; dv < n_devices; ++dv) {
     const bench_device *dev = &devices[dv];
     print_device_header(out, dev);
+    if (dev->status == FCL_SUCCESS) print_problem(out, opts);
     int header = 0;
     for (size_t i = 0; i < all->count; ++i) {
       const bench_result *r = &all->items[i];
@@ -151,6 +170,30 @@ static void json_number(FILE *f, double x) {
   else fprintf(f, "null");
 }
 
+/* A ragged batch's lengths from its prefix sums, or null. */
+static void json_lengths(FILE *f, const fcl_attention_desc *d, const int32_t *cu) {
+  if (!cu) {
+    fprintf(f, "null");
+    return;
+  }
+  fputc('[', f);
+  for (size_t b = 0; b < d->batch; ++b) fprintf(f, "%s%d", b ? ", " : "", cu[b + 1] - cu[b]);
+  fputc(']', f);
+}
+
+/* The problem beyond its shape: mask, transforms, ragged batch, layout. */
+static void json_problem(FILE *f, const bench_result *r) {
+  const fcl_attention_desc *d = &r->desc;
+  fprintf(f, ", \"window_left\": %d, \"window_right\": %d, \"softcap\": ", d->window_left,
+          d->window_right);
+  json_number(f, d->softcap);
+  fprintf(f, ", \"alibi\": %s, \"seqlens_q\": ", r->alibi ? "true" : "false");
+  json_lengths(f, d, d->cu_seqlens_q);
+  fprintf(f, ", \"seqlens_k\": ");
+  json_lengths(f, d, d->cu_seqlens_q ? (d->cu_seqlens_k ? d->cu_seqlens_k : d->cu_seqlens_q) : NULL);
+  fprintf(f, ", \"layout\": \"%s\"", fclu_layout_name(r->layout));
+}
+
 int bench_write_json(const char *path, const bench_device *devices, size_t n_devices,
                      const bench_results *all) {
   FILE *f = fopen(path, "w");
@@ -204,6 +247,7 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
             fcl_dtype_name(d->dtype), d->batch, d->heads_q, d->heads_kv, d->seqlen_q,
             d->seqlen_k, d->head_dim, d->causal ? "true" : "false");
     json_number(f, d->scale);
+    json_problem(f, r);
     int ok = r->status == FCL_SUCCESS;
     fprintf(f, ", \"ms_median\": ");
     json_number(f, ok ? r->ms_median : NAN);
@@ -267,7 +311,7 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
           "device,algo,pass,dtype,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,causal,"
           "ms_median,ms_min,bytes_model,bytes_counted,flops,gbps,tflops,speedup_vs_naive,"
           "max_abs_err,naive_max_abs_err,err_ratio,status,block_q,block_k,wg_size,"
-          "local_bytes,message\n");
+          "local_bytes,message,window_left,window_right,softcap,alibi,ragged,layout\n");
   for (size_t i = 0; i < all->count; ++i) {
     const bench_result *r = &all->items[i];
     const fcl_attention_desc *d = &r->desc;
@@ -293,7 +337,9 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
     fprintf(f, ",%s,%u,%u,%u,%zu,", ok ? "ok" : fcl_status_str(r->status), r->plan.block_q,
             r->plan.block_k, r->plan.wg_size, r->plan.local_bytes);
     csv_cell(f, ok ? "" : r->message);
-    fprintf(f, "\n");
+    /* Appended after message, so older readers' columns keep their places. */
+    fprintf(f, ",%d,%d,%.6g,%d,%d,%s\n", d->window_left, d->window_right, d->softcap, r->alibi,
+            d->cu_seqlens_q != NULL, fclu_layout_name(r->layout));
   }
   return fclose(f) == 0 ? 0 : -1;
 }
