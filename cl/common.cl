@@ -174,6 +174,41 @@ inline float fcl_shfl_xor(float x, int mask) {
 #define FCL_ATTENTION_PARAMS \
   FCL_ATTENTION_BUFFERS(FCL_BUFFER_PARAM) const fcl_params p FCL_IO_PARAM
 
+/* ---- the window the kernels mask with ---------------------------------------
+ * WINDOW pins the problem's window where it is none (0) or causal's (1:
+ * no left bound, right bound 0), so that the compiler folds the mask
+ * functions of params.h to the arithmetic of a plain or causal kernel;
+ * 2 reads the bounds from the parameter block. The host sets it from the
+ * problem (host/flash.c); the naive algorithm's kernels take the default. */
+#ifndef WINDOW
+#define WINDOW 2
+#endif
+#if WINDOW == 0
+#define WINDOW_LEFT(p) (-1)
+#define WINDOW_RIGHT(p) (-1)
+#elif WINDOW == 1
+#define WINDOW_LEFT(p) (-1)
+#define WINDOW_RIGHT(p) 0
+#elif WINDOW == 2
+#define WINDOW_LEFT(p) ((p).window_left)
+#define WINDOW_RIGHT(p) ((p).window_right)
+#else
+#error "WINDOW must be 0 (none), 1 (causal) or 2 (the parameter block's)"
+#endif
+
+/* Whether key `key` is among those query row `row` of a sequence of nq
+ * queries and nk keys sees, given [lo, hi), the row's bounds, where
+ * WINDOW = 2; with the window pinned, from the row itself, so that the
+ * backward's kernels keep no bounds in local memory (ROW_KEYS_IN_LOCAL). */
+#define ROW_KEYS_IN_LOCAL (WINDOW == 2)
+#if WINDOW == 0
+#define ROW_SEES(key, row, nq, nk, lo, hi) ((key) < (nk))
+#elif WINDOW == 1
+#define ROW_SEES(key, row, nq, nk, lo, hi) ((key) < (nk) && (key) <= (row) + (nk) - (nq))
+#else
+#define ROW_SEES(key, row, nq, nk, lo, hi) ((key) >= (lo) && (key) < (hi))
+#endif
+
 /* ---- score transforms ------------------------------------------------------
  * SOFTCAP and ALIBI select logits that are transformed before the
  * softmax: softcap tanh(logit / softcap), then minus slope |i + nk - nq - j|.
@@ -284,7 +319,11 @@ inline size_t fcl_at(const fcl_view v, int b, int token, int head) {
 
 /* A causal-like mask (bounded right, unbounded left): later blocks see more
  * keys and start first. */
+#if WINDOW == 2
 inline int fcl_grows(const fcl_params p) { return p.window_right >= 0 && p.window_left < 0; }
+#else
+inline int fcl_grows(const fcl_params p) { return (void)p, WINDOW == 1; }
+#endif
 
 /* ---- the query-block grid ------------------------------------------------
  * The kernels that own a block of query rows (both forwards, the
@@ -333,7 +372,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
   b.rows = clamp(b.seq.nq - b.q0, 0, block_q);
   b.k_lo = b.k_hi = b.full_lo = b.full_hi = 0;
   if (b.rows > 0)
-    fcl_block_keys(b.seq.nq, b.seq.nk, p.window_left, p.window_right, b.q0, b.rows, &b.k_lo,
+    fcl_block_keys(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), b.q0, b.rows, &b.k_lo,
                    &b.k_hi, &b.full_lo, &b.full_hi);
   b.lse = (size_t)b.batch * p.lse_batch + (size_t)b.head * p.lse_head + b.seq.q_start;
 #if ALIBI
@@ -385,7 +424,7 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
   b.keys = clamp(b.seq.nk - b.k0, 0, block_k);
   b.q_lo = b.q_hi = b.full_lo = b.full_hi = 0;
   if (b.keys > 0)
-    fcl_block_queries(b.seq.nq, b.seq.nk, p.window_left, p.window_right, b.k0, b.keys,
+    fcl_block_queries(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), b.k0, b.keys,
                       &b.q_lo, &b.q_hi, &b.full_lo, &b.full_hi);
   return b;
 }
@@ -397,20 +436,30 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
 #define ALIBI_SLOPE(batch, head) 0.0f
 #endif
 
-/* LSE, in log2 units (LSE log2(e), for fcl_prob), D (= rowsum(dO * O)) and
- * the visible keys [lo, hi) of query rows [q0, q0 + n) of a sequence of
- * nq queries and nk keys, into local arrays of n by the work-group (tid,
- * WG_SIZE), from row 0 of a (batch, head) at `stat`; rows from nq on get
- * LSE -inf, which the backward kernels read as "P = 0", and D 0. */
+/* LSE, in log2 units (LSE log2(e), for fcl_prob), D (= rowsum(dO * O)) and,
+ * with ROW_KEYS_IN_LOCAL, the visible keys [lo, hi) of query rows
+ * [q0, q0 + n) of a sequence of nq queries and nk keys, into local arrays
+ * of n by the work-group (tid, WG_SIZE), from row 0 of a (batch, head) at
+ * `stat`; rows from nq on get LSE -inf, which the backward kernels read as
+ * "P = 0", and D 0. Without ROW_KEYS_IN_LOCAL, lo_dst and hi_dst are not
+ * used (ROW_SEES needs no bounds). */
+#if ROW_KEYS_IN_LOCAL
+#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk)                 \
+  do {                                                                          \
+    int lo_ = 0, hi_ = 0;                                                       \
+    if (live_) fcl_row_keys((nq), (nk), WINDOW_LEFT(p), WINDOW_RIGHT(p), row_, &lo_, &hi_); \
+    (lo_dst)[i_] = lo_;                                                         \
+    (hi_dst)[i_] = hi_;                                                         \
+  } while (0)
+#else
+#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk) ((void)0)
+#endif
 #define LOAD_ROW_STATS(lse2_dst, d_dst, lo_dst, hi_dst, lse, dsum, stat, q0, n, nq, nk) \
   for (int i_ = tid; i_ < (n); i_ += WG_SIZE) {                                 \
     const int row_ = (q0) + i_, live_ = row_ < (nq);                            \
     (lse2_dst)[i_] = live_ ? LOAD_F32(lse, (stat) + row_) * M_LOG2E_F : -INFINITY; \
     (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat) + row_) : 0.0f;                 \
-    int lo_ = 0, hi_ = 0;                                                       \
-    if (live_) fcl_row_keys((nq), (nk), p.window_left, p.window_right, row_, &lo_, &hi_); \
-    (lo_dst)[i_] = lo_;                                                         \
-    (hi_dst)[i_] = hi_;                                                         \
+    ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk);                    \
   }
 
 /* ---- four columns of a row from global memory (the backward's kernels) -- */

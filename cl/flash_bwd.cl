@@ -47,7 +47,9 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
   __local tile4_t do_tile[BLOCK * TILE_LD4];
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
+#if ROW_KEYS_IN_LOCAL
   __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
+#endif
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
 #endif
@@ -117,7 +119,7 @@ UNROLL
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) {
             int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
-            if (masked) seen = seen && key[r] >= lo_tile[qi] && key[r] < hi_tile[qi];
+            if (masked) seen = seen && ROW_SEES(key[r], q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
             float dscale;
             const float pr = fcl_prob(s[r][i], p, lse2_i, slope, q0 + qi + diag - key[r], &dscale);
             s[r][i] = seen ? pr : 0.0f;
@@ -163,7 +165,9 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK * TILE_LD4];
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
+#if ROW_KEYS_IN_LOCAL
   __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
+#endif
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
 #endif
@@ -196,13 +200,17 @@ UNROLL
   LOAD_ROW_SLICES(dor, dout + fcl_at(p.dout, batch, qb.seq.q_start, head), row, nq, p.dout.seq);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
+#if ROW_KEYS_IN_LOCAL
   int lo_r[ROWS_PER_THREAD], hi_r[ROWS_PER_THREAD];
+#endif
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     lse2_r[r] = lse2_rows[row_group + r * ROW_GROUPS];
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
+#if ROW_KEYS_IN_LOCAL
     lo_r[r] = lo_rows[row_group + r * ROW_GROUPS];
     hi_r[r] = hi_rows[row_group + r * ROW_GROUPS];
+#endif
   }
 
   const int diag = nk - nq;
@@ -230,7 +238,7 @@ UNROLL
 UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
           const int key = k0 + sb + j;
-          const int seen = live && (!masked || (key >= lo_r[r] && key < hi_r[r]));
+          const int seen = live && (!masked || ROW_SEES(key, row[r], nq, nk, lo_r[r], hi_r[r]));
           float dscale;
           const float pr = fcl_prob(s[r][j], p, lse2_r[r], qb.slope, row[r] + diag - key, &dscale);
           dp[r][j] = (seen ? pr : 0.0f) * (dp[r][j] - d_r[r]) * dscale;

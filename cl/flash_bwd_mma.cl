@@ -136,7 +136,9 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
+#if ROW_KEYS_IN_LOCAL
   __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
+#endif
   DECLARE_PAIR_SUMS();
   MMA_DECLARE_PRODUCT_SCRATCH(WARPS);  // no quad reductions here
   LOCATE_WARP();
@@ -190,7 +192,7 @@ UNROLL
             const int qi = sb + 8 * n + 2 * t + (i & 1), key = key_g + 8 * (i >> 1);
             const float lse2_i = lse2_tile[qi];
             int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
-            if (masked) seen = seen && key >= lo_tile[qi] && key < hi_tile[qi];
+            if (masked) seen = seen && ROW_SEES(key, q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
             float dscale;
             const float pr = fcl_prob(s[n][i], p, lse2_i, slope, q0 + qi + diag - key, &dscale);
             s[n][i] = seen ? pr : 0.0f;
@@ -217,7 +219,9 @@ void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
+#if ROW_KEYS_IN_LOCAL
   __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
+#endif
   DECLARE_PAIR_SUMS();
   MMA_DECLARE_PRODUCT_SCRATCH(WARPS);  // no quad reductions here
   LOCATE_WARP();
@@ -239,14 +243,18 @@ void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   ZERO_ACC(dq_acc);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[2], d_r[2];
+#if ROW_KEYS_IN_LOCAL
   int lo_r[2], hi_r[2];
+#endif
 UNROLL
   for (int r = 0; r < 2; ++r) {
     const int at = 16 * row_warp + g + 8 * r;
     lse2_r[r] = lse2_rows[at];
     d_r[r] = d_rows[at];
+#if ROW_KEYS_IN_LOCAL
     lo_r[r] = lo_rows[at];
     hi_r[r] = hi_rows[at];
+#endif
   }
 
   const int diag = nk - nq;
@@ -275,7 +283,7 @@ UNROLL
         for (int i = 0; i < 4; ++i) {
           const int r = i >> 1, key = k0 + sb + 8 * n + 2 * t + (i & 1);
           int seen = lse2_r[r] != -INFINITY;  // past the sequence, or sees no key
-          if (masked) seen = seen && key >= lo_r[r] && key < hi_r[r];
+          if (masked) seen = seen && ROW_SEES(key, row_g + 8 * r, nq, nk, lo_r[r], hi_r[r]);
           float dscale;
           const float pr = fcl_prob(s[n][i], p, lse2_r[r], qb.slope, row_g + 8 * r + diag - key,
                                     &dscale);

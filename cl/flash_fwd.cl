@@ -126,7 +126,7 @@ UNROLL
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
     const int live = row[r] < nq;
-    fcl_row_keys(nq, qb.seq.nk, p.window_left, p.window_right, row[r], &key_lo[r],
+    fcl_row_keys(nq, qb.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r],
                  &key_hi[r]);
     __global const store_t *src = q_rows + (size_t)row[r] * q_stride;
 UNROLL

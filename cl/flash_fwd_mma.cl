@@ -66,7 +66,7 @@ UNROLL
   for (int r = 0; r < 2; ++r) {
     row[r] = q0 + 16 * warp + g + 8 * r;
     live[r] = row[r] < nq;
-    fcl_row_keys(nq, nk, p.window_left, p.window_right, row[r], &key_lo[r], &key_hi[r]);
+    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
   }
 
   /* Q as A fragments, for every k-step over head_dim. */

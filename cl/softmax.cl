@@ -80,7 +80,7 @@ inline float naive_logit(float x, const fcl_params p, float slope, int rel) {
   const size_t s_row = ((size_t)slice * nq + i) * nk;                           \
   const size_t lse_at = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + q_start + i; \
   int lo, hi;                                                                   \
-  fcl_row_keys(nq, nk, p.window_left, p.window_right, i, &lo, &hi);             \
+  fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), i, &lo, &hi);           \
   const int rel0 = i + nk - nq;  /* rel of key j: rel0 - j */                   \
   (void)lse_at, (void)rel0
 

@@ -176,12 +176,12 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma);
-  const int emulate = !fcl__mma_native(lim);
+  const int emulate = !fcl__mma_native(lim), row_keys = fcl__row_keys_in_local(desc);
   CHECK(plan->local_bytes ==
         (mma ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
-                        : fcl__flash_bwd_mma_local_bytes(plan, emulate))
+                        : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
          : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
-                   : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx)));
+                   : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx, row_keys)));
   if (mma) {  /* the instructions' layout: 16 rows per warp, or per pair of
                * warps splitting head_dim in the backward */
     CHECK(plan->rows_per_thread == 2);

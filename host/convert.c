@@ -27,13 +27,8 @@ fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem fr
   const cl_ulong count = n;
   fcl__arg args[] = {FCL_ARG(from), FCL_ARG(to), FCL_ARG(count), FCL_ARG(io_counter)};
   fcl_status status = fcl__set_args(ctx, kernel, name, args, io_counter ? 4 : 3);
-  if (status == FCL_SUCCESS) {
-    size_t local = CONVERT_WG;
-    while (local > ctx->info.limits.max_work_group_size && local > 1) local /= 2;
-    const size_t items = (n + width - 1) / width;
-    size_t global = (items + local - 1) / local * local;
-    status = fcl__launch(ctx, kernel, name, 1, &global, &local);
-  }
+  if (status == FCL_SUCCESS)
+    status = fcl__launch_items(ctx, kernel, name, (n + width - 1) / width, CONVERT_WG);
   clReleaseKernel(kernel);
   return status;
 }

@@ -13,10 +13,12 @@ static void storage_options(const fcl_attention_desc *desc, cl_mem io_counter,
   fcl__options_count_io(opts, io_counter);
 }
 
-/* ... and the score transforms the main kernels apply (common.cl). */
+/* ... and the window and score transforms the main kernels apply
+ * (common.cl). */
 static void score_options(const fcl_attention_desc *desc, cl_mem io_counter,
                           fcl__options *opts) {
   storage_options(desc, io_counter, opts);
+  fcl__options_define(opts, "WINDOW", (long)fcl__window_of(desc));
   fcl__options_define(opts, "SOFTCAP", desc->softcap > 0.0f);
   fcl__options_define(opts, "ALIBI", desc->alibi_slopes != NULL);
 }

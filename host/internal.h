@@ -186,6 +186,11 @@ cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char 
 /** Enqueues a 1–3 dimensional NDRange; `name` labels errors. */
 fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
                        cl_uint dims, const size_t *global, const size_t *local);
+/** Enqueues `items` work-items in work-groups of `wg` (halved to the
+ *  device's limit), the last group padded: for kernels that skip items
+ *  past the end. */
+fcl_status fcl__launch_items(fcl_context *ctx, cl_kernel kernel, const char *name, size_t items,
+                             size_t wg);
 
 /** Enqueued copies, fills, reads and markers; `what` labels errors. */
 fcl_status fcl__copy(fcl_context *ctx, cl_mem from, cl_mem to, size_t bytes,
@@ -255,9 +260,20 @@ fcl_status fcl__set_attention_args(fcl_context *ctx, cl_kernel kernel, const cha
                                    const fcl__attention_buffers *bufs, const fcl_params *params,
                                    cl_mem io_counter);
 
+/** Bytes of local memory a driver may report beyond a kernel's own arrays.
+ *  NVIDIA's OpenCL on the H200 reports 16 more than the arrays for float4
+ *  tiles and 8 more for 8-byte ones (a small reserve of its own, padded to
+ *  the first array's alignment); PoCL reports the arrays exactly. */
+#define FCL__LOCAL_DRIVER_BYTES 16
+
+/** Whether a kernel reporting `built` bytes of local memory matches a plan
+ *  of `planned`: at least as many, at most FCL__LOCAL_DRIVER_BYTES more. */
+int fcl__local_bytes_agree(size_t planned, cl_ulong built);
+
 /** Checks that a built kernel declares the local memory its plan says
- *  (CL_KERNEL_LOCAL_MEM_SIZE against plan->local_bytes): the planner's
- *  model of the kernel's arrays must be the kernel's. */
+ *  (CL_KERNEL_LOCAL_MEM_SIZE against plan->local_bytes, up to
+ *  FCL__LOCAL_DRIVER_BYTES more): the planner's model of the kernel's
+ *  arrays must be the kernel's. */
 fcl_status fcl__check_local_bytes(fcl_context *ctx, cl_kernel kernel, const char *name,
                                   size_t planned);
 
@@ -527,17 +543,40 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len);
+/** How the flash kernels are built for a problem's window (common.cl's
+ *  WINDOW): without one, with causal's (no left bound, right bound 0), so
+ *  that the compiler folds the mask, or from the parameter block. */
+typedef enum fcl__window_kind {
+  FCL__WINDOW_NONE = 0,
+  FCL__WINDOW_CAUSAL = 1,
+  FCL__WINDOW_GENERAL = 2,
+} fcl__window_kind;
+
+static inline fcl__window_kind fcl__window_of(const fcl_attention_desc *desc) {
+  const int right = desc->causal ? 0 : desc->window_right;
+  if (desc->window_left >= 0 || right > 0) return FCL__WINDOW_GENERAL;
+  return right == 0 ? FCL__WINDOW_CAUSAL : FCL__WINDOW_NONE;
+}
+
+/** Whether the backward kernels keep each query row's visible keys in
+ *  local memory (common.cl's ROW_KEYS_IN_LOCAL): for a general window
+ *  only; a pinned one gives them from the row. */
+static inline int fcl__row_keys_in_local(const fcl_attention_desc *desc) {
+  return fcl__window_of(desc) == FCL__WINDOW_GENERAL;
+}
+
 /** 8-row groups of a streamed tile the MMA backward takes per step
  *  (flash_bwd_mma.cl's SUB_TILES, which the host passes): its scores'
  *  registers, and the size of what warp pairs exchange. */
 #define FCL__MMA_BWD_SUB_TILES 2
 /** Local memory of flash_bwd_mma.cl's kernels (both alike) for a tiling,
- *  with the emulation scratch when `emulate`. */
-size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate);
+ *  with the emulation scratch when `emulate`, and each query row's key
+ *  bounds when `row_keys` (fcl__row_keys_in_local). */
+size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
  *  backward tiling; row_sum_in_local: the device has no warp shuffles
- *  (work-groups smaller than a warp never use them). */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+ *  (work-groups smaller than a warp never use them); row_keys: as above. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local, int row_keys);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile. */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan);

@@ -144,7 +144,9 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
   /* The forward needs S (P in place); the backward P and dP (dS in place),
    * and with a softcap the slope of its tanh. */
   const size_t matrices = pass == FCL_PASS_BACKWARD ? (desc->softcap > 0.0f ? 3 : 2) : 1;
-  const char *what = pass == FCL_PASS_BACKWARD ? "P and dP" : "S";
+  const char *what = pass != FCL_PASS_BACKWARD ? "S"
+                     : matrices == 3            ? "P, dP and the softcap's slopes"
+                                                : "P and dP";
   size_t one, slice;
   FCL_RETURN_IF(ctx,
                 __builtin_mul_overflow(desc->seqlen_q, desc->seqlen_k, &one) ||
@@ -286,13 +288,8 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
                      FCL_ARG(count),    FCL_ARG(heads),  FCL_ARG(head_dim),
                      FCL_ARG(seqlen),   FCL_ARG(ragged), FCL_ARG(io_counter)};
   fcl_status status = fcl__set_args(ctx, kernel, name, args, io_counter ? 9 : 8);
-  if (status == FCL_SUCCESS) {
-    size_t local = ELEMENTWISE_WG;
-    while (local > ctx->info.limits.max_work_group_size && local > 1) local /= 2;
-    const size_t items = (n + width - 1) / width;
-    size_t global = (items + local - 1) / local * local;
-    status = fcl__launch(ctx, kernel, name, 1, &global, &local);
-  }
+  if (status == FCL_SUCCESS)
+    status = fcl__launch_items(ctx, kernel, name, (n + width - 1) / width, ELEMENTWISE_WG);
   clReleaseKernel(kernel);
   return status;
 }
@@ -317,12 +314,7 @@ fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *sh, fcl_dtype type
                      FCL_ARG(tokens_i), FCL_ARG(head0_i), FCL_ARG(heads_i), FCL_ARG(head_dim),
                      FCL_ARG(io_counter)};
   fcl_status status = fcl__set_args(ctx, kernel, "zero_rows", args, io_counter ? 9 : 8);
-  if (status == FCL_SUCCESS) {
-    size_t local = ELEMENTWISE_WG;
-    while (local > ctx->info.limits.max_work_group_size && local > 1) local /= 2;
-    size_t global = (n + local - 1) / local * local;
-    status = fcl__launch(ctx, kernel, "zero_rows", 1, &global, &local);
-  }
+  if (status == FCL_SUCCESS) status = fcl__launch_items(ctx, kernel, "zero_rows", n, ELEMENTWISE_WG);
   clReleaseKernel(kernel);
   return status;
 }

@@ -131,17 +131,17 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
 }
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
- * same arrays: two streamed tiles, four per-row statistics (LSE, D and
- * the visible keys' bounds), and, without warp shuffles, the partial dot
- * products of SUB_ROWS rows. */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
+ * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
+ * row_keys the visible keys' bounds), and, without warp shuffles, the
+ * partial dot products of SUB_ROWS rows. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local, int row_keys) {
   unsigned g = plan->threads_per_row;
   if (plan->wg_size < 32) row_sum_in_local = 1;  /* no shuffles in part of a warp */
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t rows = plan->block_k;
   size_t bytes = 2 * rows * tile_ld * tile_elem(plan) + 2 * rows * sizeof(float) +
-                 2 * rows * sizeof(cl_int);
+                 (row_keys ? 2 * rows * sizeof(cl_int) : 0);
   if (g > 1 && row_sum_in_local)
     bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan) * plan->wg_size * sizeof(float);
   return bytes;
@@ -173,7 +173,7 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
 static fcl_status plan_backward(const fcl_device_limits *limits,
                                 const fcl_attention_desc *desc, const fcl_plan *hint,
                                 fcl_plan *out, char *why, size_t why_len) {
-  const int row_sum_in_local = !limits->nvidia_ptx;
+  const int row_sum_in_local = !limits->nvidia_ptx, row_keys = fcl__row_keys_in_local(desc);
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   plan.head_dim_padded = head_dim_bucket(desc->head_dim);
@@ -214,7 +214,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
       plan.wg_size = w;
       plan.block_q = plan.block_k = w / g * plan.rows_per_thread;
       smallest_wg = w;
-      if (fcl__flash_bwd_local_bytes(&plan, row_sum_in_local) <= budget) {
+      if (fcl__flash_bwd_local_bytes(&plan, row_sum_in_local, row_keys) <= budget) {
         if (w > best_wg) best_wg = w, best_elem = elems[e];
         break;
       }
@@ -226,7 +226,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   plan.tile_elem_size = best_wg ? best_elem : elems[n_elems - 1];
   plan.wg_size = wg;
   plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
-  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local);
+  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local, row_keys);
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",

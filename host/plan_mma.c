@@ -238,13 +238,13 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * blocks of 32 rows, as many as NVIDIA's local memory holds in f32). At
  * d = 64 they ran 0.76-0.78x, and in f16, whose fragments take half the
  * registers, 0.62-0.87x at d = 64 and 128 (docs/performance.md, v5). */
-size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate) {
+size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys) {
   const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
-  /* the two tiles (and scratch), LSE, D and the visible keys of a query
-   * tile's rows, and where warps pair, their exchange: two slots per pair
-   * of a float per lane of each of its s and dp */
+  /* the two tiles (and scratch), LSE, D (and with row_keys the visible
+   * keys) of a query tile's rows, and where warps pair, their exchange: two
+   * slots per pair of a float per lane of each of its s and dp */
   return mma_tiles_and_scratch(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
-         2 * (size_t)plan->block_k * sizeof(cl_int) +
+         (row_keys ? 2 * (size_t)plan->block_k * sizeof(cl_int) : 0) +
          2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
 }
 
@@ -281,14 +281,14 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc, wg, tpr, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
-  const int emulate = !fcl__mma_native(limits);
+  const int emulate = !fcl__mma_native(limits), row_keys = fcl__row_keys_in_local(desc);
   plan.block_k = plan.block_q;
   while (!fixed_wg && plan.wg_size > 32 * per_row &&
-         fcl__flash_bwd_mma_local_bytes(&plan, emulate) > budget) {
+         fcl__flash_bwd_mma_local_bytes(&plan, emulate, row_keys) > budget) {
     plan.wg_size /= 2;
     plan.block_q = plan.block_k = mma_block(plan.wg_size, tpr);
   }
-  plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate);
+  plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate, row_keys);
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);
   *out = plan;
   return FCL_SUCCESS;

@@ -30,11 +30,14 @@ for dtype in 0 1 2; do
   # local tiles in floats; for the 16-bit types also in the storage type
   tiles=(0)
   [ "$dtype" -ne 0 ] && tiles=(0 1)
-  # scores plain, or soft-capped with ALiBi biases (common.cl)
-  for transform in 0 1; do
+  # the window pinned to none or causal's with plain scores, or read from
+  # the parameter block with scores soft-capped and ALiBi-biased (common.cl)
+  for mask in "0 0" "1 0" "2 1"; do
+    set -- $mask
+    window=$1 transform=$2
     for io in "" -DFCL_COUNT_IO=1; do
       for unroll in 0 1; do
-        common=(-DFCL_DTYPE=$dtype -DSOFTCAP=$transform -DALIBI=$transform
+        common=(-DFCL_DTYPE=$dtype -DWINDOW=$window -DSOFTCAP=$transform -DALIBI=$transform
                 -DFCL_UNROLL=$unroll $io)
         for tile in "${tiles[@]}"; do
           for layout in "1 1" "2 1" "2 2" "4 2"; do

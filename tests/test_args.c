@@ -123,6 +123,12 @@ START_TEST(a_kernel_that_disagrees_with_the_host_is_refused) {
   ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 0), FCL_SUCCESS);
   ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 64), FCL_ERROR_BUILD_FAILED);
   ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "planner's model of it is wrong"));
+  /* the driver's own few bytes pass; a byte less than planned, or an
+   * array more than a driver adds, does not */
+  ck_assert(fcl__local_bytes_agree(4608, 4616) && fcl__local_bytes_agree(9216, 9232));
+  ck_assert(!fcl__local_bytes_agree(4608, 4607));
+  ck_assert(!fcl__local_bytes_agree(4608, 4608 + FCL__LOCAL_DRIVER_BYTES + 1));
+  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "planner's model of it is wrong"));
   clReleaseKernel(kernel);
   fcl_context_release(ctx);
 }

@@ -24,7 +24,10 @@
  * profiling markers, and I/O counting, so a counter buffer, a fill and a
  * read), both on a causal GQA problem of 2 batches, and "one-chunk" (one
  * batch, as many kv heads as query heads: the naive algorithm runs in one
- * chunk and writes the caller's buffers directly).
+ * chunk and writes the caller's buffers directly), and "general" (the
+ * general problem: a ragged batch with an empty sequence and one without
+ * keys, a sliding window, softcap and ALiBi, instrumented and chunked, so
+ * that the uploads of its sequence table and work lists are swept too).
  *
  * The entry points are rows of a table (forward, backward): each names its
  * outputs and a function that calls it.
@@ -38,6 +41,7 @@
 #include <time.h>
 
 #define MAX_OUTPUTS 4
+#define N_VARIANTS 4 /* chunked, instrumented, one-chunk, general (variants[]) */
 #define MAX_SWEEP 10000 /* a safety net: no call performs this many operations */
 
 typedef struct fixture fixture;
@@ -64,7 +68,7 @@ struct fixture {
   cl_mem out[MAX_OUTPUTS];
   size_t out_bytes[MAX_OUTPUTS];
   const char *out_name[MAX_OUTPUTS];
-  unsigned char *clean[3][MAX_OUTPUTS]; /* [variant][output] */
+  unsigned char *clean[N_VARIANTS][MAX_OUTPUTS]; /* [variant][output] */
 };
 
 /* ---- the entry points ---------------------------------------------------- */
@@ -142,6 +146,7 @@ static const struct {
     {"chunked", 0, 1, 0},
     {"instrumented", 1, 1, 0},
     {"one-chunk", 0, 0, 1},
+    {"general", 1, 1, 2},
 };
 
 /* batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal. Causal,
@@ -151,9 +156,16 @@ static const struct {
 static const size_t shapes[][7] = {
     {2, 4, 2, 37, 41, 24, 1},
     {1, 3, 3, 29, 45, 40, 1},
+    {3, 4, 2, 27, 20, 24, 0},  /* the general shape: sequences, longest lengths */
 };
-#define N_SHAPES 2
-#define N_VARIANTS 3
+#define N_SHAPES 3
+#define GENERAL_SHAPE 2
+
+/* The general shape's sequences: 13 x 20, 0 x 11 and 27 x 0 (rows that see
+ * no key), keys packed, under a window of (9, 2), softcap 5 and ALiBi. */
+static const int32_t general_cu_q[4] = {0, 13, 13, 40};
+static const int32_t general_cu_k[4] = {0, 20, 31, 31};
+static const float general_slopes[4] = {0.5f, 0.25f, 0.125f, 0.0625f};
 
 static const struct {
   unsigned mask;
@@ -203,14 +215,16 @@ static int refs_return_to(cl_context cl, cl_command_queue queue, cl_uint want) {
 }
 
 /* A fresh flashcl context on the fixture's OpenCL objects, configured for
- * a variant: with `chunked` the naive algorithm has room for one slice of
- * S at a time. */
+ * a variant: with `chunked` the naive backward has room for one slice of
+ * its matrices at a time (P and dP, and with a softcap its slopes). */
 static fcl_context *fresh_context(fixture *f, int variant) {
   fcl_context *ctx = NULL;
   ck_assert_int_eq(fcl_context_wrap(f->cl, f->dev, f->queue, &ctx), FCL_SUCCESS);
   size_t slice = f->desc.seqlen_q * f->desc.seqlen_k * sizeof(float);
   if (variants[variant].chunked)
-    ck_assert_int_eq(fcl_context_set_scratch_limit(ctx, 2 * slice + 16), FCL_SUCCESS);
+    ck_assert_int_eq(
+        fcl_context_set_scratch_limit(ctx, (f->desc.softcap > 0 ? 3 : 2) * slice + 16),
+        FCL_SUCCESS);
   ck_assert_int_eq(fcl_context_set_count_io(ctx, variants[variant].instrumented),
                    FCL_SUCCESS);
   return ctx;
@@ -245,6 +259,16 @@ static void fixture_init(fixture *f, const entry *e, int shape) {
   const size_t *s = shapes[shape];
   fcl_attention_desc_init(&f->desc, s[0], s[1], s[2], s[3], s[4], s[5]);
   f->desc.causal = (int)s[6];
+  if (shape == GENERAL_SHAPE) {
+    f->desc.cu_seqlens_q = general_cu_q;
+    f->desc.cu_seqlens_k = general_cu_k;
+    f->desc.window_left = 9;
+    f->desc.window_right = 2;
+    f->desc.softcap = 5.0f;
+    f->desc.alibi_slopes = fclu_upload(f->owner, general_slopes, 4, FCL_DTYPE_F32);
+    ck_assert_ptr_nonnull(f->desc.alibi_slopes);
+  }
+  /* Packed buffers of batch x the longest lengths hold a ragged batch too. */
   th_problem_init(&f->p, f->owner, &f->desc, 77, 1.0);
   e->setup(f);
   ck_assert_int_eq(fcl_context_wrap(f->cl, f->dev, f->queue, &f->keeper), FCL_SUCCESS);
@@ -254,8 +278,8 @@ static void fixture_free(fixture *f) {
   for (int v = 0; v < N_VARIANTS; ++v)
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
   for (size_t i = 0; i < f->n_out; ++i) clReleaseMemObject(f->out[i]);
-  cl_mem extra[] = {f->fwd_o, f->fwd_lse, f->dout};
-  for (size_t i = 0; i < 3; ++i)
+  cl_mem extra[] = {f->fwd_o, f->fwd_lse, f->dout, f->desc.alibi_slopes};
+  for (size_t i = 0; i < 4; ++i)
     if (extra[i]) clReleaseMemObject(extra[i]);
   th_problem_free(&f->p);
   fcl_context_release(f->keeper);

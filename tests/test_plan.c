@@ -33,10 +33,21 @@ static size_t fwd_bytes_as(const fcl_plan *plan, unsigned elem, int row_sum_in_l
   return fcl__flash_local_bytes(&other, row_sum_in_local);
 }
 
-static size_t bwd_bytes_as(const fcl_plan *plan, unsigned elem, int row_sum_in_local) {
+/* The SIMT backward's local bytes for a plan of `desc` (its window says
+ * whether the kernels keep rows' key bounds), in tiles of `elem` bytes. */
+static size_t bwd_bytes_as(const fcl_plan *plan, unsigned elem, int row_sum_in_local,
+                           const fcl_attention_desc *desc) {
   fcl_plan other = *plan;
-  other.tile_elem_size = elem;
-  return fcl__flash_bwd_local_bytes(&other, row_sum_in_local);
+  if (elem) other.tile_elem_size = elem;
+  return fcl__flash_bwd_local_bytes(&other, row_sum_in_local, fcl__row_keys_in_local(desc));
+}
+
+/* Either MMA kernel's local bytes for a plan of `desc`. */
+static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate,
+                              const fcl_attention_desc *desc) {
+  return pass == FCL_PASS_FORWARD
+             ? fcl__flash_mma_local_bytes(plan, emulate)
+             : fcl__flash_bwd_mma_local_bytes(plan, emulate, fcl__row_keys_in_local(desc));
 }
 
 static const fcl_dtype all_dtypes[3] = {FCL_DTYPE_F32, FCL_DTYPE_F16, FCL_DTYPE_BF16};
@@ -190,7 +201,7 @@ START_TEST(backward_plans_fit_every_made_up_device) {
                           (unsigned long long)locals[li], wgs[wi], d, why);
             ++plans;
             ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
-            ck_assert_uint_eq(plan.local_bytes, fcl__flash_bwd_local_bytes(&plan, !ptx));
+            ck_assert_uint_eq(plan.local_bytes, bwd_bytes_as(&plan, 0, !ptx, &desc));
             ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
             ck_assert_uint_ge(plan.head_dim_padded, d);
             ck_assert_uint_ge(bwd_slice(&plan) * plan.threads_per_row, plan.head_dim_padded);
@@ -221,17 +232,17 @@ START_TEST(backward_plans_fit_every_made_up_device) {
             size_t groups = desc.heads_kv * ((desc.seqlen_k + bigger.block_k - 1) / bigger.block_k);
             if (plan.wg_size < 128 && groups >= 2 * lim.compute_units) {
               ck_assert(bigger.wg_size > lim.max_work_group_size ||
-                        fcl__flash_bwd_local_bytes(&bigger, !ptx) > budget);
+                        bwd_bytes_as(&bigger, 0, !ptx, &desc) > budget);
               if (fcl_dtype_size(desc.dtype) == 2)
                 ck_assert(bigger.wg_size > lim.max_work_group_size ||
-                          bwd_bytes_as(&bigger, 2, !ptx) > budget);
+                          bwd_bytes_as(&bigger, 2, !ptx, &desc) > budget);
             }
             /* tiles hold floats unless the storage type fits larger tiles */
             ck_assert(plan.tile_elem_size == 4 ||
                       (plan.tile_elem_size == 2 && fcl_dtype_size(desc.dtype) == 2));
             if (plan.tile_elem_size == 2) {
               ++half_tiles;
-              ck_assert(bwd_bytes_as(&plan, 4, !ptx) > budget);
+              ck_assert(bwd_bytes_as(&plan, 4, !ptx, &desc) > budget);
             }
           }
   printf("plan: %zu backward plans checked, %zu with tiles in the storage type\n", plans,
@@ -340,7 +351,7 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
       ck_assert_uint_eq(plan.block_k, t == 0 && d > 80 ? 32 : 64);
       ck_assert_uint_eq(plan.block_q, plan.block_k);
       ck_assert_uint_eq(plan.wg_size, plan.block_k * plan.threads_per_row / 2);
-      ck_assert_uint_eq(plan.local_bytes, fcl__flash_bwd_mma_local_bytes(&plan, 0));
+      ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(FCL_PASS_BACKWARD, &plan, 0, &desc));
       ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
     }
   desc.dtype = FCL_DTYPE_F16;
@@ -355,10 +366,6 @@ END_TEST
  * matrix instructions), forward and backward: plans fit, keep the kernels'
  * fixed layout, and a head_dim they do not take or a device too small is
  * unsupported with a reason. */
-static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate) {
-  return pass == FCL_PASS_FORWARD ? fcl__flash_mma_local_bytes(plan, emulate)
-                                  : fcl__flash_bwd_mma_local_bytes(plan, emulate);
-}
 
 START_TEST(mma_plans_fit_every_made_up_device) {
   const uint64_t locals[] = {8, 16, 32, 48, 64, 512};
@@ -397,7 +404,8 @@ START_TEST(mma_plans_fit_every_made_up_device) {
                                            : 4;
                 plan.block_k = 16, plan.wg_size = 8 * plan.threads_per_row;
                 plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
-                ck_assert_uint_gt(mma_local_bytes(pass, &plan, !sm), lim.local_mem_bytes - 1024);
+                ck_assert_uint_gt(mma_local_bytes(pass, &plan, !sm, &desc),
+                                  lim.local_mem_bytes - 1024);
                 continue;
               }
               ++plans;
@@ -413,7 +421,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               ck_assert_uint_eq(plan.block_k % 16, 0);
               if (pass == FCL_PASS_BACKWARD) ck_assert_uint_eq(plan.block_k, plan.block_q);
               ck_assert_uint_ge(plan.head_dim_padded, d);
-              ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(pass, &plan, !sm));
+              ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(pass, &plan, !sm, &desc));
               ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
             }
   printf("plan: %zu MMA plans checked\n", plans);
@@ -560,7 +568,7 @@ START_TEST(half_storage_takes_larger_tiles_where_local_memory_limits_them) {
       ck_assert_uint_eq(half.wg_size, 2 * f32.wg_size);
       ck_assert_uint_eq(half.block_k, 2 * f32.block_k);
       ck_assert_uint_le(half.local_bytes, lim.local_mem_bytes - 1024);
-      ck_assert_uint_eq(half.local_bytes, fcl__flash_bwd_local_bytes(&half, !ptx));
+      ck_assert_uint_eq(half.local_bytes, bwd_bytes_as(&half, 0, !ptx, &desc));
     }
 }
 END_TEST
