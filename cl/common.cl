@@ -198,8 +198,10 @@ inline float fcl_shfl_xor(float x, int mask) {
 
 /* Whether key `key` is among those query row `row` of a sequence of nq
  * queries and nk keys sees, given [lo, hi), the row's bounds, where
- * WINDOW = 2; with the window pinned, from the row itself, so that the
- * backward's kernels keep no bounds in local memory (ROW_KEYS_IN_LOCAL). */
+ * WINDOW = 2; with the window pinned, from the row itself: the plain and
+ * causal kernels compare as they did before windows existed (the f32
+ * tensor-core forward at d = 64 spilled otherwise), and the backward's
+ * kernels keep no bounds in local memory (ROW_KEYS_IN_LOCAL). */
 #define ROW_KEYS_IN_LOCAL (WINDOW == 2)
 #if WINDOW == 0
 #define ROW_SEES(key, row, nq, nk, lo, hi) ((key) < (nk))
@@ -207,6 +209,16 @@ inline float fcl_shfl_xor(float x, int mask) {
 #define ROW_SEES(key, row, nq, nk, lo, hi) ((key) < (nk) && (key) <= (row) + (nk) - (nq))
 #else
 #define ROW_SEES(key, row, nq, nk, lo, hi) ((key) >= (lo) && (key) < (hi))
+#endif
+/* ROW_SEES for the dK/dV kernels, whose keys past nk are their own padding
+ * rows, never stored: with the window pinned, no test of key < nk (v6's
+ * causal dK/dV kernel had none, and fewer registers). */
+#if WINDOW == 0
+#define KEY_SEEN_BY(key, row, nq, nk, lo, hi) 1
+#elif WINDOW == 1
+#define KEY_SEEN_BY(key, row, nq, nk, lo, hi) ((key) <= (row) + (nk) - (nq))
+#else
+#define KEY_SEEN_BY(key, row, nq, nk, lo, hi) ROW_SEES(key, row, nq, nk, lo, hi)
 #endif
 
 /* ---- score transforms ------------------------------------------------------

@@ -119,7 +119,8 @@ UNROLL
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) {
             int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
-            if (masked) seen = seen && ROW_SEES(key[r], q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
+            if (masked)
+              seen = seen && KEY_SEEN_BY(key[r], q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
             float dscale;
             const float pr = fcl_prob(s[r][i], p, lse2_i, slope, q0 + qi + diag - key[r], &dscale);
             s[r][i] = seen ? pr : 0.0f;

@@ -192,7 +192,8 @@ UNROLL
             const int qi = sb + 8 * n + 2 * t + (i & 1), key = key_g + 8 * (i >> 1);
             const float lse2_i = lse2_tile[qi];
             int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
-            if (masked) seen = seen && ROW_SEES(key, q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
+            if (masked)
+              seen = seen && KEY_SEEN_BY(key, q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
             float dscale;
             const float pr = fcl_prob(s[n][i], p, lse2_i, slope, q0 + qi + diag - key, &dscale);
             s[n][i] = seen ? pr : 0.0f;

@@ -261,7 +261,8 @@ UNROLL
 UNROLL
         for (int j = 0; j < BLOCK_K; ++j) {
           const int key = k0 + j;
-          s[r][j] = key >= key_lo[r] && key < key_hi[r] ? s[r][j] : -INFINITY;
+          s[r][j] = ROW_SEES(key, row[r], nq, qb.seq.nk, key_lo[r], key_hi[r]) ? s[r][j]
+                                                                             : -INFINITY;
         }
       }
       float m_new = m[r];

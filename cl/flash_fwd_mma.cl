@@ -108,7 +108,8 @@ UNROLL
 UNROLL
         for (int i = 0; i < 4; ++i) {
           const int key = k0 + 8 * n + 2 * t + (i & 1);
-          s[n][i] = key >= key_lo[i >> 1] && key < key_hi[i >> 1] ? s[n][i] : -INFINITY;
+          s[n][i] = ROW_SEES(key, row[i >> 1], nq, nk, key_lo[i >> 1], key_hi[i >> 1])
+                        ? s[n][i] : -INFINITY;
         }
     }
 UNROLL

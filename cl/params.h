@@ -94,12 +94,12 @@ typedef struct fcl_params {
  * sees; empty (lo >= hi) when it sees none. */
 FCL_INLINE void fcl_row_keys(FCL_I32 nq, FCL_I32 nk, FCL_I32 wl, FCL_I32 wr, FCL_I32 row,
                              FCL_I32 *lo, FCL_I32 *hi) {
+  /* An unbounded side is its end of the keys as it is, unclamped, so that
+   * a kernel with the window pinned (cl/common.cl, WINDOW) folds it. */
   const FCL_I64 at = (FCL_I64)row + nk - nq;  /* the diagonal's key */
-  FCL_I64 a = wl < 0 ? 0 : at - wl, b = wr < 0 ? nk : at + wr + 1;
-  a = a < 0 ? 0 : a > nk ? nk : a;
-  b = b < 0 ? 0 : b > nk ? nk : b;
-  *lo = (FCL_I32)a;
-  *hi = (FCL_I32)b;
+  const FCL_I64 a = at - wl, b = at + wr + 1;
+  *lo = wl < 0 ? 0 : (FCL_I32)(a < 0 ? 0 : a > nk ? nk : a);
+  *hi = wr < 0 ? nk : (FCL_I32)(b < 0 ? 0 : b > nk ? nk : b);
 }
 
 /* For query rows [q0, q0 + rows) (rows >= 1, within the sequence): the

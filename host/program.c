@@ -89,10 +89,21 @@ void fcl__options_count_io(fcl__options *opts, cl_mem io_counter) {
   if (io_counter) fcl__options_define(opts, "FCL_COUNT_IO", 1);
 }
 
+/* Where FLASHCL_BUILD_LOG asks each build's log to go: NULL when unset,
+ * "-" for stderr, else a file appended to. A developer's knob, read per
+ * build so that a test can set it. */
+static const char *build_log_target(void) {
+  const char *target = getenv("FLASHCL_BUILD_LOG");
+  return target && target[0] ? target : NULL;
+}
+
 /* Options every build on this context's device gets. */
 static void context_options(const fcl_context *ctx, fcl__options *opts) {
   fcl__options_flag(opts, "-cl-std=CL1.2");
   if (ctx->info.limits.nvidia_ptx) fcl__options_define(opts, "FCL_NVIDIA_PTX", 1);
+  /* ptxas's registers, spills and shared memory, into the build log. */
+  if (ctx->info.limits.nvidia_ptx && build_log_target())
+    fcl__options_flag(opts, "-cl-nv-verbose");
   if (!ctx->info.limits.is_gpu) fcl__options_define(opts, "FCL_UNROLL", 0);
   /* Build-time knob for tuning experiments (cmake -DFLASHCL_KERNEL_DEFINES). */
   if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(opts, FCL_EXTRA_KERNEL_OPTIONS);
@@ -136,6 +147,37 @@ static void cache_drop(fcl_context *ctx, fcl__program_entry *gone) {
   fcl__free(gone);
 }
 
+/* The program's build log, NUL-terminated, to be freed; NULL when it
+ * cannot be read. */
+static char *build_log(fcl_context *ctx, cl_program program) {
+  size_t log_size = 0;
+  char *log = NULL;
+  if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                            &log_size) == CL_SUCCESS &&
+      (log = fcl__malloc(ctx, log_size + 1)) != NULL &&
+      clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, log_size,
+                            log, NULL) == CL_SUCCESS)
+    log[log_size] = '\0';
+  else if (log)
+    log[0] = '\0';
+  return log;
+}
+
+/* One record per successful build where FLASHCL_BUILD_LOG asks for it:
+ * "== file options" and the log. */
+static void write_build_log(fcl_context *ctx, fcl__source source, const char *options,
+                            cl_program program) {
+  const char *target = build_log_target();
+  if (!target) return;
+  FILE *f = strcmp(target, "-") ? fopen(target, "a") : stderr;
+  if (!f) return;
+  char *log = build_log(ctx, program);
+  fprintf(f, "== %s %s\n%s\n", sources[source].file, options, log ? log : "");
+  fcl__free(log);
+  if (f != stderr) fclose(f);
+  else fflush(f);
+}
+
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
@@ -147,19 +189,11 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
   FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
   cl_int err = fcl__build_program(ctx, program, options);
   if (err == CL_SUCCESS) {
+    write_build_log(ctx, source, options, program);
     *out = program;
     return FCL_SUCCESS;
   }
-  size_t log_size = 0;
-  char *log = NULL;
-  if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                            &log_size) == CL_SUCCESS &&
-      (log = fcl__malloc(ctx, log_size + 1)) != NULL &&
-      clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, log_size,
-                            log, NULL) == CL_SUCCESS)
-    log[log_size] = '\0';
-  else if (log)
-    log[0] = '\0';
+  char *log = build_log(ctx, program);
   clReleaseProgram(program);
   fcl_status status = fcl__fail(
       ctx, err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY : FCL_ERROR_BUILD_FAILED,
