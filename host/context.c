@@ -39,6 +39,33 @@ static int has_extension(const char *extensions, const char *name) {
   return 0;
 }
 
+/* The vendor, from its PCI id, and the width its hardware runs work-items
+ * in lockstep, each from the vendor's own query (0 where there is none). */
+static void read_vendor(cl_device_id dev, fcl_device_limits *lim) {
+  cl_uint id = 0, u32 = 0;
+  lim->vendor = FCL_VENDOR_OTHER;
+  if (lim->is_gpu && clGetDeviceInfo(dev, CL_DEVICE_VENDOR_ID, sizeof id, &id, NULL) == CL_SUCCESS)
+    lim->vendor = id == 0x10de ? FCL_VENDOR_NVIDIA
+                  : id == 0x1002 ? FCL_VENDOR_AMD
+                  : id == 0x8086 ? FCL_VENDOR_INTEL
+                                 : FCL_VENDOR_OTHER;
+  lim->sub_group_size = 0;
+  if (lim->vendor == FCL_VENDOR_NVIDIA) {
+    /* CL_DEVICE_WARP_SIZE_NV */
+    if (clGetDeviceInfo(dev, 0x4003, sizeof u32, &u32, NULL) == CL_SUCCESS) lim->sub_group_size = u32;
+  } else if (lim->vendor == FCL_VENDOR_AMD) {
+    /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */
+    if (clGetDeviceInfo(dev, 0x4043, sizeof u32, &u32, NULL) == CL_SUCCESS) lim->sub_group_size = u32;
+  } else if (lim->vendor == FCL_VENDOR_INTEL) {
+    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: the widest up to 16, which Xe runs
+     * the planned kernels at without halving their registers */
+    size_t sizes[8] = {0}, bytes = 0;
+    if (clGetDeviceInfo(dev, 0x4108, sizeof sizes, sizes, &bytes) == CL_SUCCESS)
+      for (size_t i = 0; i < bytes / sizeof sizes[0] && i < 8; ++i)
+        if (sizes[i] <= 16 && sizes[i] > lim->sub_group_size) lim->sub_group_size = (unsigned)sizes[i];
+  }
+}
+
 /* Fills `out`; fails only when the extension list cannot be allocated
  * (the limits would be wrong, not merely incomplete). `ctx` (may be NULL)
  * is where injected failures are counted and messages go. */
@@ -102,6 +129,7 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
         clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS)
       lim->nvidia_sm = major * 10 + minor;
   }
+  read_vendor(dev, lim);
   return FCL_SUCCESS;
 }
 

@@ -4,6 +4,9 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
+#include <string.h>
+
 /* The -D options every flash program starts from: its storage type, and
  * whether it counts its bytes. */
 static void storage_options(const fcl_attention_desc *desc, cl_mem io_counter,
@@ -72,49 +75,6 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 
-fcl_status fcl__flash_forward(fcl__forward_call *call) {
-  fcl_context *ctx = call->ctx;
-  const fcl__shape *sh = &call->shape;
-  const fcl_attention_desc *desc = call->desc;
-  char why[256] = "";
-  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
-                                      &call->settings.tiling_hint, &call->plan, why, sizeof why);
-  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
-                ctx->info.name, why);
-  const fcl_plan *plan = &call->plan;
-
-  fcl__options opts;
-  forward_options(&ctx->info.limits, plan, desc, call->lse != NULL, call->io_counter, &opts);
-  const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
-  const char *name = mma ? "flash_fwd_mma" : "flash_fwd";
-  cl_kernel kernel;
-  FCL_FORWARD_IF(fcl__kernel(ctx, mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD, &opts,
-                             name, &kernel));
-  fcl__ragged ragged;
-  status = fcl__ragged_upload(ctx, sh, plan->block_q, 0, 0, &ragged);
-  fcl_params params = fcl__params_of(sh);
-  params.work_items = (cl_int)ragged.items_q;
-  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
-                                       .lse = call->lse, .alibi = desc->alibi_slopes,
-                                       .seqs = ragged.seqs, .work = ragged.work_q};
-  size_t groups = 0;
-  if (status == FCL_SUCCESS) status = fcl__check_local_bytes(ctx, kernel, name, plan->local_bytes);
-  if (status == FCL_SUCCESS)
-    status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
-  if (status == FCL_SUCCESS)
-    status = checked_groups(ctx, block_groups(sh, ragged.items_q, desc->seqlen_q,
-                                              desc->heads_q, plan->block_q),
-                            "flash forward", &groups);
-  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
-  if (status == FCL_SUCCESS && groups) {
-    size_t global = groups * plan->wg_size, local = plan->wg_size;
-    status = fcl__launch(ctx, kernel, name, 1, &global, &local);
-  }
-  fcl__ragged_release(&ragged);
-  clReleaseKernel(kernel);
-  return status;
-}
-
 /* The -D options of flash_bwd.cl or flash_bwd_mma.cl, from the backward
  * plan. */
 static void backward_options(const fcl_device_limits *limits, const fcl_plan *plan,
@@ -142,6 +102,122 @@ static void preprocess_options(const fcl__pre_shape *shape, const fcl_attention_
   storage_options(desc, io_counter, opts);
   fcl__options_define(opts, "WG_SIZE", (long)shape->wg_size);
   fcl__options_define(opts, "PRE_THREADS", (long)shape->threads_per_row);
+}
+
+/* A program a flash pass builds: its source, options and kernels, the
+ * local memory the plan gives each kernel (0: not checked) and their
+ * work-group size. */
+typedef struct flash_program {
+  fcl__source source;
+  const char *kernels[2];
+  size_t local_bytes;
+  unsigned wg_size;
+  fcl__options opts;
+} flash_program;
+
+/* The programs of `pass` for `plan`, in build order (the backward: the
+ * preprocessing, then dK/dV with dQ): what the passes below build, and
+ * what fcl_flash_programs lists. @return how many. */
+static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
+                               const fcl_attention_desc *desc, fcl_pass pass, int with_lse,
+                               cl_mem io_counter, flash_program *out) {
+  const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
+  if (pass == FCL_PASS_FORWARD) {
+    out[0] = (flash_program){.source = mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD,
+                             .kernels = {mma ? "flash_fwd_mma" : "flash_fwd", NULL},
+                             .local_bytes = plan->local_bytes,
+                             .wg_size = plan->wg_size};
+    forward_options(limits, plan, desc, with_lse, io_counter, &out[0].opts);
+    return 1;
+  }
+  const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);
+  out[0] = (flash_program){.source = FCL_SRC_FLASH_BWD_PRE,
+                           .kernels = {"flash_bwd_preprocess", NULL},
+                           .wg_size = (unsigned)pre.wg_size};
+  preprocess_options(&pre, desc, io_counter, &out[0].opts);
+  out[1] = (flash_program){
+      .source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD,
+      .kernels = {mma ? "flash_bwd_dkdv_mma" : "flash_bwd_dkdv",
+                  mma ? "flash_bwd_dq_mma" : "flash_bwd_dq"},
+      .local_bytes = plan->local_bytes,
+      .wg_size = plan->wg_size};
+  backward_options(limits, plan, desc, io_counter, &out[1].opts);
+  return 2;
+}
+
+fcl_status fcl_flash_programs(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                              fcl_pass pass, fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
+                              unsigned *count, char *why, size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  if (!out || !count) {
+    if (why && why_len) snprintf(why, why_len, "out and count must not be NULL");
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  fcl_plan plan;
+  FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &plan, why, why_len));
+  flash_program programs[FCL_MAX_PASS_PROGRAMS];
+  const unsigned n = flash_programs(limits, &plan, desc, pass, 1, NULL, programs);
+  for (unsigned i = 0; i < n; ++i) {
+    fcl__options all;
+    if (fcl__program_options(limits, &programs[i].opts, 0, &all) != FCL_SUCCESS) {
+      if (why && why_len) snprintf(why, why_len, "build options too long");
+      return FCL_ERROR_INVALID_ARGUMENT;
+    }
+    fcl_program_info *info = &out[i];
+    memset(info, 0, sizeof *info);
+    info->file = fcl__source_file(programs[i].source);
+    info->prelude = fcl__source_prelude_file(programs[i].source);
+    info->kernels[0] = programs[i].kernels[0];
+    info->kernels[1] = programs[i].kernels[1];
+    info->local_bytes = programs[i].local_bytes;
+    info->wg_size = programs[i].wg_size;
+    memcpy(info->options, all.text, all.len + 1);
+  }
+  *count = n;
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__flash_forward(fcl__forward_call *call) {
+  fcl_context *ctx = call->ctx;
+  const fcl__shape *sh = &call->shape;
+  const fcl_attention_desc *desc = call->desc;
+  char why[256] = "";
+  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
+                                      &call->settings.tiling_hint, &call->plan, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
+                ctx->info.name, why);
+  const fcl_plan *plan = &call->plan;
+
+  flash_program program;
+  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->lse != NULL,
+                 call->io_counter, &program);
+  const char *name = program.kernels[0];
+  cl_kernel kernel;
+  FCL_FORWARD_IF(fcl__kernel(ctx, program.source, &program.opts, name, &kernel));
+  fcl__ragged ragged;
+  status = fcl__ragged_upload(ctx, sh, plan->block_q, 0, 0, &ragged);
+  fcl_params params = fcl__params_of(sh);
+  params.work_items = (cl_int)ragged.items_q;
+  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
+                                       .lse = call->lse, .alibi = desc->alibi_slopes,
+                                       .seqs = ragged.seqs, .work = ragged.work_q};
+  size_t groups = 0;
+  if (status == FCL_SUCCESS)
+    status = fcl__check_local_bytes(ctx, kernel, name, program.local_bytes);
+  if (status == FCL_SUCCESS)
+    status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
+  if (status == FCL_SUCCESS)
+    status = checked_groups(ctx, block_groups(sh, ragged.items_q, desc->seqlen_q,
+                                              desc->heads_q, plan->block_q),
+                            "flash forward", &groups);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
+  if (status == FCL_SUCCESS && groups) {
+    size_t global = groups * plan->wg_size, local = plan->wg_size;
+    status = fcl__launch(ctx, kernel, name, 1, &global, &local);
+  }
+  fcl__ragged_release(&ragged);
+  clReleaseKernel(kernel);
+  return status;
 }
 
 /* The backward's kernels and scratch, released in one place. */
@@ -228,19 +304,18 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
                 ctx->info.name, why);
 
-  const int mma = call->plan.kernel == FCL_FLASH_KERNEL_MMA;
+  flash_program programs[2];
+  flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, 1, call->io_counter,
+                 programs);
+  const flash_program *pre = &programs[0], *main = &programs[1];
   backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits, desc->head_dim),
-                      .dkdv_name = mma ? "flash_bwd_dkdv_mma" : "flash_bwd_dkdv",
-                      .dq_name = mma ? "flash_bwd_dq_mma" : "flash_bwd_dq"};
-  fcl__options opts;
-  preprocess_options(&run.pre_shape, desc, call->io_counter, &opts);
-  status = fcl__kernel(ctx, FCL_SRC_FLASH_BWD_PRE, &opts, "flash_bwd_preprocess", &run.pre);
-  const fcl__source main_source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD;
-  backward_options(&ctx->info.limits, &call->plan, desc, call->io_counter, &opts);
+                      .dkdv_name = main->kernels[0],
+                      .dq_name = main->kernels[1]};
+  status = fcl__kernel(ctx, pre->source, &pre->opts, pre->kernels[0], &run.pre);
   if (status == FCL_SUCCESS)
-    status = fcl__kernel(ctx, main_source, &opts, run.dkdv_name, &run.dkdv);
+    status = fcl__kernel(ctx, main->source, &main->opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)
-    status = fcl__kernel(ctx, main_source, &opts, run.dq_name, &run.dq);
+    status = fcl__kernel(ctx, main->source, &main->opts, run.dq_name, &run.dq);
   /* (at least a float: OpenCL has no empty buffers, and a ragged batch may
    * have no query) */
   if (status == FCL_SUCCESS)

@@ -311,6 +311,18 @@ void fcl__options_flag(fcl__options *opts, const char *flag);
  *  call's arguments. */
 void fcl__options_count_io(fcl__options *opts, cl_mem io_counter);
 
+/** The options a program is built with on a device with `limits`: `opts`,
+ *  then those every build on the device gets; `verbose` adds the vendor
+ *  compiler's resource report (FLASHCL_BUILD_LOG). One function for the
+ *  builds and for fcl_flash_programs, so that the two cannot differ.
+ *  @return FCL_ERROR_INVALID_ARGUMENT when they do not fit. */
+fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__options *opts,
+                                int verbose, fcl__options *all);
+
+/** A source's file name in cl/, and its prelude's (NULL if none). */
+const char *fcl__source_file(fcl__source source);
+const char *fcl__source_prelude_file(fcl__source source);
+
 /** Builds (or takes from the context's cache) the program for `source`
  *  with `opts` plus the context-wide options (I/O counting, vendor
  *  extensions), and creates a fresh kernel `name` from it. The kernel is the

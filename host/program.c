@@ -35,19 +35,24 @@ extern const char fcl__cl_params_probe[];
 static const struct {
   const char *text;
   const char *file;
-  const char *prelude;
+  const char *prelude;       /* text */
+  const char *prelude_file;
 } sources[FCL_SRC_COUNT] = {
-    [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl", NULL},
-    [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl", fcl__cl_mma},
-    [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl", NULL},
-    [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl", NULL},
-    [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl", fcl__cl_flash_bwd_rows},
-    [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma},
-    [FCL_SRC_FLASH_BWD_PRE] = {fcl__cl_flash_bwd_pre, "flash_bwd_pre.cl", NULL},
-    [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL},
-    [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma},
-    [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL},
+    [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl", NULL, NULL},
+    [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl", fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_SOFTMAX] = {fcl__cl_softmax, "softmax.cl", NULL, NULL},
+    [FCL_SRC_PEAKS] = {fcl__cl_peaks, "peaks.cl", NULL, NULL},
+    [FCL_SRC_FLASH_BWD] = {fcl__cl_flash_bwd, "flash_bwd.cl", fcl__cl_flash_bwd_rows,
+                           "flash_bwd_rows.cl"},
+    [FCL_SRC_FLASH_BWD_MMA] = {fcl__cl_flash_bwd_mma, "flash_bwd_mma.cl", fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_FLASH_BWD_PRE] = {fcl__cl_flash_bwd_pre, "flash_bwd_pre.cl", NULL, NULL},
+    [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL, NULL},
+    [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL, NULL},
 };
+
+const char *fcl__source_file(fcl__source source) { return sources[source].file; }
+const char *fcl__source_prelude_file(fcl__source source) { return sources[source].prelude_file; }
 
 /* One variant: compiled (program set) or being compiled by one thread
  * (program NULL), which others needing it wait for. */
@@ -97,16 +102,18 @@ static const char *build_log_target(void) {
   return target && target[0] ? target : NULL;
 }
 
-/* Options every build on this context's device gets. */
-static void context_options(const fcl_context *ctx, fcl__options *opts) {
-  fcl__options_flag(opts, "-cl-std=CL1.2");
-  if (ctx->info.limits.nvidia_ptx) fcl__options_define(opts, "FCL_NVIDIA_PTX", 1);
+fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__options *opts,
+                                int verbose, fcl__options *all) {
+  fcl__options_init(all);
+  fcl__options_flag(all, opts->text);
+  fcl__options_flag(all, "-cl-std=CL1.2");
+  if (limits->nvidia_ptx) fcl__options_define(all, "FCL_NVIDIA_PTX", 1);
   /* ptxas's registers, spills and shared memory, into the build log. */
-  if (ctx->info.limits.nvidia_ptx && build_log_target())
-    fcl__options_flag(opts, "-cl-nv-verbose");
-  if (!ctx->info.limits.is_gpu) fcl__options_define(opts, "FCL_UNROLL", 0);
+  if (limits->nvidia_ptx && verbose) fcl__options_flag(all, "-cl-nv-verbose");
+  if (!limits->is_gpu) fcl__options_define(all, "FCL_UNROLL", 0);
   /* Build-time knob for tuning experiments (cmake -DFLASHCL_KERNEL_DEFINES). */
-  if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(opts, FCL_EXTRA_KERNEL_OPTIONS);
+  if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(all, FCL_EXTRA_KERNEL_OPTIONS);
+  return opts->overflow || all->overflow ? FCL_ERROR_INVALID_ARGUMENT : FCL_SUCCESS;
 }
 
 /* The entry of a variant, built or being built; the caller holds
@@ -249,11 +256,11 @@ fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
                        cl_kernel *kernel) {
   *kernel = NULL;
   fcl__options all;
-  fcl__options_init(&all);
-  fcl__options_flag(&all, opts->text);
-  context_options(ctx, &all);
-  FCL_RETURN_IF(ctx, opts->overflow || all.overflow, FCL_ERROR_INVALID_ARGUMENT,
-                "build options for %s are too long", sources[source].file);
+  FCL_RETURN_IF(ctx,
+                fcl__program_options(&ctx->info.limits, opts, build_log_target() != NULL,
+                                     &all) != FCL_SUCCESS,
+                FCL_ERROR_INVALID_ARGUMENT, "build options for %s are too long",
+                sources[source].file);
   cl_program program = NULL;
   FCL_FORWARD_IF(cached_program(ctx, source, all.text, &program));
   return fcl__create_kernel(ctx, program, name, kernel);

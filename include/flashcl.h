@@ -97,8 +97,18 @@ FCL_API const char *fcl_status_str(fcl_status status);
 /* Devices                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/** Whose GPU a device is, from CL_DEVICE_VENDOR_ID (the PCI vendor); the
+ *  planner's rules and the build options differ per vendor. */
+typedef enum fcl_vendor {
+  FCL_VENDOR_OTHER = 0,   /**< anything else, CPUs through PoCL among them */
+  FCL_VENDOR_NVIDIA = 1,  /**< 0x10de */
+  FCL_VENDOR_AMD = 2,     /**< 0x1002 */
+  FCL_VENDOR_INTEL = 3,   /**< 0x8086, GPUs only (a CPU device is OTHER) */
+} fcl_vendor;
+
 /** The numbers the tile planner needs. Filled from the device by
- *  fcl_devices() and fcl_context_device(); tests may make up their own. */
+ *  fcl_devices() and fcl_context_device(), or from a profile
+ *  (fcl_device_profiles); tests may make up their own. */
 typedef struct fcl_device_limits {
   uint64_t local_mem_bytes;     /**< CL_DEVICE_LOCAL_MEM_SIZE, as reported */
   size_t max_work_group_size;   /**< CL_DEVICE_MAX_WORK_GROUP_SIZE */
@@ -116,6 +126,12 @@ typedef struct fcl_device_limits {
    *  and the backward likewise, where head_dim is a multiple of 8 up to
    *  128. */
   unsigned nvidia_sm;
+  unsigned vendor;              /**< fcl_vendor; a GPU's only */
+  /** Work-items that run in lockstep: NVIDIA's warp
+   *  (CL_DEVICE_WARP_SIZE_NV), AMD's wavefront
+   *  (CL_DEVICE_WAVEFRONT_WIDTH_AMD), Intel's widest sub-group up to 16
+   *  (CL_DEVICE_SUB_GROUP_SIZES_INTEL); 0 where the device does not say. */
+  unsigned sub_group_size;
 } fcl_device_limits;
 
 /** One OpenCL device as the library sees it. */
@@ -142,6 +158,22 @@ typedef struct fcl_device_info {
  *          FCL_ERROR_INVALID_ARGUMENT (count NULL, or out NULL with a
  *          nonzero capacity), FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count);
+
+/** A device described from its vendor's documentation rather than read
+ *  from a driver: what the planner would choose there can be seen, and its
+ *  kernels compiled by the vendor's offline compiler
+ *  (scripts/vendor-check.sh), without the device. */
+typedef struct fcl_device_profile {
+  const char *key;          /**< short name for command lines, e.g. "arc-a770" */
+  const char *compiler;     /**< the offline target that stands for it, e.g. "ocloc -device dg2" */
+  const char *source;       /**< where its numbers come from */
+  fcl_device_info info;     /**< name, vendor and limits; indices 0 */
+} fcl_device_profile;
+
+/** The library's device profiles (Intel Arc A770 and Data Center GPU Max
+ *  1550, AMD Instinct MI300X and Radeon RX 7900 XTX), static and
+ *  read-only; `*count` gets their number. Thread-safe. */
+FCL_API const fcl_device_profile *fcl_device_profiles(size_t *count);
 
 /* ------------------------------------------------------------------------ */
 /* Context                                                                  */
@@ -456,6 +488,39 @@ typedef struct fcl_plan {
 FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           const fcl_attention_desc *desc, fcl_pass pass,
                           fcl_plan *plan, char *why, size_t why_len);
+
+/** Most programs one flash pass builds (the backward: its preprocessing,
+ *  and dK/dV with dQ). */
+#define FCL_MAX_PASS_PROGRAMS 2
+
+/** One OpenCL program the library builds for a flash pass. Its text is, in
+ *  this order, the library's cl/params.h, cl/common.cl, `prelude` when not
+ *  NULL, and `file` (all embedded in the library, and in the source tree's
+ *  cl/ folder). */
+typedef struct fcl_program_info {
+  const char *file;          /**< the kernels' source, e.g. "flash_fwd.cl" */
+  const char *prelude;       /**< a source compiled in front of it, or NULL */
+  const char *kernels[2];    /**< the kernels built from it; kernels[1] NULL if one */
+  /** Local memory per work-group the plan gives each kernel, which the
+   *  library checks against CL_KERNEL_LOCAL_MEM_SIZE after the build; 0
+   *  where it does not check. */
+  size_t local_bytes;
+  unsigned wg_size;          /**< work-items per work-group of its launches */
+  char options[1024];        /**< the build options, exactly as passed to clBuildProgram */
+} fcl_program_info;
+
+/** The programs a flash `pass` of `desc` builds on a device with `limits`,
+ *  from the plan fcl_plan_flash chooses, without touching any device: the
+ *  same function the library builds from at run time. The forward is
+ *  listed as called with an LSE buffer and without I/O counting; the
+ *  FLASHCL_BUILD_LOG environment variable's extra option is not included.
+ *  Writes `*count` (at most FCL_MAX_PASS_PROGRAMS) entries to `out`.
+ *  @return as fcl_plan_flash, with `why` as there; FCL_ERROR_INVALID_ARGUMENT
+ *          also for `out` or `count` NULL. */
+FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
+                                      const fcl_attention_desc *desc, fcl_pass pass,
+                                      fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
+                                      unsigned *count, char *why, size_t why_len);
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,

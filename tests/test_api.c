@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 START_TEST(version_and_names) {
   ck_assert_uint_eq(fcl_version_number(), FCL_VERSION_NUMBER);
@@ -804,6 +806,69 @@ START_TEST(buffer_sizes_follow_the_descriptor) {
 }
 END_TEST
 
+/* What fcl_flash_programs lists is what the library builds: every program
+ * a forward and a backward build (FLASHCL_BUILD_LOG's records, here on a
+ * shape no other test uses, so that nothing comes from the cache) appears
+ * in the list with the same file and options, and nothing else is built. */
+START_TEST(listed_programs_are_the_built_ones) {
+  char log_path[] = "/tmp/flashcl-build-log-XXXXXX";
+  const int fd = mkstemp(log_path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_int_eq(setenv("FLASHCL_BUILD_LOG", log_path, 1), 0);
+  fcl_context *ctx = th_context();
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  const th_shape shape = {1, 3, 1, 37, 53, 40, 1};
+  const fcl_attention_desc desc = th_shape_desc(&shape, FCL_DTYPE_F32);
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 5, 1.0);
+  th_grad_inputs g;
+  th_grad_inputs_init(&g, ctx, &p, 6);
+  th_forward f = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+  th_backward b = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
+  ck_assert_int_eq(f.status, FCL_SUCCESS);
+  ck_assert_int_eq(b.status, FCL_SUCCESS);
+  unsetenv("FLASHCL_BUILD_LOG");
+
+  fcl_program_info listed[2 * FCL_MAX_PASS_PROGRAMS];
+  unsigned n_fwd = 0, n_bwd = 0;
+  char why[256];
+  ck_assert_int_eq(fcl_flash_programs(&dev.limits, &desc, FCL_PASS_FORWARD, listed, &n_fwd, why,
+                                      sizeof why), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_flash_programs(&dev.limits, &desc, FCL_PASS_BACKWARD, listed + n_fwd,
+                                      &n_bwd, why, sizeof why), FCL_SUCCESS);
+  ck_assert_uint_eq(n_fwd, 1);
+  ck_assert_uint_eq(n_bwd, 2);
+  FILE *log = fopen(log_path, "r");
+  ck_assert_ptr_nonnull(log);
+  char line[2048];
+  int records = 0, seen[2 * FCL_MAX_PASS_PROGRAMS] = {0};
+  while (fgets(line, sizeof line, log)) {
+    if (strncmp(line, "== ", 3)) continue;
+    line[strcspn(line, "\n")] = '\0';
+    ++records;
+    int found = 0;
+    for (unsigned i = 0; i < n_fwd + n_bwd; ++i) {
+      char want[sizeof line];
+      snprintf(want, sizeof want, "== %s %s", listed[i].file, listed[i].options);
+      if (!strcmp(line, want)) found = seen[i] = 1;
+    }
+    ck_assert_msg(found, "built but not listed: %s", line + 3);
+  }
+  fclose(log);
+  unlink(log_path);
+  ck_assert_int_eq(records, (int)(n_fwd + n_bwd));
+  for (unsigned i = 0; i < n_fwd + n_bwd; ++i)
+    ck_assert_msg(seen[i], "listed but not built: %s %s", listed[i].file, listed[i].options);
+  th_forward_free(&f);
+  th_backward_free(&b);
+  th_grad_inputs_free(&g);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = th_tcase("misuse");
@@ -824,6 +889,7 @@ int main(void) {
                       FCL_ALGO_NAIVE + 1);
   tcase_add_test(tc, arguments_that_are_not_buffers_are_refused);
   tcase_add_test(tc, buffer_sizes_follow_the_descriptor);
+  tcase_add_test(tc, listed_programs_are_the_built_ones);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

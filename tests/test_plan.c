@@ -684,10 +684,48 @@ START_TEST(io_model_refuses_counts_past_64_bits) {
 }
 END_TEST
 
+/* Every profile is a GPU the planner plans for: every head_dim, storage
+ * type and pass fits its local memory and work-group limit, and its
+ * programs list the plan's local bytes and work-group size. */
+START_TEST(every_profile_plans_every_pass) {
+  size_t n = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  ck_assert_uint_ge(n, 4);
+  for (size_t i = 0; i < n; ++i) {
+    const fcl_device_limits *lim = &profiles[i].info.limits;
+    ck_assert_msg(profiles[i].key && profiles[i].compiler && profiles[i].source, "profile %zu", i);
+    ck_assert(lim->is_gpu && lim->vendor != FCL_VENDOR_OTHER && lim->sub_group_size > 0);
+    for (size_t d = 8; d <= FCL_MAX_HEAD_DIM; d += 8)
+      for (size_t ti = 0; ti < 3; ++ti)
+        for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass) {
+          fcl_attention_desc desc;
+          fcl_attention_desc_init(&desc, 4, 16, 16, 2048, 2048, d);
+          desc.dtype = all_dtypes[ti];
+          desc.causal = (int)(d / 8 & 1);
+          fcl_plan plan;
+          char why[200] = "";
+          ck_assert_msg(fcl_plan_flash(lim, &desc, (fcl_pass)pass, &plan, why, sizeof why) ==
+                            FCL_SUCCESS, "%s d %zu: %s", profiles[i].key, d, why);
+          ck_assert_uint_le(plan.local_bytes, lim->local_mem_bytes);
+          ck_assert_uint_le(plan.wg_size, lim->max_work_group_size);
+          fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+          unsigned count = 0;
+          ck_assert_int_eq(fcl_flash_programs(lim, &desc, (fcl_pass)pass, programs, &count, why,
+                                              sizeof why), FCL_SUCCESS);
+          const fcl_program_info *main = &programs[count - 1];
+          ck_assert_uint_eq(main->local_bytes, plan.local_bytes);
+          ck_assert_uint_eq(main->wg_size, plan.wg_size);
+          ck_assert_ptr_nonnull(strstr(main->options, "-cl-std=CL1.2"));
+        }
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = th_tcase("planner");
   tcase_add_test(tc, plans_fit_every_made_up_device);
+  tcase_add_test(tc, every_profile_plans_every_pass);
   tcase_add_test(tc, work_group_shrinks_to_fill_the_device);
   tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);
   tcase_add_test(tc, small_work_group_limits_are_respected);

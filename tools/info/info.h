@@ -13,6 +13,8 @@ typedef struct info_options {
   size_t head_dim;  /* 0: both 64 and 128 */
   int causal;
   fcl_dtype dtype;
+  const char *profile;  /* NULL: the devices; else a profile's key, or "all" */
+  int programs;         /* 1: list the programs each pass builds */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

@@ -4,6 +4,7 @@
  * for a shape on each.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "flashcl.h"
@@ -36,12 +37,91 @@ static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, f
     printf("      naive %s: %s\n", name, fcl_status_str(st));
 }
 
-static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d) {
+/* The programs a pass builds, one tab-separated line each (--programs). */
+static void show_programs(const fcl_device_info *dev, const fcl_attention_desc *d,
+                          fcl_pass pass) {
+  fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+  unsigned n = 0;
+  char why[256] = "";
+  if (fcl_flash_programs(&dev->limits, d, pass, programs, &n, why, sizeof why) != FCL_SUCCESS)
+    return;  /* show_pass said why */
+  for (unsigned i = 0; i < n; ++i) {
+    const fcl_program_info *p = &programs[i];
+    printf("program\t%s\t%s\t%s\t%s%s%s\t%zu\t%u\t%s\n",
+           pass == FCL_PASS_FORWARD ? "forward" : "backward", p->file,
+           p->prelude ? p->prelude : "-", p->kernels[0], p->kernels[1] ? "," : "",
+           p->kernels[1] ? p->kernels[1] : "", p->local_bytes, p->wg_size, p->options);
+  }
+}
+
+static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d, int programs) {
   printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
   show_pass(dev, d, FCL_PASS_FORWARD);
   show_pass(dev, d, FCL_PASS_BACKWARD);
+  if (programs) {
+    show_programs(dev, d, FCL_PASS_FORWARD);
+    show_programs(dev, d, FCL_PASS_BACKWARD);
+  }
+}
+
+static const char *vendor_name(unsigned vendor) {
+  switch (vendor) {
+    case FCL_VENDOR_NVIDIA: return "NVIDIA";
+    case FCL_VENDOR_AMD: return "AMD";
+    case FCL_VENDOR_INTEL: return "Intel";
+    default: return "other";
+  }
+}
+
+/* A device's limits as the planner reads them, then the shape's plans. */
+static void show_device(const fcl_device_info *d, const fcl_attention_desc *descs, int n_descs,
+                        int programs) {
+  const fcl_device_limits *l = &d->limits;
+  printf("    %s, %u compute units", l->is_gpu ? "GPU" : "not a GPU", l->compute_units);
+  if (d->max_clock_mhz) printf(" at %u MHz", d->max_clock_mhz);
+  printf("\n");
+  printf("    planned as: vendor %s, sub-groups of %u%s, local memory %llu B\n",
+         vendor_name(l->vendor), l->sub_group_size, l->sub_group_size ? "" : " (unknown)",
+         (unsigned long long)l->local_mem_bytes);
+  printf("    work-groups up to %zu, global %.1f GiB, largest allocation %.1f GiB\n",
+         l->max_work_group_size, (double)l->global_mem_bytes / (1 << 30),
+         (double)l->max_alloc_bytes / (1 << 30));
+  printf("    fp16 %s, fp64 %s, 64-bit atomics %s, inline PTX %s\n", l->has_fp16 ? "yes" : "no",
+         l->has_fp64 ? "yes" : "no", l->has_int64_atomics ? "yes" : "no",
+         l->nvidia_ptx ? "yes" : "no");
+  if (l->nvidia_sm)
+    printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
+           l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
+  for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k], programs);
+}
+
+/* --profile: the library's described devices instead of the drivers'. */
+static int show_profiles(const info_options *opts, const fcl_attention_desc *descs,
+                         int n_descs) {
+  size_t n = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  const int list = !strcmp(opts->profile, "list"), all = !strcmp(opts->profile, "all");
+  int shown = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const fcl_device_profile *p = &profiles[i];
+    if (!list && !all && strcmp(opts->profile, p->key)) continue;
+    ++shown;
+    if (list) {
+      printf("%s\t%s\t%s\n", p->key, p->compiler, p->source);
+      continue;
+    }
+    printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
+           p->compiler, p->source);
+    show_device(&p->info, descs, n_descs, opts->programs);
+  }
+  if (!shown) {
+    fprintf(stderr, "flashcl-info: no profile '%s' (flashcl-info --profile list)\n",
+            opts->profile);
+    return 2;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -68,6 +148,8 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (opts.profile) return show_profiles(&opts, descs, n_descs);
+
   fcl_device_info devs[32];
   size_t n = 0;
   if (fcl_devices(devs, 32, &n) != FCL_SUCCESS || n == 0) {
@@ -77,23 +159,10 @@ int main(int argc, char **argv) {
   printf("flashcl %s: %zu OpenCL device(s)\n", fcl_version_string(), n);
   for (size_t i = 0; i < n && i < 32; ++i) {
     const fcl_device_info *d = &devs[i];
-    const fcl_device_limits *l = &d->limits;
     printf("\n[%u:%u] %s\n", d->platform_index, d->device_index, d->name);
     printf("    platform %s; %s; driver %s; vendor %s\n", d->platform, d->version, d->driver,
            d->vendor);
-    printf("    %s, %u compute units at %u MHz\n", l->is_gpu ? "GPU" : "not a GPU",
-           l->compute_units, d->max_clock_mhz);
-    printf("    local memory %llu B, work-groups up to %zu, global %.1f GiB, largest "
-           "allocation %.1f GiB\n",
-           (unsigned long long)l->local_mem_bytes, l->max_work_group_size,
-           (double)l->global_mem_bytes / (1 << 30), (double)l->max_alloc_bytes / (1 << 30));
-    printf("    fp16 %s, fp64 %s, 64-bit atomics %s, inline PTX %s\n", l->has_fp16 ? "yes" : "no",
-           l->has_fp64 ? "yes" : "no", l->has_int64_atomics ? "yes" : "no",
-           l->nvidia_ptx ? "yes" : "no");
-    if (l->nvidia_sm)
-      printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
-             l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
-    for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k]);
+    show_device(d, descs, n_descs, opts.programs);
   }
   return 0;
 }

@@ -12,14 +12,23 @@
 static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
+    "                    [--profile KEY|all] [--programs]\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
     "algorithms, per pass, for one shape (default: batch 1, 16 heads, seqlen\n"
     "4096, head_dim 64 and 128).\n"
     "\n"
+    "  --profile KEY  a device described by the library instead of the OpenCL\n"
+    "                 devices (no driver needed); 'all' for every profile, 'list'\n"
+    "                 for their keys and sources\n"
+    "  --programs     also each program a pass builds: one line per program,\n"
+    "                 'program<TAB>pass<TAB>file<TAB>prelude<TAB>kernels<TAB>\n"
+    "                 local bytes<TAB>work-group size<TAB>build options', as\n"
+    "                 scripts/vendor-check.sh reads them\n"
+    "\n"
     "Exit status: 0 when the devices were listed, 1 when there is none, 2 when\n"
-    "the command line or the shape is wrong.\n";
+    "the command line, the shape or the profile is wrong.\n";
 
 const char *info_usage(void) { return usage; }
 
@@ -46,6 +55,18 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
     if (!strcmp(a, "--version")) return INFO_PARSE_VERSION;
     if (!strcmp(a, "--causal")) {
       o->causal = 1;
+      continue;
+    }
+    if (!strcmp(a, "--programs")) {
+      o->programs = 1;
+      continue;
+    }
+    if (!strcmp(a, "--profile")) {
+      if (i + 1 >= argc) {
+        snprintf(why, why_len, "%s needs a value", a);
+        return INFO_PARSE_ERROR;
+      }
+      o->profile = argv[++i];
       continue;
     }
     if (!slot && strcmp(a, "--dtype")) {
