@@ -167,6 +167,15 @@ inline float fcl_shfl_xor(float x, int mask) {
 }
 #endif
 
+/* The sub-group width a kernel asks for where the host planned one (Intel:
+ * the narrowest, whose lanes get the most registers). */
+#if defined(FCL_SUB_GROUP_SIZE) && FCL_SUB_GROUP_SIZE > 0
+#pragma OPENCL EXTENSION cl_intel_required_subgroup_size : enable
+#define FCL_LANES __attribute__((intel_reqd_sub_group_size(FCL_SUB_GROUP_SIZE)))
+#else
+#define FCL_LANES
+#endif
+
 /* ---- arguments -------------------------------------------------------------
  * Every attention kernel's parameters: the buffers of params.h's list,
  * then the problem by value. */

@@ -42,7 +42,7 @@
 
 /* ---- dK, dV --------------------------------------------------------------- */
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
   __local tile4_t do_tile[BLOCK * TILE_LD4];
@@ -161,7 +161,7 @@ UNROLL
 
 /* ---- dQ ------------------------------------------------------------------- */
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK * TILE_LD4];

@@ -26,7 +26,7 @@
 
 DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)  // common.cl
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
   __local float part[WG_SIZE];
   FCL_IO_INIT;

@@ -86,7 +86,7 @@
 #define ROW_SUM_IN_LOCAL 0
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK_K * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK_K * TILE_LD4];

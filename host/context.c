@@ -57,12 +57,13 @@ static void read_vendor(cl_device_id dev, fcl_device_limits *lim) {
     /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */
     if (clGetDeviceInfo(dev, 0x4043, sizeof u32, &u32, NULL) == CL_SUCCESS) lim->sub_group_size = u32;
   } else if (lim->vendor == FCL_VENDOR_INTEL) {
-    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: the widest up to 16, which Xe runs
-     * the planned kernels at without halving their registers */
+    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: the narrowest, whose lanes get the
+     * most registers (the planner's budget, plan.c) */
     size_t sizes[8] = {0}, bytes = 0;
     if (clGetDeviceInfo(dev, 0x4108, sizeof sizes, sizes, &bytes) == CL_SUCCESS)
       for (size_t i = 0; i < bytes / sizeof sizes[0] && i < 8; ++i)
-        if (sizes[i] <= 16 && sizes[i] > lim->sub_group_size) lim->sub_group_size = (unsigned)sizes[i];
+        if (sizes[i] && (!lim->sub_group_size || sizes[i] < lim->sub_group_size))
+          lim->sub_group_size = (unsigned)sizes[i];
   }
 }
 

@@ -83,6 +83,26 @@
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 4u
 
+/* Private floats a work-item may keep without spilling, per vendor. The
+ * numbers above are an H200's (255 registers a work-item). Intel's GPUs
+ * run at their narrowest sub-group with 256 registers a thread
+ * (fcl__program_options), 256 floats a lane on Xe-HPG (SIMD8) and Xe-HPC
+ * (SIMD16); the budgets are what ocloc compiled without spilling over
+ * head_dim 64 and 128 (scripts/vendor-check.sh; docs/performance.md,
+ * vendors). */
+typedef struct register_budget {
+  unsigned fwd;      /* q + accumulator slices + Bc scores */
+  unsigned fwd_row;  /* q + accumulator slices */
+  unsigned bwd;      /* the backward's four row slices */
+} register_budget;
+
+static register_budget register_budget_of(const fcl_device_limits *limits) {
+  if (limits->vendor == FCL_VENDOR_INTEL)
+    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32}
+                                       : (register_budget){80, 64, 32};
+  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS};
+}
+
 /* flash-attn's head_dim buckets: one kernel build serves a range of head
  * dims; the real head_dim is a run-time argument. */
 static unsigned head_dim_bucket(size_t d) {
@@ -180,8 +200,9 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
   if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
 
+  const unsigned bwd_floats = register_budget_of(limits).bwd;
   unsigned g = 1;
-  while (4 * plan.rows_per_thread * plan.head_dim_padded / g > BWD_PRIVATE_FLOATS &&
+  while (4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
          g < BWD_MAX_THREADS_PER_ROW)
     g *= 2;
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
@@ -336,11 +357,12 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const unsigned bucket = head_dim_bucket(desc->head_dim);
   plan.head_dim_padded = bucket;
 
+  const register_budget regs = register_budget_of(limits);
   unsigned g = 1, rows = 1;
-  while (2 * bucket / g > PRIVATE_ROW_FLOATS) g *= 2;
+  while (2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
   if (limits->nvidia_ptx) {
     unsigned g2 = 1;
-    while (2 * 2 * bucket / g2 > PRIVATE_ROW_FLOATS) g2 *= 2;
+    while (2 * 2 * bucket / g2 > regs.fwd_row) g2 *= 2;
     if (g2 <= 2) g = g2, rows = 2;
   }
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
@@ -386,7 +408,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   /* Registers first: 2 * slice + rows * Bc private floats. */
   unsigned bk_cap = MAX_BLOCK_K;
   const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
-  while (bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > PRIVATE_FLOATS)
+  while (bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
     bk_cap /= 2;
   const int fixed_bk = hint && hint->block_k;
   if (fixed_bk && hint->block_k < MIN_BLOCK_K) {

@@ -27,7 +27,7 @@ static const fcl_device_profile profiles[] = {
                  .has_fp16 = 1,
                  .has_int64_atomics = 1,
                  .vendor = FCL_VENDOR_INTEL,
-                 .sub_group_size = 16}}},
+                 .sub_group_size = 8}}},
     {"max-1550", "ocloc -device pvc",
      "Intel Data Center GPU Max 1550: 128 Xe-cores of 8 vector engines in two stacks "
      "(Intel's product brief), 1024 compute units as compute-runtime counts them, "

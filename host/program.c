@@ -111,6 +111,12 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
   /* ptxas's registers, spills and shared memory, into the build log. */
   if (limits->nvidia_ptx && verbose) fcl__options_flag(all, "-cl-nv-verbose");
   if (!limits->is_gpu) fcl__options_define(all, "FCL_UNROLL", 0);
+  /* Intel: the planned sub-group and the large register file, which the
+   * planner's register budget assumes (plan.c). */
+  if (limits->vendor == FCL_VENDOR_INTEL && limits->sub_group_size) {
+    fcl__options_define(all, "FCL_SUB_GROUP_SIZE", (long)limits->sub_group_size);
+    fcl__options_flag(all, "-cl-intel-256-GRF-per-thread");
+  }
   /* Build-time knob for tuning experiments (cmake -DFLASHCL_KERNEL_DEFINES). */
   if (FCL_EXTRA_KERNEL_OPTIONS[0]) fcl__options_flag(all, FCL_EXTRA_KERNEL_OPTIONS);
   return opts->overflow || all->overflow ? FCL_ERROR_INVALID_ARGUMENT : FCL_SUCCESS;

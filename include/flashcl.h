@@ -129,8 +129,9 @@ typedef struct fcl_device_limits {
   unsigned vendor;              /**< fcl_vendor; a GPU's only */
   /** Work-items that run in lockstep: NVIDIA's warp
    *  (CL_DEVICE_WARP_SIZE_NV), AMD's wavefront
-   *  (CL_DEVICE_WAVEFRONT_WIDTH_AMD), Intel's widest sub-group up to 16
-   *  (CL_DEVICE_SUB_GROUP_SIZES_INTEL); 0 where the device does not say. */
+   *  (CL_DEVICE_WAVEFRONT_WIDTH_AMD), Intel's narrowest sub-group
+   *  (CL_DEVICE_SUB_GROUP_SIZES_INTEL), which the kernels then ask for, with
+   *  256 registers a thread; 0 where the device does not say. */
   unsigned sub_group_size;
 } fcl_device_limits;
 

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The planned kernels of every vendor profile, compiled by that vendor's own
+# compiler: for each profile of the library (flashcl-info --profile list),
+# the planner's programs over the shapes below (flashcl-info --programs: the
+# exact files and options the library would build), each built once per
+# target by scripts/vendor-compile.sh, and one table of what the compilers
+# made of them. A spill means the planner chose wrong for that device: the
+# fix goes into the planner or the kernel, never into this check.
+#
+# Usage: scripts/vendor-check.sh [--quick] [--jobs N] [INFO]
+#   INFO     flashcl-info (default build/tools/flashcl-info)
+#   --quick  head_dim 64 and 128 in f32 and f16 only, without a mask
+#   --jobs   compiles at once (default: the number of cores)
+#
+# Shapes: the standard sweep's form (16 heads, N 2048), head_dim 32, 64, 96,
+# 128, 192 and 256, f32, f16 and bf16, with and without the causal mask,
+# forward and backward. Results are cached by a hash of the program's text,
+# its options, the target and the compilers' versions, in
+# $FLASHCL_VENDOR_CACHE (default build/vendor-cache), so that a rerun only
+# compiles what changed.
+#
+# Fails (exit 1) on a compile error, on local memory over the profile's
+# limit or different from the plan's, and on any spill in a planned kernel;
+# scratch memory without a spill (private arrays the compiler keeps in
+# memory) and occupancy under 2 waves per SIMD on AMD are warnings.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0 jobs="$(nproc)" info=build/tools/flashcl-info
+while (($#)); do
+  case "$1" in
+    --help | -h) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    --quick) quick=1 ;;
+    --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
+    -*) echo "vendor-check: unknown option '$1'" >&2; exit 2 ;;
+    *) info="$1" ;;
+  esac
+  shift
+done
+[ -x "$info" ] || { echo "vendor-check: no flashcl-info at $info (build first)" >&2; exit 2; }
+
+scripts/vendor-tools.sh > /dev/null
+cache="${FLASHCL_VENDOR_CACHE:-build/vendor-cache}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$cache"
+tools="${FLASHCL_VENDOR_TOOLS:-build/vendor-tools}"
+versions="$(cat "$tools/intel/PACKAGES" 2> /dev/null; clang-15 --version | head -1)"
+
+dims=(32 64 96 128 192 256) dtypes=(f32 f16 bf16) masks=("" --causal)
+((quick)) && dims=(64 128) dtypes=(f32 f16) masks=("")
+
+# 1. The programs: profile, target, pass, file, prelude, kernels, plan's
+#    local bytes, options; each (target, file, options) once.
+"$info" --profile list | while IFS=$'\t' read -r key compiler _; do
+  target="${compiler##*-device }"
+  target="${target##*-mcpu=}"
+  limit="$("$info" --profile "$key" --head-dim 64 | sed -n 's/.*local memory \([0-9]*\) B.*/\1/p' | head -1)"
+  for d in "${dims[@]}"; do for t in "${dtypes[@]}"; do for m in "${masks[@]}"; do
+    "$info" --profile "$key" --head-dim "$d" --dtype "$t" --heads 16 --seqlen 2048 $m --programs |
+      { grep '^program' || true; } | sed "s/^program/$key\t$target\t$limit/"
+  done; done; done
+done | sort -u -t$'\t' -k2,2 -k5,5 -k10 > "$work/programs"
+
+# 2. Compile each new one (cache miss) in parallel.
+compile_one() {  # line of $work/programs; prints the cache file
+  IFS=$'\t' read -r key target limit pass file prelude kernels local wg options <<< "$1"
+  local pre=()
+  [ "$prelude" != "-" ] && pre=("cl/$prelude")
+  local text="$work/$(echo "$target $file $options" | sha256sum | cut -c1-16).cl"
+  cat cl/params.h cl/common.cl "${pre[@]}" "cl/$file" > "$text"
+  local hash
+  hash="$( (cat "$text"; echo "$target $options"; echo "$versions") | sha256sum | cut -c1-32)"
+  local out="$cache/$hash"
+  if [ ! -s "$out" ]; then
+    # shellcheck disable=SC2086 # options are words
+    if scripts/vendor-compile.sh "$target" "$text" $options > "$out.tmp" 2> "$out.log"; then
+      mv "$out.tmp" "$out"
+    else
+      echo -e "$target\t$file\tCOMPILE-ERROR" > "$out.failed"
+      rm -f "$out.tmp"
+      echo "$out.failed"
+      return
+    fi
+  fi
+  echo "$out"
+}
+export -f compile_one
+export work cache versions
+n="$(wc -l < "$work/programs")"
+echo "vendor-check: $n programs over $(cut -f1 "$work/programs" | sort -u | wc -l) profiles, $jobs at a time" >&2
+start=$(date +%s)
+tr '\n' '\0' < "$work/programs" | xargs -0 -P "$jobs" -I{} bash -c 'compile_one "$@"' _ {} > "$work/results"
+echo "vendor-check: compiled in $(( $(date +%s) - start )) s" >&2
+
+# 3. The table, and the verdict.
+failures=0 warnings=0
+printf 'profile\ttarget\tpass\tkernel\tsimd\tregs\tagprs\tsgprs\tspill\tscratch\tlocal\tplan_local\toccupancy\tverdict\toptions\n'
+while IFS=$'\t' read -r key target limit pass file prelude kernels local wg options; do
+  pre=()
+  [ "$prelude" != "-" ] && pre=("cl/$prelude")
+  hash="$( (cat cl/params.h cl/common.cl "${pre[@]}" "cl/$file"; echo "$target $options"; echo "$versions") | sha256sum | cut -c1-32)"
+  if [ ! -s "$cache/$hash" ]; then
+    printf '%s\t%s\t%s\t%s\tcompile error (%s)\n' "$key" "$target" "$pass" "$file" "$cache/$hash.log"
+    failures=$((failures + 1))
+    continue
+  fi
+  while IFS=$'\t' read -r _ kernel simd regs agprs sgprs spill scratch lds occ; do
+    verdict=ok
+    # a spill into other registers (AMD's SGPRs into VGPR lanes) moves no memory
+    [ "$spill" != 0 ] && [ "$scratch" != 0 ] && verdict=SPILL
+    if [ "$local" != 0 ] && [ "$lds" != "$local" ]; then verdict="$verdict,LOCAL!=PLAN"; fi
+    if [ "$lds" -gt "$limit" ]; then verdict="$verdict,LOCAL>LIMIT"; fi
+    [ "$verdict" != ok ] && verdict="${verdict#ok,}" && failures=$((failures + 1))
+    if [ "$verdict" = ok ] && [ "$spill" != 0 ]; then
+      verdict="ok (spilled into registers)"
+      warnings=$((warnings + 1))
+    elif [ "$verdict" = ok ] && [ "$scratch" != 0 ]; then
+      verdict="ok (scratch: private arrays in memory)"
+      warnings=$((warnings + 1))
+    elif [ "$verdict" = ok ] && [ "$occ" != - ] && [ "$occ" -lt 2 ]; then
+      verdict="ok (occupancy $occ)"
+      warnings=$((warnings + 1))
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$target" \
+      "$pass" "$kernel" "$simd" "$regs" "$agprs" "$sgprs" "$spill" "$scratch" "$lds" "$local" \
+      "$occ" "$verdict" "$options"
+  done < "$cache/$hash"
+done < "$work/programs"
+echo "vendor-check: $n programs, $failures failing kernels, $warnings warnings" >&2
+[ "$failures" -eq 0 ]
