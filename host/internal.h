@@ -590,7 +590,8 @@ size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row
  *  (work-groups smaller than a warp never use them); row_keys: as above. */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local, int row_keys);
 /** Rows of a streamed tile the backward kernels take into registers at a
- *  time: the largest of 8, 4, 2, 1 that divides the tile. */
+ *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
+ *  eight work-items share a row. */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan);
 /** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
  *  D = rowsum(dO * O)), the same for both kernel families. */

@@ -134,10 +134,13 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
 }
 
 /* Mirrors flash_bwd.cl: SUB_ROWS is the largest of 8, 4, 2, 1 dividing the
- * tile. */
+ * tile, and at most 4 where eight work-items share a row: ocloc spilled
+ * the d = 128 dK/dV kernel on a Max 1550 with 8 (192 bytes a thread) and
+ * not with 4 (scripts/vendor-check.sh). */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan) {
   unsigned rows = plan->block_k;
-  return rows % 8 == 0 ? 8 : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
+  const unsigned most = plan->threads_per_row >= 8 ? 4 : 8;
+  return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
 }
 
 fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim) {

@@ -5,7 +5,7 @@
 # (the thread tests) ThreadSanitizer, then the fuzzer for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh clang libclang-rt-14-dev
+./scripts/setup.sh clang libclang-rt-14-dev oclgrind
 (cd build && ctest --output-on-failure -j "$(nproc)")
 ./scripts/sanitize.sh
 ./scripts/fuzz.sh "${FLASHCL_FUZZ_SECONDS:-60}"

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# flashcl's kernels under the Oclgrind OpenCL simulator, `oclgrind
+# --data-races --check-api`: every global and local access of every
+# work-item checked against its buffer, every pair of unsynchronised
+# accesses to one address reported as a race, every barrier checked for
+# divergence and every API call's status checked. These are the bugs a real
+# device, PoCL included, lets pass when the schedule or the memory layout
+# happens to be kind. Small odd shapes (Nq 40, Nk 70: partial query and key
+# tiles) with GQA (4 heads on 2 KV heads, or 2 on 1), the flash forward and
+# backward (--pass fwdbwd) of every storage type in both kernel families
+# (simt; mma, emulated off NVIDIA), causal and not, d 24, 72 and 128 (rows
+# split over work-items), 2-byte local tiles (forced for simt f16, the
+# planner's choice on this device in the other 16-bit runs), and the naive
+# algorithm (its softmax kernels and CLBlast's GEMMs).
+#
+# A run fails when the bench exits non-zero; when Oclgrind writes anything
+# (its reports and API errors go to stderr, and the bench is --quiet, so
+# any stderr at all counts); when a result is not "ok" on the Oclgrind
+# device; or when it is wrong. The bench's exit status
+# does not cover --check (it only reports the errors), so every result's
+# error ratio must be under 8, as in tests/bench-general.sh. A naive run's
+# own ratio is 1 by construction, so its error is judged by the yardstick of
+# the flash run of the same shape (the host emulation of the naive
+# algorithm's rounding, or the bench's floor).
+#
+# Not run: the naive algorithm in f16. Oclgrind 21.10's device does not
+# report cl_khr_fp16 and the naive f16 path needs CLBlast's half GEMMs, so
+# the bench reports it FCL_ERROR_UNSUPPORTED; flash f16 runs, since its
+# storage needs no half arithmetic. Not used: --uninitialized, which aborts
+# on LLVM's freeze instruction in Oclgrind 21.10. To keep the whole test
+# within 4 minutes on 2 cores, the mma runs, Oclgrind's slowest (f32's
+# 3xTF32 products above all), take one mask each and 2 heads on 1 (1 head at
+# d 128), and at d 24 and 72 work-groups of 64 (--tiling 0,64,0,0: two
+# warps, two query tiles; faster there, slower at d 128). The naive runs
+# (CLBlast's GEMMs, simulated in seconds per head) take one mask and the
+# shape of an mma run with few heads.
+# Usage: tests/oclgrind.sh path/to/flashcl-bench
+set -euo pipefail
+# shellcheck source=tests/bench-lib.sh
+source "$(dirname "$0")/bench-lib.sh"
+
+command -v oclgrind > /dev/null ||
+  { echo "oclgrind: the oclgrind program is not installed"; exit 1; }
+
+# Under oclgrind the bench sees Oclgrind's platform only; --device names it
+# so that FLASHCL_DEVICE (or FLASHCL_TEST_DEVICE, a PoCL device) cannot.
+common=(--device Oclgrind --pass fwdbwd --seqlen 40 --seqlen-k 70 --check --no-peaks --quiet
+        --warmup 0 --repeat 1)
+gqa=(--heads 4 --heads-kv 2)
+# Oclgrind's reports to stderr, not to a log file named in the environment.
+unset OCLGRIND_LOG
+# The first lines of Oclgrind's reports (src/core, src/plugins, src/runtime):
+# races, invalid accesses, divergence, API errors, fatal errors.
+marks='data race at|Invalid (read|write|memory|wait)|Unaligned address|Work-group divergence'
+marks+='|Work-item finished without|OpenCL runtime error detected|OCLGRIND FATAL ERROR'
+marks+='|^Oclgrind|[Uu]ninitiali[sz]ed'
+# name | options | results wanted | tile bytes wanted in the plans (or -)
+runs=(
+  "simt-f32-d24|--algo flash --kernel simt --dtype f32 ${gqa[*]} --head-dim 24 --causal both|2|-"
+  "simt-f16-d72-tile2|--algo flash --kernel simt --dtype f16 ${gqa[*]} --head-dim 72 --causal both --tiling 0,0,0,0,2|2|2"
+  "simt-bf16-d128|--algo flash --kernel simt --dtype bf16 --heads 2 --heads-kv 1 --head-dim 128 --causal both|2|-"
+  "mma-f32-d24|--algo flash --kernel mma --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal --tiling 0,64,0,0|1|-"
+  "mma-f16-d72|--algo flash --kernel mma --dtype f16 --heads 2 --heads-kv 1 --head-dim 72 --causal --tiling 0,64,0,0|1|-"
+  "mma-bf16-d128|--algo flash --kernel mma --dtype bf16 --heads 1 --head-dim 128|1|-"
+  "naive-f32-d24|--algo naive --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal|1|-"
+  "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
+)
+
+# The flash runs' yardsticks by shape (max_abs_err / err_ratio: the error
+# of the naive algorithm as the host emulates it, or the bench's floor).
+declare -A yardstick
+key() {
+  local f k=''
+  for f in dtype heads heads_kv seqlen_q seqlen_k head_dim causal; do k+="$(field "$f" "$1"),"; done
+  echo "$k"
+}
+
+runs_done=0
+t0=$EPOCHREALTIME
+for r in "${runs[@]}"; do
+  IFS='|' read -r name opts want_results want_tile <<<"$r"
+  json="$tmp/$name.json" err="$tmp/$name.err"
+  before=$failures
+  start=$EPOCHREALTIME
+  rc=0
+  # shellcheck disable=SC2086  # opts is a list of words
+  oclgrind --data-races --check-api "$bench" "${common[@]}" $opts --json "$json" \
+    > "$tmp/out.txt" 2> "$err" || rc=$?
+  secs="$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')"
+  runs_done=$((runs_done + 1))
+  [ "$rc" -eq 0 ] || { cat "$tmp/out.txt"; fail "$name: exit status $rc"; }
+  if [ -s "$err" ]; then
+    if grep -qE -- "$marks" "$err"; then
+      fail "$name: Oclgrind reported $(grep -cE -- "$marks" "$err") problem(s):"
+      grep -E -A12 -- "$marks" "$err" | head -80 || true
+    else
+      fail "$name: unexpected output on stderr:"
+      head -40 "$err" || true
+    fi
+  fi
+  results=0 worst=- tiles=-
+  if [ -f "$json" ]; then
+    while IFS= read -r line; do
+      results=$((results + 1))
+      what="$name causal=$(field causal "$line")"
+      [ "$(field device "$line")" = '"Oclgrind Simulator"' ] ||
+        fail "$what: ran on $(field device "$line"), not Oclgrind"
+      status="$(field status "$line")"
+      [ "$status" = '"ok"' ] || { fail "$what: status $status $(field message "$line")"; continue; }
+      if [ "$(field algo "$line")" = '"flash"' ]; then
+        tiles="$(field tile_elem_size "$line")"
+        [ "$want_tile" = - ] || [ "$tiles" = "$want_tile" ] ||
+          fail "$what: plan tile_elem_size $tiles, want $want_tile"
+      fi
+      err_abs="$(field max_abs_err "$line")" ratio="$(field err_ratio "$line")"
+      if [ "$err_abs" = null ] || [ "$ratio" = null ]; then
+        fail "$what: not checked"
+        continue
+      fi
+      k="$(key "$line")"
+      if [ "$(field algo "$line")" = '"flash"' ]; then
+        yardstick[$k]="$(awk -v e="$err_abs" -v r="$ratio" \
+          'BEGIN { printf "%.9g", (r > 0 ? e / r : 0) }')"
+      elif [ -z "${yardstick[$k]:-}" ]; then
+        fail "$what: no flash run of this shape to judge the naive result by"
+        continue
+      else
+        ratio="$(awk -v e="$err_abs" -v y="${yardstick[$k]}" \
+          'BEGIN { printf "%.6g", (y > 0 ? e / y : (e > 0 ? 1e30 : 0)) }')"
+      fi
+      awk -v r="$ratio" 'BEGIN { exit !(r < 8) }' ||
+        fail "$what: error $err_abs, ratio $ratio (want < 8)"
+      worst="$(awk -v r="$ratio" -v w="$worst" 'BEGIN { print (w == "-" || r > w + 0 ? r : w) }')"
+    done < <(grep '"algo": ' "$json")
+  fi
+  [ "$results" -eq "$want_results" ] || fail "$name: $results results, want $want_results"
+  [ "$failures" -eq "$before" ] && verdict=ok || verdict=FAILED
+  echo "oclgrind: $name ($opts) ${secs} s, tiles ${tiles} B, error ratio $worst, $verdict"
+done
+total="$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')"
+echo "oclgrind: $runs_done runs in ${total} s, $failures failures"
+[ "$failures" -eq 0 ]
