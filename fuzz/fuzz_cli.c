@@ -69,7 +69,8 @@ static const char *const bench_values[] = {
 static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
                                            "--seqlen", "--seqlen-k", "--head-dim", NULL};
 static const char *const info_values[] = {"--batch",    "--heads",    "--heads-kv", "--seqlen",
-                                          "--seqlen-k", "--head-dim", "--dtype",    NULL};
+                                          "--seqlen-k", "--head-dim", "--dtype",    "--profile",
+                                          NULL};
 
 static void fuzz_bench(int argc, char **argv) {
   bench_options a, b;
