@@ -380,6 +380,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (desc_st != FCL_SUCCESS && pass >= FCL_PASS_FORWARD && pass <= FCL_PASS_BACKWARD)
       CHECK(st == desc_st);
   }
+  /* The program list: the planner's answer, the plan's local bytes and
+   * work-group for the main program, whole options; untouched on failure. */
+  if (!use_hint) {
+    fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+    memset(programs, 0xa5, sizeof programs);
+    unsigned count = 99;
+    CHECK(fcl_flash_programs(&lim, &given.desc, pass, programs, &count, why, why_len) == st);
+    check_why(why, why_len);
+    if (st == FCL_SUCCESS) {
+      CHECK(count == (pass == FCL_PASS_FORWARD ? 1u : 2u));
+      const fcl_program_info *main = &programs[count - 1];
+      CHECK(main->local_bytes == plan.local_bytes && main->wg_size == plan.wg_size);
+      for (unsigned i = 0; i < count; ++i) {
+        CHECK(programs[i].file && programs[i].kernels[0]);
+        CHECK(memchr(programs[i].options, '\0', sizeof programs[i].options) != NULL);
+      }
+    } else {
+      CHECK(count == 99);
+      const unsigned char *bytes = (const unsigned char *)programs;
+      for (size_t i = 0; i < sizeof programs; ++i) CHECK(bytes[i] == 0xa5);
+    }
+  }
   /* NULL arguments. */
   CHECK(fcl_plan_flash(NULL, &given.desc, pass, &plan, NULL, 0) == FCL_ERROR_INVALID_ARGUMENT);
   CHECK(fcl_plan_flash(&lim, NULL, pass, &plan, why, why_len) == FCL_ERROR_INVALID_ARGUMENT);

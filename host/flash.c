@@ -148,31 +148,33 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
 fcl_status fcl_flash_programs(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                               fcl_pass pass, fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
                               unsigned *count, char *why, size_t why_len) {
-  if (why && why_len) why[0] = '\0';
+  fcl__say(why, why_len, "%s", "");
   if (!out || !count) {
-    if (why && why_len) snprintf(why, why_len, "out and count must not be NULL");
+    fcl__say(why, why_len, "%s is NULL", out ? "count" : "out");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   fcl_plan plan;
   FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &plan, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
   const unsigned n = flash_programs(limits, &plan, desc, pass, 1, NULL, programs);
+  /* Listed here first, so that a failure leaves `out` untouched. */
+  fcl_program_info listed[FCL_MAX_PASS_PROGRAMS];
+  memset(listed, 0, sizeof listed);
   for (unsigned i = 0; i < n; ++i) {
     fcl__options all;
     if (fcl__program_options(limits, &programs[i].opts, 0, &all) != FCL_SUCCESS) {
-      if (why && why_len) snprintf(why, why_len, "build options too long");
+      fcl__say(why, why_len, "the build options of %s are too long",
+               fcl__source_file(programs[i].source));
       return FCL_ERROR_INVALID_ARGUMENT;
     }
-    fcl_program_info *info = &out[i];
-    memset(info, 0, sizeof *info);
-    info->file = fcl__source_file(programs[i].source);
-    info->prelude = fcl__source_prelude_file(programs[i].source);
-    info->kernels[0] = programs[i].kernels[0];
-    info->kernels[1] = programs[i].kernels[1];
-    info->local_bytes = programs[i].local_bytes;
-    info->wg_size = programs[i].wg_size;
-    memcpy(info->options, all.text, all.len + 1);
+    listed[i] = (fcl_program_info){.file = fcl__source_file(programs[i].source),
+                                   .prelude = fcl__source_prelude_file(programs[i].source),
+                                   .kernels = {programs[i].kernels[0], programs[i].kernels[1]},
+                                   .local_bytes = programs[i].local_bytes,
+                                   .wg_size = programs[i].wg_size};
+    memcpy(listed[i].options, all.text, all.len + 1);
   }
+  memcpy(out, listed, n * sizeof listed[0]);
   *count = n;
   return FCL_SUCCESS;
 }

@@ -173,7 +173,8 @@ typedef struct fcl_device_profile {
 
 /** The library's device profiles (Intel Arc A770 and Data Center GPU Max
  *  1550, AMD Instinct MI300X and Radeon RX 7900 XTX), static and
- *  read-only; `*count` gets their number. Thread-safe. */
+ *  read-only; `*count` gets their number (count may be NULL). Never fails,
+ *  never NULL. Thread-safe. */
 FCL_API const fcl_device_profile *fcl_device_profiles(size_t *count);
 
 /* ------------------------------------------------------------------------ */
@@ -515,9 +516,11 @@ typedef struct fcl_program_info {
  *  same function the library builds from at run time. The forward is
  *  listed as called with an LSE buffer and without I/O counting; the
  *  FLASHCL_BUILD_LOG environment variable's extra option is not included.
- *  Writes `*count` (at most FCL_MAX_PASS_PROGRAMS) entries to `out`.
- *  @return as fcl_plan_flash, with `why` as there; FCL_ERROR_INVALID_ARGUMENT
- *          also for `out` or `count` NULL. */
+ *  Writes `*count` (at most FCL_MAX_PASS_PROGRAMS) entries to `out` on
+ *  success; on failure neither is touched, and the reason is in `why` as
+ *  for fcl_plan_flash. Thread-safe.
+ *  @return as fcl_plan_flash; FCL_ERROR_INVALID_ARGUMENT also for `out` or
+ *          `count` NULL. */
 FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
                                       const fcl_attention_desc *desc, fcl_pass pass,
                                       fcl_program_info out[FCL_MAX_PASS_PROGRAMS],

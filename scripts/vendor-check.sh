@@ -17,7 +17,8 @@
 # forward and backward. Results are cached by a hash of the program's text,
 # its options, the target and the compilers' versions, in
 # $FLASHCL_VENDOR_CACHE (default build/vendor-cache), so that a rerun only
-# compiles what changed.
+# compiles what changed; FCL_INTEL_OPTIONS (vendor-compile.sh's experiment
+# knob) is part of the key.
 #
 # Fails (exit 1) on a compile error, on local memory over the profile's
 # limit or different from the plan's, and on any spill in a planned kernel;
@@ -57,51 +58,53 @@ dims=(32 64 96 128 192 256) dtypes=(f32 f16 bf16) masks=("" --causal)
   target="${target##*-mcpu=}"
   limit="$("$info" --profile "$key" --head-dim 64 | sed -n 's/.*local memory \([0-9]*\) B.*/\1/p' | head -1)"
   for d in "${dims[@]}"; do for t in "${dtypes[@]}"; do for m in "${masks[@]}"; do
-    "$info" --profile "$key" --head-dim "$d" --dtype "$t" --heads 16 --seqlen 2048 $m --programs |
+    "$info" --profile "$key" --head-dim "$d" --dtype "$t" --heads 16 --seqlen 2048 ${m:+"$m"} --programs |
       { grep '^program' || true; } | sed "s/^program/$key\t$target\t$limit/"
   done; done; done
 done | sort -u -t$'\t' -k2,2 -k5,5 -k10 > "$work/programs"
 
-# 2. Compile each new one (cache miss) in parallel.
-compile_one() {  # line of $work/programs; prints the cache file
-  IFS=$'\t' read -r key target limit pass file prelude kernels local wg options <<< "$1"
+# 2. Compile each new one (cache miss) in parallel; each prints its
+#    program line and its cache file (*.failed where the compile failed).
+compile_one() {
+  local target file prelude options
+  IFS=$'\t' read -r _ target _ _ file prelude _ _ _ options <<< "$1"
   local pre=()
   [ "$prelude" != "-" ] && pre=("cl/$prelude")
-  local text="$work/$(echo "$target $file $options" | sha256sum | cut -c1-16).cl"
+  local text
+  text="$(mktemp -p "$work" XXXXXX.cl)"
   cat cl/params.h cl/common.cl "${pre[@]}" "cl/$file" > "$text"
   local hash
-  hash="$( (cat "$text"; echo "$target $options"; echo "$versions") | sha256sum | cut -c1-32)"
+  hash="$( (cat "$text"; echo "$target $options ${FCL_INTEL_OPTIONS:-}"; echo "$versions") |
+    sha256sum | cut -c1-32)"
   local out="$cache/$hash"
   if [ ! -s "$out" ]; then
     # shellcheck disable=SC2086 # options are words
     if scripts/vendor-compile.sh "$target" "$text" $options > "$out.tmp" 2> "$out.log"; then
       mv "$out.tmp" "$out"
     else
-      echo -e "$target\t$file\tCOMPILE-ERROR" > "$out.failed"
       rm -f "$out.tmp"
-      echo "$out.failed"
-      return
+      out="$out.failed"
     fi
   fi
-  echo "$out"
+  rm -f "$text"
+  printf '%s\t%s\n' "$1" "$out"
 }
 export -f compile_one
 export work cache versions
 n="$(wc -l < "$work/programs")"
 echo "vendor-check: $n programs over $(cut -f1 "$work/programs" | sort -u | wc -l) profiles, $jobs at a time" >&2
 start=$(date +%s)
-tr '\n' '\0' < "$work/programs" | xargs -0 -P "$jobs" -I{} bash -c 'compile_one "$@"' _ {} > "$work/results"
+tr '\n' '\0' < "$work/programs" | xargs -0 -P "$jobs" -I{} bash -c 'compile_one "$@"' _ {} |
+  sort > "$work/results"
 echo "vendor-check: compiled in $(( $(date +%s) - start )) s" >&2
 
 # 3. The table, and the verdict.
 failures=0 warnings=0
 printf 'profile\ttarget\tpass\tkernel\tsimd\tregs\tagprs\tsgprs\tspill\tscratch\tlocal\tplan_local\toccupancy\tverdict\toptions\n'
-while IFS=$'\t' read -r key target limit pass file prelude kernels local wg options; do
-  pre=()
-  [ "$prelude" != "-" ] && pre=("cl/$prelude")
-  hash="$( (cat cl/params.h cl/common.cl "${pre[@]}" "cl/$file"; echo "$target $options"; echo "$versions") | sha256sum | cut -c1-32)"
-  if [ ! -s "$cache/$hash" ]; then
-    printf '%s\t%s\t%s\t%s\tcompile error (%s)\n' "$key" "$target" "$pass" "$file" "$cache/$hash.log"
+while IFS=$'\t' read -r key target limit pass file prelude _ local _ options result; do
+  if [ "${result%.failed}" != "$result" ]; then
+    printf '%s\t%s\t%s\t%s\tcompile error (%s.log)\n' "$key" "$target" "$pass" "$file" \
+      "${result%.failed}"
     failures=$((failures + 1))
     continue
   fi
@@ -125,7 +128,7 @@ while IFS=$'\t' read -r key target limit pass file prelude kernels local wg opti
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$target" \
       "$pass" "$kernel" "$simd" "$regs" "$agprs" "$sgprs" "$spill" "$scratch" "$lds" "$local" \
       "$occ" "$verdict" "$options"
-  done < "$cache/$hash"
-done < "$work/programs"
+  done < "$result"
+done < "$work/results"
 echo "vendor-check: $n programs, $failures failing kernels, $warnings warnings" >&2
 [ "$failures" -eq 0 ]

@@ -419,6 +419,30 @@ START_TEST(every_function_takes_null) {
   ck_assert_str_eq(why, "plan is NULL");
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 99),
                    FCL_ERROR_UNSUPPORTED);  /* no local memory */
+  /* The program list: its own arguments named, the planner's refusals
+   * kept, and nothing written on failure. */
+  fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+  memset(programs, 0x5a, sizeof programs);
+  unsigned count = 77;
+  ck_assert_int_eq(fcl_flash_programs(&lim, &desc, FCL_PASS_FORWARD, NULL, &count, why,
+                                      sizeof why), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "out is NULL");
+  ck_assert_int_eq(fcl_flash_programs(&lim, &desc, FCL_PASS_FORWARD, programs, NULL, why,
+                                      sizeof why), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "count is NULL");
+  ck_assert_int_eq(fcl_flash_programs(NULL, &desc, FCL_PASS_FORWARD, programs, &count, why,
+                                      sizeof why), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_str_eq(why, "limits is NULL");
+  ck_assert_int_eq(fcl_flash_programs(&lim, &desc, FCL_PASS_BACKWARD, programs, &count, why,
+                                      sizeof why), FCL_ERROR_UNSUPPORTED);
+  ck_assert(why[0] != '\0');
+  ck_assert_uint_eq(count, 77);
+  const unsigned char *bytes = (const unsigned char *)programs;
+  for (size_t i = 0; i < sizeof programs; ++i) ck_assert_uint_eq(bytes[i], 0x5a);
+  size_t n_profiles = 0;
+  ck_assert_ptr_nonnull(fcl_device_profiles(NULL));
+  ck_assert_ptr_nonnull(fcl_device_profiles(&n_profiles));
+  ck_assert_uint_ge(n_profiles, 1);
 }
 END_TEST
 
