@@ -46,6 +46,9 @@
 #ifndef HEAD_SPLIT
 #define HEAD_SPLIT 1        // warps per 16 rows: 1, or 2 (pairs, above)
 #endif
+#ifndef TILE_LOADS_UNROLL
+#define TILE_LOADS_UNROLL 8  // loads in flight per work-item (mma.cl's LOAD_TILE)
+#endif
 
 #define WG_SIZE (32 * WARPS)
 #define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps, or pairs, that own 16 rows

@@ -36,6 +36,16 @@
 #ifndef STORE_LSE
 #define STORE_LSE 1         // 0 when the caller passed no LSE buffer
 #endif
+#ifndef TILE_LOADS_UNROLL
+/* Measured on the H200 against one load at a time: 8 in flight is faster in
+ * f32 and at d = 128 (up to 1.57x), but 16-bit d <= 64 lost 3-8% on short
+ * sequences (docs/performance.md, v7c). */
+#if FCL_DTYPE != 0 && HEAD_DIM_MAX <= 64
+#define TILE_LOADS_UNROLL 1
+#else
+#define TILE_LOADS_UNROLL 8
+#endif
+#endif
 #define WG_SIZE (32 * WARPS)
 #define BLOCK_Q (16 * WARPS)  // Br
 #define K_TILES (BLOCK_K / 8)

@@ -368,20 +368,34 @@ typedef ushort4 chunk_t;
  * never meet a zero weight). Where the work-group covers whole rows, each
  * work-item keeps one column and steps its pointer down the rows: a
  * 64-bit add per chunk instead of a 64-bit multiply, which K and V, whose
- * strides may differ, would each pay. */
+ * strides may differ, would each pay. Its trip count is a constant, so
+ * that TILE_LOADS_UNROLL loads a work-item are in flight at once (one at a
+ * time, a single-warp work-group waits out each load's latency). */
 #define TILE_CHUNKS (HEAD_DIM_MAX / 4)  // 4-element chunks of a tile row
 /* Rows a work-group covers at once where it covers whole rows (WG_SIZE is
  * the kernel's, defined after this file: the test is in the expansion). */
 #define TILE_ROW_STEP (WG_SIZE % TILE_CHUNKS == 0 ? WG_SIZE / TILE_CHUNKS : 1)
+/* TILE_LOADS_UNROLL is the kernel's, like WG_SIZE. */
+#define FCL_PRAGMA_(x) _Pragma(#x)
+#define FCL_UNROLL_BY_(n) FCL_PRAGMA_(unroll n)
+#if FCL_UNROLL
+#define UNROLL_TILE_LOADS FCL_UNROLL_BY_(TILE_LOADS_UNROLL)
+#else
+#define UNROLL_TILE_LOADS UNROLL
+#endif
 #define LOAD_TILE(tile, src, rows, tile_rows, stride)                           \
   if (WG_SIZE % TILE_CHUNKS == 0) {                                             \
     const int c_ = (tid % TILE_CHUNKS) * 4, j0_ = tid / TILE_CHUNKS;            \
     const size_t step_ = (size_t)TILE_ROW_STEP * (stride);                      \
     __global const store_t *at_ = (src) + (size_t)j0_ * (stride) + c_;         \
-    for (int j = j0_; j < (tile_rows); j += TILE_ROW_STEP, at_ += step_) {     \
+    UNROLL_TILE_LOADS                                                           \
+    for (int r_ = 0; r_ < ((tile_rows) + TILE_ROW_STEP - 1) / TILE_ROW_STEP;    \
+         ++r_, at_ += step_) {                                                  \
+      const int j = j0_ + r_ * TILE_ROW_STEP;                                   \
       chunk_t x = CHUNK_ZERO;                                                   \
       if (j < (rows) && c_ < head_dim) x = LOAD_CHUNK(at_, 0);                  \
-      TILE_PUT(tile, j * TILE_LD + c_, x);                                      \
+      if ((tile_rows) % TILE_ROW_STEP == 0 || j < (tile_rows))                  \
+        TILE_PUT(tile, j * TILE_LD + c_, x);                                    \
     }                                                                           \
   } else {                                                                      \
     for (int i = tid; i < (tile_rows) * TILE_CHUNKS; i += WG_SIZE) {            \
