@@ -63,6 +63,17 @@ typedef struct fcl_params {
   /* 16 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
+/* The merge of attention states (cl/merge.cl, host/merge.c): rows are
+ * (batch entry, token, head), row r = (b seqlen + t) heads + h; part p's
+ * O by o_parts moved p * o_part_stride, its LSE at p * lse_part_stride +
+ * (b heads + h) seqlen + t. All fields 8 bytes: one layout everywhere. */
+typedef struct fcl_merge_params {
+  fcl_view o_parts, o;
+  FCL_U64 o_part_stride, lse_part_stride;
+  FCL_U64 rows, parts, seqlen, heads, head_dim;
+  FCL_U64 vec4;  /* 1: head_dim and both views' offsets and strides multiples of 4 */
+} fcl_merge_params;
+
 /* The buffers every attention kernel takes, in argument order, before the
  * parameter block (and the I/O counter when counting): X(name, element
  * type). A kernel ignores those it does not use, which the host passes as

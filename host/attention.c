@@ -29,47 +29,11 @@ static fcl__call_buffer plain_arg(cl_mem mem, const char *name, size_t bytes, in
   return (fcl__call_buffer){mem, name, bytes, optional, fcl__range_view(bytes)};
 }
 
-/* What a call measures while its algorithm runs: the timer (when the caller
- * wants run info) and the I/O counter (when counting is on). */
-typedef struct measure {
-  fcl__timer timer;
-  fcl__io_counter counter;
-  int counting;      /* the kernels of this call count their I/O */
-  uint64_t counted;  /* bytes they counted, loads + stores */
-  double ms;
-} measure;
-
-static fcl_status measure_begin(fcl_context *ctx, measure *m, const fcl_run_info *info,
-                                fcl__timer **timer, cl_mem *io_counter) {
-  memset(m, 0, sizeof *m);
-  *timer = info ? &m->timer : NULL;
-  fcl_status status = fcl__io_counter_begin(ctx, &m->counter);
-  *io_counter = m->counter.buffer;
-  m->counting = m->counter.buffer != NULL;
-  return status;
-}
-
-/* Reads the counter and stops the timer after the algorithm returned
- * `status`; the timer is stopped even after a failure, to release its
- * marker. After a failure it also lets what was enqueued before it finish,
- * so that on return each output is final: untouched or completely
- * written. */
-static fcl_status measure_end(fcl_context *ctx, measure *m, fcl_status status) {
-  uint64_t loaded = 0, stored = 0;
-  if (status == FCL_SUCCESS) status = fcl__io_counter_end(ctx, &m->counter, &loaded, &stored);
-  else fcl__release_mem(&m->counter.buffer);
-  fcl_status timed = fcl__timer_stop(ctx, &m->timer, &m->ms);
-  m->counted = loaded + stored;
-  if (status == FCL_SUCCESS) status = timed;
-  if (status != FCL_SUCCESS) clFinish(ctx->queue);
-  return status;
-}
-
 /* Run info of a successful call. `model` is the whole call's traffic by the
  * I/O model, `own` the part of it our instrumented kernels count; the rest
  * (CLBlast's GEMMs, buffer copies) enters bytes_counted by the model. */
 static void fill_info(fcl_run_info *info, const fcl__shape *shape,
-                      fcl_pass pass, const measure *m, const fcl_plan *plan,
+                      fcl_pass pass, const fcl__measure *m, const fcl_plan *plan,
                       unsigned chunks, fcl__io model, fcl__io own) {
   memset(info, 0, sizeof *info);
   info->ms = m->ms;
@@ -106,11 +70,11 @@ fcl_status fcl_attention_forward(fcl_context *ctx, const fcl_attention_desc *des
   call.o = o;
   call.lse = lse;
 
-  measure m;
-  fcl_status status = measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
+  fcl__measure m;
+  fcl_status status = fcl__measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
   if (status == FCL_SUCCESS)
     status = algo == FCL_ALGO_FLASH ? fcl__flash_forward(&call) : fcl__naive_forward(&call);
-  status = measure_end(ctx, &m, status);
+  status = fcl__measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
 
   const int with_lse = lse != NULL;
@@ -161,11 +125,11 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   call.dk = dk;
   call.dv = dv;
 
-  measure m;
-  fcl_status status = measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
+  fcl__measure m;
+  fcl_status status = fcl__measure_begin(ctx, &m, info, &call.timer, &call.io_counter);
   if (status == FCL_SUCCESS)
     status = algo == FCL_ALGO_FLASH ? fcl__flash_backward(&call) : fcl__naive_backward(&call);
-  status = measure_end(ctx, &m, status);
+  status = fcl__measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
 
   fcl__io model, own;

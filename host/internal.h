@@ -127,6 +127,20 @@ const char *fcl__cl_error_name(cl_int err);
     if (cond) return fcl__fail((ctx), (status), __VA_ARGS__); \
   } while (0)
 
+/** In the context-free checks, which explain a failure in why[why_len]:
+ *  formats the reason and returns `status` when `cond` holds. */
+#define FCL_WHY_IF(cond, status, ...)           \
+  do {                                          \
+    if (cond) {                                 \
+      fcl__say(why, why_len, __VA_ARGS__);      \
+      return (status);                          \
+    }                                           \
+  } while (0)
+/** Each of n named sizes at least 1 and at most INT_MAX (kernels index
+ *  with 32-bit ints): FCL_ERROR_INVALID_SHAPE naming the first that is
+ *  not. */
+fcl_status fcl__check_sizes(const char *const names[], const size_t values[], size_t n,
+                            char *why, size_t why_len);
 #define FCL_FORWARD_IF(expr)                         \
   do {                                               \
     fcl_status fcl_s_ = (expr);                      \
@@ -291,6 +305,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_BWD_PRE,
   FCL_SRC_MMA_PROBE,      /* tests/test_mma.c */
   FCL_SRC_PARAMS_PROBE,   /* tests/test_args.c */
+  FCL_SRC_MERGE,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -369,6 +384,24 @@ fcl_status fcl__io_counter_begin(fcl_context *ctx, fcl__io_counter *counter);
 fcl_status fcl__io_counter_end(fcl_context *ctx, fcl__io_counter *counter,
                                uint64_t *loads, uint64_t *stores);
 
+/** What a public call measures while its algorithm runs (measure.c). */
+typedef struct fcl__measure {
+  fcl__timer timer;
+  fcl__io_counter counter;
+  int counting;      /* the kernels of this call count their I/O */
+  uint64_t counted;  /* bytes they counted, loads + stores */
+  double ms;
+} fcl__measure;
+/** Starts the I/O counter when the context counts; *timer is the timer to
+ *  start when the caller wants run info (`info` not NULL), else NULL. */
+fcl_status fcl__measure_begin(fcl_context *ctx, fcl__measure *m, const fcl_run_info *info,
+                              fcl__timer **timer, cl_mem *io_counter);
+/** Reads the counter and stops the timer after the algorithm returned
+ *  `status`; the timer is stopped even after a failure, to release its
+ *  marker. After a failure it also lets what was enqueued before it finish,
+ *  so that on return each output is final: untouched or completely
+ *  written. */
+fcl_status fcl__measure_end(fcl_context *ctx, fcl__measure *m, fcl_status status);
 /* ---- validation and shapes ---------------------------------------------- */
 
 /** The eight tensors a descriptor lays out, in fcl_attention_desc's order. */
@@ -436,6 +469,14 @@ typedef struct fcl__placed_view {
  *  apart (packed QKV). Conservative: 1 when it cannot tell. */
 int fcl__views_share_bytes(const fcl__placed_view *a, const fcl__placed_view *b);
 
+/** A caller's growing struct (struct_size first) made whole in `out`,
+ *  which holds the defaults: the `given_size` bytes it has (up to the
+ *  `known` this library has) copied over them. Refuses a size below
+ *  `first_version` and nonzero bytes in fields this library does not know;
+ *  `what` names the argument and `init` its init function in messages. */
+fcl_status fcl__grown_struct(const void *given, size_t given_size, size_t first_version,
+                             void *out, size_t known, const char *what, const char *init,
+                             char *why, size_t why_len);
 /** Validates a descriptor's fields and computes its shape (when `shape` is
  *  not NULL). Pure apart from the error message, which goes to the context
  *  (ctx may be NULL). */
@@ -479,6 +520,9 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *arg
 /** The placed view of tensor `t` of a checked shape, relative to its
  *  buffer's start; and of a plain range of `bytes`. */
 fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t);
+/** The placed view of a layout of `heads` heads that spans `span` bytes. */
+fcl__placed_view fcl__layout_view(const fcl_tensor_layout *layout, size_t span, size_t elem_size,
+                                  size_t batch, size_t heads, size_t head_dim, int ragged);
 fcl__placed_view fcl__range_view(size_t bytes);
 
 /** Validates the context handle (non-NULL, created successfully). */
@@ -616,6 +660,27 @@ void fcl__clblast_release(fcl_context *ctx);
 fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem from,
                         cl_mem to, size_t n, unsigned width, cl_mem io_counter);
 
+/* ---- merging attention states (merge.c) ---------------------------------- */
+/** A validated merge descriptor and what follows from it. */
+typedef struct fcl__merge_shape {
+  fcl_merge_desc desc;       /* the caller's, whole */
+  size_t rows;               /* batch * seqlen * heads */
+  size_t lse_per_part;       /* rows: floats of one part's LSE */
+  size_t elem_size;
+  fcl_tensor_layout o_parts, o;  /* resolved (packed by default) */
+  size_t o_part_stride, lse_part_stride;  /* resolved */
+  int vec4;
+  fcl_merge_sizes sizes;
+} fcl__merge_shape;
+/** Work-items per work-group of the merge kernel. */
+#define FCL__MERGE_WG 64
+/** Validates a merge descriptor as fcl_merge_states does. */
+fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *shape,
+                                char *why, size_t why_len);
+/** The head_dim bucket the merge kernel is built for: a power of two, at
+ *  least 16. */
+unsigned fcl__merge_head_dim_max(size_t head_dim);
+
 /* ---- the I/O model ------------------------------------------------------ */
 
 
@@ -641,6 +706,10 @@ fcl__io fcl__io_flash_backward(const fcl__shape *shape, const fcl_plan *plan);
  *  queue's copies). */
 fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, fcl_pass pass,
                       int with_lse, unsigned chunks, int own_only);
+
+/** Traffic of the merge kernel: every part's LSE and O once, the merged O
+ *  (and LSE) once. */
+fcl__io fcl__io_merge(const fcl__merge_shape *shape, int with_lse);
 
 /** Pairs (query, key) all sequences show, per head: what FLOP counts and
  *  the asymptotic figures count (mask.c). */

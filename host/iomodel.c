@@ -287,3 +287,10 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
   *out = est;
   return FCL_SUCCESS;
 }
+
+fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
+  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes parts = (fcl__bytes)sh->rows * sh->desc.parts;
+  return (fcl__io){.loads = parts * (row + sizeof(float)),
+                   .stores = (fcl__bytes)sh->rows * (row + (with_lse ? sizeof(float) : 0))};
+}

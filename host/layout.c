@@ -139,24 +139,29 @@ int fcl__views_share_bytes(const fcl__placed_view *a, const fcl__placed_view *b)
   return tokens_interleave(a, b, period);
 }
 
+fcl__placed_view fcl__layout_view(const fcl_tensor_layout *l, size_t span, size_t elem_size,
+                                  size_t batch, size_t heads, size_t head_dim, int ragged) {
+  const size_t e = elem_size;
+  fcl__placed_view v = {.begin = (uint64_t)l->offset * e,
+                        .end = span,
+                        .strided = 1,
+                        .token_bytes = l->seq_stride * e,
+                        .batch_bytes = ragged || batch == 1 ? 0 : l->batch_stride * e,
+                        .head_bytes = l->head_stride * e,
+                        .row_bytes = head_dim * e,
+                        .heads = heads};
+  if (v.end < v.begin) v.end = v.begin;  /* an empty ragged tensor */
+  return v;
+}
+
 fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t) {
-  const fcl_tensor_layout *l = &shape->views[t];
-  const size_t e = shape->elem_size;
   const int keyside = t == FCL__K || t == FCL__V || t == FCL__DK || t == FCL__DV;
   const size_t spans[FCL__TENSORS] = {shape->sizes.q,    shape->sizes.k,  shape->sizes.v,
                                       shape->sizes.o,    shape->sizes.dout, shape->sizes.dq,
                                       shape->sizes.dk,   shape->sizes.dv};
-  fcl__placed_view v = {.begin = (uint64_t)l->offset * e,
-                        .end = spans[t],
-                        .strided = 1,
-                        .token_bytes = l->seq_stride * e,
-                        .batch_bytes = shape->ragged || shape->desc.batch == 1
-                                           ? 0 : l->batch_stride * e,
-                        .head_bytes = l->head_stride * e,
-                        .row_bytes = shape->desc.head_dim * e,
-                        .heads = keyside ? shape->desc.heads_kv : shape->desc.heads_q};
-  if (v.end < v.begin) v.end = v.begin;  /* an empty ragged tensor */
-  return v;
+  return fcl__layout_view(&shape->views[t], spans[t], shape->elem_size, shape->desc.batch,
+                          keyside ? shape->desc.heads_kv : shape->desc.heads_q,
+                          shape->desc.head_dim, shape->ragged);
 }
 
 fcl__placed_view fcl__range_view(size_t bytes) {

@@ -29,6 +29,7 @@ extern const char fcl__cl_flash_bwd_pre[];
 extern const char fcl__cl_convert[];
 extern const char fcl__cl_mma_probe[];
 extern const char fcl__cl_params_probe[];
+extern const char fcl__cl_merge[];
 
 /* Each program is params.h, common.cl, the source's prelude if it has
  * one, and the source. */
@@ -49,6 +50,7 @@ static const struct {
     [FCL_SRC_CONVERT] = {fcl__cl_convert, "convert.cl", NULL, NULL},
     [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma, "mma.cl"},
     [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL, NULL},
+    [FCL_SRC_MERGE] = {fcl__cl_merge, "merge.cl", NULL, NULL},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }

@@ -24,34 +24,43 @@ static size_t product4(size_t a, size_t b, size_t c, size_t d) {
   return abcd;
 }
 
-#define WHY_IF(cond, status, ...)           \
-  do {                                      \
-    if (cond) {                             \
-      fcl__say(why, why_len, __VA_ARGS__);  \
-      return (status);                      \
-    }                                       \
-  } while (0)
+fcl_status fcl__check_sizes(const char *const names[], const size_t values[], size_t n,
+                            char *why, size_t why_len) {
+  for (size_t i = 0; i < n; ++i) {
+    FCL_WHY_IF(values[i] == 0, FCL_ERROR_INVALID_SHAPE, "%s is 0; every size must be at least 1",
+               names[i]);
+    FCL_WHY_IF(values[i] > INT_MAX, FCL_ERROR_INVALID_SHAPE, "%s = %zu exceeds %d", names[i],
+               values[i], INT_MAX);
+  }
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__grown_struct(const void *given, size_t given_size, size_t first_version,
+                             void *out, size_t known, const char *what, const char *init,
+                             char *why, size_t why_len) {
+  FCL_WHY_IF(given_size < first_version, FCL_ERROR_INVALID_ARGUMENT,
+         "%s->struct_size is %zu; fill it with %s", what, given_size, init);
+  memcpy(out, given, given_size < known ? given_size : known);
+  if (given_size > known) {
+    const unsigned char *tail = (const unsigned char *)given + known;
+    for (size_t i = 0; i < given_size - known; ++i)
+      FCL_WHY_IF(tail[i] != 0, FCL_ERROR_INVALID_ARGUMENT,
+             "%s sets a field this library (%s) does not know, at byte %zu of its %zu", what,
+             fcl_version_string(), known + i, given_size);
+  }
+  return FCL_SUCCESS;
+}
 
 /* The caller's descriptor, whole: the fields its struct_size covers, the
- * defaults for those its header did not have; refuses a struct_size that
- * is 0 or covers fields unknown here with nonzero values. */
+ * defaults for those its header did not have. */
 static fcl_status normalize(const fcl_attention_desc *desc, fcl_attention_desc *out, char *why,
                             size_t why_len) {
-  const size_t known = sizeof *out;
-  const size_t first_version = offsetof(fcl_attention_desc, scale) + sizeof(float);
-  WHY_IF(desc->struct_size < first_version, FCL_ERROR_INVALID_ARGUMENT,
-         "desc->struct_size is %zu; fill the descriptor with fcl_attention_desc_init",
-         desc->struct_size);
   fcl_attention_desc_init(out, 1, 1, 1, 1, 1, 1);
-  memcpy(out, desc, desc->struct_size < known ? desc->struct_size : known);
-  if (desc->struct_size > known) {
-    const unsigned char *tail = (const unsigned char *)desc + known;
-    for (size_t i = 0; i < desc->struct_size - known; ++i)
-      WHY_IF(tail[i] != 0, FCL_ERROR_INVALID_ARGUMENT,
-             "desc sets a field this library (%s) does not know, at byte %zu of its %zu",
-             fcl_version_string(), known + i, desc->struct_size);
-  }
-  out->struct_size = known;
+  FCL_FORWARD_IF(fcl__grown_struct(desc, desc->struct_size,
+                                   offsetof(fcl_attention_desc, scale) + sizeof(float), out,
+                                   sizeof *out, "desc", "fcl_attention_desc_init", why,
+                                   why_len));
+  out->struct_size = sizeof *out;
   return FCL_SUCCESS;
 }
 
@@ -60,12 +69,12 @@ static fcl_status normalize(const fcl_attention_desc *desc, fcl_attention_desc *
 static fcl_status check_cu_seqlens(const int32_t *cu, size_t batch, size_t longest,
                                    const char *name, const char *bound, size_t *tokens,
                                    char *why, size_t why_len) {
-  WHY_IF(cu[0] != 0, FCL_ERROR_INVALID_ARGUMENT, "%s[0] is %d; it must be 0", name, (int)cu[0]);
+  FCL_WHY_IF(cu[0] != 0, FCL_ERROR_INVALID_ARGUMENT, "%s[0] is %d; it must be 0", name, (int)cu[0]);
   for (size_t b = 0; b < batch; ++b) {
-    WHY_IF(cu[b + 1] < cu[b], FCL_ERROR_INVALID_ARGUMENT,
+    FCL_WHY_IF(cu[b + 1] < cu[b], FCL_ERROR_INVALID_ARGUMENT,
            "%s[%zu] = %d is below %s[%zu] = %d: the prefix sums must not decrease", name,
            b + 1, (int)cu[b + 1], name, b, (int)cu[b]);
-    WHY_IF((size_t)(cu[b + 1] - cu[b]) > longest, FCL_ERROR_INVALID_SHAPE,
+    FCL_WHY_IF((size_t)(cu[b + 1] - cu[b]) > longest, FCL_ERROR_INVALID_SHAPE,
            "sequence %zu has %d tokens (%s[%zu] - %s[%zu]), more than %s = %zu", b,
            (int)(cu[b + 1] - cu[b]), name, b + 1, name, b, bound, longest);
   }
@@ -79,66 +88,58 @@ static const char *const tensor_names[FCL__TENSORS] = {"q", "k", "v", "o",
 fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shape, char *why,
                                size_t why_len) {
   if (why && why_len) why[0] = '\0';
-  WHY_IF(!given, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  FCL_WHY_IF(!given, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
   fcl__shape sh;
   memset(&sh, 0, sizeof sh);
   FCL_FORWARD_IF(normalize(given, &sh.desc, why, why_len));
   const fcl_attention_desc *desc = &sh.desc;
-  const struct {
-    const char *name;
-    size_t value;
-  } sizes[] = {{"batch", desc->batch},       {"heads_q", desc->heads_q},
-               {"heads_kv", desc->heads_kv}, {"seqlen_q", desc->seqlen_q},
-               {"seqlen_k", desc->seqlen_k}, {"head_dim", desc->head_dim}};
-  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
-    WHY_IF(sizes[i].value == 0, FCL_ERROR_INVALID_SHAPE,
-           "%s is 0; every size must be at least 1", sizes[i].name);
-    /* Kernels index rows and heads with 32-bit ints. */
-    WHY_IF(sizes[i].value > INT_MAX, FCL_ERROR_INVALID_SHAPE, "%s = %zu exceeds %d",
-           sizes[i].name, sizes[i].value, INT_MAX);
-  }
-  WHY_IF(desc->heads_q % desc->heads_kv != 0, FCL_ERROR_INVALID_SHAPE,
+  const char *const names[] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
+                               "head_dim"};
+  const size_t values[] = {desc->batch,    desc->heads_q,  desc->heads_kv,
+                           desc->seqlen_q, desc->seqlen_k, desc->head_dim};
+  FCL_FORWARD_IF(fcl__check_sizes(names, values, 6, why, why_len));
+  FCL_WHY_IF(desc->heads_q % desc->heads_kv != 0, FCL_ERROR_INVALID_SHAPE,
          "heads_q = %zu is not a multiple of heads_kv = %zu", desc->heads_q,
          desc->heads_kv);
-  WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+  FCL_WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
          "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
          FCL_MAX_HEAD_DIM);
   const size_t elem = fcl_dtype_size(desc->dtype);
-  WHY_IF(elem == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
+  FCL_WHY_IF(elem == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
          (int)desc->dtype);
-  WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
          "causal = %d; it must be 0 or 1", desc->causal);
-  WHY_IF(!(isfinite(desc->scale) && desc->scale > 0.0f), FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(!(isfinite(desc->scale) && desc->scale > 0.0f), FCL_ERROR_INVALID_ARGUMENT,
          "scale = %g; it must be finite and > 0 (1/sqrt(head_dim) is the usual "
          "choice)",
          (double)desc->scale);
-  WHY_IF(desc->scale > FCL_MAX_SCALE, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(desc->scale > FCL_MAX_SCALE, FCL_ERROR_INVALID_ARGUMENT,
          "scale = %g exceeds FCL_MAX_SCALE = %g (FLT_MAX / log2(e)): the flash kernels "
          "take exponentials as exp2(scale * log2(e) * x), and that factor must be a "
          "finite float",
          (double)desc->scale, (double)FCL_MAX_SCALE);
 
   /* The mask and the transforms. */
-  WHY_IF(desc->window_left < -1 || desc->window_right < -1, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(desc->window_left < -1 || desc->window_right < -1, FCL_ERROR_INVALID_ARGUMENT,
          "window (%d, %d): each side must be -1 (unbounded) or at least 0",
          desc->window_left, desc->window_right);
-  WHY_IF(desc->causal && desc->window_right > 0, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(desc->causal && desc->window_right > 0, FCL_ERROR_INVALID_ARGUMENT,
          "causal with window_right = %d: a causal query sees no key right of the "
          "diagonal; window_right must be -1 or 0",
          desc->window_right);
-  WHY_IF(!(isfinite(desc->softcap) && desc->softcap >= 0.0f), FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(!(isfinite(desc->softcap) && desc->softcap >= 0.0f), FCL_ERROR_INVALID_ARGUMENT,
          "softcap = %g; it must be finite and >= 0 (0: off)", (double)desc->softcap);
-  WHY_IF(desc->alibi_per_batch != 0 && desc->alibi_per_batch != 1, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(desc->alibi_per_batch != 0 && desc->alibi_per_batch != 1, FCL_ERROR_INVALID_ARGUMENT,
          "alibi_per_batch = %d; it must be 0 or 1", desc->alibi_per_batch);
   sh.window_left = desc->window_left;
   sh.window_right = desc->causal ? 0 : desc->window_right;
 
   /* Sequences: every batch entry seqlen_q x seqlen_k, or ragged. */
   sh.ragged = desc->cu_seqlens_q != NULL;
-  WHY_IF(!sh.ragged && desc->cu_seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
+  FCL_WHY_IF(!sh.ragged && desc->cu_seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
          "cu_seqlens_k is set but cu_seqlens_q is NULL: give both, or cu_seqlens_q alone");
   size_t per_entry;
-  WHY_IF(__builtin_mul_overflow(desc->batch, desc->seqlen_q, &per_entry) ||
+  FCL_WHY_IF(__builtin_mul_overflow(desc->batch, desc->seqlen_q, &per_entry) ||
              __builtin_mul_overflow(desc->batch, desc->seqlen_k, &per_entry),
          FCL_ERROR_INVALID_SHAPE, "batch %zu x seqlen %zu overflows size_t", desc->batch,
          desc->seqlen_q > desc->seqlen_k ? desc->seqlen_q : desc->seqlen_k);
@@ -160,7 +161,7 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
   size_t kv = product4(sh.tokens_k ? sh.tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
   size_t lse = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, 1, 1);
   size_t bytes;
-  WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &bytes) || mul_overflows(kv, elem, &bytes) ||
+  FCL_WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &bytes) || mul_overflows(kv, elem, &bytes) ||
              mul_overflows(lse, sizeof(float), &bytes),
          FCL_ERROR_INVALID_SHAPE,
          "the tensors' sizes overflow size_t (batch %zu, seqlen_q %zu, seqlen_k "
@@ -210,7 +211,7 @@ fcl_status fcl_attention_buffer_sizes(const fcl_attention_desc *desc, fcl_buffer
                                       char *why, size_t why_len) {
   fcl__shape shape;
   if (why && why_len) why[0] = '\0';
-  WHY_IF(!out, FCL_ERROR_INVALID_ARGUMENT, "out is NULL");
+  FCL_WHY_IF(!out, FCL_ERROR_INVALID_ARGUMENT, "out is NULL");
   FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
   *out = shape.sizes;
   return FCL_SUCCESS;

@@ -664,6 +664,83 @@ FCL_API fcl_status fcl_attention_backward(fcl_context *ctx,
                                   cl_mem o, cl_mem lse, cl_mem dout, cl_mem dq,
                                   cl_mem dk, cl_mem dv, fcl_run_info *info);
 
+/* ------------------------------------------------------------------------ */
+/* Merging attention states                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** Partial attention states to merge: `parts` pairs (O_p, LSE_p) of the
+ *  same query rows, each the exact attention of those rows over its own
+ *  set of keys, the sets disjoint (a key range of a split cache, a shared
+ *  prefix and each sequence's suffix, a device's shard of the keys). The
+ *  merge is the attention over their union, exactly:
+ *    LSE = log sum_p exp(LSE_p),  O = sum_p exp(LSE_p - LSE) O_p.
+ *  Fill it with fcl_merge_desc_init(), then adjust; it grows as
+ *  fcl_attention_desc does (struct_size).
+ *
+ *  Rows are (batch entry, token, head) as in the attention calls: O_p and
+ *  O in fcl_tensor_layout views of [batch][seqlen][heads][head_dim], LSE_p
+ *  and LSE as the attention calls write LSE, float [batch][heads][seqlen]
+ *  (natural log). A ragged batch's outputs ([tokens][heads][head_dim],
+ *  LSE [heads][tokens]) are batch 1 with seqlen the token count. */
+typedef struct fcl_merge_desc {
+  size_t struct_size;  /**< sizeof the caller's fcl_merge_desc: leave as init set it */
+  size_t parts;        /**< states to merge, >= 1 */
+  size_t batch;        /**< >= 1 */
+  size_t seqlen;       /**< query tokens per batch entry, >= 1 */
+  size_t heads;        /**< >= 1 */
+  size_t head_dim;     /**< 1 .. FCL_MAX_HEAD_DIM */
+  fcl_dtype dtype;     /**< storage type of every O_p and of O; arithmetic is f32 */
+  /** Part p's O: the view `o_parts` moved by p * o_part_stride elements.
+   *  o_part_stride 0 (default): the parts back to back, each as long as
+   *  its view's span. Parts must not overlap. */
+  fcl_tensor_layout o_parts;
+  size_t o_part_stride;
+  /** Part p's LSE starts p * lse_part_stride floats into lse_parts; 0
+   *  (default): batch * heads * seqlen, back to back. At least that. */
+  size_t lse_part_stride;
+  fcl_tensor_layout o;  /**< the merged O's view; zeros: packed */
+} fcl_merge_desc;
+
+/** Fills `desc` with the given shape and the defaults: struct_size, f32,
+ *  packed views, parts back to back. NULL desc is a no-op. */
+FCL_API void fcl_merge_desc_init(fcl_merge_desc *desc, size_t parts, size_t batch,
+                                 size_t seqlen, size_t heads, size_t head_dim);
+
+/** The bytes each buffer of a merge must hold at least. */
+typedef struct fcl_merge_sizes {
+  size_t o_parts, lse_parts;  /**< every part's O (storage type) and LSE (floats) */
+  size_t o, lse;              /**< the merged O and LSE */
+} fcl_merge_sizes;
+
+/** The buffer sizes of `desc` after validating it as fcl_merge_states
+ *  does; `why` and the statuses as fcl_attention_buffer_sizes. */
+FCL_API fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_sizes *out,
+                                          char *why, size_t why_len);
+
+/** Merges `parts` attention states (fcl_merge_desc) into O and, when `lse`
+ *  is not NULL, LSE. Enqueues on the context's queue and returns; when
+ *  `info` is not NULL, waits for completion and fills it (ms, bytes_model,
+ *  bytes_counted; flops are 3 per O_p element; plan zeros).
+ *  Empty parts: a part whose LSE is -INFINITY (a query that saw none of
+ *  its keys) weighs nothing, whatever its O holds; a row whose parts are
+ *  all empty gets zeros and LSE = -INFINITY. A NaN or +INFINITY among a
+ *  row's LSEs makes its O and LSE NaN. Otherwise the result's error is a
+ *  few float roundings of each weighted sum.
+ *  Buffers as for fcl_attention_forward: of the context, large enough
+ *  (fcl_merge_buffer_sizes), outputs sharing no byte with another argument
+ *  and not CL_MEM_READ_ONLY; on failure the outputs are untouched.
+ *  @return FCL_SUCCESS; FCL_ERROR_INVALID_ARGUMENT (ctx, desc or a buffer
+ *          NULL or bad, struct_size 0, a bad dtype, overlapping views or
+ *          parts, an output sharing bytes with another buffer);
+ *          FCL_ERROR_INVALID_SHAPE (a size 0 or over INT_MAX, sizes that
+ *          overflow, lse_part_stride below one part's LSE);
+ *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM);
+ *          FCL_ERROR_BUFFER_TOO_SMALL; FCL_ERROR_OUT_OF_MEMORY;
+ *          FCL_ERROR_BUILD_FAILED; FCL_ERROR_OPENCL. */
+FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc,
+                                    cl_mem o_parts, cl_mem lse_parts, cl_mem o, cl_mem lse,
+                                    fcl_run_info *info);
+
 /** Floating-point operations of a pass by flash-attn's convention:
  *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),
  *  2.5 times that backward; with a window (other than causal's) or a
