@@ -346,6 +346,13 @@ inline int fcl_grows(const fcl_params p) { return p.window_right >= 0 && p.windo
 inline int fcl_grows(const fcl_params p) { return (void)p, WINDOW == 1; }
 #endif
 
+/* SPLIT_KV = 1 builds a forward that runs one split of the keys per
+ * work-group: p.splits copies of the grid, each writing a partial O and
+ * LSE (p.o_split, p.lse_split apart) that the merge kernel combines. */
+#ifndef SPLIT_KV
+#define SPLIT_KV 0
+#endif
+
 /* ---- the query-block grid ------------------------------------------------
  * The kernels that own a block of query rows (both forwards, the
  * backward's dQ) share one flat grid, since NVIDIA caps the 2nd and 3rd
@@ -362,6 +369,7 @@ typedef struct fcl_query_block {
    * full_hi) by every row (params.h, fcl_block_keys). */
   int k_lo, k_hi, full_lo, full_hi;
   size_t lse;                  // row 0 of this (batch, head) in LSE and D
+  size_t o_split;              // where this split's O is, past split 0's (p.o_split)
   float slope;                 // ALiBi, of this (batch, head)
 } fcl_query_block;
 
@@ -371,7 +379,13 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
                                               int block_q IO_LOADS) {
   IO_HELPER_INIT;
   fcl_query_block b;
+#if SPLIT_KV
+  /* Splits of the keys are outermost. */
+  const int per_split = get_num_groups(0) / p.splits;
+  const int split = get_group_id(0) / per_split, group_id = get_group_id(0) % per_split;
+#else
   const int group_id = get_group_id(0);
+#endif
   int qblock;
   if (p.ragged) {
     const int item = group_id % p.work_items;
@@ -396,6 +410,19 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     fcl_block_keys(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), b.q0, b.rows, &b.k_lo,
                    &b.k_hi, &b.full_lo, &b.full_hi);
   b.lse = (size_t)b.batch * p.lse_batch + (size_t)b.head * p.lse_head + b.seq.q_start;
+#if SPLIT_KV
+  {  // the keys of this split only: none when they miss the block's
+    const int split_lo = split * p.split_keys;
+    const int split_hi = split_lo + min(p.split_keys, INT_MAX - split_lo);
+    b.k_lo = max(b.k_lo, split_lo);
+    b.k_hi = min(b.k_hi, split_hi);
+    if (b.k_hi <= b.k_lo) b.k_lo = b.k_hi = 0;  // none: an empty range, in order
+  }
+  b.o_split = (size_t)split * p.o_split;
+  b.lse += (size_t)split * p.lse_split;
+#else
+  b.o_split = 0;
+#endif
 #if ALIBI
   b.slope = LOAD_F32(alibi, b.batch * p.alibi_batch + b.head);
 #else

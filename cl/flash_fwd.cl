@@ -104,7 +104,7 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
   const size_t q_stride = p.q.seq, o_stride = p.o.seq;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);
-  __global store_t *o_rows = o + fcl_at(p.o, batch, qb.seq.q_start, head);
+  __global store_t *o_rows = o + fcl_at(p.o, batch, qb.seq.q_start, head) + qb.o_split;
   __global const store_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
   __global const store_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 

@@ -66,7 +66,7 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq, o_stride = p.o.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
-  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
   __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
   __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 

@@ -44,6 +44,9 @@ typedef struct fcl_params {
   /* Query and key tokens in all (ragged: the last cu_seqlens; else batch
    * * seqlen). */
   FCL_U64 tokens_q, tokens_k;
+  /* Split-KV forward: split s of the keys writes its partial O and LSE
+   * o_split and lse_split elements past split 0's (0 without splits). */
+  FCL_U64 o_split, lse_split;
   FCL_I32 batch, heads_q, heads_kv, head_dim;
   FCL_I32 seqlen_q, seqlen_k;  /* the longest sequences */
   /* Query i of a sequence of nq queries and nk keys sees key j iff
@@ -54,13 +57,16 @@ typedef struct fcl_params {
   FCL_I32 work_items;    /* entries of the work list (ragged), else 0 */
   FCL_I32 vec4;          /* 1: head_dim and every view a multiple of 4 elements */
   FCL_I32 alibi_batch;   /* floats between two batches' slopes (0: shared) */
+  /* The forward's key splits: split s sees keys [s split_keys, (s + 1)
+   * split_keys) of each row's; 1 and INT_MAX when not split. */
+  FCL_I32 splits, split_keys;
   /* Exponentials are exp2(x * exp_factor) of score differences x, and
    * LSE = m * lse_factor + log(l) of the running max m: scale log2(e) and
    * scale for plain scores (kept unscaled), 1 and ln(2) for transformed
    * ones (kept as logit * log2(e)). */
   FCL_F32 scale, exp_factor, lse_factor;
   FCL_F32 softcap;       /* logits become softcap tanh(logit / softcap); 0: off */
-  /* 16 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+  /* 18 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
 /* The merge of attention states (cl/merge.cl, host/merge.c): rows are

@@ -21,10 +21,13 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = p.lse_head;
   out[n++] = p.tokens_q;
   out[n++] = p.tokens_k;
-  const int ints[12] = {p.batch,        p.heads_q,     p.heads_kv, p.head_dim,
+  out[n++] = p.o_split;
+  out[n++] = p.lse_split;
+  const int ints[14] = {p.batch,        p.heads_q,     p.heads_kv, p.head_dim,
                         p.seqlen_q,     p.seqlen_k,    p.window_left, p.window_right,
-                        p.ragged,       p.work_items,  p.vec4,     p.alibi_batch};
-  for (int i = 0; i < 12; ++i) out[n++] = (ulong)(long)ints[i];
+                        p.ragged,       p.work_items,  p.vec4,     p.alibi_batch,
+                        p.splits,       p.split_keys};
+  for (int i = 0; i < 14; ++i) out[n++] = (ulong)(long)ints[i];
   const float floats[4] = {p.scale, p.exp_factor, p.lse_factor, p.softcap};
   for (int i = 0; i < 4; ++i) out[n++] = as_uint(floats[i]);
   /* the buffers: each holds its index in the list, as a float */

@@ -39,6 +39,8 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
   p.ragged = sh->ragged;
   p.vec4 = sh->vec4;
   p.alibi_batch = desc->alibi_per_batch ? (cl_int)desc->heads_q : 0;
+  p.splits = 1;  /* the split forward sets its own (flash.c) */
+  p.split_keys = INT32_MAX;
   p.scale = desc->scale;
   p.softcap = desc->softcap;
   if (fcl__scores_transformed(sh)) {

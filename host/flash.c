@@ -127,8 +127,15 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                              .kernels = {mma ? "flash_fwd_mma" : "flash_fwd", NULL},
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
-    forward_options(limits, plan, desc, with_lse, io_counter, &out[0].opts);
-    return 1;
+    const int split = plan->splits > 1;  /* partial states, then their merge */
+    forward_options(limits, plan, desc, with_lse || split, io_counter, &out[0].opts);
+    if (!split) return 1;
+    fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
+    out[1] = (flash_program){.source = FCL_SRC_MERGE,
+                             .kernels = {"merge_states", NULL},
+                             .wg_size = FCL__MERGE_WG};
+    fcl__merge_options(desc->dtype, desc->head_dim, with_lse, io_counter, &out[1].opts);
+    return 2;
   }
   const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);
   out[0] = (flash_program){.source = FCL_SRC_FLASH_BWD_PRE,
@@ -179,6 +186,51 @@ fcl_status fcl_flash_programs(const fcl_device_limits *limits, const fcl_attenti
   return FCL_SUCCESS;
 }
 
+/* The split forward's scratch: every split's partial O (storage type,
+ * packed) and LSE, and the merge that combines them into the caller's O
+ * and LSE. */
+typedef struct split_run {
+  cl_mem o, lse;
+  fcl__merge_shape merge;
+} split_run;
+
+static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fcl_plan *plan,
+                                fcl_params *params, fcl__attention_buffers *bufs,
+                                split_run *run) {
+  const fcl_attention_desc *desc = &sh->desc;
+  const size_t splits = plan->splits;
+  fcl_merge_desc m;
+  fcl_merge_desc_init(&m, splits, sh->ragged ? 1 : desc->batch,
+                      sh->ragged ? sh->tokens_q : desc->seqlen_q, desc->heads_q, desc->head_dim);
+  m.dtype = desc->dtype;
+  m.o = sh->views[FCL__O];
+  char why[256];
+  fcl_status status = fcl__check_merge_why(&m, &run->merge, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "the split forward's merge: %s", why);
+  size_t o_bytes, lse_bytes;
+  FCL_RETURN_IF(ctx,
+                __builtin_mul_overflow(sh->q_elems * sh->elem_size, splits, &o_bytes) ||
+                    __builtin_mul_overflow(sh->lse_elems * sizeof(float), splits, &lse_bytes),
+                FCL_ERROR_OUT_OF_MEMORY, "%zu splits' partial outputs overflow size_t", splits);
+  run->o = fcl__buffer(ctx, CL_MEM_READ_WRITE, o_bytes, "the split forward's partial O",
+                       &status);
+  if (status == FCL_SUCCESS)
+    run->lse = fcl__buffer(ctx, CL_MEM_READ_WRITE, lse_bytes, "the split forward's partial LSE",
+                           &status);
+  if (status != FCL_SUCCESS) return status;
+  /* Split s writes [tokens][heads][head_dim] (and LSE as the caller's) s
+   * parts in. */
+  params->o = (fcl_view){0, sh->ragged ? 0 : (cl_ulong)desc->seqlen_q * desc->heads_q * desc->head_dim,
+                         (cl_ulong)desc->heads_q * desc->head_dim, desc->head_dim};
+  params->o_split = sh->q_elems;
+  params->lse_split = sh->lse_elems;
+  params->splits = (cl_int)splits;
+  params->split_keys = (cl_int)fcl__split_keys(plan, desc->seqlen_k);
+  bufs->o = run->o;
+  bufs->lse = run->lse;
+  return FCL_SUCCESS;
+}
+
 fcl_status fcl__flash_forward(fcl__forward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl__shape *sh = &call->shape;
@@ -188,35 +240,48 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
                                       &call->settings.tiling_hint, &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
                 ctx->info.name, why);
+  if (sh->lse_elems == 0) call->plan.splits = 1;  /* a ragged batch without queries */
   const fcl_plan *plan = &call->plan;
+  const int split = plan->splits > 1;
 
-  flash_program program;
+  flash_program programs[2];
   flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->lse != NULL,
-                 call->io_counter, &program);
-  const char *name = program.kernels[0];
+                 call->io_counter, programs);
+  const flash_program *program = &programs[0];
+  const char *name = program->kernels[0];
   cl_kernel kernel;
-  FCL_FORWARD_IF(fcl__kernel(ctx, program.source, &program.opts, name, &kernel));
+  FCL_FORWARD_IF(fcl__kernel(ctx, program->source, &program->opts, name, &kernel));
   fcl__ragged ragged;
+  split_run parts = {0};
   status = fcl__ragged_upload(ctx, sh, plan->block_q, 0, 0, &ragged);
   fcl_params params = fcl__params_of(sh);
   params.work_items = (cl_int)ragged.items_q;
-  const fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
-                                       .lse = call->lse, .alibi = desc->alibi_slopes,
-                                       .seqs = ragged.seqs, .work = ragged.work_q};
+  fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
+                                 .lse = call->lse, .alibi = desc->alibi_slopes,
+                                 .seqs = ragged.seqs, .work = ragged.work_q};
+  if (status == FCL_SUCCESS && split)
+    status = split_prepare(ctx, sh, plan, &params, &bufs, &parts);
   size_t groups = 0;
   if (status == FCL_SUCCESS)
-    status = fcl__check_local_bytes(ctx, kernel, name, program.local_bytes);
+    status = fcl__check_local_bytes(ctx, kernel, name, program->local_bytes);
   if (status == FCL_SUCCESS)
     status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
   if (status == FCL_SUCCESS)
     status = checked_groups(ctx, block_groups(sh, ragged.items_q, desc->seqlen_q,
-                                              desc->heads_q, plan->block_q),
+                                              desc->heads_q, plan->block_q) *
+                                     plan->splits,
                             "flash forward", &groups);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
   if (status == FCL_SUCCESS && groups) {
     size_t global = groups * plan->wg_size, local = plan->wg_size;
     status = fcl__launch(ctx, kernel, name, 1, &global, &local);
   }
+  /* The caller's O and LSE are written by the merge alone. */
+  if (status == FCL_SUCCESS && split)
+    status = fcl__merge_enqueue(ctx, &parts.merge, parts.o, parts.lse, call->o, call->lse,
+                                call->io_counter, NULL);
+  fcl__release_mem(&parts.o);
+  fcl__release_mem(&parts.lse);
   fcl__ragged_release(&ragged);
   clReleaseKernel(kernel);
   return status;
@@ -342,7 +407,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .threads_per_row = hint->threads_per_row,
                       .rows_per_thread = hint->rows_per_thread,
                       .tile_elem_size = hint->tile_elem_size,
-                      .kernel = hint->kernel};
+                      .kernel = hint->kernel,
+                      .splits = hint->splits};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

@@ -486,6 +486,9 @@ fcl_status fcl__check_desc(fcl_context *ctx, const fcl_attention_desc *desc,
 fcl_status fcl__check_desc_why(const fcl_attention_desc *desc, fcl__shape *shape,
                                char *why, size_t why_len);
 
+/** Keys of one split of a forward plan (fcl_plan.splits): whole tiles,
+ *  as many as ceil(seqlen_k / splits) needs. */
+unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k);
 /** Validates a tiling override as fcl_context_set_flash_tiling documents.
  *  Pure apart from the message (ctx may be NULL). */
 fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint);
@@ -680,6 +683,14 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *sh
 /** The head_dim bucket the merge kernel is built for: a power of two, at
  *  least 16. */
 unsigned fcl__merge_head_dim_max(size_t head_dim);
+/** The merge kernel's build options. */
+void fcl__merge_options(fcl_dtype dtype, size_t head_dim, int with_lse, cl_mem io_counter,
+                        fcl__options *opts);
+/** Builds the merge kernel and enqueues it (lse NULL: no merged LSE); the
+ *  timer, when not NULL, starts before the launch. */
+fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *shape, cl_mem o_parts,
+                              cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
+                              fcl__timer *timer);
 
 /* ---- the I/O model ------------------------------------------------------ */
 
@@ -696,7 +707,8 @@ uint64_t fcl__io_total(fcl__io io);
 /** 1 when both counts fit 64 bits each and in sum. */
 int fcl__io_fits(fcl__io io);
 
-/** Forward traffic of the flash kernel for `plan`. */
+/** Forward traffic of the flash kernel for `plan` (split: its partial
+ *  states and their merge). */
 fcl__io fcl__io_flash_forward(const fcl__shape *shape, const fcl_plan *plan, int with_lse);
 /** Backward traffic of the flash kernels (preprocessing, dK/dV, dQ) for
  *  `plan`, the mask's skipped tiles included. */
@@ -710,6 +722,9 @@ fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, 
 /** Traffic of the merge kernel: every part's LSE and O once, the merged O
  *  (and LSE) once. */
 fcl__io fcl__io_merge(const fcl__merge_shape *shape, int with_lse);
+/** The same for `rows` rows of `parts` parts (the split forward's merge). */
+fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
+                           int with_lse);
 
 /** Pairs (query, key) all sequences show, per head: what FLOP counts and
  *  the asymptotic figures count (mask.c). */

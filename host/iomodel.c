@@ -25,16 +25,24 @@ int fcl__io_fits(fcl__io io) {
 static fcl__bytes ragged_bytes(const fcl__shape *sh) { return sh->ragged ? 8 + 16 : 0; }
 static fcl__bytes slope_bytes(const fcl__shape *sh) { return sh->desc.alibi_slopes ? 4 : 0; }
 
-/* Keys a block of query rows [q0, q0 + rows) loads: whole tiles of
- * block_k from the one holding the first key any row sees to the one
- * holding the last, clipped at the sequence's end (fcl_block_keys). */
+/* Keys a block of query rows [q0, q0 + rows) loads in the split of keys
+ * [split_lo, split_hi): whole tiles of block_k from the one holding the
+ * first key any row sees to the one holding the last, clipped at the
+ * sequence's end (fcl_block_keys, and fcl_locate_query_block's split). */
 static fcl__bytes block_keys_loaded(const fcl__shape *sh, size_t nq, size_t nk, size_t q0,
-                                    size_t rows, unsigned block_k) {
+                                    size_t rows, unsigned block_k, size_t split_lo,
+                                    size_t split_hi) {
   cl_int lo, hi, full_lo, full_hi;
   fcl_block_keys((cl_int)nq, (cl_int)nk, sh->window_left, sh->window_right, (cl_int)q0,
                  (cl_int)rows, &lo, &hi, &full_lo, &full_hi);
-  const fcl__bytes first = (fcl__bytes)(lo / block_k) * block_k;
-  const fcl__bytes end = ((fcl__bytes)hi + block_k - 1) / block_k * block_k;
+  size_t a = (size_t)lo, b = (size_t)hi;
+  if (split_lo > 0 || split_hi < (size_t)-1) {  /* split: clipped, and empty loads nothing */
+    if (split_lo > a) a = split_lo;
+    if (split_hi < b) b = split_hi;
+    if (b <= a) return 0;
+  }
+  const fcl__bytes first = (fcl__bytes)(a / block_k) * block_k;
+  const fcl__bytes end = ((fcl__bytes)b + block_k - 1) / block_k * block_k;
   if (end <= first) return 0;
   return (end < nk ? end : nk) - first;
 }
@@ -61,25 +69,37 @@ typedef struct flash_model {
 
 /* The forward of `count` sequences of nq x nk: every (sequence, head)
  * reads Q, writes O (and LSE) once and reads the K and V tiles its query
- * blocks see. */
+ * blocks see; split, each split does so over its keys, writing its
+ * partial O and LSE. */
 static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   flash_model *m = state;
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
   const fcl__bytes slices = (fcl__bytes)count * sh->desc.heads_q;
+  const size_t splits = plan->splits > 1 ? plan->splits : 1;
+  const size_t split_keys = splits > 1 ? fcl__split_keys(plan, sh->desc.seqlen_k) : (size_t)-1;
   fcl__bytes keys = 0, blocks = 0;
-  for (size_t q0 = 0; q0 < nq; q0 += plan->block_q, ++blocks)
-    keys += block_keys_loaded(sh, nq, nk, q0, nq - q0 < plan->block_q ? nq - q0 : plan->block_q,
-                              plan->block_k);
-  m->io.loads += slices * (nq * row + 2 * keys * row +
+  for (size_t s = 0; s < splits; ++s)
+    for (size_t q0 = 0; q0 < nq; q0 += plan->block_q, ++blocks)
+      keys += block_keys_loaded(sh, nq, nk, q0, nq - q0 < plan->block_q ? nq - q0 : plan->block_q,
+                                plan->block_k, s * split_keys,
+                                splits > 1 ? (s + 1) * split_keys : (size_t)-1);
+  const int with_lse = m->with_lse || splits > 1;
+  m->io.loads += slices * (splits * nq * row + 2 * keys * row +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
-  m->io.stores += slices * (nq * row + (m->with_lse ? nq * 4 : 0));
+  m->io.stores += slices * splits * (nq * row + (with_lse ? nq * 4 : 0));
 }
 
 fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {
   flash_model m = {sh, plan, with_lse, {0, 0}};
   fcl__each_sequence(sh, forward_sequences, &m);
+  if (plan->splits > 1 && sh->lse_elems) {  /* the merge of the partial states */
+    const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->desc.head_dim,
+                                             sh->elem_size, with_lse);
+    m.io.loads += merge.loads;
+    m.io.stores += merge.stores;
+  }
   return m.io;
 }
 
@@ -108,7 +128,8 @@ static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) 
   for (size_t q0 = 0; q0 < nq; q0 += plan->block_q) {
     const size_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
     m->io.loads += slices * (rows * (2 * row + stats) +
-                             block_keys_loaded(sh, nq, nk, q0, rows, plan->block_k) * 2 * row +
+                             block_keys_loaded(sh, nq, nk, q0, rows, plan->block_k, 0,
+                                               (size_t)-1) * 2 * row +
                              wg * (ragged_bytes(sh) + slope_bytes(sh)));
     m->io.stores += slices * rows * row;
   }
@@ -288,9 +309,14 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
   return FCL_SUCCESS;
 }
 
+fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
+                           int with_lse) {
+  const fcl__bytes row = (fcl__bytes)head_dim * elem_size;
+  return (fcl__io){.loads = (fcl__bytes)rows * parts * (row + sizeof(float)),
+                   .stores = (fcl__bytes)rows * (row + (with_lse ? sizeof(float) : 0))};
+}
+
 fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
-  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
-  const fcl__bytes parts = (fcl__bytes)sh->rows * sh->desc.parts;
-  return (fcl__io){.loads = parts * (row + sizeof(float)),
-                   .stores = (fcl__bytes)sh->rows * (row + (with_lse ? sizeof(float) : 0))};
+  return fcl__io_merge_rows(sh->rows, sh->desc.parts, sh->desc.head_dim, sh->elem_size,
+                            with_lse);
 }

@@ -115,24 +115,29 @@ static fcl_view view_of(const fcl_tensor_layout *l) {
   return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
 }
 
-/* Builds the kernel and enqueues it: one work-group per MERGE_WG / lanes
- * rows. */
-static fcl_status merge_enqueue(fcl_context *ctx, const fcl__merge_shape *sh, cl_mem o_parts,
-                                cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
-                                fcl__timer *timer) {
+void fcl__merge_options(fcl_dtype dtype, size_t head_dim, int with_lse, cl_mem io_counter,
+                        fcl__options *opts) {
+  fcl__options_init(opts);
+  fcl__options_define(opts, "FCL_DTYPE", (long)dtype);
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)fcl__merge_head_dim_max(head_dim));
+  fcl__options_define(opts, "WG_SIZE", FCL__MERGE_WG);
+  fcl__options_define(opts, "STORE_LSE", with_lse);
+  fcl__options_count_io(opts, io_counter);
+}
+
+fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *sh, cl_mem o_parts,
+                              cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
+                              fcl__timer *timer) {
   const unsigned head_dim_max = fcl__merge_head_dim_max(sh->desc.head_dim);
   const size_t rows_per_group = FCL__MERGE_WG / (head_dim_max / 4);
   FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < FCL__MERGE_WG,
                 FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %d; %s allows %zu",
                 FCL__MERGE_WG, ctx->info.name, ctx->info.limits.max_work_group_size);
   const size_t groups = (sh->rows + rows_per_group - 1) / rows_per_group;
+  FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
+                "the merge needs %zu work-groups; at most %d fit", groups, INT32_MAX);
   fcl__options opts;
-  fcl__options_init(&opts);
-  fcl__options_define(&opts, "FCL_DTYPE", (long)sh->desc.dtype);
-  fcl__options_define(&opts, "HEAD_DIM_MAX", (long)head_dim_max);
-  fcl__options_define(&opts, "WG_SIZE", FCL__MERGE_WG);
-  fcl__options_define(&opts, "STORE_LSE", lse != NULL);
-  fcl__options_count_io(&opts, io_counter);
+  fcl__merge_options(sh->desc.dtype, sh->desc.head_dim, lse != NULL, io_counter, &opts);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_MERGE, &opts, "merge_states", &kernel));
   const fcl_merge_params p = {.o_parts = view_of(&sh->o_parts),
@@ -178,7 +183,7 @@ fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc, cl_mem
   cl_mem io_counter;
   status = fcl__measure_begin(ctx, &m, info, &timer, &io_counter);
   if (status == FCL_SUCCESS)
-    status = merge_enqueue(ctx, &sh, o_parts, lse_parts, o, lse, io_counter, timer);
+    status = fcl__merge_enqueue(ctx, &sh, o_parts, lse_parts, o, lse, io_counter, timer);
   status = fcl__measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
   const fcl__io model = fcl__io_merge(&sh, lse != NULL);

@@ -78,10 +78,12 @@
 #define TARGET_ROWS 128u          /* Br the forward's work-group aims at */
 #define MAX_WG 256u               /* registers: 256 x ~170 fit an SM's 64K */
 #define MIN_WG 32u
+#define CPU_MIN_WG 8u             /* a CPU forward's smallest, for a few query rows */
 #define PRIVATE_ROW_FLOATS 128u  /* q slice + accumulator slice */
 #define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 4u
+#define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
 
 /* Private floats a work-item may keep without spilling, per vendor. The
  * numbers above are an H200's (255 registers a work-item). Intel's GPUs
@@ -264,6 +266,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
         desc->head_dim, plan.local_bytes, (size_t)budget);
     return FCL_ERROR_UNSUPPORTED;
   }
+  plan.splits = 1;
   *out = plan;
   return FCL_SUCCESS;
 }
@@ -301,7 +304,40 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (hint->splits > FCL_MAX_SPLITS) {
+    fcl__say(why, why_len, "splits = %u; at most FCL_MAX_SPLITS = %d", hint->splits,
+             FCL_MAX_SPLITS);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
   return FCL_SUCCESS;
+}
+
+unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
+  const size_t splits = plan->splits ? plan->splits : 1;
+  const size_t tiles = (seqlen_k + plan->block_k - 1) / plan->block_k;
+  const size_t tiles_per_split = (tiles + splits - 1) / splits;
+  return (unsigned)(tiles_per_split * plan->block_k);
+}
+
+/* The forward's key splits (fcl_plan.splits says the rule): the hint's
+ * count or the planner's, then as many as the tiles of split_keys need. */
+static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                          const fcl_plan *hint, fcl_plan *plan) {
+  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const size_t groups =
+      desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
+  size_t splits = 1;
+  if (hint && hint->splits) {
+    splits = hint->splits;
+  } else if (groups < cus) {
+    splits = (2 * cus + groups - 1) / groups;
+    const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
+    if (splits > by_keys) splits = by_keys;
+    if (splits > FCL_MAX_SPLITS) splits = FCL_MAX_SPLITS;
+  }
+  plan->splits = (unsigned)splits;
+  const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
+  plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
 }
 
 fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
@@ -353,7 +389,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (backward)
     return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
                : plan_backward(limits, desc, hint, out, why, why_len);
-  if (mma) return fcl__plan_forward_mma(limits, desc, hint, out, why, why_len);
+  if (mma) {
+    FCL_FORWARD_IF(fcl__plan_forward_mma(limits, desc, hint, out, why, why_len));
+    choose_splits(limits, desc, hint, out);
+    return FCL_SUCCESS;
+  }
   const int row_sum_in_local = !limits->nvidia_ptx;
 
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
@@ -385,6 +425,15 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     wg = floor_pow2(limits->max_work_group_size);
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
   if (!(hint && hint->wg_size)) {
+    /* No larger a block than the rows there are (decode: a few rows),
+     * down to a GPU's sub-group, or CPU_MIN_WG (PoCL vectorises across
+     * work-items: idle rows cost it as much as live ones). */
+    const unsigned floor_wg = !limits->is_gpu ? CPU_MIN_WG
+                              : limits->sub_group_size > MIN_WG ? limits->sub_group_size
+                                                                : MIN_WG;
+    while (wg / 2 >= floor_wg && wg / 2 >= g &&
+           (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
+      wg /= 2;
     /* Fill the device: at least two work-groups per compute unit. */
     size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
     for (;;) {
@@ -448,6 +497,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
+  choose_splits(limits, desc, hint, &plan);
   *out = plan;
   return FCL_SUCCESS;
 }

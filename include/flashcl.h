@@ -474,7 +474,21 @@ typedef struct fcl_plan {
    *  of 32), and block_q = wg_size * 2 / threads_per_row; its backward has
    *  block_k = block_q. */
   unsigned kernel;
+  /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
+   *  head, query block) runs as `splits` work-groups over consecutive
+   *  ranges of whole key tiles, each writing a partial O and LSE to
+   *  scratch, and fcl_merge_states' kernel combines them exactly. 1: not
+   *  split. The planner splits only where the unsplit grid would not
+   *  fill the device: fewer work-groups than compute units; then into
+   *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
+   *  ranges, at most FCL_MAX_SPLITS, each a whole number of tiles, and
+   *  fewer if the keys run out. The backward is never split (1). In a
+   *  tiling hint: the count wanted, which the keys' tiles may lower. */
+  unsigned splits;
 } fcl_plan;
+
+/** The most key splits a forward runs (fcl_plan.splits). */
+#define FCL_MAX_SPLITS 256
 
 /** Chooses the flash tiling for `desc` on a device with `limits` without
  *  touching any device: the same function the library uses at run time.
@@ -528,7 +542,7 @@ FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
- *  tile_elem_size and kernel of `hint` replace the planner's choices; the
+ *  tile_elem_size, kernel and splits of `hint` replace the planner's choices; the
  *  others stay the planner's. NULL restores the planner. A combination that
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
@@ -547,7 +561,7 @@ FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
  *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
- *          kernel not an fcl_flash_kernel). */
+ *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until

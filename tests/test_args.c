@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS (8 * 4 + 4 + 12 + 4)
+#define FIELDS (8 * 4 + 6 + 14 + 4)
 #define BUFFERS 12
 
 static cl_mem one_value(fcl_context *ctx, float value) {
@@ -53,12 +53,14 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
                            &views[i]->head};
     for (int f = 0; f < 4; ++f) want[n++] = *fields[f] = fclu_next(&rng);
   }
-  cl_ulong *wide[4] = {&p.lse_batch, &p.lse_head, &p.tokens_q, &p.tokens_k};
-  for (int f = 0; f < 4; ++f) want[n++] = *wide[f] = fclu_next(&rng);
-  cl_int *ints[12] = {&p.batch,       &p.heads_q,      &p.heads_kv, &p.head_dim,
+  cl_ulong *wide[6] = {&p.lse_batch, &p.lse_head, &p.tokens_q, &p.tokens_k, &p.o_split,
+                       &p.lse_split};
+  for (int f = 0; f < 6; ++f) want[n++] = *wide[f] = fclu_next(&rng);
+  cl_int *ints[14] = {&p.batch,       &p.heads_q,      &p.heads_kv, &p.head_dim,
                       &p.seqlen_q,    &p.seqlen_k,     &p.window_left, &p.window_right,
-                      &p.ragged,      &p.work_items,   &p.vec4,     &p.alibi_batch};
-  for (int f = 0; f < 12; ++f) {
+                      &p.ragged,      &p.work_items,   &p.vec4,     &p.alibi_batch,
+                      &p.splits,      &p.split_keys};
+  for (int f = 0; f < 14; ++f) {
     *ints[f] = (cl_int)(uint32_t)fclu_next(&rng);
     want[n++] = (cl_ulong)(int64_t)*ints[f];
   }

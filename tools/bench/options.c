@@ -77,6 +77,10 @@ static const char usage[] =
     "                    planner's), simt, or mma (tensor cores on NVIDIA\n"
     "                    sm_80+; emulated, slowly, elsewhere). With mma,\n"
     "                    --tiling takes BK (forward) and WG\n"
+    "  --splits S        the forward's key splits (split-KV: partial states\n"
+    "                    over key ranges, merged), 1 = none, 0 = the\n"
+    "                    planner's (default); decode is --seqlen 1..16 with a\n"
+    "                    long --seqlen-k\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -226,7 +230,7 @@ static int parse_varlen(parser *ps, const char *text, bench_options *o) {
 
 int bench_tiling_given(const fcl_plan *t) {
   return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
-         t->tile_elem_size || t->kernel;
+         t->tile_elem_size || t->kernel || t->splits;
 }
 
 static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
@@ -235,7 +239,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   char why[FCLU_WHY_LEN];
   if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
     return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
-  const unsigned kernel = hint->kernel;
+  const unsigned kernel = hint->kernel, splits = hint->splits;
   memset(hint, 0, sizeof *hint);
   hint->block_k = (unsigned)v[0];
   hint->wg_size = (unsigned)v[1];
@@ -243,6 +247,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   hint->rows_per_thread = (unsigned)v[3];
   hint->tile_elem_size = (unsigned)v[4];
   hint->kernel = kernel;
+  hint->splits = splits;
   return 0;
 }
 
@@ -338,6 +343,13 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     } else if (!strcmp(a, "--tiling")) {
       VALUE(val);
       TRY(parse_tiling(ps, val, &o->tiling));
+    } else if (!strcmp(a, "--splits")) {
+      VALUE(val);
+      char vwhy[FCLU_WHY_LEN];
+      uint64_t splits;
+      if (fclu_parse_u64(val, 0, FCL_MAX_SPLITS, &splits, vwhy, sizeof vwhy) != 0)
+        return refuse(ps, "--splits needs 0 (the planner's) to %d: %s", FCL_MAX_SPLITS, vwhy);
+      o->tiling.splits = (unsigned)splits;
     } else if (!strcmp(a, "--kernel")) {
       VALUE(val);
       if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;

@@ -1,0 +1,228 @@
+/*
+ * test_decode.c — the split-KV forward (fcl_plan.splits): a few query rows
+ * against many keys, split into key ranges whose partial states the merge
+ * combines. Against the float64 reference on random inputs, split counts
+ * forced from 1 to more than the keys have tiles, in both kernel families
+ * (the MMA one emulated off NVIDIA), causal and not, a sliding window, GQA
+ * and MQA, key counts 1, 15, 16, 17, 333 and 4097: within the flash suites' rule (2x the
+ * naive algorithm's error); in f16 and bf16 within one more rounding of
+ * the unsplit forward's. Also: counted bytes equal the I/O model, reruns
+ * are bit-identical, and the planner's rule (fcl_plan.splits).
+ */
+#include "harness.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERR_FLOOR 1e-6
+#define LSE_REL_TOL 1e-4
+
+typedef struct dcase {
+  size_t b, hq, hkv, nq, nk, d;
+  int causal, window_left;
+} dcase;
+
+static const dcase cases[] = {
+    {1, 4, 1, 1, 4097, 64, 0, -1}, {2, 8, 2, 4, 333, 32, 1, -1}, {1, 8, 1, 16, 1, 16, 1, -1},
+    {3, 2, 2, 1, 17, 128, 0, -1},  {1, 4, 4, 7, 16, 40, 1, -1},  {2, 8, 8, 2, 15, 64, 0, -1},
+    {1, 4, 2, 3, 333, 32, 1, 40},  /* a window: the early splits hold none of its keys */
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+static const unsigned forced[] = {1, 2, 3, 7, FCL_MAX_SPLITS};
+#define N_FORCED (sizeof forced / sizeof forced[0])
+
+static fcl_attention_desc case_desc(const dcase *c, int mma) {
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, c->b, c->hq, c->hkv, c->nq, c->nk,
+                          mma ? th_mma_head_dim(c->d) : c->d);
+  d.causal = c->causal;
+  d.window_left = c->window_left;
+  return d;
+}
+
+/* Forces the kernel family and the split count. */
+static void force(fcl_context *ctx, int mma, unsigned splits) {
+  const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
+                         .splits = splits};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+}
+
+/* The split count a forced one gives: at most one split per key tile. */
+static unsigned expected_splits(const fcl_run_info *info, size_t nk, unsigned wanted) {
+  const size_t tiles = (nk + info->plan.block_k - 1) / info->plan.block_k;
+  const size_t per = (tiles + wanted - 1) / wanted;
+  return (unsigned)((tiles + per - 1) / per);
+}
+
+START_TEST(split_forward_matches_reference) {
+  const int mma = _i;
+  fcl_context *ctx = th_context();
+  double worst = 0.0;
+  for (size_t i = 0; i < N_CASES; ++i) {
+    if (mma && i % 2) continue;  /* the emulated MMA kernels are slow on a CPU */
+    const fcl_attention_desc desc = case_desc(&cases[i], mma);
+    th_problem p;
+    th_problem_init(&p, ctx, &desc, 10 + i, 1.0);
+    th_reference ref = th_reference_forward(&p);
+    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
+    ck_assert_int_eq(naive.status, FCL_SUCCESS);
+    const double naive_err = fclu_max_abs_err(naive.o, ref.o, p.q_elems);
+    char what[200];
+    th_describe(&desc, what, sizeof what);
+    for (size_t f = 0; f < N_FORCED; ++f) {
+      force(ctx, mma, forced[f]);
+      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, f % 2 == 0);
+      ck_assert_msg(r.status == FCL_SUCCESS, "%s, %u splits: %s", what, forced[f],
+                    fcl_context_last_error(ctx));
+      const unsigned want = expected_splits(&r.info, desc.seqlen_k, forced[f]);
+      ck_assert_msg(r.info.plan.splits == want, "%s: %u splits asked, %u run, %u expected", what,
+                    forced[f], r.info.plan.splits, want);
+      const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
+      ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+                    "%s, %u splits: flash error %g > 2 x naive error %g + %g", what,
+                    r.info.plan.splits, err, naive_err, ERR_FLOOR);
+      if (err / (naive_err + ERR_FLOOR) > worst) worst = err / (naive_err + ERR_FLOOR);
+      for (size_t j = 0; r.lse && j < p.lse_elems; ++j) {
+        if (isinf(ref.lse[j])) {
+          ck_assert_msg(r.lse[j] == ref.lse[j], "%s: LSE[%zu] = %g", what, j, (double)r.lse[j]);
+          continue;
+        }
+        ck_assert_msg(fabs(r.lse[j] - ref.lse[j]) <= LSE_REL_TOL * fmax(1.0, fabs(ref.lse[j])),
+                      "%s, %u splits: LSE[%zu] = %.9g, want %.9g", what, r.info.plan.splits, j,
+                      (double)r.lse[j], ref.lse[j]);
+      }
+      th_forward_free(&r);
+    }
+    th_forward_free(&naive);
+    th_reference_free(&ref);
+    th_problem_free(&p);
+  }
+  printf("decode (%s): split forwards, worst flash/(naive + 1e-6) error ratio %.3f\n",
+         mma ? "mma" : "simt", worst);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* 16-bit storage: each split's partial O is stored in the storage type,
+ * one rounding more than the unsplit forward's. */
+START_TEST(split_forward_in_half_types) {
+  fcl_context *ctx = th_context();
+  const fcl_dtype types[2] = {FCL_DTYPE_F16, FCL_DTYPE_BF16};
+  for (int t = 0; t < 2; ++t)
+    for (size_t i = 0; i < 2; ++i) {
+      fcl_attention_desc desc = case_desc(&cases[i], 0);
+      desc.dtype = types[t];
+      th_problem p;
+      th_problem_init(&p, ctx, &desc, 40 + i, 1.0);
+      th_reference ref = th_reference_forward(&p);
+      force(ctx, 0, 1);
+      th_forward whole = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      force(ctx, 0, 5);
+      th_forward split = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      ck_assert_int_eq(whole.status, FCL_SUCCESS);
+      ck_assert_int_eq(split.status, FCL_SUCCESS);
+      ck_assert_uint_gt(split.info.plan.splits, 1);
+      const double ulp = types[t] == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+      const double bound = fclu_max_abs_err(whole.o, ref.o, p.q_elems) +
+                           2 * ulp * fclu_max_abs(ref.o, p.q_elems) + ERR_FLOOR;
+      const double err = fclu_max_abs_err(split.o, ref.o, p.q_elems);
+      ck_assert_msg(err <= bound, "%s, %u splits: error %g, bound %g", fcl_dtype_name(types[t]),
+                    split.info.plan.splits, err, bound);
+      th_forward_free(&whole);
+      th_forward_free(&split);
+      th_reference_free(&ref);
+      th_problem_free(&p);
+    }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+START_TEST(split_forward_counts_its_bytes_and_reruns_bit_for_bit) {
+  const int mma = _i;
+  fcl_context *ctx = th_context();
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  const int count = info.limits.has_int64_atomics;
+  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  for (size_t i = 0; i < 3; ++i) {
+    const fcl_attention_desc desc = case_desc(&cases[i], mma);
+    th_problem p;
+    th_problem_init(&p, ctx, &desc, 70 + i, 1.0);
+    for (int with_lse = 0; with_lse < 2; ++with_lse) {
+      force(ctx, mma, 3);
+      th_forward a = th_run_forward(ctx, &p, FCL_ALGO_FLASH, with_lse);
+      th_forward b = th_run_forward(ctx, &p, FCL_ALGO_FLASH, with_lse);
+      ck_assert_int_eq(a.status, FCL_SUCCESS);
+      ck_assert_int_eq(b.status, FCL_SUCCESS);
+      if (count)
+        ck_assert_msg(a.info.bytes_counted == a.info.bytes_model,
+                      "%zu: %u splits counted %llu bytes, the model says %llu", i,
+                      a.info.plan.splits, (unsigned long long)a.info.bytes_counted,
+                      (unsigned long long)a.info.bytes_model);
+      ck_assert(memcmp(a.o, b.o, p.q_elems * sizeof *a.o) == 0);
+      if (with_lse) ck_assert(memcmp(a.lse, b.lse, p.lse_elems * sizeof *a.lse) == 0);
+      th_forward_free(&a);
+      th_forward_free(&b);
+    }
+    th_problem_free(&p);
+  }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* The planner splits where the grid would not fill the device, by the
+ * rule fcl_plan.splits documents; never the backward; a hint wins. */
+START_TEST(planner_splits_by_its_rule) {
+  size_t n;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  ck_assert_uint_gt(n, 0);
+  fcl_device_limits limits = profiles[0].info.limits;
+  limits.compute_units = 132;
+  const struct {
+    size_t b, nk;
+    unsigned want;
+  } rows[] = {{1, 32768, 9}, {1, 1024, 4}, {1, 100, 1}, {8, 8192, 1}, {64, 1024, 1}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, rows[i].b, 32, 8, 1, rows[i].nk, 128);
+    d.dtype = FCL_DTYPE_F16;
+    fcl_plan plan;
+    char why[256];
+    ck_assert_msg(fcl_plan_flash(&limits, &d, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                      FCL_SUCCESS,
+                  "%s", why);
+    /* 32 x batch work-groups of one row block against 132 compute units */
+    const size_t groups = rows[i].b * 32 * ((1 + plan.block_q - 1) / plan.block_q);
+    unsigned want = 1;
+    if (groups < 132) {
+      size_t s = (2 * 132 + groups - 1) / groups, by_keys = (rows[i].nk + 255) / 256;
+      want = (unsigned)(s < by_keys ? s : by_keys);
+    }
+    ck_assert_uint_eq(want, rows[i].want);
+    ck_assert_msg(plan.splits == want, "B %zu, %zu keys: %u splits, want %u", rows[i].b,
+                  rows[i].nk, plan.splits, want);
+    ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.splits, 1);
+  }
+  fcl_plan bad = {.splits = FCL_MAX_SPLITS + 1};
+  char why[256];
+  ck_assert_int_eq(fcl__check_tiling_hint_why(&bad, why, sizeof why), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert(strstr(why, "FCL_MAX_SPLITS"));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("decode");
+  TCase *tc = th_tcase("decode");
+  tcase_add_loop_test(tc, split_forward_matches_reference, 0, 2);
+  tcase_add_test(tc, split_forward_in_half_types);
+  tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, 2);
+  tcase_add_test(tc, planner_splits_by_its_rule);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}
