@@ -353,6 +353,20 @@ inline int fcl_grows(const fcl_params p) { return (void)p, WINDOW == 1; }
 #define SPLIT_KV 0
 #endif
 
+/* PACK_GQA = G > 1 builds a forward whose blocks hold packed rows: the
+ * query rows of the G heads that share a KV head, slot r being token r / G
+ * of head r % G of the group, so that each K and V tile is loaded once for
+ * all G heads (decode: G rows of one token instead of one). 1: a block is
+ * one head's rows. */
+#ifndef PACK_GQA
+#define PACK_GQA 1
+#endif
+#if PACK_GQA > 1 && ALIBI
+#error "PACK_GQA: one ALiBi slope per block, and a packed block spans heads"
+#endif
+#define SLOT_TOKEN(slot) ((slot) / PACK_GQA)
+#define SLOT_HEAD(slot) ((slot) % PACK_GQA)
+
 /* ---- the query-block grid ------------------------------------------------
  * The kernels that own a block of query rows (both forwards, the
  * backward's dQ) share one flat grid, since NVIDIA caps the 2nd and 3rd
@@ -362,7 +376,7 @@ inline int fcl_grows(const fcl_params p) { return (void)p, WINDOW == 1; }
  * end on a long tail. Ragged batches take their (sequence, block) from the
  * host's work list, heads outermost; the host orders it longest first. */
 typedef struct fcl_query_block {
-  int q0, rows;                // first query row of the block; rows of it in the sequence
+  int q0, rows;                // first query row (packed: slot) of the block; rows of it
   int batch, head, kv_head;
   fcl_sequence seq;
   /* Keys [k_lo, k_hi) are seen by some row of the block, [full_lo,
@@ -394,21 +408,24 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     b.batch = w.x;
     qblock = w.y;
   } else {
-    const int n_qblocks = (p.seqlen_q + block_q - 1) / block_q;
+    const int n_qblocks = (p.seqlen_q * PACK_GQA + block_q - 1) / block_q;
     const int bh = group_id / n_qblocks;
     qblock = group_id - bh * n_qblocks;
     if (fcl_grows(p)) qblock = n_qblocks - 1 - qblock;
-    b.head = bh % p.heads_q;
-    b.batch = bh / p.heads_q;
+    const int heads = PACK_GQA > 1 ? p.heads_kv : p.heads_q;  // packed: a group's first head
+    b.head = bh % heads * PACK_GQA;
+    b.batch = bh / heads;
   }
   b.kv_head = b.head / (p.heads_q / p.heads_kv);
   b.seq = fcl_sequence_of(p, seqs, b.batch IO_LOADS_ARG);
-  b.q0 = qblock * block_q;
-  b.rows = clamp(b.seq.nq - b.q0, 0, block_q);
+  b.q0 = qblock * block_q;  // packed: a slot
+  b.rows = clamp(b.seq.nq * PACK_GQA - b.q0, 0, block_q);
   b.k_lo = b.k_hi = b.full_lo = b.full_hi = 0;
-  if (b.rows > 0)
-    fcl_block_keys(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), b.q0, b.rows, &b.k_lo,
+  if (b.rows > 0) {  // the keys of the block's tokens
+    const int t0 = SLOT_TOKEN(b.q0), t1 = SLOT_TOKEN(b.q0 + b.rows - 1);
+    fcl_block_keys(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), t0, t1 - t0 + 1, &b.k_lo,
                    &b.k_hi, &b.full_lo, &b.full_hi);
+  }
   b.lse = (size_t)b.batch * p.lse_batch + (size_t)b.head * p.lse_head + b.seq.q_start;
 #if SPLIT_KV
   {  // the keys of this split only: none when they miss the block's

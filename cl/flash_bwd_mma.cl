@@ -155,9 +155,9 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   DECLARE_FRAG_A(ka, PART_WIDTH);
   DECLARE_FRAG_A(va, PART_WIDTH);
   LOAD_A_ROWS(ka, PART_WIDTH, k + fcl_at(p.k, batch, kb.seq.k_start, kb.kv_head), key_g, nk,
-              p.k.seq, col0);
+              p.k.seq, 0, col0);
   LOAD_A_ROWS(va, PART_WIDTH, v + fcl_at(p.v, batch, kb.seq.k_start, kb.kv_head), key_g, nk,
-              p.v.seq, col0);
+              p.v.seq, 0, col0);
   float dk_acc[PART_WIDTH][4], dv_acc[PART_WIDTH][4];
   ZERO_ACC(dk_acc);
   ZERO_ACC(dv_acc);
@@ -240,9 +240,9 @@ void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   DECLARE_FRAG_A(qa, PART_WIDTH);
   DECLARE_FRAG_A(doa, PART_WIDTH);
   LOAD_A_ROWS(qa, PART_WIDTH, q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head), row_g, nq,
-              p.q.seq, col0);
+              p.q.seq, 0, col0);
   LOAD_A_ROWS(doa, PART_WIDTH, dout + fcl_at(p.dout, qb.batch, qb.seq.q_start, qb.head), row_g,
-              nq, p.dout.seq, col0);
+              nq, p.dout.seq, 0, col0);
   float dq_acc[PART_WIDTH][4];
   ZERO_ACC(dq_acc);
   barrier(CLK_LOCAL_MEM_FENCE);

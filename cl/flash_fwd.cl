@@ -115,20 +115,25 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
     v_tile[i] = TILE_ZERO;
   }
 
-  int row[ROWS_PER_THREAD], key_lo[ROWS_PER_THREAD], key_hi[ROWS_PER_THREAD];
+  /* row: a query token; packed (PACK_GQA), the token of a slot, whose
+   * head is `hoff` past the block's. */
+  int row[ROWS_PER_THREAD], hoff[ROWS_PER_THREAD], key_lo[ROWS_PER_THREAD], key_hi[ROWS_PER_THREAD];
+  const int slots = nq * PACK_GQA;
   float qr[ROWS_PER_THREAD][D_SLICE];
   float acc[ROWS_PER_THREAD][D_SLICE];
   float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
   const int col0 = slice * D_SLICE;
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-    row[r] = q0 + row_group + r * ROW_GROUPS;
+    const int slot = q0 + row_group + r * ROW_GROUPS;
+    row[r] = SLOT_TOKEN(slot);
+    hoff[r] = SLOT_HEAD(slot);
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
-    const int live = row[r] < nq;
+    const int live = slot < slots;
     fcl_row_keys(nq, qb.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r],
                  &key_hi[r]);
-    __global const store_t *src = q_rows + (size_t)row[r] * q_stride;
+    __global const store_t *src = q_rows + (size_t)row[r] * q_stride + (size_t)hoff[r] * p.q.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
       const int col = col0 + c;
@@ -303,10 +308,10 @@ UNROLL
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-    if (row[r] >= nq) continue;
+    if (row[r] * PACK_GQA + hoff[r] >= slots) continue;
     /* A row that saw no key has l = 0 and acc = 0: output zeros. */
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    __global store_t *dst = o_rows + (size_t)row[r] * o_stride;
+    __global store_t *dst = o_rows + (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
       const int col = col0 + c;
@@ -325,7 +330,7 @@ UNROLL
       /* l is 0 only for a row that saw no key; NaN (a NaN or +inf logit)
        * must stay NaN, not pass for such a row. */
       const float value = l[r] == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l[r]);
-      STORE_F32(lse, qb.lse + row[r], value);
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
     }
 #endif
   }

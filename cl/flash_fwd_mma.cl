@@ -71,17 +71,22 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* This lane's rows: g and g + 8 of the warp's 16. */
-  int row[2], live[2], key_lo[2], key_hi[2];
+  /* row: a query token; packed (PACK_GQA), the token of a slot, whose head
+   * is `hoff` past the block's. */
+  const int slots = nq * PACK_GQA;
+  int row[2], hoff[2], live[2], key_lo[2], key_hi[2];
 UNROLL
   for (int r = 0; r < 2; ++r) {
-    row[r] = q0 + 16 * warp + g + 8 * r;
-    live[r] = row[r] < nq;
+    const int slot = q0 + 16 * warp + g + 8 * r;
+    row[r] = SLOT_TOKEN(slot);
+    hoff[r] = SLOT_HEAD(slot);
+    live[r] = slot < slots;
     fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
   }
 
   /* Q as A fragments, for every k-step over head_dim. */
   DECLARE_FRAG_A(qa, D_TILES);
-  LOAD_A_ROWS(qa, D_TILES, q_rows, row[0], nq, p.q.seq, 0);
+  LOAD_A_ROWS(qa, D_TILES, q_rows, q0 + 16 * warp + g, slots, p.q.seq, p.q.head, 0);
 
   float acc[D_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
@@ -160,7 +165,7 @@ UNROLL
     if (!live[r]) continue;
     /* A row that saw no key has l = 0 and acc = 0: output zeros. */
     const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
-    const size_t at = (size_t)row[r] * o_stride + 2 * t;
+    const size_t at = (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
       if (8 * n + 2 * t >= head_dim) continue;
@@ -170,7 +175,7 @@ UNROLL
     if (t == 0) {
       /* l is 0 only for a row that saw no key; NaN stays NaN. */
       const float value = l_row == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l_row);
-      STORE_F32(lse, qb.lse + row[r], value);
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
     }
 #endif
   }

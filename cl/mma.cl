@@ -421,26 +421,31 @@ typedef ushort4 chunk_t;
 
 /* This lane's part of rows row_g and row_g + 8 (row_g = the warp's first
  * row + g), columns [col0, col0 + 8 * width), from base (`stride` elements
- * apart); rows from `limit` on and columns past head_dim are 0. Every
- * element is read by one lane. */
+ * apart; packed slots, PACK_GQA, at their token's row and their head,
+ * `head_stride` apart); rows from `limit` on and columns past head_dim are
+ * 0. Every element is read by one lane. */
+#define A_ROW_AT(r, stride, head_stride) \
+  ((size_t)SLOT_TOKEN(r) * (stride) + (size_t)SLOT_HEAD(r) * (head_stride))
 #if FCL_DTYPE == 0
-#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, col0)                 \
+#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, head_stride, col0)    \
   UNROLL for (int kk_ = 0; kk_ < (width); ++kk_)                               \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
     const int r_ = (row_g) + 8 * (i_ & 1);                                      \
     const int col_ = (col0) + 8 * kk_ + t + 4 * (i_ >> 1);                      \
     (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
-                       ? LOAD_F32(base, (size_t)r_ * (stride) + col_) : 0.0f;   \
+                       ? LOAD_F32(base, A_ROW_AT(r_, stride, head_stride) + col_) \
+                       : 0.0f;                                                  \
   }
 #else
-#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, col0)                 \
+#define LOAD_A_ROWS(a, width, base, row_g, limit, stride, head_stride, col0)    \
   UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_)                           \
   UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                       \
     const int r_ = (row_g) + 8 * (i_ & 1);                                      \
     const int col_ = (col0) + 16 * kk_ + 2 * t + 8 * (i_ >> 1);                 \
     (a)[kk_][i_] = r_ < (limit) && col_ < head_dim                              \
                        ? FCL_COUNTED_LOAD(4, *(__global const uint *)(          \
-                             (__global const ushort *)(base) + (size_t)r_ * (stride) + col_)) \
+                             (__global const ushort *)(base) +                  \
+                             A_ROW_AT(r_, stride, head_stride) + col_))         \
                        : 0u;                                                    \
   }
 #endif

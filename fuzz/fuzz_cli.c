@@ -65,7 +65,8 @@ static const char *const bench_numeric[] = {"--batch",  "--heads",    "--heads-k
 static const char *const bench_values[] = {
     "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--head-dim", "--warmup",
     "--repeat", "--device", "--algo", "--pass", "--dtype", "--tiling", "--kernel", "--json",
-    "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", NULL};
+    "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", "--splits",
+    "--packed-heads", NULL};
 static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
                                            "--seqlen", "--seqlen-k", "--head-dim", NULL};
 static const char *const info_values[] = {"--batch",    "--heads",    "--heads-kv", "--seqlen",

@@ -16,7 +16,9 @@
  *     max_work_group_size), is self-consistent (block_q = wg_size /
  *     threads_per_row * rows_per_thread, head_dim_padded covers head_dim,
  *     local_bytes as its kernel's accounting computes it: SIMT or MMA
- *     forward, backward) and honours the hint; on failure the plan is not
+ *     forward, backward), splits the forward's keys into whole tiles (and
+ *     packs a group's heads, or none; the backward neither) and honours
+ *     the hint; on failure the plan is not
  *     written and `why` is a
  *     NUL-terminated reason within why_len;
  *   - chunking puts 1..heads_kv kv heads in a chunk whose S fits the
@@ -42,7 +44,9 @@
  *   sum (int8) before them; bit 3: q's layout follows, four sizes); and a
  *   byte picking the descriptor's struct_size (1: 0, 2: the first
  *   version's, 3: a newer header's with a zero tail, 4: with a nonzero
- *   unknown field; else this header's). Fields were appended in that
+ *   unknown field; else this header's); the hint's splits (uint16, modulo
+ *   FCL_MAX_SPLITS + 2: one past the largest) and packed_heads (byte,
+ *   modulo 10). Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -173,6 +177,17 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   const int forward = pass == FCL_PASS_FORWARD;
   CHECK(plan->wg_size >= 1 && plan->wg_size <= lim->max_work_group_size);
   CHECK(plan->local_bytes <= lim->local_mem_bytes);
+  /* Key splits cover the keys in whole tiles, none empty; packing is a
+   * group's heads or none; the backward does neither. */
+  CHECK(plan->splits >= 1 && plan->splits <= FCL_MAX_SPLITS && (forward || plan->splits == 1));
+  if (forward) {
+    const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
+    CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
+          plan->splits * keys >= desc->seqlen_k);
+  }
+  CHECK(plan->packed_heads == 1 ||
+        (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes &&
+         !desc->cu_seqlens_q));
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma);
@@ -209,6 +224,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
      * hint's; the MMA backward refuses one that differs */
     if (hint->block_k && (forward || mma)) CHECK(plan->block_k == hint->block_k);
     if (hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
+    if (hint->splits && forward) CHECK(plan->splits <= hint->splits);
+    if (hint->packed_heads && forward) CHECK(plan->packed_heads == hint->packed_heads);
     if (hint->rows_per_thread) CHECK(plan->rows_per_thread == hint->rows_per_thread);
   }
 }
@@ -329,6 +346,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     default: break;
   }
+  /* The hint's key splits and packed heads (appended last: zero in older
+   * inputs). */
+  hint.splits = (unsigned)take(&r, 2) % (FCL_MAX_SPLITS + 2);
+  hint.packed_heads = (unsigned)take(&r, 1) % 10;
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
@@ -366,7 +387,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(same_plan(&plan, &again));
     check_plan(&lim, &shape.desc, pass, h, &plan);
     /* The model walks the query blocks: keep the fuzzer's units quick. */
-    if (shape.desc.seqlen_q / plan.block_q < 100000 && shape.desc.seqlen_k / plan.block_k < 100000) {
+    if (shape.desc.seqlen_q * plan.packed_heads / plan.block_q * plan.splits < 100000 &&
+        shape.desc.seqlen_k / plan.block_k < 100000) {
       fcl__io io = pass == FCL_PASS_FORWARD ? fcl__io_flash_forward(&shape, &plan, 1)
                                             : fcl__io_flash_backward(&shape, &plan);
       (void)io;
@@ -389,8 +411,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(fcl_flash_programs(&lim, &given.desc, pass, programs, &count, why, why_len) == st);
     check_why(why, why_len);
     if (st == FCL_SUCCESS) {
-      CHECK(count == (pass == FCL_PASS_FORWARD ? 1u : 2u));
-      const fcl_program_info *main = &programs[count - 1];
+      /* forward: the attention, and a split one's merge; backward: D, then dK/dV and dQ */
+      CHECK(count == (pass == FCL_PASS_FORWARD ? (plan.splits > 1 ? 2u : 1u) : 2u));
+      const fcl_program_info *main = &programs[pass == FCL_PASS_FORWARD ? 0 : 1];
       CHECK(main->local_bytes == plan.local_bytes && main->wg_size == plan.wg_size);
       for (unsigned i = 0; i < count; ++i) {
         CHECK(programs[i].file && programs[i].kernels[0]);

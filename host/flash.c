@@ -129,6 +129,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */
     forward_options(limits, plan, desc, with_lse || split, io_counter, &out[0].opts);
+    if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
@@ -267,8 +268,10 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   if (status == FCL_SUCCESS)
     status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
   if (status == FCL_SUCCESS)
-    status = checked_groups(ctx, block_groups(sh, ragged.items_q, desc->seqlen_q,
-                                              desc->heads_q, plan->block_q) *
+    status = checked_groups(ctx, block_groups(sh, ragged.items_q,
+                                              desc->seqlen_q * plan->packed_heads,
+                                              desc->heads_q / plan->packed_heads,
+                                              plan->block_q) *
                                      plan->splits,
                             "flash forward", &groups);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
@@ -408,7 +411,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .rows_per_thread = hint->rows_per_thread,
                       .tile_elem_size = hint->tile_elem_size,
                       .kernel = hint->kernel,
-                      .splits = hint->splits};
+                      .splits = hint->splits,
+                      .packed_heads = hint->packed_heads};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

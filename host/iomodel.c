@@ -76,19 +76,24 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
-  const fcl__bytes slices = (fcl__bytes)count * sh->desc.heads_q;
+  /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
+   * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
+  const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
+  const fcl__bytes slices = (fcl__bytes)count * (sh->desc.heads_q / packed);
   const size_t splits = plan->splits > 1 ? plan->splits : 1;
   const size_t split_keys = splits > 1 ? fcl__split_keys(plan, sh->desc.seqlen_k) : (size_t)-1;
   fcl__bytes keys = 0, blocks = 0;
   for (size_t s = 0; s < splits; ++s)
-    for (size_t q0 = 0; q0 < nq; q0 += plan->block_q, ++blocks)
-      keys += block_keys_loaded(sh, nq, nk, q0, nq - q0 < plan->block_q ? nq - q0 : plan->block_q,
-                                plan->block_k, s * split_keys,
+    for (size_t q0 = 0; q0 < slots; q0 += plan->block_q, ++blocks) {
+      const size_t rows = slots - q0 < plan->block_q ? slots - q0 : plan->block_q;
+      const size_t t0 = q0 / packed, t1 = (q0 + rows - 1) / packed;  /* the block's tokens */
+      keys += block_keys_loaded(sh, nq, nk, t0, t1 - t0 + 1, plan->block_k, s * split_keys,
                                 splits > 1 ? (s + 1) * split_keys : (size_t)-1);
+    }
   const int with_lse = m->with_lse || splits > 1;
-  m->io.loads += slices * (splits * nq * row + 2 * keys * row +
+  m->io.loads += slices * (splits * slots * row + 2 * keys * row +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
-  m->io.stores += slices * splits * (nq * row + (with_lse ? nq * 4 : 0));
+  m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
 }
 
 fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {

@@ -69,6 +69,8 @@
  */
 #include "internal.h"
 
+#include <limits.h>
+
 #include <stdio.h>
 
 #define MAX_BLOCK_K 64u
@@ -267,6 +269,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   plan.splits = 1;
+  plan.packed_heads = 1;
   *out = plan;
   return FCL_SUCCESS;
 }
@@ -317,6 +320,31 @@ unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
   const size_t tiles = (seqlen_k + plan->block_k - 1) / plan->block_k;
   const size_t tiles_per_split = (tiles + splits - 1) / splits;
   return (unsigned)(tiles_per_split * plan->block_k);
+}
+
+/* Whether the forward packs the query heads of a KV head into its blocks
+ * (fcl_plan.packed_heads says the rule): *packed is the group or 1. */
+static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, unsigned *packed,
+                                 char *why, size_t why_len) {
+  const fcl_attention_desc *desc = &sh->desc;
+  const size_t group = sh->group;
+  const int can = group > 1 && !sh->ragged && !desc->alibi_slopes &&
+                  desc->seqlen_q <= (size_t)INT_MAX / group;
+  *packed = 1;
+  if (hint && hint->packed_heads == 1) return FCL_SUCCESS;
+  if (hint && hint->packed_heads > 1) {
+    FCL_WHY_IF(hint->packed_heads != group, FCL_ERROR_UNSUPPORTED,
+               "packed_heads = %u: a block packs the %zu query heads of a KV head, or 1",
+               hint->packed_heads, group);
+    FCL_WHY_IF(!can, FCL_ERROR_UNSUPPORTED,
+               "packed_heads = %u: packing takes no ALiBi (a slope per block) and no ragged "
+               "batch",
+               hint->packed_heads);
+    *packed = (unsigned)group;
+    return FCL_SUCCESS;
+  }
+  if (can && desc->seqlen_q <= FCL_PACK_GQA_MAX_SEQLEN) *packed = (unsigned)group;
+  return FCL_SUCCESS;
 }
 
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
@@ -389,9 +417,17 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (backward)
     return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
                : plan_backward(limits, desc, hint, out, why, why_len);
+  /* Packed, the planner sees a group's rows as one head's. */
+  unsigned packed = 1;
+  FCL_FORWARD_IF(choose_packing(&shape, hint, &packed, why, why_len));
+  fcl_attention_desc packed_desc = *desc;
+  packed_desc.seqlen_q *= packed;
+  packed_desc.heads_q /= packed;
+  desc = &packed_desc;
   if (mma) {
     FCL_FORWARD_IF(fcl__plan_forward_mma(limits, desc, hint, out, why, why_len));
     choose_splits(limits, desc, hint, out);
+    out->packed_heads = packed;
     return FCL_SUCCESS;
   }
   const int row_sum_in_local = !limits->nvidia_ptx;
@@ -498,6 +534,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
   choose_splits(limits, desc, hint, &plan);
+  plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;
 }

@@ -290,7 +290,7 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   }
   plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate, row_keys);
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);
-  plan.splits = 1;
+  plan.splits = plan.packed_heads = 1;
   *out = plan;
   return FCL_SUCCESS;
 }

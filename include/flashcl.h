@@ -485,7 +485,22 @@ typedef struct fcl_plan {
    *  fewer if the keys run out. The backward is never split (1). In a
    *  tiling hint: the count wanted, which the keys' tiles may lower. */
   unsigned splits;
+  /** Query heads whose rows one forward block packs (FA3's pack_gqa,
+   *  flash-attn's seqlenq_ngroups_swapped): heads_q / heads_kv when the
+   *  query rows of the heads sharing a KV head are one block's rows, so
+   *  that each K and V tile is read once for all of them; 1 when a block
+   *  is one head's rows. The planner packs where heads_q > heads_kv,
+   *  seqlen_q <= FCL_PACK_GQA_MAX_SEQLEN (decode, speculative rows, a
+   *  chunk's tail), without ALiBi and without ragged batches. The
+   *  backward never packs (1). In a tiling hint: 0 the planner's choice,
+   *  1 never, heads_q / heads_kv always (where it can: else
+   *  FCL_ERROR_UNSUPPORTED). */
+  unsigned packed_heads;
 } fcl_plan;
+
+/** The longest seqlen_q the planner packs query heads for
+ *  (fcl_plan.packed_heads). */
+#define FCL_PACK_GQA_MAX_SEQLEN 64
 
 /** The most key splits a forward runs (fcl_plan.splits). */
 #define FCL_MAX_SPLITS 256
@@ -542,7 +557,7 @@ FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
- *  tile_elem_size, kernel and splits of `hint` replace the planner's choices; the
+ *  tile_elem_size, kernel, splits and packed_heads of `hint` replace the planner's choices; the
  *  others stay the planner's. NULL restores the planner. A combination that
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.

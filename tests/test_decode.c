@@ -6,8 +6,10 @@
  * (the MMA one emulated off NVIDIA), causal and not, a sliding window, GQA
  * and MQA, key counts 1, 15, 16, 17, 333 and 4097: within the flash suites' rule (2x the
  * naive algorithm's error); in f16 and bf16 within one more rounding of
- * the unsplit forward's. Also: counted bytes equal the I/O model, reruns
- * are bit-identical, and the planner's rule (fcl_plan.splits).
+ * the unsplit forward's. The query heads of a KV head packed into one
+ * block (fcl_plan.packed_heads), forced on and off. Also: counted bytes
+ * equal the I/O model, reruns are bit-identical, and the planner's rules
+ * (fcl_plan.splits, fcl_plan.packed_heads).
  */
 #include "harness.h"
 #include "internal.h"
@@ -107,6 +109,86 @@ START_TEST(split_forward_matches_reference) {
 }
 END_TEST
 
+/* The query heads of a KV head packed into one block (fcl_plan.packed_heads)
+ * against the float64 reference and against blocks of one head, forced
+ * either way, split and not, in both kernel families. */
+START_TEST(packed_heads_match_reference) {
+  const int mma = _i;
+  fcl_context *ctx = th_context();
+  for (size_t i = 0; i < N_CASES; ++i) {
+    const dcase *c = &cases[i];
+    if (c->hq == c->hkv || (mma && i > 2)) continue;
+    const fcl_attention_desc desc = case_desc(c, mma);
+    th_problem p;
+    th_problem_init(&p, ctx, &desc, 90 + i, 1.0);
+    th_reference ref = th_reference_forward(&p);
+    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
+    ck_assert_int_eq(naive.status, FCL_SUCCESS);
+    const double naive_err = fclu_max_abs_err(naive.o, ref.o, p.q_elems);
+    char what[200];
+    th_describe(&desc, what, sizeof what);
+    const unsigned group = (unsigned)(c->hq / c->hkv), packs[2] = {1, group};
+    for (int k = 0; k < 2; ++k)
+      for (unsigned splits = 1; splits <= 3; splits += 2) {
+        const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
+                               .splits = splits,
+                               .packed_heads = packs[k]};
+        ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+        th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+        ck_assert_msg(r.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
+        ck_assert_uint_eq(r.info.plan.packed_heads, packs[k]);
+        const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
+        ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+                      "%s, %u heads a block, %u splits: error %g > 2 x naive %g + %g", what,
+                      packs[k], r.info.plan.splits, err, naive_err, ERR_FLOOR);
+        for (size_t j = 0; j < p.lse_elems; ++j)
+          ck_assert_msg(isinf(ref.lse[j]) ? r.lse[j] == ref.lse[j]
+                                          : fabs(r.lse[j] - ref.lse[j]) <=
+                                                LSE_REL_TOL * fmax(1.0, fabs(ref.lse[j])),
+                        "%s, %u heads a block: LSE[%zu] = %.9g, want %.9g", what, packs[k], j,
+                        (double)r.lse[j], ref.lse[j]);
+        th_forward_free(&r);
+      }
+    th_forward_free(&naive);
+    th_reference_free(&ref);
+    th_problem_free(&p);
+  }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* Packing asked for where it cannot be: refused, with the reason. */
+START_TEST(packing_refused_where_it_cannot_be) {
+  size_t n;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  const fcl_device_limits *limits = &profiles[0].info.limits;
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 1, 8, 2, 1, 100, 64);
+  fcl_plan plan;
+  char why[256];
+  const fcl_plan wrong = {.packed_heads = 3};
+  ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, &wrong, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert(strstr(why, "packed_heads = 3"));
+  const fcl_plan pack = {.packed_heads = 4};
+  ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, &pack, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.packed_heads, 4);
+  d.alibi_slopes = (cl_mem)&plan;  /* any non-NULL handle: the planner only asks whether */
+  ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, &pack, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert(strstr(why, "ALiBi"));
+  ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, NULL, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.packed_heads, 1);
+  d.alibi_slopes = NULL;
+  d.seqlen_q = FCL_PACK_GQA_MAX_SEQLEN + 1;
+  ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, NULL, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.packed_heads, 1);
+}
+END_TEST
+
 /* 16-bit storage: each split's partial O is stored in the storage type,
  * one rounding more than the unsplit forward's. */
 START_TEST(split_forward_in_half_types) {
@@ -184,8 +266,8 @@ START_TEST(planner_splits_by_its_rule) {
   limits.compute_units = 132;
   const struct {
     size_t b, nk;
-    unsigned want;
-  } rows[] = {{1, 32768, 9}, {1, 1024, 4}, {1, 100, 1}, {8, 8192, 1}, {64, 1024, 1}};
+    int split;
+  } rows[] = {{1, 32768, 1}, {1, 1024, 1}, {1, 100, 0}, {8, 8192, 1}, {64, 1024, 0}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, rows[i].b, 32, 8, 1, rows[i].nk, 128);
@@ -195,19 +277,24 @@ START_TEST(planner_splits_by_its_rule) {
     ck_assert_msg(fcl_plan_flash(&limits, &d, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
                       FCL_SUCCESS,
                   "%s", why);
-    /* 32 x batch work-groups of one row block against 132 compute units */
-    const size_t groups = rows[i].b * 32 * ((1 + plan.block_q - 1) / plan.block_q);
+    ck_assert_uint_eq(plan.packed_heads, 4);  /* one token of 4 query heads per KV head */
+    /* batch x 8 KV heads' work-groups, each one block, against 132 compute units */
+    const size_t groups = rows[i].b * 8 * ((4 + plan.block_q - 1) / plan.block_q);
     unsigned want = 1;
     if (groups < 132) {
       size_t s = (2 * 132 + groups - 1) / groups, by_keys = (rows[i].nk + 255) / 256;
-      want = (unsigned)(s < by_keys ? s : by_keys);
+      if (s > by_keys) s = by_keys;
+      const size_t tiles = (rows[i].nk + plan.block_k - 1) / plan.block_k;
+      const size_t per = (tiles + s - 1) / s;
+      want = (unsigned)((tiles + per - 1) / per);
     }
-    ck_assert_uint_eq(want, rows[i].want);
+    ck_assert_int_eq(want > 1, rows[i].split);
     ck_assert_msg(plan.splits == want, "B %zu, %zu keys: %u splits, want %u", rows[i].b,
                   rows[i].nk, plan.splits, want);
     ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
                      FCL_SUCCESS);
     ck_assert_uint_eq(plan.splits, 1);
+    ck_assert_uint_eq(plan.packed_heads, 1);
   }
   fcl_plan bad = {.splits = FCL_MAX_SPLITS + 1};
   char why[256];
@@ -220,6 +307,8 @@ int main(void) {
   Suite *s = suite_create("decode");
   TCase *tc = th_tcase("decode");
   tcase_add_loop_test(tc, split_forward_matches_reference, 0, 2);
+  tcase_add_loop_test(tc, packed_heads_match_reference, 0, 2);
+  tcase_add_test(tc, packing_refused_where_it_cannot_be);
   tcase_add_test(tc, split_forward_in_half_types);
   tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, 2);
   tcase_add_test(tc, planner_splits_by_its_rule);

@@ -81,6 +81,9 @@ static const char usage[] =
     "                    over key ranges, merged), 1 = none, 0 = the\n"
     "                    planner's (default); decode is --seqlen 1..16 with a\n"
     "                    long --seqlen-k\n"
+    "  --packed-heads G  the forward's blocks hold the rows of the G query heads\n"
+    "                    of a KV head (K and V read once for them): G =\n"
+    "                    heads / heads-kv, 1 = never, 0 = the planner's\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -230,7 +233,7 @@ static int parse_varlen(parser *ps, const char *text, bench_options *o) {
 
 int bench_tiling_given(const fcl_plan *t) {
   return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
-         t->tile_elem_size || t->kernel || t->splits;
+         t->tile_elem_size || t->kernel || t->splits || t->packed_heads;
 }
 
 static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
@@ -239,7 +242,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   char why[FCLU_WHY_LEN];
   if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
     return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
-  const unsigned kernel = hint->kernel, splits = hint->splits;
+  const unsigned kernel = hint->kernel, splits = hint->splits, packed = hint->packed_heads;
   memset(hint, 0, sizeof *hint);
   hint->block_k = (unsigned)v[0];
   hint->wg_size = (unsigned)v[1];
@@ -248,6 +251,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   hint->tile_elem_size = (unsigned)v[4];
   hint->kernel = kernel;
   hint->splits = splits;
+  hint->packed_heads = packed;
   return 0;
 }
 
@@ -350,6 +354,14 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       if (fclu_parse_u64(val, 0, FCL_MAX_SPLITS, &splits, vwhy, sizeof vwhy) != 0)
         return refuse(ps, "--splits needs 0 (the planner's) to %d: %s", FCL_MAX_SPLITS, vwhy);
       o->tiling.splits = (unsigned)splits;
+    } else if (!strcmp(a, "--packed-heads")) {
+      VALUE(val);
+      char vwhy[FCLU_WHY_LEN];
+      uint64_t packed;
+      if (fclu_parse_u64(val, 0, 1u << 20, &packed, vwhy, sizeof vwhy) != 0)
+        return refuse(ps, "--packed-heads needs 0 (the planner's), 1 (never) or heads / "
+                          "heads-kv: %s", vwhy);
+      o->tiling.packed_heads = (unsigned)packed;
     } else if (!strcmp(a, "--kernel")) {
       VALUE(val);
       if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
@@ -396,11 +408,12 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     o->batch = (size_t)o->n_varlen;
     o->seqlen = (size_t)longest;
     o->varlen_keys_own = o->seqlen_k != 0;
+    /* (checked before the sums, which would overflow) */
+    if (o->varlen_keys_own && o->seqlen_k > (size_t)2147483647 / (size_t)o->n_varlen)
+      return refuse(ps, "--varlen with --seqlen-k: the keys add up past 2^31 - 1");
     for (int i = 0; i <= o->n_varlen; ++i)
       o->cu_varlen_k[i] = o->varlen_keys_own ? (int32_t)(i * (int64_t)o->seqlen_k)
                                              : o->cu_varlen_q[i];
-    if (o->varlen_keys_own && (int64_t)o->n_varlen * (int64_t)o->seqlen_k > 2147483647)
-      return refuse(ps, "--varlen with --seqlen-k: the keys add up past 2^31 - 1");
     shape_given = 1;
   }
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
