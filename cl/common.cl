@@ -403,7 +403,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
   int qblock;
   if (p.ragged) {
     const int item = group_id % p.work_items;
-    b.head = group_id / p.work_items;
+    b.head = group_id / p.work_items * PACK_GQA;  // packed: a group's first head
     const int2 w = FCL_COUNTED_LOAD(8, vload2(item, work));
     b.batch = w.x;
     qblock = w.y;

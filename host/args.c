@@ -36,7 +36,7 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
   p.seqlen_k = (cl_int)desc->seqlen_k;
   p.window_left = sh->window_left;
   p.window_right = sh->window_right;
-  p.ragged = sh->ragged;
+  p.ragged = sh->tabled;  /* the kernels read the sequence table */
   p.vec4 = sh->vec4;
   p.alibi_batch = desc->alibi_per_batch ? (cl_int)desc->heads_q : 0;
   p.splits = 1;  /* the split forward sets its own (flash.c) */

@@ -98,6 +98,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   fcl__backward_call call;
   memset(&call, 0, sizeof call);
   FCL_FORWARD_IF(check_problem(ctx, desc, algo, &call.shape));
+  FCL_RETURN_IF(ctx, call.shape.desc.seqlens_k, FCL_ERROR_UNSUPPORTED,
+                "a KV cache's lengths (seqlens_k) are for the forward; the backward takes "
+                "whole sequences (or cu_seqlens)");
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = &call.shape.desc;

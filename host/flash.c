@@ -40,7 +40,7 @@ static fcl_status checked_groups(fcl_context *ctx, size_t groups, const char *na
  * ragged, the work list's items; else batch x ceil(seqlen / block). */
 static size_t block_groups(const fcl__shape *sh, size_t items, size_t seqlen, size_t heads,
                            size_t block) {
-  return (sh->ragged ? items : sh->desc.batch * ((seqlen + block - 1) / block)) * heads;
+  return (sh->tabled ? items : sh->desc.batch * ((seqlen + block - 1) / block)) * heads;
 }
 
 /* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
@@ -254,7 +254,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   FCL_FORWARD_IF(fcl__kernel(ctx, program->source, &program->opts, name, &kernel));
   fcl__ragged ragged;
   split_run parts = {0};
-  status = fcl__ragged_upload(ctx, sh, plan->block_q, 0, 0, &ragged);
+  status = fcl__ragged_upload(ctx, sh, plan->block_q, plan->packed_heads, 0, 0, &ragged);
   fcl_params params = fcl__params_of(sh);
   params.work_items = (cl_int)ragged.items_q;
   fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
@@ -393,7 +393,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                            (call->shape.lse_elems ? call->shape.lse_elems : 1) * sizeof(float),
                            "the flash backward's D = rowsum(dO * O)", &status);
   if (status == FCL_SUCCESS)
-    status = fcl__ragged_upload(ctx, &call->shape, call->plan.block_q, call->plan.block_k, 1,
+    status = fcl__ragged_upload(ctx, &call->shape, call->plan.block_q, 1, call->plan.block_k, 1,
                                 &run.ragged);
   if (status == FCL_SUCCESS) status = backward_enqueue(call, &run);
   backward_release(&run);

@@ -262,10 +262,13 @@ typedef struct fcl__ragged {
  *  -DALIBI), and so keep scores in log2 units (cl/params.h). */
 int fcl__scores_transformed(const fcl__shape *shape);
 
-/** Builds and uploads a ragged batch's sequence table and work lists:
- *  query blocks of block_q rows, and with_keys key blocks of block_k. */
+/** Builds and uploads the sequence table and work lists of a problem
+ *  with one (a ragged batch, a cache's lengths; else nothing): query
+ *  blocks of block_q rows (`packed` query heads' slots a token,
+ *  fcl_plan.packed_heads), and with_keys key blocks of block_k. */
 fcl_status fcl__ragged_upload(fcl_context *ctx, const fcl__shape *shape, unsigned block_q,
-                              unsigned block_k, int with_keys, fcl__ragged *out);
+                              unsigned packed, unsigned block_k, int with_keys,
+                              fcl__ragged *out);
 void fcl__ragged_release(fcl__ragged *ragged);
 
 /** Sets an attention kernel's arguments: the buffers, the parameter block
@@ -421,6 +424,8 @@ struct fcl__shape {
   size_t group;     /* heads_q / heads_kv */
   int window_left, window_right;  /* causal folded in: -1 unbounded */
   int ragged;       /* cu_seqlens given */
+  int tabled;       /* per-sequence lengths (cu_seqlens or seqlens_k): the kernels read the
+                       sequence table and walk a work list */
   int vec4;         /* head_dim and every view's offset and strides multiples of 4 */
   fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default) */
   fcl_buffer_sizes sizes;                 /* the bytes each buffer must hold */

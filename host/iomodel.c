@@ -20,9 +20,9 @@ int fcl__io_fits(fcl__io io) {
 }
 
 /* Bytes each work-item loads to find its block, as fcl_locate_query_block
- * and fcl_locate_key_block do (common.cl): a ragged batch's work item and
- * sequence; and per query head it works on, its ALiBi slope. */
-static fcl__bytes ragged_bytes(const fcl__shape *sh) { return sh->ragged ? 8 + 16 : 0; }
+ * and fcl_locate_key_block do (common.cl): with a sequence table (ragged
+ * batches, a cache's lengths) the work item and the sequence; and per query head it works on, its ALiBi slope. */
+static fcl__bytes ragged_bytes(const fcl__shape *sh) { return sh->tabled ? 8 + 16 : 0; }
 static fcl__bytes slope_bytes(const fcl__shape *sh) { return sh->desc.alibi_slopes ? 4 : 0; }
 
 /* Keys a block of query rows [q0, q0 + rows) loads in the split of keys
@@ -278,6 +278,7 @@ fcl_status fcl_io_model(const fcl_device_limits *limits, const fcl_attention_des
   FCL_FORWARD_IF(fcl__check_desc(NULL, desc, &sh));
   if (algo != FCL_ALGO_FLASH && algo != FCL_ALGO_NAIVE) return FCL_ERROR_INVALID_ARGUMENT;
   if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) return FCL_ERROR_INVALID_ARGUMENT;
+  if (pass == FCL_PASS_BACKWARD && sh.desc.seqlens_k) return FCL_ERROR_UNSUPPORTED;
   fcl_io_estimate est;
   memset(&est, 0, sizeof est);
   fcl__io io;

@@ -8,6 +8,10 @@
 
 void fcl__each_sequence(const fcl__shape *sh, fcl__sequence_fn fn, void *state) {
   const fcl_attention_desc *d = &sh->desc;
+  if (d->seqlens_k) {  /* a cache's lengths */
+    for (size_t b = 0; b < d->batch; ++b) fn(state, d->seqlen_q, (size_t)d->seqlens_k[b], 1);
+    return;
+  }
   if (!sh->ragged) {
     fn(state, d->seqlen_q, d->seqlen_k, d->batch);
     return;
@@ -58,12 +62,12 @@ double fcl__shown_pairs(const fcl__shape *sh) {
 double fcl__flops(const fcl__shape *sh, fcl_pass pass) {
   const fcl_attention_desc *d = &sh->desc;
   double f;
-  if (!sh->ragged && sh->window_left < 0 && sh->window_right <= 0) {
+  if (!sh->tabled && sh->window_left < 0 && sh->window_right <= 0) {
     /* flash-attn's convention: the square, halved when causal and square */
     f = 4.0 * (double)d->batch * (double)d->seqlen_q * (double)d->seqlen_k;
     if (sh->window_right == 0 && d->seqlen_q == d->seqlen_k) f *= 0.5;
   } else {
-    f = 4.0 * fcl__shown_pairs(sh);  /* windows and ragged batches: the pairs shown */
+    f = 4.0 * fcl__shown_pairs(sh);  /* windows, ragged batches, caches: the pairs shown */
   }
   f *= (double)d->heads_q * (double)d->head_dim;
   return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;

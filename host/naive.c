@@ -214,6 +214,7 @@ fcl_status fcl__naive_each_chunk(const fcl__shape *sh, const fcl__chunking *ch,
       c.k_start = (size_t)ck[b];
       c.nk = (size_t)(ck[b + 1] - ck[b]);
     }
+    if (desc->seqlens_k) c.nk = (size_t)desc->seqlens_k[b];  /* a cache's length */
     for (c.member = 0; c.member < sh->group; ++c.member)
       for (c.kv0 = 0; c.kv0 < desc->heads_kv; c.kv0 += ch->per_chunk) {
         c.n = desc->heads_kv - c.kv0 < ch->per_chunk ? desc->heads_kv - c.kv0 : ch->per_chunk;

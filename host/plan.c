@@ -414,6 +414,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
              desc->head_dim);
     return FCL_ERROR_UNSUPPORTED;
   }
+  FCL_WHY_IF(backward && desc->seqlens_k, FCL_ERROR_UNSUPPORTED,
+             "a KV cache's lengths (seqlens_k) are for the forward; the backward takes "
+             "whole sequences (or cu_seqlens)");
   if (backward)
     return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
                : plan_backward(limits, desc, hint, out, why, why_len);

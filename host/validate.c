@@ -155,6 +155,19 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
     sh.tokens_q = desc->batch * desc->seqlen_q;
     sh.tokens_k = desc->batch * desc->seqlen_k;
   }
+  if (desc->seqlens_k) {  /* a KV cache's lengths, within its capacity */
+    FCL_WHY_IF(sh.ragged, FCL_ERROR_INVALID_ARGUMENT,
+               "seqlens_k with cu_seqlens_q: a cache's lengths take a batch of uniform "
+               "query sequences");
+    for (size_t b = 0; b < desc->batch; ++b) {
+      FCL_WHY_IF(desc->seqlens_k[b] < 0, FCL_ERROR_INVALID_ARGUMENT, "seqlens_k[%zu] = %d is negative",
+                 b, (int)desc->seqlens_k[b]);
+      FCL_WHY_IF((size_t)desc->seqlens_k[b] > desc->seqlen_k, FCL_ERROR_INVALID_SHAPE,
+                 "seqlens_k[%zu] = %d exceeds seqlen_k = %zu, the cache's capacity", b,
+                 (int)desc->seqlens_k[b], desc->seqlen_k);
+    }
+  }
+  sh.tabled = sh.ragged || desc->seqlens_k != NULL;
 
   /* The tensors: element counts, layouts and the bytes they span. */
   size_t q = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, desc->head_dim, 1);

@@ -1,7 +1,8 @@
 /*
- * worklist.c — what the host plans for a ragged batch, so that the kernels
- * only walk it: the table of each sequence's start and length in the
- * packed tensors, and the list of work items, (sequence, block) pairs, a
+ * worklist.c — what the host plans for a ragged batch or a cache's lengths,
+ * so that the kernels only walk it: the table of each sequence's start and
+ * length (in the packed tensors, or from its own entry's start), and the
+ * list of work items, (sequence, block) pairs, a
  * block of query rows (forward, dQ) or of keys (dK/dV) each. A sequence
  * costs as many items as its own blocks, never the longest's. Items are
  * ordered by the work their block sees (the mask's key or query range),
@@ -24,14 +25,16 @@ static int heaviest_first(const void *a, const void *b) {
   return (x->block > y->block) - (x->block < y->block);
 }
 
-/* The items of one kind: blocks of `block` query rows (keys = 0) or keys
- * (keys = 1) of every sequence, as (batch, block) pairs, sorted. */
+/* The items of one kind: blocks of `block` query rows (keys = 0; each
+ * token `packed` slots, fcl_plan.packed_heads) or keys (keys = 1) of every
+ * sequence, as (batch, block) pairs, sorted. */
 static fcl_status make_items(fcl_context *ctx, const fcl__shape *sh, const cl_int *seqs,
-                             unsigned block, int keys, cl_int **out, size_t *n_out) {
+                             unsigned block, unsigned packed, int keys, cl_int **out,
+                             size_t *n_out) {
   const size_t batch = sh->desc.batch;
   size_t n = 0;
   for (size_t b = 0; b < batch; ++b) {
-    const size_t len = (size_t)seqs[4 * b + (keys ? 3 : 1)];
+    const size_t len = (size_t)seqs[4 * b + (keys ? 3 : 1)] * (keys ? 1 : packed);
     n += (len + block - 1) / block;
   }
   *out = NULL;
@@ -48,16 +51,19 @@ static fcl_status make_items(fcl_context *ctx, const fcl__shape *sh, const cl_in
   }
   size_t m = 0;
   for (size_t b = 0; b < batch; ++b) {
-    const cl_int nq = seqs[4 * b + 1], nk = seqs[4 * b + 3], len = keys ? nk : nq;
+    const cl_int nq = seqs[4 * b + 1], nk = seqs[4 * b + 3];
+    const cl_int len = keys ? nk : nq * (cl_int)packed;
     for (cl_int x0 = 0; x0 < len; x0 += (cl_int)block) {
       const cl_int rows = len - x0 < (cl_int)block ? len - x0 : (cl_int)block;
       cl_int lo, hi, full_lo, full_hi;
-      if (keys)
+      if (keys) {
         fcl_block_queries(nq, nk, sh->window_left, sh->window_right, x0, rows, &lo, &hi,
                           &full_lo, &full_hi);
-      else
-        fcl_block_keys(nq, nk, sh->window_left, sh->window_right, x0, rows, &lo, &hi,
+      } else {  /* the block's tokens */
+        const cl_int t0 = x0 / (cl_int)packed, t1 = (x0 + rows - 1) / (cl_int)packed;
+        fcl_block_keys(nq, nk, sh->window_left, sh->window_right, t0, t1 - t0 + 1, &lo, &hi,
                        &full_lo, &full_hi);
+      }
       items[m++] = (item){(cl_int)b, x0 / (cl_int)block, (cl_long)hi - lo};
     }
   }
@@ -79,24 +85,33 @@ void fcl__ragged_release(fcl__ragged *r) {
 }
 
 fcl_status fcl__ragged_upload(fcl_context *ctx, const fcl__shape *sh, unsigned block_q,
-                              unsigned block_k, int with_keys, fcl__ragged *out) {
+                              unsigned packed, unsigned block_k, int with_keys,
+                              fcl__ragged *out) {
   memset(out, 0, sizeof *out);
-  if (!sh->ragged) return FCL_SUCCESS;
+  if (!sh->tabled) return FCL_SUCCESS;
   const fcl_attention_desc *d = &sh->desc;
   const int32_t *cq = d->cu_seqlens_q, *ck = d->cu_seqlens_k ? d->cu_seqlens_k : cq;
   cl_int *seqs = fcl__malloc(ctx, d->batch * 4 * sizeof *seqs);
   FCL_RETURN_IF(ctx, !seqs, FCL_ERROR_OUT_OF_MEMORY,
                 "out of host memory for the table of %zu sequences", d->batch);
   for (size_t b = 0; b < d->batch; ++b) {
-    seqs[4 * b] = cq[b];
-    seqs[4 * b + 1] = cq[b + 1] - cq[b];
-    seqs[4 * b + 2] = ck[b];
-    seqs[4 * b + 3] = ck[b + 1] - ck[b];
+    if (sh->ragged) {  /* tokens packed across sequences */
+      seqs[4 * b] = cq[b];
+      seqs[4 * b + 1] = cq[b + 1] - cq[b];
+      seqs[4 * b + 2] = ck[b];
+      seqs[4 * b + 3] = ck[b + 1] - ck[b];
+    } else {  /* a cache's lengths: each entry's tokens from its own start */
+      seqs[4 * b] = 0;
+      seqs[4 * b + 1] = (cl_int)d->seqlen_q;
+      seqs[4 * b + 2] = 0;
+      seqs[4 * b + 3] = d->seqlens_k[b];
+    }
   }
   cl_int *work_q = NULL, *work_k = NULL;
-  fcl_status status = make_items(ctx, sh, seqs, block_q, 0, &work_q, &out->items_q);
+  fcl_status status = make_items(ctx, sh, seqs, block_q, packed ? packed : 1, 0, &work_q,
+                                 &out->items_q);
   if (status == FCL_SUCCESS && with_keys)
-    status = make_items(ctx, sh, seqs, block_k, 1, &work_k, &out->items_k);
+    status = make_items(ctx, sh, seqs, block_k, 1, 1, &work_k, &out->items_k);
   if (status == FCL_SUCCESS)
     out->seqs = fcl__upload(ctx, seqs, d->batch * 4 * sizeof *seqs,
                             "the ragged batch's sequence table", &status);

@@ -384,6 +384,15 @@ typedef struct fcl_attention_desc {
   /** Each tensor's layout; zeros (default): packed. dq, dk, dv are the
    *  outputs of the backward, dout its input. */
   fcl_tensor_layout q, k, v, o, dout, dq, dk, dv;
+  /** A KV cache's lengths (flash-attn's cache_seqlens): batch int32s, read
+   *  on the host during the call; sequence b's keys are the first
+   *  seqlens_k[b] (0 to seqlen_k, 0 allowed: zeros and LSE -inf) of its
+   *  seqlen_k rows of K and V, which keep their layouts (seqlen_k is the
+   *  capacity), and its queries are the last seqlen_q positions of them
+   *  (the causal mask aligns to seqlens_k[b]). Not with cu_seqlens_q;
+   *  the forward only (the backward returns FCL_ERROR_UNSUPPORTED). NULL
+   *  (default): every sequence has seqlen_k keys. */
+  const int32_t *seqlens_k;
 } fcl_attention_desc;
 
 /** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded
@@ -644,14 +653,16 @@ typedef struct fcl_run_info {
  *            a window bound below -1 (or window_right > 0 with causal),
  *            softcap negative or not finite, alibi_per_batch not 0 or 1,
  *            cu_seqlens not starting at 0 or decreasing (the message names
- *            the entry), cu_seqlens_k without cu_seqlens_q, strides that
+ *            the entry), cu_seqlens_k without cu_seqlens_q, seqlens_k with
+ *            cu_seqlens_q or an entry below 0, strides that
  *            make a view's elements overlap, q, k, v or o NULL, a handle
  *            that is not a buffer (not a cl_mem, an image), of another
  *            OpenCL context, with the wrong access flags, or an output
  *            whose view shares bytes with another view or buffer;
  *          FCL_ERROR_INVALID_SHAPE: a size 0 or over INT_MAX, heads_q not a
  *            multiple of heads_kv, a ragged sequence longer than seqlen_q
- *            (seqlen_k), tensor sizes or layouts overflowing size_t;
+ *            (seqlen_k), a seqlens_k entry over seqlen_k, tensor sizes or
+ *            layouts overflowing size_t;
  *          FCL_ERROR_BUFFER_TOO_SMALL (the message names the buffer);
  *          FCL_ERROR_UNSUPPORTED: head_dim over FCL_MAX_HEAD_DIM or too
  *            large for the device's local memory (flash), f16 with the

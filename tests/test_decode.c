@@ -9,7 +9,9 @@
  * the unsplit forward's. The query heads of a KV head packed into one
  * block (fcl_plan.packed_heads), forced on and off. Also: counted bytes
  * equal the I/O model, reruns are bit-identical, and the planner's rules
- * (fcl_plan.splits, fcl_plan.packed_heads).
+ * (fcl_plan.splits, fcl_plan.packed_heads). A KV cache's lengths
+ * (seqlens_k): 0, 1, 15, 16, 17, 4097 and 128k in one batch, against a
+ * float64 reference of their own, with their refusals.
  */
 #include "harness.h"
 #include "internal.h"
@@ -60,6 +62,16 @@ static unsigned expected_splits(const fcl_run_info *info, size_t nk, unsigned wa
   return (unsigned)((tiles + per - 1) / per);
 }
 
+/* LSE within LSE_REL_TOL of the reference (relative, or absolute below
+ * 1), and -inf exactly where it is -inf. */
+static void assert_lse(const th_forward *r, const double *want, size_t n, const char *what) {
+  for (size_t j = 0; r->lse && j < n; ++j)
+    ck_assert_msg(isinf(want[j]) ? r->lse[j] == want[j]
+                                 : fabs(r->lse[j] - want[j]) <= LSE_REL_TOL * fmax(1.0, fabs(want[j])),
+                  "%s, %u splits, %u heads a block: LSE[%zu] = %.9g, want %.9g", what,
+                  r->info.plan.splits, r->info.plan.packed_heads, j, (double)r->lse[j], want[j]);
+}
+
 START_TEST(split_forward_matches_reference) {
   const int mma = _i;
   fcl_context *ctx = th_context();
@@ -88,15 +100,7 @@ START_TEST(split_forward_matches_reference) {
                     "%s, %u splits: flash error %g > 2 x naive error %g + %g", what,
                     r.info.plan.splits, err, naive_err, ERR_FLOOR);
       if (err / (naive_err + ERR_FLOOR) > worst) worst = err / (naive_err + ERR_FLOOR);
-      for (size_t j = 0; r.lse && j < p.lse_elems; ++j) {
-        if (isinf(ref.lse[j])) {
-          ck_assert_msg(r.lse[j] == ref.lse[j], "%s: LSE[%zu] = %g", what, j, (double)r.lse[j]);
-          continue;
-        }
-        ck_assert_msg(fabs(r.lse[j] - ref.lse[j]) <= LSE_REL_TOL * fmax(1.0, fabs(ref.lse[j])),
-                      "%s, %u splits: LSE[%zu] = %.9g, want %.9g", what, r.info.plan.splits, j,
-                      (double)r.lse[j], ref.lse[j]);
-      }
+      assert_lse(&r, ref.lse, p.lse_elems, what);
       th_forward_free(&r);
     }
     th_forward_free(&naive);
@@ -141,12 +145,7 @@ START_TEST(packed_heads_match_reference) {
         ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
                       "%s, %u heads a block, %u splits: error %g > 2 x naive %g + %g", what,
                       packs[k], r.info.plan.splits, err, naive_err, ERR_FLOOR);
-        for (size_t j = 0; j < p.lse_elems; ++j)
-          ck_assert_msg(isinf(ref.lse[j]) ? r.lse[j] == ref.lse[j]
-                                          : fabs(r.lse[j] - ref.lse[j]) <=
-                                                LSE_REL_TOL * fmax(1.0, fabs(ref.lse[j])),
-                        "%s, %u heads a block: LSE[%zu] = %.9g, want %.9g", what, packs[k], j,
-                        (double)r.lse[j], ref.lse[j]);
+        assert_lse(&r, ref.lse, p.lse_elems, what);
         th_forward_free(&r);
       }
     th_forward_free(&naive);
@@ -186,6 +185,128 @@ START_TEST(packing_refused_where_it_cannot_be) {
   ck_assert_int_eq(fcl__plan_flash(limits, &d, FCL_PASS_FORWARD, NULL, &plan, why, sizeof why),
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.packed_heads, 1);
+}
+END_TEST
+
+/* ---- a KV cache's lengths (seqlens_k) ------------------------------------ */
+
+typedef struct ccase {
+  size_t b, hq, hkv, nq, capacity, d;
+  int causal, window_left;
+  int32_t lens[6];
+} ccase;
+
+static const ccase cache_cases[] = {
+    {6, 8, 2, 1, 4100, 64, 1, -1, {0, 1, 15, 16, 17, 4097}},
+    {6, 8, 2, 5, 4100, 32, 1, 40, {17, 4097, 0, 16, 1, 15}},
+    {6, 4, 4, 16, 4100, 16, 0, -1, {16, 0, 4097, 1, 17, 15}},
+    {2, 4, 1, 2, 131072, 16, 1, -1, {131072, 3}},  /* a 128k cache beside a short one */
+};
+
+/* The flash forward over caches of different lengths, against float64
+ * and the naive algorithm, split and not, packed and not, in both
+ * kernel families; the rows of an empty cache are zeros with LSE -inf. */
+START_TEST(cache_lengths_match_reference) {
+  const int mma = _i;
+  fcl_context *ctx = th_context();
+  for (size_t i = 0; i < sizeof cache_cases / sizeof cache_cases[0]; ++i) {
+    const ccase *c = &cache_cases[i];
+    if (mma && i != 0) continue;  /* the emulated MMA kernels are slow on a CPU */
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->capacity,
+                            mma ? th_mma_head_dim(c->d) : c->d);
+    desc.causal = c->causal;
+    desc.window_left = c->window_left;
+    desc.seqlens_k = c->lens;
+    th_problem p;
+    th_problem_init(&p, ctx, &desc, 200 + i, 1.0);
+    th_reference ref = th_reference_forward(&p);  /* (util/reference.c reads seqlens_k) */
+    const double *o = ref.o, *lse = ref.lse;
+    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
+    ck_assert_msg(naive.status == FCL_SUCCESS, "case %zu: naive: %s", i,
+                  fcl_context_last_error(ctx));
+    const double naive_err = fclu_max_abs_err(naive.o, o, p.q_elems);
+    ck_assert_msg(naive_err < 1e-4, "case %zu: the naive algorithm is off by %g", i, naive_err);
+    const unsigned group = (unsigned)(c->hq / c->hkv);
+    for (int k = 0; k < 4; ++k) {
+      const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
+                             .splits = k & 1 ? 5 : 1,
+                             .packed_heads = k & 2 ? group : 1};
+      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      ck_assert_msg(r.status == FCL_SUCCESS, "case %zu: %s", i, fcl_context_last_error(ctx));
+      const double err = fclu_max_abs_err(r.o, o, p.q_elems);
+      ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+                    "case %zu, %u splits, %u heads a block: error %g > 2 x naive %g + %g", i,
+                    r.info.plan.splits, r.info.plan.packed_heads, err, naive_err, ERR_FLOOR);
+      char what[64];
+      snprintf(what, sizeof what, "cache case %zu", i);
+      assert_lse(&r, lse, p.lse_elems, what);
+      th_forward_free(&r);
+    }
+    th_forward_free(&naive);
+    th_reference_free(&ref);
+    th_problem_free(&p);
+  }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* Counted bytes against the model with a cache's lengths; the lengths'
+ * refusals; the backward refuses them. */
+START_TEST(cache_lengths_count_bytes_and_refuse_bad_ones) {
+  fcl_context *ctx = th_context();
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  const ccase *c = &cache_cases[1];
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->capacity, c->d);
+  desc.causal = c->causal;
+  desc.seqlens_k = c->lens;
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 300, 1.0);
+  if (info.limits.has_int64_atomics) {
+    ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+    for (unsigned splits = 1; splits <= 4; splits += 3) {
+      const fcl_plan hint = {.splits = splits};
+      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      ck_assert_int_eq(r.status, FCL_SUCCESS);
+      ck_assert_msg(r.info.bytes_counted == r.info.bytes_model,
+                    "%u splits: counted %llu bytes, the model says %llu", r.info.plan.splits,
+                    (unsigned long long)r.info.bytes_counted,
+                    (unsigned long long)r.info.bytes_model);
+      th_forward_free(&r);
+    }
+    ck_assert_int_eq(fcl_context_set_count_io(ctx, 0), FCL_SUCCESS);
+  }
+  int32_t bad[6];
+  memcpy(bad, c->lens, sizeof bad);
+  bad[3] = (int32_t)c->capacity + 1;
+  fcl_attention_desc d = desc;
+  d.seqlens_k = bad;
+  fcl_buffer_sizes sizes;
+  char why[256];
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &sizes, why, sizeof why), FCL_ERROR_INVALID_SHAPE);
+  ck_assert(strstr(why, "seqlens_k[3]"));
+  bad[3] = -1;
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &sizes, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  const int32_t cu[7] = {0, 1, 2, 3, 4, 5, 6};
+  d = desc;
+  d.cu_seqlens_q = cu;
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&d, &sizes, why, sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert(strstr(why, "cu_seqlens_q"));
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(&info.limits, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_int_eq(fcl_attention_backward(ctx, &desc, FCL_ALGO_NAIVE, p.dq, p.dk, p.dv, p.dq, p.dq,
+                                          p.dq, p.dq, p.dk, p.dv, NULL),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert(strstr(fcl_context_last_error(ctx), "seqlens_k"));
+  th_problem_free(&p);
+  fcl_context_release(ctx);
 }
 END_TEST
 
@@ -309,6 +430,8 @@ int main(void) {
   tcase_add_loop_test(tc, split_forward_matches_reference, 0, 2);
   tcase_add_loop_test(tc, packed_heads_match_reference, 0, 2);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
+  tcase_add_loop_test(tc, cache_lengths_match_reference, 0, 2);
+  tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
   tcase_add_test(tc, split_forward_in_half_types);
   tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, 2);
   tcase_add_test(tc, planner_splits_by_its_rule);

@@ -27,7 +27,7 @@ void fclref_sequence(const fcl_attention_desc *d, size_t b, size_t *q0, size_t *
     *q0 = b * d->seqlen_q;
     *nq = d->seqlen_q;
     *k0 = b * d->seqlen_k;
-    *nk = d->seqlen_k;
+    *nk = d->seqlens_k ? (size_t)d->seqlens_k[b] : d->seqlen_k;  /* a cache's length */
   }
 }
 

@@ -37,6 +37,8 @@ typedef struct bench_options {
   int n_varlen;                   /* --varlen: sequences of one ragged batch (0: not) */
   int32_t cu_varlen_q[257], cu_varlen_k[257];  /* its prefix sums */
   int varlen_keys_own;            /* --seqlen-k with --varlen: keys of that length each */
+  int n_cache_lens;               /* --cache-lens: one KV cache length per batch entry (0: not) */
+  int32_t cache_lens[256];
   fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
   int quiet;                /* no progress on stderr */

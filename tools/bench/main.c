@@ -21,6 +21,7 @@ void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
     d->cu_seqlens_q = o->cu_varlen_q;
     d->cu_seqlens_k = o->cu_varlen_k;
   }
+  if (o->n_cache_lens) d->seqlens_k = o->cache_lens;
   fclu_set_layouts(d, o->layout);
 }
 

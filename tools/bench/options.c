@@ -68,6 +68,10 @@ static const char usage[] =
     "  --alibi           ALiBi biases, the ALiBi paper's slopes for the head count\n"
     "  --varlen N1,N2,.. one ragged batch of sequences of those lengths (0 allowed;\n"
     "                    at most 256; their keys as long, or --seqlen-k each)\n"
+    "  --cache-lens L1,.. a KV cache's lengths, one per batch entry (0 allowed; at\n"
+    "                    most 256): each entry's keys are the first L of its\n"
+    "                    --seqlen-k (the capacity; default the longest L), its\n"
+    "                    queries their last positions (forward only)\n"
     "  --layout L        bshd (packed [B,N,H,d], the default), bhsd (PyTorch's\n"
     "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
     "                    (q, k, v views of one packed buffer, the gradients of\n"
@@ -215,6 +219,17 @@ static int parse_softcap(parser *ps, const char *text, float *out) {
   return 0;
 }
 
+static int parse_cache_lens(parser *ps, const char *text, bench_options *o) {
+  uint64_t lens[256];
+  size_t n = 0;
+  char why[FCLU_WHY_LEN];
+  if (fclu_parse_u64_list(text, 2147483647, 1, 256, lens, &n, why, sizeof why) != 0)
+    return refuse(ps, "--cache-lens needs lengths L1,L2,... (one per batch entry): %s", why);
+  for (size_t i = 0; i < n; ++i) o->cache_lens[i] = (int32_t)lens[i];
+  o->n_cache_lens = (int)n;
+  return 0;
+}
+
 static int parse_varlen(parser *ps, const char *text, bench_options *o) {
   uint64_t lens[256];
   size_t n = 0;
@@ -354,6 +369,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       if (fclu_parse_u64(val, 0, FCL_MAX_SPLITS, &splits, vwhy, sizeof vwhy) != 0)
         return refuse(ps, "--splits needs 0 (the planner's) to %d: %s", FCL_MAX_SPLITS, vwhy);
       o->tiling.splits = (unsigned)splits;
+    } else if (!strcmp(a, "--cache-lens")) {
+      VALUE(val);
+      TRY(parse_cache_lens(ps, val, o));
     } else if (!strcmp(a, "--packed-heads")) {
       VALUE(val);
       char vwhy[FCLU_WHY_LEN];
@@ -414,6 +432,22 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     for (int i = 0; i <= o->n_varlen; ++i)
       o->cu_varlen_k[i] = o->varlen_keys_own ? (int32_t)(i * (int64_t)o->seqlen_k)
                                              : o->cu_varlen_q[i];
+    shape_given = 1;
+  }
+  if (o->n_cache_lens) {
+    if (o->sweep) return refuse(ps, "--cache-lens is a shape: it excludes --sweep");
+    if (o->n_varlen) return refuse(ps, "--cache-lens and --varlen exclude each other");
+    if (o->batch && o->batch != (size_t)o->n_cache_lens)
+      return refuse(ps, "--cache-lens gives %d lengths for --batch %zu", o->n_cache_lens,
+                    o->batch);
+    int32_t longest = 1;
+    for (int i = 0; i < o->n_cache_lens; ++i)
+      if (o->cache_lens[i] > longest) longest = o->cache_lens[i];
+    if (o->seqlen_k && o->seqlen_k < (size_t)longest)
+      return refuse(ps, "--cache-lens: a length of %d exceeds --seqlen-k %zu, the capacity",
+                    (int)longest, o->seqlen_k);
+    o->batch = (size_t)o->n_cache_lens;
+    if (!o->seqlen_k) o->seqlen_k = (size_t)longest;
     shape_given = 1;
   }
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");

@@ -45,6 +45,7 @@ static void print_problem(FILE *out, const bench_options *o) {
   if (o->alibi) ITEM(", ALiBi");
   if (o->n_varlen)
     ITEM(", ragged: %d sequences, %d query tokens", o->n_varlen, o->cu_varlen_q[o->n_varlen]);
+  if (o->n_cache_lens) ITEM(", KV cache: %d lengths, capacity %zu", o->n_cache_lens, o->seqlen_k);
   if (o->layout != FCLU_BSHD) ITEM(", layout %s", fclu_layout_name(o->layout));
 #undef ITEM
   if (!n) return;
