@@ -80,6 +80,15 @@ typedef struct fcl_merge_params {
   FCL_U64 vec4;  /* 1: head_dim and both views' offsets and strides multiples of 4 */
 } fcl_merge_params;
 
+/* Appending rows to a KV cache (cl/cache.cl, host/cache.c): rows (b,
+ * token, head) of the new K and V, copied to the cache's token
+ * lens[b] + token. All fields 8 bytes. */
+typedef struct fcl_append_params {
+  fcl_view k_new, v_new, k_cache, v_cache;
+  FCL_U64 batch, new_tokens, heads, head_dim;
+  FCL_U64 vec4;  /* 1: head_dim and every view's offset and strides multiples of 4 */
+} fcl_append_params;
+
 /* The buffers every attention kernel takes, in argument order, before the
  * parameter block (and the I/O counter when counting): X(name, element
  * type). A kernel ignores those it does not use, which the host passes as

@@ -309,6 +309,7 @@ typedef enum fcl__source {
   FCL_SRC_MMA_PROBE,      /* tests/test_mma.c */
   FCL_SRC_PARAMS_PROBE,   /* tests/test_args.c */
   FCL_SRC_MERGE,
+  FCL_SRC_CACHE,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -727,6 +728,10 @@ fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, 
 /** Traffic of the merge kernel: every part's LSE and O once, the merged O
  *  (and LSE) once. */
 fcl__io fcl__io_merge(const fcl__merge_shape *shape, int with_lse);
+/** Traffic of appending `rows` rows (batch x new tokens x KV heads) of K
+ *  and V to a cache (cache.c): each work-item's length, and the rows read
+ *  and written once. */
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size);
 /** The same for `rows` rows of `parts` parts (the split forward's merge). */
 fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
                            int with_lse);

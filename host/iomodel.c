@@ -326,3 +326,8 @@ fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
   return fcl__io_merge_rows(sh->rows, sh->desc.parts, sh->desc.head_dim, sh->elem_size,
                             with_lse);
 }
+
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size) {
+  const fcl__bytes chunks = (head_dim + 3) / 4, data = (fcl__bytes)2 * rows * head_dim * elem_size;
+  return (fcl__io){.loads = (fcl__bytes)rows * chunks * sizeof(cl_int) + data, .stores = data};
+}

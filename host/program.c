@@ -30,6 +30,7 @@ extern const char fcl__cl_convert[];
 extern const char fcl__cl_mma_probe[];
 extern const char fcl__cl_params_probe[];
 extern const char fcl__cl_merge[];
+extern const char fcl__cl_cache[];
 
 /* Each program is params.h, common.cl, the source's prelude if it has
  * one, and the source. */
@@ -51,6 +52,7 @@ static const struct {
     [FCL_SRC_MMA_PROBE] = {fcl__cl_mma_probe, "mma_probe.cl", fcl__cl_mma, "mma.cl"},
     [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL, NULL},
     [FCL_SRC_MERGE] = {fcl__cl_merge, "merge.cl", NULL, NULL},
+    [FCL_SRC_CACHE] = {fcl__cl_cache, "cache.cl", NULL, NULL},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }

@@ -781,6 +781,31 @@ FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc
                                     cl_mem o_parts, cl_mem lse_parts, cl_mem o, cl_mem lse,
                                     fcl_run_info *info);
 
+/** Appends new K and V rows to a KV cache: for each batch entry b, the
+ *  `new_tokens` rows of k_new and v_new go to the cache's rows
+ *  [seqlens_k[b], seqlens_k[b] + new_tokens). The cache is the one `desc`
+ *  describes for fcl_attention_forward: its K and V views (k, v), heads_kv,
+ *  head_dim, dtype, batch, capacity seqlen_k and current lengths
+ *  seqlens_k (required here). The new rows are [batch][new_tokens]
+ *  [heads_kv][head_dim] views, `k_new_layout` and `v_new_layout` (NULL or
+ *  zeros: packed; a packed QKV projection's K and V views work). Rows are
+ *  copied bit for bit. Then raise each seqlens_k[b] by new_tokens and run
+ *  the forward with seqlen_q = new_tokens: causal, the new queries see the
+ *  cache and themselves. Writes only the appended rows; on failure the
+ *  cache is untouched. `info` as for the attention calls (flops 0).
+ *  @return FCL_SUCCESS; FCL_ERROR_INVALID_ARGUMENT (ctx, desc or a buffer
+ *          NULL or bad, seqlens_k NULL, cu_seqlens set, new_tokens 0,
+ *          views that overlap, k_cache or v_cache sharing bytes with k_new
+ *          or v_new); FCL_ERROR_INVALID_SHAPE (an append past the capacity:
+ *          the message names the entry; the descriptor's own checks);
+ *          FCL_ERROR_BUFFER_TOO_SMALL; FCL_ERROR_UNSUPPORTED;
+ *          FCL_ERROR_OUT_OF_MEMORY; FCL_ERROR_BUILD_FAILED; FCL_ERROR_OPENCL. */
+FCL_API fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
+                                       size_t new_tokens, const fcl_tensor_layout *k_new_layout,
+                                       const fcl_tensor_layout *v_new_layout, cl_mem k_new,
+                                       cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
+                                       fcl_run_info *info);
+
 /** Floating-point operations of a pass by flash-attn's convention:
  *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),
  *  2.5 times that backward; with a window (other than causal's) or a

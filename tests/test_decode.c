@@ -11,7 +11,9 @@
  * equal the I/O model, reruns are bit-identical, and the planner's rules
  * (fcl_plan.splits, fcl_plan.packed_heads). A KV cache's lengths
  * (seqlens_k): 0, 1, 15, 16, 17, 4097 and 128k in one batch, against a
- * float64 reference of their own, with their refusals.
+ * float64 reference, with their refusals; appending new rows to a cache
+ * (fcl_kv_cache_append) bit for bit, its refusals, and attention after
+ * it.
  */
 #include "harness.h"
 #include "internal.h"
@@ -310,6 +312,203 @@ START_TEST(cache_lengths_count_bytes_and_refuse_bad_ones) {
 }
 END_TEST
 
+/* ---- appending to a KV cache ---------------------------------------------- */
+
+/* Element (b, t, h, c) of a packed [B][N][H][d] array. */
+static size_t packed_at(size_t n, size_t heads, size_t d, size_t b, size_t t, size_t h,
+                        size_t c) {
+  return ((b * n + t) * heads + h) * d + c;
+}
+
+/* New rows land at each entry's length, bit for bit, and nothing else of
+ * the cache changes: every storage type, head_dim 5 (scalar) and 64, the
+ * new rows packed or as K and V views of one [B][N][2][Hkv][d] buffer, an
+ * entry filled to its capacity exactly. Counted bytes equal the model. */
+START_TEST(append_writes_only_the_new_rows) {
+  fcl_context *ctx = th_context();
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  if (info.limits.has_int64_atomics) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const fcl_dtype types[3] = {FCL_DTYPE_F32, FCL_DTYPE_F16, FCL_DTYPE_BF16};
+  const size_t dims[2] = {5, 64};
+  const size_t batch = 3, hkv = 2, cap = 20, n_new = 5;
+  const int32_t lens[3] = {0, 15, 4};
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 600);
+  for (int t = 0; t < 3; ++t)
+    for (int k = 0; k < 2; ++k)
+      for (int interleaved = 0; interleaved < 2; ++interleaved) {
+        const size_t d = dims[k], cache_n = batch * cap * hkv * d, new_n = batch * n_new * hkv * d;
+        fcl_attention_desc desc;
+        fcl_attention_desc_init(&desc, batch, hkv, hkv, 1, cap, d);
+        desc.dtype = types[t];
+        desc.seqlens_k = lens;
+        float *kc = malloc(cache_n * sizeof *kc), *vc = malloc(cache_n * sizeof *vc);
+        float *kv = malloc(2 * new_n * sizeof *kv), *got = malloc(cache_n * sizeof *got);
+        ck_assert(kc && vc && kv && got);
+        fclu_fill_normal(&rng, kc, cache_n, 1.0, types[t]);
+        fclu_fill_normal(&rng, vc, cache_n, 1.0, types[t]);
+        fclu_fill_normal(&rng, kv, 2 * new_n, 1.0, types[t]);
+        /* the new rows: K then V packed, or interleaved [B][N][2][Hkv][d] */
+        fcl_tensor_layout kl = {0}, vl = {0};
+        if (interleaved) {
+          kl = (fcl_tensor_layout){0, n_new * 2 * hkv * d, 2 * hkv * d, d};
+          vl = (fcl_tensor_layout){hkv * d, n_new * 2 * hkv * d, 2 * hkv * d, d};
+        } else {  /* both packed in one buffer, V after K */
+          kl = (fcl_tensor_layout){0, n_new * hkv * d, hkv * d, d};
+          vl = (fcl_tensor_layout){new_n, n_new * hkv * d, hkv * d, d};
+        }
+        const fcl_tensor_layout *kls = &kl, *vls = &vl;
+        cl_mem dkc = fclu_upload(ctx, kc, cache_n, types[t]), dvc = fclu_upload(ctx, vc, cache_n, types[t]);
+        cl_mem dnew = fclu_upload(ctx, kv, 2 * new_n, types[t]);
+        ck_assert(dkc && dvc && dnew);
+        fcl_run_info run;
+        const fcl_status st = fcl_kv_cache_append(ctx, &desc, n_new, kls, vls, dnew, dnew, dkc, dvc,
+                                                  &run);
+        ck_assert_msg(st == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+        if (info.limits.has_int64_atomics)
+          ck_assert_msg(run.bytes_counted == run.bytes_model, "append: counted %llu, model %llu",
+                        (unsigned long long)run.bytes_counted, (unsigned long long)run.bytes_model);
+        for (int which = 0; which < 2; ++which) {
+          const float *old = which ? vc : kc;
+          const fcl_tensor_layout *l = which ? vls : kls;
+          ck_assert_int_eq(fclu_download(ctx, which ? dvc : dkc, got, cache_n, types[t]), 0);
+          for (size_t b = 0; b < batch; ++b)
+            for (size_t tok = 0; tok < cap; ++tok)
+              for (size_t h = 0; h < hkv; ++h)
+                for (size_t c = 0; c < d; ++c) {
+                  const size_t at = packed_at(cap, hkv, d, b, tok, h, c);
+                  const int fresh = tok >= (size_t)lens[b] && tok < (size_t)lens[b] + n_new;
+                  const size_t src = l->offset + b * l->batch_stride +
+                                     (tok - (size_t)lens[b]) * l->seq_stride + h * l->head_stride +
+                                     c;
+                  const float want = fresh ? kv[src] : old[at];
+                  ck_assert_msg(memcmp(&got[at], &want, sizeof want) == 0,
+                                "%s d %zu %s: %c cache (%zu, %zu, %zu, %zu) is %g, want %g",
+                                fcl_dtype_name(types[t]), d, interleaved ? "interleaved" : "packed",
+                                which ? 'V' : 'K', b, tok, h, c, (double)got[at], (double)want);
+                }
+        }
+        clReleaseMemObject(dkc);
+        clReleaseMemObject(dvc);
+        clReleaseMemObject(dnew);
+        free(kc);
+        free(vc);
+        free(kv);
+        free(got);
+      }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* Refused appends leave the cache as it was. */
+START_TEST(append_refusals_leave_the_cache) {
+  fcl_context *ctx = th_context();
+  const size_t batch = 3, hkv = 2, cap = 20, d = 8, n_new = 5;
+  const size_t cache_n = batch * cap * hkv * d, new_n = batch * n_new * hkv * d;
+  int32_t lens[3] = {0, 16, 4};
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, batch, hkv, hkv, 1, cap, d);
+  desc.seqlens_k = lens;
+  float *kc = malloc(cache_n * sizeof *kc), *got = malloc(cache_n * sizeof *got);
+  ck_assert(kc && got);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 601);
+  fclu_fill_normal(&rng, kc, cache_n, 1.0, FCL_DTYPE_F32);
+  cl_mem dk = fclu_upload(ctx, kc, cache_n, FCL_DTYPE_F32), dv = fclu_upload(ctx, kc, cache_n, FCL_DTYPE_F32);
+  cl_mem knew = fclu_upload(ctx, kc, new_n, FCL_DTYPE_F32), vnew = fclu_upload(ctx, kc, new_n, FCL_DTYPE_F32);
+  const struct {
+    int32_t len1;
+    size_t n;
+    int null_lens, alias;
+    fcl_status want;
+    const char *needle;
+  } refusals[] = {{16, n_new, 0, 0, FCL_ERROR_INVALID_SHAPE, "entry 1, which holds 16"},
+                  {0, n_new, 1, 0, FCL_ERROR_INVALID_ARGUMENT, "seqlens_k is NULL"},
+                  {0, 0, 0, 0, FCL_ERROR_INVALID_ARGUMENT, "new_tokens is 0"},
+                  {0, n_new, 0, 1, FCL_ERROR_INVALID_ARGUMENT, "k_cache"}};
+  for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; ++i) {
+    lens[1] = refusals[i].len1;
+    fcl_attention_desc dd = desc;
+    if (refusals[i].null_lens) dd.seqlens_k = NULL;
+    const fcl_status st = fcl_kv_cache_append(ctx, &dd, refusals[i].n, NULL, NULL,
+                                              refusals[i].alias ? dk : knew, vnew, dk, dv, NULL);
+    ck_assert_msg(st == refusals[i].want, "case %zu: %s (%s)", i, fcl_status_str(st),
+                  fcl_context_last_error(ctx));
+    ck_assert_msg(strstr(fcl_context_last_error(ctx), refusals[i].needle), "case %zu: '%s'", i,
+                  fcl_context_last_error(ctx));
+    ck_assert_int_eq(fclu_download(ctx, dk, got, cache_n, FCL_DTYPE_F32), 0);
+    ck_assert_msg(memcmp(got, kc, cache_n * sizeof *got) == 0, "case %zu wrote the cache", i);
+  }
+  clReleaseMemObject(dk);
+  clReleaseMemObject(dv);
+  clReleaseMemObject(knew);
+  clReleaseMemObject(vnew);
+  free(kc);
+  free(got);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* Append, then attend: the new queries see the cache and themselves.
+ * The cache's new rows start out NaN; after the append and with the
+ * lengths raised, the forward equals the reference over the whole keys. */
+START_TEST(append_then_attend) {
+  fcl_context *ctx = th_context();
+  const size_t batch = 3, hq = 8, hkv = 2, n_new = 4, cap = 300, d = 32;
+  const int32_t before[3] = {0, 17, 290};
+  int32_t after[3];
+  for (int b = 0; b < 3; ++b) after[b] = before[b] + (int32_t)n_new;
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, batch, hq, hkv, n_new, cap, d);
+  desc.causal = 1;
+  desc.seqlens_k = after;
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 700, 1.0);
+  const size_t new_n = batch * n_new * hkv * d;
+  float *knew = malloc(new_n * sizeof *knew), *vnew = malloc(new_n * sizeof *vnew);
+  float *kc = malloc(p.kv_elems * sizeof *kc), *vc = malloc(p.kv_elems * sizeof *vc);
+  ck_assert(knew && vnew && kc && vc);
+  memcpy(kc, p.k, p.kv_elems * sizeof *kc);
+  memcpy(vc, p.v, p.kv_elems * sizeof *vc);
+  for (size_t b = 0; b < batch; ++b)
+    for (size_t t = 0; t < n_new; ++t)
+      for (size_t h = 0; h < hkv; ++h)
+        for (size_t c = 0; c < d; ++c) {
+          const size_t from = packed_at(cap, hkv, d, b, (size_t)before[b] + t, h, c);
+          knew[packed_at(n_new, hkv, d, b, t, h, c)] = p.k[from];
+          vnew[packed_at(n_new, hkv, d, b, t, h, c)] = p.v[from];
+          kc[from] = vc[from] = NAN;
+        }
+  cl_mem dkc = fclu_upload(ctx, kc, p.kv_elems, desc.dtype), dvc = fclu_upload(ctx, vc, p.kv_elems, desc.dtype);
+  cl_mem dkn = fclu_upload(ctx, knew, new_n, desc.dtype), dvn = fclu_upload(ctx, vnew, new_n, desc.dtype);
+  fcl_attention_desc at_append = desc;
+  at_append.seqlens_k = before;
+  ck_assert_int_eq(fcl_kv_cache_append(ctx, &at_append, n_new, NULL, NULL, dkn, dvn, dkc, dvc, NULL),
+                   FCL_SUCCESS);
+  clReleaseMemObject(p.dk);
+  clReleaseMemObject(p.dv);
+  p.dk = dkc;  /* the forward reads the cache */
+  p.dv = dvc;
+  th_reference ref = th_reference_forward(&p);
+  th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+  const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
+  ck_assert_msg(err < 1e-5, "after the append: error %g", err);
+  assert_lse(&r, ref.lse, p.lse_elems, "after the append");
+  th_forward_free(&r);
+  th_reference_free(&ref);
+  clReleaseMemObject(dkn);
+  clReleaseMemObject(dvn);
+  free(knew);
+  free(vnew);
+  free(kc);
+  free(vc);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 /* 16-bit storage: each split's partial O is stored in the storage type,
  * one rounding more than the unsplit forward's. */
 START_TEST(split_forward_in_half_types) {
@@ -432,6 +631,9 @@ int main(void) {
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
   tcase_add_loop_test(tc, cache_lengths_match_reference, 0, 2);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
+  tcase_add_test(tc, append_writes_only_the_new_rows);
+  tcase_add_test(tc, append_refusals_leave_the_cache);
+  tcase_add_test(tc, append_then_attend);
   tcase_add_test(tc, split_forward_in_half_types);
   tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, 2);
   tcase_add_test(tc, planner_splits_by_its_rule);

@@ -25,6 +25,7 @@ typedef struct bench_options {
   size_t batch, heads, heads_kv, seqlen, seqlen_k, head_dim; /* 0: unset */
   int causal;               /* CAUSAL_* */
   int sweep;                /* the standard sweep (default without a shape) */
+  int sweep_decode;         /* --sweep-decode: its decode family instead */
   int check, count_io;
   int warmup, repeat;
   int peaks;                /* measure copy/FMA ceilings per device */

@@ -52,6 +52,17 @@ size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
     }
     return n;
   }
+  if (o->sweep_decode) {  /* one new row against a cache: B x cache, GQA 32/8, d 128 */
+    const size_t gpu = device->limits.is_gpu;
+    const size_t batches[3] = {1, 8, 64}, caches[4] = {1024, 8192, 32768, 131072};
+    for (size_t bi = 0; bi < (gpu ? 3u : 2u); ++bi)
+      for (size_t ci = 0; ci < (gpu ? 4u : 2u); ++ci) {
+        fcl_attention_desc_init(&d, batches[bi], 32, 8, 1, caches[ci], 128);
+        d.causal = 1;
+        add_shape(out, &n, capacity, &d, o);
+      }
+    return n;
+  }
   /* flash-attn's benchmark on GPUs: 16k tokens, hidden 2048; on CPUs a
    * sweep of the same form that finishes in minutes. */
   const size_t tokens = device->limits.is_gpu ? 16384 : 2048;

@@ -40,6 +40,9 @@ static const char usage[] =
     "                    shapes (16k tokens, hidden 2048, d 64 and 128, N 512 to\n"
     "                    16k, causal and not); on CPUs 2k tokens, hidden 512,\n"
     "                    N 256 to 2k\n"
+    "  --sweep-decode    the sweep's decode family: one new query row (causal)\n"
+    "                    against a cache, Hq/Hkv 32/8, d 128; on GPUs B 1, 8, 64 x\n"
+    "                    cache 1k, 8k, 32k, 128k; on CPUs B 1, 8 x 1k, 8k\n"
     "\n"
     "Measuring:\n"
     "  --check           compare with the float64 host reference (on a sample\n"
@@ -345,6 +348,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       if (i + 1 < argc && !strcmp(argv[i + 1], "both")) o->causal = CAUSAL_BOTH, ++i;
     } else if (!strcmp(a, "--sweep")) {
       o->sweep = 1;
+    } else if (!strcmp(a, "--sweep-decode")) {
+      o->sweep = o->sweep_decode = 1;
     } else if (!strcmp(a, "--check")) {
       o->check = 1;
     } else if (!strcmp(a, "--count-io")) {

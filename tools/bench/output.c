@@ -191,7 +191,13 @@ static void json_problem(FILE *f, const bench_result *r) {
   fprintf(f, ", \"alibi\": %s, \"seqlens_q\": ", r->alibi ? "true" : "false");
   json_lengths(f, d, d->cu_seqlens_q);
   fprintf(f, ", \"seqlens_k\": ");
-  json_lengths(f, d, d->cu_seqlens_q ? (d->cu_seqlens_k ? d->cu_seqlens_k : d->cu_seqlens_q) : NULL);
+  if (d->seqlens_k) {  /* a cache's lengths */
+    fputc('[', f);
+    for (size_t b = 0; b < d->batch; ++b) fprintf(f, "%s%d", b ? ", " : "", d->seqlens_k[b]);
+    fputc(']', f);
+  } else {
+    json_lengths(f, d, d->cu_seqlens_q ? (d->cu_seqlens_k ? d->cu_seqlens_k : d->cu_seqlens_q) : NULL);
+  }
   fprintf(f, ", \"layout\": \"%s\"", fclu_layout_name(r->layout));
 }
 

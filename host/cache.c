@@ -1,0 +1,119 @@
+/*
+ * cache.c — fcl_kv_cache_append: new K and V rows copied into a KV cache
+ * at each entry's current length (cl/cache.cl), checked as the attention
+ * calls check theirs: the cache as the descriptor lays it out, the new
+ * rows' views, every append within the capacity, and no output sharing
+ * bytes with an input.
+ */
+#include "internal.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define APPEND_WG 64
+
+static fcl_view view_of(const fcl_tensor_layout *l) {
+  return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
+}
+
+static int layout_vec4(const fcl_tensor_layout *l) {
+  return l->offset % 4 == 0 && l->batch_stride % 4 == 0 && l->seq_stride % 4 == 0 &&
+         l->head_stride % 4 == 0;
+}
+
+/* The launch, after every check: the lengths uploaded, the kernel built. */
+static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const fcl_append_params *p,
+                                 cl_mem k_new, cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
+                                 cl_mem io_counter, fcl__timer *timer) {
+  fcl__options opts;
+  fcl__options_init(&opts);
+  fcl__options_define(&opts, "FCL_DTYPE", (long)sh->desc.dtype);
+  fcl__options_count_io(&opts, io_counter);
+  cl_kernel kernel;
+  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CACHE, &opts, "kv_append", &kernel));
+  fcl_status status = FCL_SUCCESS;
+  cl_mem lens = fcl__upload(ctx, sh->desc.seqlens_k, sh->desc.batch * sizeof(int32_t),
+                            "the cache's lengths", &status);
+  const fcl__arg args[] = {FCL_ARG(k_new),   FCL_ARG(v_new), FCL_ARG(k_cache), FCL_ARG(v_cache),
+                           FCL_ARG(lens),    FCL_ARG(*p),    FCL_ARG(io_counter)};
+  if (status == FCL_SUCCESS)
+    status = fcl__set_args(ctx, kernel, "kv_append", args, io_counter ? 7 : 6);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, timer);
+  const size_t items = p->batch * p->new_tokens * p->heads * ((p->head_dim + 3) / 4);
+  if (status == FCL_SUCCESS)
+    status = fcl__launch_items(ctx, kernel, "kv_append", items, APPEND_WG);
+  fcl__release_mem(&lens);
+  clReleaseKernel(kernel);
+  return status;
+}
+
+fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
+                               size_t new_tokens, const fcl_tensor_layout *k_new_layout,
+                               const fcl_tensor_layout *v_new_layout, cl_mem k_new,
+                               cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
+                               fcl_run_info *info) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  fcl__shape sh;
+  FCL_FORWARD_IF(fcl__check_desc(ctx, desc, &sh));
+  const fcl_attention_desc *d = &sh.desc;
+  FCL_RETURN_IF(ctx, !d->seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
+                "desc->seqlens_k is NULL: an append needs the cache's current lengths");
+  FCL_RETURN_IF(ctx, new_tokens == 0, FCL_ERROR_INVALID_ARGUMENT, "new_tokens is 0");
+  FCL_RETURN_IF(ctx, new_tokens > (size_t)INT_MAX, FCL_ERROR_INVALID_SHAPE,
+                "new_tokens = %zu exceeds %d", new_tokens, INT_MAX);
+  for (size_t b = 0; b < d->batch; ++b)
+    FCL_RETURN_IF(ctx, (size_t)d->seqlens_k[b] + new_tokens > d->seqlen_k,
+                  FCL_ERROR_INVALID_SHAPE,
+                  "appending %zu rows to entry %zu, which holds %d, passes the capacity "
+                  "seqlen_k = %zu",
+                  new_tokens, b, (int)d->seqlens_k[b], d->seqlen_k);
+  /* The new rows' views: [batch][new_tokens][heads_kv][head_dim] by default. */
+  const fcl_tensor_layout zero = {0};
+  const fcl__view_extent e = {.batch = d->batch, .tokens = new_tokens, .heads = d->heads_kv,
+                              .head_dim = d->head_dim, .elem_size = sh.elem_size};
+  const fcl_tensor_layout k_l = fcl__resolve_layout(k_new_layout ? k_new_layout : &zero,
+                                                    d->batch, new_tokens, d->heads_kv,
+                                                    d->head_dim, 0);
+  const fcl_tensor_layout v_l = fcl__resolve_layout(v_new_layout ? v_new_layout : &zero,
+                                                    d->batch, new_tokens, d->heads_kv,
+                                                    d->head_dim, 0);
+  size_t k_span, v_span;
+  char why[256];
+  fcl_status status = fcl__check_layout(&k_l, &e, "k_new", &k_span, why, sizeof why);
+  if (status == FCL_SUCCESS) status = fcl__check_layout(&v_l, &e, "v_new", &v_span, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "%s", why);
+  const fcl__call_buffer args[] = {
+      {k_new, "k_new", k_span, 0,
+       fcl__layout_view(&k_l, k_span, sh.elem_size, d->batch, d->heads_kv, d->head_dim, 0)},
+      {v_new, "v_new", v_span, 0,
+       fcl__layout_view(&v_l, v_span, sh.elem_size, d->batch, d->heads_kv, d->head_dim, 0)},
+      {k_cache, "k_cache", sh.sizes.k, 0, fcl__tensor_view(&sh, FCL__K)},
+      {v_cache, "v_cache", sh.sizes.v, 0, fcl__tensor_view(&sh, FCL__V)}};
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 2, 4));
+
+  const fcl_append_params p = {
+      .k_new = view_of(&k_l),
+      .v_new = view_of(&v_l),
+      .k_cache = view_of(&sh.views[FCL__K]),
+      .v_cache = view_of(&sh.views[FCL__V]),
+      .batch = d->batch,
+      .new_tokens = new_tokens,
+      .heads = d->heads_kv,
+      .head_dim = d->head_dim,
+      .vec4 = d->head_dim % 4 == 0 && layout_vec4(&k_l) && layout_vec4(&v_l) &&
+              layout_vec4(&sh.views[FCL__K]) && layout_vec4(&sh.views[FCL__V])};
+  fcl__measure m;
+  fcl__timer *timer;
+  cl_mem io_counter;
+  status = fcl__measure_begin(ctx, &m, info, &timer, &io_counter);
+  if (status == FCL_SUCCESS)
+    status = append_enqueue(ctx, &sh, &p, k_new, v_new, k_cache, v_cache, io_counter, timer);
+  status = fcl__measure_end(ctx, &m, status);
+  if (status != FCL_SUCCESS || !info) return status;
+  memset(info, 0, sizeof *info);
+  info->ms = m.ms;
+  info->bytes_model =
+      fcl__io_total(fcl__io_kv_append(d->batch * new_tokens * d->heads_kv, d->head_dim, sh.elem_size));
+  if (m.counting) info->bytes_counted = m.counted;
+  return FCL_SUCCESS;
+}
