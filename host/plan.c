@@ -465,20 +465,21 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
   if (!(hint && hint->wg_size)) {
     /* No larger a block than the rows there are (decode: a few rows),
-     * down to a GPU's sub-group, or CPU_MIN_WG (PoCL vectorises across
+     * down to a GPU's sub-group (a work-group narrower than an AMD
+     * wavefront leaves lanes idle), or CPU_MIN_WG (PoCL vectorises across
      * work-items: idle rows cost it as much as live ones). */
-    const unsigned floor_wg = !limits->is_gpu ? CPU_MIN_WG
-                              : limits->sub_group_size > MIN_WG ? limits->sub_group_size
-                                                                : MIN_WG;
+    const unsigned gpu_floor = limits->sub_group_size > MIN_WG ? limits->sub_group_size : MIN_WG;
+    const unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
     while (wg / 2 >= floor_wg && wg / 2 >= g &&
            (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
       wg /= 2;
     /* Fill the device: at least two work-groups per compute unit. */
+    const unsigned fill_floor = limits->is_gpu ? gpu_floor : MIN_WG;
     size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
     for (;;) {
       size_t block = (size_t)wg / g * plan.rows_per_thread;
       size_t groups = desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block);
-      if (groups >= want || wg / 2 < MIN_WG || wg / 2 < g) break;
+      if (groups >= want || wg / 2 < fill_floor || wg / 2 < g) break;
       wg /= 2;
     }
   }

@@ -616,6 +616,19 @@ START_TEST(planner_splits_by_its_rule) {
     ck_assert_uint_eq(plan.splits, 1);
     ck_assert_uint_eq(plan.packed_heads, 1);
   }
+  /* The programs such a forward builds: the split, packed kernel and the merge. */
+  fcl_attention_desc dec;
+  fcl_attention_desc_init(&dec, 1, 32, 8, 1, 32768, 128);
+  fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+  unsigned count = 0;
+  char pwhy[256];
+  ck_assert_int_eq(fcl_flash_programs(&limits, &dec, FCL_PASS_FORWARD, programs, &count, pwhy,
+                                      sizeof pwhy),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(count, 2);
+  ck_assert(strstr(programs[0].options, "-DSPLIT_KV=1") && strstr(programs[0].options, "-DPACK_GQA=4"));
+  ck_assert_str_eq(programs[1].file, "merge.cl");
+  ck_assert_str_eq(programs[1].kernels[0], "merge_states");
   fcl_plan bad = {.splits = FCL_MAX_SPLITS + 1};
   char why[256];
   ck_assert_int_eq(fcl__check_tiling_hint_why(&bad, why, sizeof why), FCL_ERROR_INVALID_ARGUMENT);
