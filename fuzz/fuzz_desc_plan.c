@@ -186,8 +186,7 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
           plan->splits * keys >= desc->seqlen_k);
   }
   CHECK(plan->packed_heads == 1 ||
-        (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes &&
-         !desc->cu_seqlens_q));
+        (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes));
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma);

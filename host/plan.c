@@ -328,8 +328,7 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
                                  char *why, size_t why_len) {
   const fcl_attention_desc *desc = &sh->desc;
   const size_t group = sh->group;
-  const int can = group > 1 && !sh->ragged && !desc->alibi_slopes &&
-                  desc->seqlen_q <= (size_t)INT_MAX / group;
+  const int can = group > 1 && !desc->alibi_slopes && desc->seqlen_q <= (size_t)INT_MAX / group;
   *packed = 1;
   if (hint && hint->packed_heads == 1) return FCL_SUCCESS;
   if (hint && hint->packed_heads > 1) {
@@ -337,8 +336,7 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
                "packed_heads = %u: a block packs the %zu query heads of a KV head, or 1",
                hint->packed_heads, group);
     FCL_WHY_IF(!can, FCL_ERROR_UNSUPPORTED,
-               "packed_heads = %u: packing takes no ALiBi (a slope per block) and no ragged "
-               "batch",
+               "packed_heads = %u: packing takes no ALiBi (a slope per block)",
                hint->packed_heads);
     *packed = (unsigned)group;
     return FCL_SUCCESS;

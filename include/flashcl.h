@@ -500,7 +500,7 @@ typedef struct fcl_plan {
    *  that each K and V tile is read once for all of them; 1 when a block
    *  is one head's rows. The planner packs where heads_q > heads_kv,
    *  seqlen_q <= FCL_PACK_GQA_MAX_SEQLEN (decode, speculative rows, a
-   *  chunk's tail), without ALiBi and without ragged batches. The
+   *  chunk's tail; ragged: the longest query sequence), without ALiBi. The
    *  backward never packs (1). In a tiling hint: 0 the planner's choice,
    *  1 never, heads_q / heads_kv always (where it can: else
    *  FCL_ERROR_UNSUPPORTED). */

@@ -1,19 +1,19 @@
 /*
- * test_decode.c — the split-KV forward (fcl_plan.splits): a few query rows
- * against many keys, split into key ranges whose partial states the merge
- * combines. Against the float64 reference on random inputs, split counts
- * forced from 1 to more than the keys have tiles, in both kernel families
- * (the MMA one emulated off NVIDIA), causal and not, a sliding window, GQA
- * and MQA, key counts 1, 15, 16, 17, 333 and 4097: within the flash suites' rule (2x the
- * naive algorithm's error); in f16 and bf16 within one more rounding of
- * the unsplit forward's. The query heads of a KV head packed into one
- * block (fcl_plan.packed_heads), forced on and off. Also: counted bytes
- * equal the I/O model, reruns are bit-identical, and the planner's rules
- * (fcl_plan.splits, fcl_plan.packed_heads). A KV cache's lengths
- * (seqlens_k): 0, 1, 15, 16, 17, 4097 and 128k in one batch, against a
- * float64 reference, with their refusals; appending new rows to a cache
- * (fcl_kv_cache_append) bit for bit, its refusals, and attention after
- * it.
+ * test_decode.c — decode: a few query rows against many keys. Against the
+ * float64 reference on random inputs, in both kernel families (the MMA one
+ * emulated off NVIDIA), causal and not, a sliding window, GQA and MQA:
+ *   - the split-KV forward (fcl_plan.splits): key counts 1, 15, 16, 17,
+ *     333 and 4097, split counts forced from 1 to more than the keys have
+ *     tiles, within the flash suites' rule (2x the naive algorithm's
+ *     error); in f16 and bf16 within one more rounding of the unsplit one;
+ *   - the query heads of a KV head packed into one block
+ *     (fcl_plan.packed_heads), forced on and off, in a ragged batch too;
+ *   - a KV cache's lengths (seqlens_k): 0, 1, 15, 16, 17, 4097 and 128k in
+ *     one batch, and their refusals;
+ *   - appending new rows to a cache (fcl_kv_cache_append) bit for bit, its
+ *     refusals, and attention after it.
+ * Also: counted bytes equal the I/O model, reruns are bit-identical, and
+ * the planner's rules for splits and packing.
  */
 #include "harness.h"
 #include "internal.h"
@@ -154,6 +154,44 @@ START_TEST(packed_heads_match_reference) {
     th_reference_free(&ref);
     th_problem_free(&p);
   }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* A ragged batch (cu_seqlens) of a few query rows each against keys of
+ * their own, packed and not, split and not: continuous batching's decode.
+ * Only the first tokens of the buffers hold the batch: only they are
+ * compared. */
+START_TEST(packed_heads_in_a_ragged_batch) {
+  fcl_context *ctx = th_context();
+  const int32_t cu_q[5] = {0, 1, 3, 3, 7}, cu_k[5] = {0, 100, 117, 117, 417};
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 4, 8, 2, 4, 300, 32);
+  desc.causal = 1;
+  desc.cu_seqlens_q = cu_q;
+  desc.cu_seqlens_k = cu_k;
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 800, 1.0);
+  th_reference ref = th_reference_forward(&p);
+  const size_t o_n = (size_t)cu_q[4] * desc.heads_q * desc.head_dim;
+  const size_t lse_n = (size_t)cu_q[4] * desc.heads_q;
+  for (int mma = 0; mma < 2; ++mma)
+    for (int k = 0; k < 4; ++k) {
+      const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
+                             .splits = k & 1 ? 3 : 1,
+                             .packed_heads = k & 2 ? 4 : 1};
+      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+      ck_assert_uint_eq(r.info.plan.packed_heads, hint.packed_heads);
+      const double err = fclu_max_abs_err(r.o, ref.o, o_n);
+      ck_assert_msg(err < 1e-5, "ragged, %u heads a block, %u splits (%s): error %g",
+                    r.info.plan.packed_heads, r.info.plan.splits, mma ? "mma" : "simt", err);
+      assert_lse(&r, ref.lse, lse_n, "ragged");
+      th_forward_free(&r);
+    }
+  th_reference_free(&ref);
+  th_problem_free(&p);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -641,6 +679,7 @@ int main(void) {
   TCase *tc = th_tcase("decode");
   tcase_add_loop_test(tc, split_forward_matches_reference, 0, 2);
   tcase_add_loop_test(tc, packed_heads_match_reference, 0, 2);
+  tcase_add_test(tc, packed_heads_in_a_ragged_batch);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
   tcase_add_loop_test(tc, cache_lengths_match_reference, 0, 2);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
