@@ -12,7 +12,7 @@
 
 _Static_assert(sizeof(fcl_params) % 8 == 0, "fcl_params must end on an 8-byte boundary");
 
-static fcl_view view_of(const fcl_tensor_layout *l) {
+fcl_view fcl__view_of(const fcl_tensor_layout *l) {
   return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
 }
 
@@ -21,7 +21,7 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
   fcl_params p;
   memset(&p, 0, sizeof p);
   fcl_view *views[FCL__TENSORS] = {&p.q, &p.k, &p.v, &p.o, &p.dout, &p.dq, &p.dk, &p.dv};
-  for (int t = 0; t < FCL__TENSORS; ++t) *views[t] = view_of(&sh->views[t]);
+  for (int t = 0; t < FCL__TENSORS; ++t) *views[t] = fcl__view_of(&sh->views[t]);
   /* LSE and D: [batch][heads_q][seqlen_q], or ragged [heads_q][tokens_q] */
   p.lse_batch = sh->ragged ? 0 : (cl_ulong)desc->heads_q * desc->seqlen_q;
   p.lse_head = sh->ragged ? sh->tokens_q : desc->seqlen_q;

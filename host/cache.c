@@ -12,15 +12,6 @@
 
 #define APPEND_WG 64
 
-static fcl_view view_of(const fcl_tensor_layout *l) {
-  return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
-}
-
-static int layout_vec4(const fcl_tensor_layout *l) {
-  return l->offset % 4 == 0 && l->batch_stride % 4 == 0 && l->seq_stride % 4 == 0 &&
-         l->head_stride % 4 == 0;
-}
-
 /* The launch, after every check: the lengths uploaded, the kernel built. */
 static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const fcl_append_params *p,
                                  cl_mem k_new, cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
@@ -92,16 +83,16 @@ fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
   FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 2, 4));
 
   const fcl_append_params p = {
-      .k_new = view_of(&k_l),
-      .v_new = view_of(&v_l),
-      .k_cache = view_of(&sh.views[FCL__K]),
-      .v_cache = view_of(&sh.views[FCL__V]),
+      .k_new = fcl__view_of(&k_l),
+      .v_new = fcl__view_of(&v_l),
+      .k_cache = fcl__view_of(&sh.views[FCL__K]),
+      .v_cache = fcl__view_of(&sh.views[FCL__V]),
       .batch = d->batch,
       .new_tokens = new_tokens,
       .heads = d->heads_kv,
       .head_dim = d->head_dim,
-      .vec4 = d->head_dim % 4 == 0 && layout_vec4(&k_l) && layout_vec4(&v_l) &&
-              layout_vec4(&sh.views[FCL__K]) && layout_vec4(&sh.views[FCL__V])};
+      .vec4 = d->head_dim % 4 == 0 && fcl__layout_vec4(&k_l) && fcl__layout_vec4(&v_l) &&
+              fcl__layout_vec4(&sh.views[FCL__K]) && fcl__layout_vec4(&sh.views[FCL__V])};
   fcl__measure m;
   fcl__timer *timer;
   cl_mem io_counter;

@@ -221,8 +221,10 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
   if (status != FCL_SUCCESS) return status;
   /* Split s writes [tokens][heads][head_dim] (and LSE as the caller's) s
    * parts in. */
-  params->o = (fcl_view){0, sh->ragged ? 0 : (cl_ulong)desc->seqlen_q * desc->heads_q * desc->head_dim,
-                         (cl_ulong)desc->heads_q * desc->head_dim, desc->head_dim};
+  const fcl_tensor_layout packed = {0};
+  const fcl_tensor_layout scratch = fcl__resolve_layout(&packed, desc->batch, desc->seqlen_q,
+                                                        desc->heads_q, desc->head_dim, sh->ragged);
+  params->o = fcl__view_of(&scratch);
   params->o_split = sh->q_elems;
   params->lse_split = sh->lse_elems;
   params->splits = (cl_int)splits;

@@ -246,6 +246,8 @@ typedef struct fcl__attention_buffers {
 } fcl__attention_buffers;
 #undef FCL__BUFFER_FIELD
 
+/** A tensor layout as the kernels' parameter blocks hold it. */
+fcl_view fcl__view_of(const fcl_tensor_layout *layout);
 /** The parameter block of a validated problem (work_items is the
  *  launch's to set). */
 fcl_params fcl__params_of(const fcl__shape *shape);
@@ -456,6 +458,9 @@ typedef struct fcl__view_extent {
 fcl_tensor_layout fcl__resolve_layout(const fcl_tensor_layout *given, size_t batch,
                                       size_t seqlen, size_t heads, size_t head_dim,
                                       int ragged);
+/** Whether a view's offset and strides are multiples of 4 elements (with
+ *  head_dim one too, the kernels' aligned 4-element loads). */
+int fcl__layout_vec4(const fcl_tensor_layout *layout);
 /** Checks that no two elements of a view share an address (and that a
  *  ragged view has no batch stride), and gives the bytes from the
  *  buffer's start to its last element. */

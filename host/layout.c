@@ -32,6 +32,11 @@ fcl_tensor_layout fcl__resolve_layout(const fcl_tensor_layout *given, size_t bat
   return l;
 }
 
+int fcl__layout_vec4(const fcl_tensor_layout *l) {
+  return l->offset % 4 == 0 && l->batch_stride % 4 == 0 && l->seq_stride % 4 == 0 &&
+         l->head_stride % 4 == 0;
+}
+
 fcl_status fcl__check_layout(const fcl_tensor_layout *l, const fcl__view_extent *e,
                              const char *name, size_t *span, char *why, size_t why_len) {
   if (e->ragged && l->batch_stride) {

@@ -86,11 +86,8 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *given, fcl__merge_shape *s
                                .lse_parts = lse_parts_floats * sizeof(float),
                                .o = o_span,
                                .lse = sh.lse_per_part * sizeof(float)};
-  const fcl_tensor_layout *views[2] = {&sh.o_parts, &sh.o};
-  sh.vec4 = d->head_dim % 4 == 0 && sh.o_part_stride % 4 == 0;
-  for (int i = 0; i < 2; ++i)
-    sh.vec4 = sh.vec4 && views[i]->offset % 4 == 0 && views[i]->batch_stride % 4 == 0 &&
-              views[i]->seq_stride % 4 == 0 && views[i]->head_stride % 4 == 0;
+  sh.vec4 = d->head_dim % 4 == 0 && sh.o_part_stride % 4 == 0 &&
+            fcl__layout_vec4(&sh.o_parts) && fcl__layout_vec4(&sh.o);
   if (shape) *shape = sh;
   return FCL_SUCCESS;
 }
@@ -109,10 +106,6 @@ unsigned fcl__merge_head_dim_max(size_t head_dim) {
   unsigned bucket = 16;
   while (bucket < head_dim) bucket *= 2;
   return bucket;
-}
-
-static fcl_view view_of(const fcl_tensor_layout *l) {
-  return (fcl_view){l->offset, l->batch_stride, l->seq_stride, l->head_stride};
 }
 
 void fcl__merge_options(fcl_dtype dtype, size_t head_dim, int with_lse, cl_mem io_counter,
@@ -140,8 +133,8 @@ fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
   fcl__merge_options(sh->desc.dtype, sh->desc.head_dim, lse != NULL, io_counter, &opts);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_MERGE, &opts, "merge_states", &kernel));
-  const fcl_merge_params p = {.o_parts = view_of(&sh->o_parts),
-                              .o = view_of(&sh->o),
+  const fcl_merge_params p = {.o_parts = fcl__view_of(&sh->o_parts),
+                              .o = fcl__view_of(&sh->o),
                               .o_part_stride = sh->o_part_stride,
                               .lse_part_stride = sh->lse_part_stride,
                               .rows = sh->rows,

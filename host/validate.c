@@ -205,9 +205,7 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
                                       desc->head_dim, sh.ragged);
     FCL_FORWARD_IF(fcl__check_layout(&sh.views[t], &e, tensor_names[t], &spans[t], why,
                                      why_len));
-    const fcl_tensor_layout *l = &sh.views[t];
-    sh.vec4 = sh.vec4 && l->offset % 4 == 0 && l->batch_stride % 4 == 0 &&
-              l->seq_stride % 4 == 0 && l->head_stride % 4 == 0;
+    sh.vec4 = sh.vec4 && fcl__layout_vec4(&sh.views[t]);
   }
   sh.sizes = (fcl_buffer_sizes){.q = spans[0], .k = spans[1], .v = spans[2], .o = spans[3],
                                 .lse = lse * sizeof(float), .dout = spans[4],

@@ -14,16 +14,15 @@ causal mask is top-left aligned).
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "math": SDPBackend.MATH}
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# beside this file: the backends, types and timer of the prefill comparison
+from sdpa import BACKENDS, DTYPES, time_ms
+
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
@@ -34,21 +33,6 @@ def moved_bytes(r):
     return (2 * q + 2 * kv) * SIZES[r["dtype"]]
 
 
-def time_ms(fn, warmup=3, repeat=20):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def torch_ms(r, backend):
     dt = DTYPES[r["dtype"]]
     q = torch.randn(r["batch"], r["heads"], r["seqlen_q"], r["head_dim"], device="cuda", dtype=dt)
@@ -56,7 +40,7 @@ def torch_ms(r, backend):
                         dtype=dt) for _ in range(2))
     name = "math" if r["dtype"] == "f32" else backend
     with sdpa_kernel(BACKENDS[name]), torch.no_grad():
-        ms = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        ms, _ = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 3, 20)
     del q, k, v
     torch.cuda.empty_cache()
     return name, ms
