@@ -21,6 +21,8 @@
  *     the hint; on failure the plan is not
  *     written and `why` is a
  *     NUL-terminated reason within why_len;
+ *   - the merge descriptor over the same sizes answers alike twice, and a
+ *     merge it accepts spans what its sizes say;
  *   - chunking puts 1..heads_kv kv heads in a chunk whose S fits the
  *     allowance, and the softmax launch shape is a power of two within the
  *     device's work-group limit.
@@ -46,7 +48,8 @@
  *   version's, 3: a newer header's with a zero tail, 4: with a nonzero
  *   unknown field; else this header's); the hint's splits (uint16, modulo
  *   FCL_MAX_SPLITS + 2: one past the largest) and packed_heads (byte,
- *   modulo 10). Fields were appended in that
+ *   modulo 10); a merge's part count (byte) and part stride (size), for
+ *   the merge descriptor's checks over the same sizes and q's layout. Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -349,6 +352,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * inputs). */
   hint.splits = (unsigned)take(&r, 2) % (FCL_MAX_SPLITS + 2);
   hint.packed_heads = (unsigned)take(&r, 1) % 10;
+  /* A merge of the problem's query rows: its part count and part stride. */
+  const size_t merge_parts = (size_t)take(&r, 1);
+  const size_t merge_stride = (size_t)take_size(&r);
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
@@ -422,6 +428,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       CHECK(count == 99);
       const unsigned char *bytes = (const unsigned char *)programs;
       for (size_t i = 0; i < sizeof programs; ++i) CHECK(bytes[i] == 0xa5);
+    }
+  }
+  /* The merge's descriptor, from the same sizes and q's layout: its
+   * validation answers alike twice, and what it accepts fits size_t. */
+  {
+    fcl_merge_desc m;
+    fcl_merge_desc_init(&m, merge_parts, desc.batch, desc.seqlen_q, desc.heads_q, desc.head_dim);
+    m.dtype = desc.dtype;
+    m.o_parts = desc.q;
+    m.o_part_stride = merge_stride;
+    fcl__merge_shape ms;
+    memset(why, 'x', sizeof why);
+    const fcl_status mst = fcl__check_merge_why(&m, &ms, why, why_len);
+    CHECK(mst == FCL_SUCCESS || mst == FCL_ERROR_INVALID_ARGUMENT ||
+          mst == FCL_ERROR_INVALID_SHAPE || mst == FCL_ERROR_UNSUPPORTED);
+    check_why(why, why_len);
+    fcl_merge_sizes sizes;
+    CHECK(fcl_merge_buffer_sizes(&m, &sizes, NULL, 0) == mst);
+    if (mst == FCL_SUCCESS) {
+      CHECK(ms.rows == desc.batch * desc.seqlen_q * desc.heads_q && ms.desc.parts >= 1);
+      CHECK(sizes.o_parts == ms.sizes.o_parts && sizes.lse == ms.rows * sizeof(float));
+      CHECK(sizes.o_parts / ms.elem_size >= (ms.desc.parts - 1) * ms.o_part_stride);
+    } else if (why_len > 1) {
+      CHECK(why[0] != '\0');
     }
   }
   /* NULL arguments. */

@@ -29,12 +29,14 @@
  * keys, a sliding window, softcap and ALiBi, instrumented and chunked, so
  * that the uploads of its sequence table and work lists are swept too).
  *
- * The entry points are rows of a table (forward, backward): each names its
- * outputs and a function that calls it.
+ * The entry points are rows of a table (forward, backward, the forward in
+ * key splits, the merge of attention states, the append to a KV cache):
+ * each names its outputs and a function that calls it.
  */
 #include "harness.h"
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,8 @@ struct fixture {
   fcl_attention_desc desc;
   th_problem p;
   cl_mem fwd_o, fwd_lse, dout; /* the backward's further inputs */
+  cl_mem parts_o, parts_lse;   /* the merge's inputs */
+  fcl_attention_desc cache;    /* the append's: desc without its ragged batch and ALiBi */
   size_t n_out;
   cl_mem out[MAX_OUTPUTS];
   size_t out_bytes[MAX_OUTPUTS];
@@ -129,9 +133,69 @@ static fcl_status backward_call(fcl_context *ctx, fixture *f, fcl_algo algo,
                                 instrumented ? &info : NULL);
 }
 
+/* The forward in three key splits with packed heads: its scratch and the
+ * merge that writes the outputs. */
+static fcl_status split_forward_call(fcl_context *ctx, fixture *f, fcl_algo algo,
+                                     int instrumented) {
+  const fcl_plan hint = {.splits = 3};
+  fcl_status st = fcl_context_set_flash_tiling(ctx, &hint);
+  if (st != FCL_SUCCESS) return st;
+  return forward_call(ctx, f, algo, instrumented);
+}
+
+/* Three partial states of the forward's rows, one of them partly empty. */
+#define MERGE_PARTS 3
+static void merge_setup(fixture *f) {
+  const size_t o_n = MERGE_PARTS * f->p.q_elems, lse_n = MERGE_PARTS * f->p.lse_elems;
+  float *x = malloc(o_n * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 79);
+  fclu_fill_normal(&rng, x, o_n, 1.0, FCL_DTYPE_F32);
+  f->parts_o = fclu_upload(f->owner, x, o_n, FCL_DTYPE_F32);
+  for (size_t i = 0; i < lse_n; ++i) x[i] = i % 7 == 0 ? -INFINITY : x[i] * 4.0f;
+  f->parts_lse = fclu_upload(f->owner, x, lse_n, FCL_DTYPE_F32);
+  free(x);
+  ck_assert(f->parts_o && f->parts_lse);
+  forward_setup(f);
+}
+
+static fcl_status merge_call(fcl_context *ctx, fixture *f, fcl_algo algo, int instrumented) {
+  (void)algo;
+  fcl_merge_desc m;
+  fcl_merge_desc_init(&m, MERGE_PARTS, f->desc.batch, f->desc.seqlen_q, f->desc.heads_q,
+                      f->desc.head_dim);
+  fcl_run_info info;
+  return fcl_merge_states(ctx, &m, f->parts_o, f->parts_lse, f->out[0], f->out[1],
+                          instrumented ? &info : NULL);
+}
+
+/* Four new rows appended to caches of the fixture's K and V shape, filled
+ * to different lengths (the last one to its capacity). */
+#define APPEND_ROWS 4
+static const int32_t append_lens[3] = {0, 7, 16};
+static void append_setup(fixture *f) {
+  f->cache = f->desc;
+  f->cache.cu_seqlens_q = f->cache.cu_seqlens_k = NULL;
+  f->cache.alibi_slopes = NULL;
+  f->cache.seqlens_k = append_lens;
+  add_output(f, "K cache", f->p.kv_elems * sizeof(float));
+  add_output(f, "V cache", f->p.kv_elems * sizeof(float));
+}
+
+static fcl_status append_call(fcl_context *ctx, fixture *f, fcl_algo algo, int instrumented) {
+  (void)algo;
+  fcl_run_info info;  /* the new rows: the first of q's and k's buffers, packed */
+  return fcl_kv_cache_append(ctx, &f->cache, APPEND_ROWS, NULL, NULL, f->p.dk, f->p.dv,
+                             f->out[0], f->out[1], instrumented ? &info : NULL);
+}
+
 static const entry entries[] = {
     {"forward", 1, forward_setup, forward_call},
     {"backward", 1, backward_setup, backward_call},
+    {"split-forward", 0, forward_setup, split_forward_call},
+    {"merge", 0, merge_setup, merge_call},
+    {"append", 0, append_setup, append_call},
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 
@@ -278,8 +342,8 @@ static void fixture_free(fixture *f) {
   for (int v = 0; v < N_VARIANTS; ++v)
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
   for (size_t i = 0; i < f->n_out; ++i) clReleaseMemObject(f->out[i]);
-  cl_mem extra[] = {f->fwd_o, f->fwd_lse, f->dout, f->desc.alibi_slopes};
-  for (size_t i = 0; i < 4; ++i)
+  cl_mem extra[] = {f->fwd_o, f->fwd_lse, f->dout, f->desc.alibi_slopes, f->parts_o, f->parts_lse};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; ++i)
     if (extra[i]) clReleaseMemObject(extra[i]);
   th_problem_free(&f->p);
   fcl_context_release(f->keeper);
