@@ -15,8 +15,8 @@
  *     (local_bytes within local_mem_bytes, wg_size within
  *     max_work_group_size), is self-consistent (block_q = wg_size /
  *     threads_per_row * rows_per_thread, head_dim_padded covers head_dim,
- *     local_bytes as its kernel's accounting computes it: SIMT or MMA
- *     forward, backward), splits the forward's keys into whole tiles (and
+ *     local_bytes as its kernel's accounting computes it: SIMT, MMA or
+ *     decode forward, backward), splits the forward's keys into whole tiles (and
  *     packs a group's heads, or none; the backward neither) and honours
  *     the hint; on failure the plan is not
  *     written and `why` is a
@@ -38,7 +38,7 @@
  *   has_int64_atomics, nvidia_ptx); hint: a byte (bit 0: use it) and
  *   block_k, wg_size, threads_per_row, rows_per_thread (uint16 each); the
  *   scratch limit (size); why_len (uint16, taken modulo 300); the hint's
- *   kernel (byte, modulo 4: 3 is no fcl_flash_kernel); nvidia_sm (byte);
+ *   kernel (byte, modulo 5: 4 is no fcl_flash_kernel); nvidia_sm (byte);
  *   window_left, window_right (int8 each); a byte of extras (bit 0: a
  *   softcap follows, as a scale tag; bit 1: a ragged batch follows, a
  *   count byte and per sequence a query length (int8) and a key length
@@ -192,13 +192,29 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
         (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes));
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
-  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma);
+  const int decode = plan->kernel == FCL_FLASH_KERNEL_DECODE;
+  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || (decode && forward));
   const int emulate = !fcl__mma_native(lim), row_keys = fcl__row_keys_in_local(desc);
   CHECK(plan->local_bytes ==
-        (mma ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
-                        : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
+        (decode ? fcl__flash_decode_local_bytes(plan, lim->nvidia_ptx != 0)
+         : mma  ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
+                           : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
          : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
                    : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx, row_keys)));
+  if (decode) {  /* every work-item holds the block's rows; lanes share a key */
+    const unsigned lanes = plan->threads_per_row, rows = plan->block_q;
+    CHECK(rows >= 1 && rows <= FCL_DECODE_MAX_ROWS && (rows & (rows - 1)) == 0);
+    CHECK(plan->rows_per_thread == rows);
+    CHECK(lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0);
+    CHECK(plan->wg_size % lanes == 0 && plan->block_k % (plan->wg_size / lanes) == 0);
+    CHECK(plan->block_k >= 1 && plan->block_k <= 128);
+    CHECK(plan->head_dim_padded % (4 * lanes) == 0 && plan->head_dim_padded >= desc->head_dim);
+    CHECK(desc->head_dim % 4 == 0);
+    if (hint && hint->kernel) CHECK(plan->kernel == hint->kernel);
+    if (hint && hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
+    if (hint && hint->block_k) CHECK(plan->block_k == hint->block_k);
+    return;
+  }
   if (mma) {  /* the instructions' layout: 16 rows per warp, or per pair of
                * warps splitting head_dim in the backward */
     CHECK(plan->rows_per_thread == 2);
@@ -309,7 +325,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   hint.rows_per_thread = (unsigned)take(&r, 2);
   const uint64_t scratch = take_size(&r);
   const size_t why_len = (size_t)(take(&r, 2) % 300);
-  hint.kernel = (unsigned)(take(&r, 1) % 4);
+  hint.kernel = (unsigned)(take(&r, 1) % 5);
   lim.nvidia_sm = (unsigned)take(&r, 1);
   /* Since 0.3: the mask, the transforms, a ragged batch, q's layout, and
    * which header's descriptor this is. */

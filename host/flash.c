@@ -54,8 +54,8 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
 }
 
-/* The -D options of flash_fwd.cl or flash_fwd_mma.cl: one source of
- * truth, the plan. */
+/* The -D options of flash_fwd.cl, flash_fwd_mma.cl or flash_fwd_decode.cl:
+ * one source of truth, the plan. */
 static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
                             const fcl_attention_desc *desc, int with_lse,
                             cl_mem io_counter, fcl__options *opts) {
@@ -68,6 +68,13 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   score_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
+  if (plan->kernel == FCL_FLASH_KERNEL_DECODE) {
+    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
+    fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
+    fcl__options_define(opts, "KEY_LANES", (long)plan->threads_per_row);
+    fcl__options_define(opts, "STORE_LSE", with_lse);
+    return;
+  }
   fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
@@ -123,8 +130,14 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                                cl_mem io_counter, flash_program *out) {
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   if (pass == FCL_PASS_FORWARD) {
-    out[0] = (flash_program){.source = mma ? FCL_SRC_FLASH_FWD_MMA : FCL_SRC_FLASH_FWD,
-                             .kernels = {mma ? "flash_fwd_mma" : "flash_fwd", NULL},
+    const int decode = plan->kernel == FCL_FLASH_KERNEL_DECODE;
+    out[0] = (flash_program){.source = mma      ? FCL_SRC_FLASH_FWD_MMA
+                                       : decode ? FCL_SRC_FLASH_FWD_DECODE
+                                                : FCL_SRC_FLASH_FWD,
+                             .kernels = {mma      ? "flash_fwd_mma"
+                                         : decode ? "flash_fwd_decode"
+                                                  : "flash_fwd",
+                                         NULL},
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */

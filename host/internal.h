@@ -312,6 +312,7 @@ typedef enum fcl__source {
   FCL_SRC_PARAMS_PROBE,   /* tests/test_args.c */
   FCL_SRC_MERGE,
   FCL_SRC_CACHE,
+  FCL_SRC_FLASH_FWD_DECODE,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -608,6 +609,19 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
+/* The decode forward's planner (plan_decode.c). */
+/** The planner's default for a forward of `packed_rows` rows a block
+ *  (seqlen_q times the packed heads): the decode kernel, on NVIDIA's
+ *  driver, for vec4 shapes of at most FCL_DECODE_MAX_ROWS rows. */
+int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
+                      size_t packed_rows);
+/** The decode forward's tiling for the packed problem `desc` of shape `sh`. */
+fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,
+                                    const fcl_attention_desc *desc, const fcl_plan *hint,
+                                    fcl_plan *out, char *why, size_t why_len);
+/** Local memory of flash_fwd_decode.cl for a tiling; its partial sums go
+ *  through local memory unless `sum_by_shuffle`. */
+size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, int sum_by_shuffle);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,

@@ -86,6 +86,7 @@
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 4u
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
+#define DECODE_WGS_PER_CU 4u      /* the decode kernel's split target (plan_decode.c) */
 
 /* Private floats a work-item may keep without spilling, per vendor. The
  * numbers above are an H200's (255 registers a work-item). Intel's GPUs
@@ -303,7 +304,7 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (hint->kernel > FCL_FLASH_KERNEL_MMA) {
+  if (hint->kernel > FCL_FLASH_KERNEL_DECODE) {
     fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
@@ -313,6 +314,11 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   return FCL_SUCCESS;
+}
+
+const char *fcl_flash_kernel_name(unsigned kernel) {
+  static const char *const names[] = {"auto", "simt", "mma", "decode"};
+  return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
 }
 
 unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
@@ -348,7 +354,7 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          const fcl_plan *hint, fcl_plan *plan) {
+                          const fcl_plan *hint, unsigned per_cu, fcl_plan *plan) {
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
       desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
@@ -356,7 +362,7 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   if (hint && hint->splits) {
     splits = hint->splits;
   } else if (groups < cus) {
-    splits = (2 * cus + groups - 1) / groups;
+    splits = (per_cu * cus + groups - 1) / groups;
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
     if (splits > by_keys) splits = by_keys;
     if (splits > FCL_MAX_SPLITS) splits = FCL_MAX_SPLITS;
@@ -403,6 +409,8 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const int simt_hint =
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
   const int backward = pass == FCL_PASS_BACKWARD;
+  FCL_WHY_IF(backward && hint && hint->kernel == FCL_FLASH_KERNEL_DECODE, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel is a forward; the backward runs SIMT or MMA");
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
                                        : !simt_hint && shape.vec4 && fcl__mma_suits(limits, desc);
   if (mma && !shape.vec4 && desc->head_dim % 4 == 0) {  /* else the MMA planner says why */
@@ -425,9 +433,18 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
   desc = &packed_desc;
+  const int decode = hint && hint->kernel
+                         ? hint->kernel == FCL_FLASH_KERNEL_DECODE
+                         : !simt_hint && fcl__decode_suits(limits, &shape, desc->seqlen_q);
+  if (decode) {
+    FCL_FORWARD_IF(fcl__plan_forward_decode(limits, &shape, desc, hint, out, why, why_len));
+    choose_splits(limits, desc, hint, DECODE_WGS_PER_CU, out);
+    out->packed_heads = packed;
+    return FCL_SUCCESS;
+  }
   if (mma) {
     FCL_FORWARD_IF(fcl__plan_forward_mma(limits, desc, hint, out, why, why_len));
-    choose_splits(limits, desc, hint, out);
+    choose_splits(limits, desc, hint, 2, out);
     out->packed_heads = packed;
     return FCL_SUCCESS;
   }
@@ -535,7 +552,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
-  choose_splits(limits, desc, hint, &plan);
+  choose_splits(limits, desc, hint, 2, &plan);
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;

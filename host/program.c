@@ -19,6 +19,7 @@ extern const char fcl__cl_params[];
 extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
+extern const char fcl__cl_flash_fwd_decode[];
 extern const char fcl__cl_mma[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
@@ -53,6 +54,7 @@ static const struct {
     [FCL_SRC_PARAMS_PROBE] = {fcl__cl_params_probe, "params_probe.cl", NULL, NULL},
     [FCL_SRC_MERGE] = {fcl__cl_merge, "merge.cl", NULL, NULL},
     [FCL_SRC_CACHE] = {fcl__cl_cache, "cache.cl", NULL, NULL},
+    [FCL_SRC_FLASH_FWD_DECODE] = {fcl__cl_flash_fwd_decode, "flash_fwd_decode.cl", NULL, NULL},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }

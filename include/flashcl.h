@@ -440,20 +440,35 @@ typedef enum fcl_pass {
   FCL_PASS_BACKWARD = 1,
 } fcl_pass;
 
-/** The two families of flash kernels, each with a forward and a backward.
- *  SIMT (cl/flash_fwd.cl, cl/flash_bwd.cl) runs anywhere: each work-item
+/** The families of flash kernels: two with a forward and a backward, and
+ *  a forward for decode. SIMT (cl/flash_fwd.cl, cl/flash_bwd.cl) runs anywhere: each work-item
  *  computes dot products with fused multiply-adds. MMA
  *  (cl/flash_fwd_mma.cl, cl/flash_bwd_mma.cl) gives each warp of 32
  *  work-items 16 rows and multiplies with NVIDIA's warp-level matrix
  *  instructions (tensor cores, sm_80 and later; f32 as 3xTF32, at f32
  *  accuracy, in both passes); on other devices it emulates them
  *  through local memory, correct but slow, for tests. It takes head_dim up
- *  to 128 that is a multiple of 8. */
+ *  to 128 that is a multiple of 8. DECODE (cl/flash_fwd_decode.cl) is a
+ *  forward for at most FCL_DECODE_MAX_ROWS query rows per block (packed
+ *  heads' slots: one new token of a GQA group, a few speculative ones):
+ *  its work-items share the rows and divide the keys, so that a long
+ *  cache streams at the memory's speed. It needs head_dim and every view
+ *  a multiple of 4 elements. The planner takes it on NVIDIA's driver
+ *  (warp shuffles sum its dot products); elsewhere a hint asks for it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
   FCL_FLASH_KERNEL_MMA = 2,
+  FCL_FLASH_KERNEL_DECODE = 3,  /**< forward only */
 } fcl_flash_kernel;
+
+/** The most query rows (packed: slots) a block of the decode kernel holds
+ *  (FCL_FLASH_KERNEL_DECODE). */
+#define FCL_DECODE_MAX_ROWS 8
+
+/** An fcl_flash_kernel's name: "auto", "simt", "mma", "decode", or
+ *  "unknown" for any other value. Never NULL. */
+FCL_API const char *fcl_flash_kernel_name(unsigned kernel);
 
 /** The tiling a flash kernel runs with: the C form of its -D options.
  *  Forward: a work-group keeps block_q query rows in registers and streams
@@ -481,7 +496,10 @@ typedef struct fcl_plan {
    *  warp) or, in the backward only, 8 (a pair of warps shares 16 rows,
    *  each holding half of head_dim; for head_dim that pads to a multiple
    *  of 32), and block_q = wg_size * 2 / threads_per_row; its backward has
-   *  block_k = block_q. */
+   *  block_k = block_q. A DECODE plan has block_q rows in every work-item
+   *  (rows_per_thread = block_q), threads_per_row work-items sharing each
+   *  key (head_dim_padded / threads_per_row elements each), and block_k
+   *  keys per step, block_k * threads_per_row / wg_size per key group. */
   unsigned kernel;
   /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
    *  head, query block) runs as `splits` work-groups over consecutive

@@ -1,7 +1,8 @@
 /*
  * test_decode.c — decode: a few query rows against many keys. Against the
- * float64 reference on random inputs, in both kernel families (the MMA one
- * emulated off NVIDIA), causal and not, a sliding window, GQA and MQA:
+ * float64 reference on random inputs, in the three forward kernels (SIMT,
+ * MMA emulated off NVIDIA, and the decode kernel, whose work-items divide
+ * the keys), causal and not, a sliding window, GQA and MQA:
  *   - the split-KV forward (fcl_plan.splits): key counts 1, 15, 16, 17,
  *     333 and 4097, split counts forced from 1 to more than the keys have
  *     tiles, within the flash suites' rule (2x the naive algorithm's
@@ -13,7 +14,7 @@
  *   - appending new rows to a cache (fcl_kv_cache_append) bit for bit, its
  *     refusals, and attention after it.
  * Also: counted bytes equal the I/O model, reruns are bit-identical, and
- * the planner's rules for splits and packing.
+ * the planner's rules for splits, packing and the decode kernel.
  */
 #include "harness.h"
 #include "internal.h"
@@ -41,20 +42,43 @@ static const dcase cases[] = {
 static const unsigned forced[] = {1, 2, 3, 7, FCL_MAX_SPLITS};
 #define N_FORCED (sizeof forced / sizeof forced[0])
 
-static fcl_attention_desc case_desc(const dcase *c, int mma) {
+/* The forward kernels a test runs in turn (a loop test's _i). */
+enum { FAMILY_SIMT, FAMILY_MMA, FAMILY_DECODE, FAMILIES };
+static const unsigned family_kernel[FAMILIES] = {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA,
+                                                 FCL_FLASH_KERNEL_DECODE};
+
+static fcl_attention_desc case_desc(const dcase *c, int family) {
   fcl_attention_desc d;
   fcl_attention_desc_init(&d, c->b, c->hq, c->hkv, c->nq, c->nk,
-                          mma ? th_mma_head_dim(c->d) : c->d);
+                          family == FAMILY_MMA ? th_mma_head_dim(c->d) : c->d);
   d.causal = c->causal;
   d.window_left = c->window_left;
   return d;
 }
 
+/* Whether the family's kernel takes nq rows of `packed` heads a block
+ * (the decode kernel: at most FCL_DECODE_MAX_ROWS). */
+static int family_takes(int family, size_t nq, size_t packed) {
+  return family != FAMILY_DECODE || nq * packed <= FCL_DECODE_MAX_ROWS;
+}
+
+/* The hint of a family, split count and packing (0: the planner's; for the
+ * decode kernel, packed where the rows fit it). */
+static fcl_plan family_hint(int family, unsigned splits, unsigned packed,
+                            const fcl_attention_desc *d) {
+  if (family == FAMILY_DECODE && packed == 0)
+    packed = family_takes(family, d->seqlen_q, d->heads_q / d->heads_kv) ? 0 : 1;
+  return (fcl_plan){.kernel = family_kernel[family], .splits = splits, .packed_heads = packed};
+}
+
 /* Forces the kernel family and the split count. */
-static void force(fcl_context *ctx, int mma, unsigned splits) {
-  const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
-                         .splits = splits};
+static void force(fcl_context *ctx, int family, unsigned splits, const fcl_attention_desc *d) {
+  const fcl_plan hint = family_hint(family, splits, 0, d);
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+}
+
+static const char *family_name(int family) {
+  return fcl_flash_kernel_name(family_kernel[family]);
 }
 
 /* The split count a forced one gives: at most one split per key tile. */
@@ -75,12 +99,13 @@ static void assert_lse(const th_forward *r, const double *want, size_t n, const 
 }
 
 START_TEST(split_forward_matches_reference) {
-  const int mma = _i;
+  const int family = _i;
   fcl_context *ctx = th_context();
   double worst = 0.0;
   for (size_t i = 0; i < N_CASES; ++i) {
-    if (mma && i % 2) continue;  /* the emulated MMA kernels are slow on a CPU */
-    const fcl_attention_desc desc = case_desc(&cases[i], mma);
+    if (family == FAMILY_MMA && i % 2) continue;  /* the emulated MMA kernels are slow on a CPU */
+    if (!family_takes(family, cases[i].nq, 1)) continue;
+    const fcl_attention_desc desc = case_desc(&cases[i], family);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 10 + i, 1.0);
     th_reference ref = th_reference_forward(&p);
@@ -90,7 +115,7 @@ START_TEST(split_forward_matches_reference) {
     char what[200];
     th_describe(&desc, what, sizeof what);
     for (size_t f = 0; f < N_FORCED; ++f) {
-      force(ctx, mma, forced[f]);
+      force(ctx, family, forced[f], &desc);
       th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, f % 2 == 0);
       ck_assert_msg(r.status == FCL_SUCCESS, "%s, %u splits: %s", what, forced[f],
                     fcl_context_last_error(ctx));
@@ -110,7 +135,7 @@ START_TEST(split_forward_matches_reference) {
     th_problem_free(&p);
   }
   printf("decode (%s): split forwards, worst flash/(naive + 1e-6) error ratio %.3f\n",
-         mma ? "mma" : "simt", worst);
+         family_name(family), worst);
   fcl_context_release(ctx);
 }
 END_TEST
@@ -119,12 +144,13 @@ END_TEST
  * against the float64 reference and against blocks of one head, forced
  * either way, split and not, in both kernel families. */
 START_TEST(packed_heads_match_reference) {
-  const int mma = _i;
+  const int family = _i;
   fcl_context *ctx = th_context();
   for (size_t i = 0; i < N_CASES; ++i) {
     const dcase *c = &cases[i];
-    if (c->hq == c->hkv || (mma && i > 2)) continue;
-    const fcl_attention_desc desc = case_desc(c, mma);
+    if (c->hq == c->hkv || (family == FAMILY_MMA && i > 2)) continue;
+    if (!family_takes(family, c->nq, 1)) continue;
+    const fcl_attention_desc desc = case_desc(c, family);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 90 + i, 1.0);
     th_reference ref = th_reference_forward(&p);
@@ -136,9 +162,8 @@ START_TEST(packed_heads_match_reference) {
     const unsigned group = (unsigned)(c->hq / c->hkv), packs[2] = {1, group};
     for (int k = 0; k < 2; ++k)
       for (unsigned splits = 1; splits <= 3; splits += 2) {
-        const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
-                               .splits = splits,
-                               .packed_heads = packs[k]};
+        if (!family_takes(family, c->nq, packs[k])) continue;
+        const fcl_plan hint = family_hint(family, splits, packs[k], &desc);
         ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
         th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
         ck_assert_msg(r.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
@@ -175,18 +200,17 @@ START_TEST(packed_heads_in_a_ragged_batch) {
   th_reference ref = th_reference_forward(&p);
   const size_t o_n = (size_t)cu_q[4] * desc.heads_q * desc.head_dim;
   const size_t lse_n = (size_t)cu_q[4] * desc.heads_q;
-  for (int mma = 0; mma < 2; ++mma)
+  for (int family = 0; family < FAMILIES; ++family)
     for (int k = 0; k < 4; ++k) {
-      const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
-                             .splits = k & 1 ? 3 : 1,
-                             .packed_heads = k & 2 ? 4 : 1};
+      if (!family_takes(family, desc.seqlen_q, k & 2 ? 4 : 1)) continue;
+      const fcl_plan hint = family_hint(family, k & 1 ? 3 : 1, k & 2 ? 4 : 1, &desc);
       ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
       th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
       ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
       ck_assert_uint_eq(r.info.plan.packed_heads, hint.packed_heads);
       const double err = fclu_max_abs_err(r.o, ref.o, o_n);
       ck_assert_msg(err < 1e-5, "ragged, %u heads a block, %u splits (%s): error %g",
-                    r.info.plan.packed_heads, r.info.plan.splits, mma ? "mma" : "simt", err);
+                    r.info.plan.packed_heads, r.info.plan.splits, family_name(family), err);
       assert_lse(&r, ref.lse, lse_n, "ragged");
       th_forward_free(&r);
     }
@@ -247,14 +271,15 @@ static const ccase cache_cases[] = {
  * and the naive algorithm, split and not, packed and not, in both
  * kernel families; the rows of an empty cache are zeros with LSE -inf. */
 START_TEST(cache_lengths_match_reference) {
-  const int mma = _i;
+  const int family = _i;
   fcl_context *ctx = th_context();
   for (size_t i = 0; i < sizeof cache_cases / sizeof cache_cases[0]; ++i) {
     const ccase *c = &cache_cases[i];
-    if (mma && i != 0) continue;  /* the emulated MMA kernels are slow on a CPU */
+    if (family == FAMILY_MMA && i != 0) continue;  /* the emulated MMA kernels are slow on a CPU */
+    if (!family_takes(family, c->nq, 1)) continue;
     fcl_attention_desc desc;
     fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->capacity,
-                            mma ? th_mma_head_dim(c->d) : c->d);
+                            family == FAMILY_MMA ? th_mma_head_dim(c->d) : c->d);
     desc.causal = c->causal;
     desc.window_left = c->window_left;
     desc.seqlens_k = c->lens;
@@ -269,9 +294,8 @@ START_TEST(cache_lengths_match_reference) {
     ck_assert_msg(naive_err < 1e-4, "case %zu: the naive algorithm is off by %g", i, naive_err);
     const unsigned group = (unsigned)(c->hq / c->hkv);
     for (int k = 0; k < 4; ++k) {
-      const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT,
-                             .splits = k & 1 ? 5 : 1,
-                             .packed_heads = k & 2 ? group : 1};
+      if (!family_takes(family, c->nq, k & 2 ? group : 1)) continue;
+      const fcl_plan hint = family_hint(family, k & 1 ? 5 : 1, k & 2 ? group : 1, &desc);
       ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
       th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
       ck_assert_msg(r.status == FCL_SUCCESS, "case %zu: %s", i, fcl_context_last_error(ctx));
@@ -559,9 +583,9 @@ START_TEST(split_forward_in_half_types) {
       th_problem p;
       th_problem_init(&p, ctx, &desc, 40 + i, 1.0);
       th_reference ref = th_reference_forward(&p);
-      force(ctx, 0, 1);
+      force(ctx, FAMILY_SIMT, 1, &desc);
       th_forward whole = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-      force(ctx, 0, 5);
+      force(ctx, FAMILY_SIMT, 5, &desc);
       th_forward split = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
       ck_assert_int_eq(whole.status, FCL_SUCCESS);
       ck_assert_int_eq(split.status, FCL_SUCCESS);
@@ -582,18 +606,19 @@ START_TEST(split_forward_in_half_types) {
 END_TEST
 
 START_TEST(split_forward_counts_its_bytes_and_reruns_bit_for_bit) {
-  const int mma = _i;
+  const int family = _i;
   fcl_context *ctx = th_context();
   fcl_device_info info;
   ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
   const int count = info.limits.has_int64_atomics;
   if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
   for (size_t i = 0; i < 3; ++i) {
-    const fcl_attention_desc desc = case_desc(&cases[i], mma);
+    if (!family_takes(family, cases[i].nq, 1)) continue;
+    const fcl_attention_desc desc = case_desc(&cases[i], family);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 70 + i, 1.0);
     for (int with_lse = 0; with_lse < 2; ++with_lse) {
-      force(ctx, mma, 3);
+      force(ctx, family, 3, &desc);
       th_forward a = th_run_forward(ctx, &p, FCL_ALGO_FLASH, with_lse);
       th_forward b = th_run_forward(ctx, &p, FCL_ALGO_FLASH, with_lse);
       ck_assert_int_eq(a.status, FCL_SUCCESS);
@@ -674,21 +699,184 @@ START_TEST(planner_splits_by_its_rule) {
 }
 END_TEST
 
+/* An H200 as the planner sees it (../shared/DEVICE.md's limits). */
+static fcl_device_limits h200_limits(void) {
+  size_t n;
+  fcl_device_limits limits = fcl_device_profiles(&n)[0].info.limits;
+  limits.local_mem_bytes = 49152;
+  limits.max_work_group_size = 1024;
+  limits.compute_units = 132;
+  limits.nvidia_ptx = 1;
+  limits.nvidia_sm = 90;
+  limits.vendor = FCL_VENDOR_NVIDIA;
+  limits.sub_group_size = 32;
+  return limits;
+}
+
+/* On NVIDIA the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
+ * decode kernel, split for DECODE_WGS_PER_CU (4) work-groups per compute
+ * unit; more rows, the backward and other devices keep their kernels. */
+START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
+  const fcl_device_limits limits = h200_limits();
+  const struct {
+    size_t b, hq, nq, nk, d;
+    unsigned kernel, rows, lanes;
+  } rows[] = {{1, 32, 1, 32768, 128, FCL_FLASH_KERNEL_DECODE, 4, 16},
+              {8, 32, 1, 8192, 128, FCL_FLASH_KERNEL_DECODE, 4, 16},
+              {4, 32, 2, 4096, 64, FCL_FLASH_KERNEL_DECODE, 8, 16},
+              {1, 8, 1, 1000, 256, FCL_FLASH_KERNEL_DECODE, 1, 32},
+              {1, 32, 16, 32768, 128, FCL_FLASH_KERNEL_MMA, 0, 0}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, rows[i].b, rows[i].hq, 8, rows[i].nq, rows[i].nk, rows[i].d);
+    d.dtype = FCL_DTYPE_F16;
+    fcl_plan plan;
+    char why[256];
+    ck_assert_msg(fcl_plan_flash(&limits, &d, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                      FCL_SUCCESS, "%s", why);
+    ck_assert_msg(plan.kernel == rows[i].kernel, "row %zu: %s kernel", i,
+                  fcl_flash_kernel_name(plan.kernel));
+    if (plan.kernel != FCL_FLASH_KERNEL_DECODE) continue;
+    ck_assert_uint_eq(plan.block_q, rows[i].rows);
+    ck_assert_uint_eq(plan.threads_per_row, rows[i].lanes);
+    ck_assert_uint_eq(plan.wg_size, 128);
+    ck_assert_uint_eq(plan.block_k, plan.wg_size / plan.threads_per_row * 4);
+    ck_assert_uint_le(plan.local_bytes, limits.local_mem_bytes - 1024);
+    const size_t groups = rows[i].b * (rows[i].hq / plan.packed_heads) *
+                          ((rows[i].nq * plan.packed_heads + plan.block_q - 1) / plan.block_q);
+    unsigned want = 1;
+    if (groups < 132) {
+      size_t s = (4 * 132 + groups - 1) / groups, by_keys = (rows[i].nk + 255) / 256;
+      if (s > by_keys) s = by_keys;
+      if (s > FCL_MAX_SPLITS) s = FCL_MAX_SPLITS;
+      const size_t tiles = (rows[i].nk + plan.block_k - 1) / plan.block_k;
+      const size_t per = (tiles + s - 1) / s;
+      want = (unsigned)((tiles + per - 1) / per);
+    }
+    ck_assert_msg(plan.splits == want, "row %zu: %u splits, want %u", i, plan.splits, want);
+    ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+  }
+  /* The programs: the decode kernel, split, then the merge. */
+  fcl_attention_desc dec;
+  fcl_attention_desc_init(&dec, 1, 32, 8, 1, 32768, 128);
+  fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
+  unsigned count = 0;
+  char why[256];
+  ck_assert_int_eq(fcl_flash_programs(&limits, &dec, FCL_PASS_FORWARD, programs, &count, why,
+                                      sizeof why), FCL_SUCCESS);
+  ck_assert_uint_eq(count, 2);
+  ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
+  ck_assert_str_eq(programs[0].kernels[0], "flash_fwd_decode");
+  ck_assert(strstr(programs[0].options, "-DKEY_LANES=16") && strstr(programs[0].options, "-DSPLIT_KV=1"));
+  ck_assert_str_eq(programs[1].file, "merge.cl");
+  /* Not on other devices by default: a CPU's plan for the same shape. */
+  fcl_device_limits cpu = limits;
+  cpu.nvidia_ptx = 0;
+  cpu.nvidia_sm = 0;
+  cpu.vendor = FCL_VENDOR_OTHER;
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(&cpu, &dec, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+  ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE), "decode");
+  ck_assert_str_eq(fcl_flash_kernel_name(99), "unknown");
+}
+END_TEST
+
+/* The decode kernel asked for where it cannot run: refused with the
+ * reason, nothing written. */
+START_TEST(decode_kernel_refusals) {
+  const fcl_device_limits limits = h200_limits();
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_DECODE};
+  const struct {
+    size_t nq, d;
+    fcl_pass pass;
+    const char *says;
+  } rows[] = {{1, 30, FCL_PASS_FORWARD, "multiples of 4"},
+              {3, 64, FCL_PASS_FORWARD, "FCL_DECODE_MAX_ROWS"},
+              {1, 64, FCL_PASS_BACKWARD, "is a forward"}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+    fcl_attention_desc d;
+    fcl_attention_desc_init(&d, 1, 32, 8, rows[i].nq, 500, rows[i].d);
+    fcl_plan plan = {.block_q = 12345};
+    char why[256] = "";
+    ck_assert_int_eq(fcl__plan_flash(&limits, &d, rows[i].pass, &hint, &plan, why, sizeof why),
+                     FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, rows[i].says), "row %zu: %s", i, why);
+    ck_assert_uint_eq(plan.block_q, 12345);
+  }
+  /* Through a context: the call fails with the reason and writes nothing. */
+  fcl_context *ctx = th_context();
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 1, 8, 2, 3, 100, 32);  /* 12 packed rows */
+  th_problem p;
+  th_problem_init(&p, ctx, &d, 5, 1.0);
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+  th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+  ck_assert_int_eq(r.status, FCL_ERROR_UNSUPPORTED);
+  ck_assert(strstr(fcl_context_last_error(ctx), "FCL_DECODE_MAX_ROWS"));
+  th_forward_free(&r);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* 16-bit storage in the decode kernel: within two roundings of the
+ * output's size of the SIMT kernel's error, split and not. */
+START_TEST(decode_kernel_in_half_types) {
+  fcl_context *ctx = th_context();
+  const fcl_dtype types[2] = {FCL_DTYPE_F16, FCL_DTYPE_BF16};
+  for (int t = 0; t < 2; ++t)
+    for (size_t i = 0; i < 2; ++i) {
+      fcl_attention_desc desc = case_desc(&cases[i], FAMILY_DECODE);
+      desc.dtype = types[t];
+      th_problem p;
+      th_problem_init(&p, ctx, &desc, 60 + i, 1.0);
+      th_reference ref = th_reference_forward(&p);
+      force(ctx, FAMILY_SIMT, 1, &desc);
+      th_forward simt = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+      ck_assert_int_eq(simt.status, FCL_SUCCESS);
+      const double ulp = types[t] == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+      const double bound = fclu_max_abs_err(simt.o, ref.o, p.q_elems) +
+                           2 * ulp * fclu_max_abs(ref.o, p.q_elems) + ERR_FLOOR;
+      for (unsigned splits = 1; splits <= 4; splits += 3) {
+        force(ctx, FAMILY_DECODE, splits, &desc);
+        th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+        ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+        ck_assert_uint_eq(r.info.plan.kernel, FCL_FLASH_KERNEL_DECODE);
+        const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
+        ck_assert_msg(err <= bound, "%s, %u splits: error %g, bound %g",
+                      fcl_dtype_name(types[t]), r.info.plan.splits, err, bound);
+        th_forward_free(&r);
+      }
+      th_forward_free(&simt);
+      th_reference_free(&ref);
+      th_problem_free(&p);
+    }
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("decode");
   TCase *tc = th_tcase("decode");
-  tcase_add_loop_test(tc, split_forward_matches_reference, 0, 2);
-  tcase_add_loop_test(tc, packed_heads_match_reference, 0, 2);
+  tcase_add_loop_test(tc, split_forward_matches_reference, 0, FAMILIES);
+  tcase_add_loop_test(tc, packed_heads_match_reference, 0, FAMILIES);
   tcase_add_test(tc, packed_heads_in_a_ragged_batch);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
-  tcase_add_loop_test(tc, cache_lengths_match_reference, 0, 2);
+  tcase_add_loop_test(tc, cache_lengths_match_reference, 0, FAMILIES);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
   tcase_add_test(tc, append_writes_only_the_new_rows);
   tcase_add_test(tc, append_refusals_leave_the_cache);
   tcase_add_test(tc, append_then_attend);
   tcase_add_test(tc, split_forward_in_half_types);
-  tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, 2);
+  tcase_add_loop_test(tc, split_forward_counts_its_bytes_and_reruns_bit_for_bit, 0, FAMILIES);
   tcase_add_test(tc, planner_splits_by_its_rule);
+  tcase_add_test(tc, planner_takes_the_decode_kernel_by_its_rule);
+  tcase_add_test(tc, decode_kernel_refusals);
+  tcase_add_test(tc, decode_kernel_in_half_types);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

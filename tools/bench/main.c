@@ -25,6 +25,9 @@ void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
   fclu_set_layouts(d, o->layout);
 }
 
+/* The decode sweep's largest batch x cache, in cached tokens. */
+#define DECODE_MAX_TOKENS ((size_t)1 << 20)
+
 /* Adds a shape once per storage type asked for. */
 static void add_shape(bench_shape *out, size_t *n, size_t capacity,
                       const fcl_attention_desc *desc, const bench_options *o) {
@@ -57,6 +60,8 @@ size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
     const size_t batches[3] = {1, 8, 64}, caches[4] = {1024, 8192, 32768, 131072};
     for (size_t bi = 0; bi < (gpu ? 3u : 2u); ++bi)
       for (size_t ci = 0; ci < (gpu ? 4u : 2u); ++ci) {
+        /* up to 2^20 cached tokens: K and V of 4 GiB in f16, 8 in f32 */
+        if (batches[bi] * caches[ci] > DECODE_MAX_TOKENS) continue;
         fcl_attention_desc_init(&d, batches[bi], 32, 8, 1, caches[ci], 128);
         d.causal = 1;
         add_shape(out, &n, capacity, &d, o);

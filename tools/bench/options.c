@@ -42,7 +42,8 @@ static const char usage[] =
     "                    N 256 to 2k\n"
     "  --sweep-decode    the sweep's decode family: one new query row (causal)\n"
     "                    against a cache, Hq/Hkv 32/8, d 128; on GPUs B 1, 8, 64 x\n"
-    "                    cache 1k, 8k, 32k, 128k; on CPUs B 1, 8 x 1k, 8k\n"
+    "                    cache 1k, 8k, 32k, 128k up to 2^20 cached tokens (B 64:\n"
+    "                    1k, 8k); on CPUs B 1, 8 x 1k, 8k\n"
     "\n"
     "Measuring:\n"
     "  --check           compare with the float64 host reference (on a sample\n"
@@ -81,9 +82,11 @@ static const char usage[] =
     "                    another)\n"
     "\n"
     "  --kernel K        the flash kernels, forward and backward: auto (the\n"
-    "                    planner's), simt, or mma (tensor cores on NVIDIA\n"
-    "                    sm_80+; emulated, slowly, elsewhere). With mma,\n"
-    "                    --tiling takes BK (forward) and WG\n"
+    "                    planner's), simt, mma (tensor cores on NVIDIA\n"
+    "                    sm_80+; emulated, slowly, elsewhere) or decode (the\n"
+    "                    forward of at most 8 rows a block, packed heads'\n"
+    "                    slots; its work-items divide the keys). With mma\n"
+    "                    and decode, --tiling takes BK (forward) and WG\n"
     "  --splits S        the forward's key splits (split-KV: partial states\n"
     "                    over key ranges, merged), 1 = none, 0 = the\n"
     "                    planner's (default); decode is --seqlen 1..16 with a\n"
@@ -390,7 +393,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
       else if (!strcmp(val, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
       else if (!strcmp(val, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
-      else return refuse(ps, "--kernel needs auto, simt or mma (got '%s')", val);
+      else if (!strcmp(val, "decode")) o->tiling.kernel = FCL_FLASH_KERNEL_DECODE;
+      else return refuse(ps, "--kernel needs auto, simt, mma or decode (got '%s')", val);
     } else if (!strcmp(a, "--window")) {
       VALUE(val);
       TRY(parse_window(ps, val, o));

@@ -294,7 +294,7 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
             "\"tile_elem_size\": %u, \"kernel\": \"%s\", \"splits\": %u, \"packed_heads\": %u}}",
             r->chunks, r->plan.block_q, r->plan.block_k, r->plan.wg_size,
             r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes,
-            r->plan.tile_elem_size, r->plan.kernel == FCL_FLASH_KERNEL_MMA ? "mma" : "simt",
+            r->plan.tile_elem_size, fcl_flash_kernel_name(r->plan.kernel),
             r->plan.splits, r->plan.packed_heads);
   }
   fprintf(f, "\n  ]\n}\n");

@@ -22,7 +22,7 @@ static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, f
   }
   printf("      flash %s plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u "
          "row(s) per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u\n",
-         name, plan.kernel == FCL_FLASH_KERNEL_MMA ? "MMA (tensor-core)" : "SIMT", plan.block_q,
+         name, fcl_flash_kernel_name(plan.kernel), plan.block_q,
          plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
          plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
   fcl_io_estimate flash, naive;

@@ -1,0 +1,233 @@
+/*
+ * flash_fwd_decode.cl — the forward for a few query rows against many keys
+ * (decode: one new token per sequence, its group's query heads packed).
+ *
+ * flash_fwd.cl and flash_fwd_mma.cl give each work-item its own rows;
+ * with BLOCK_Q rows in all (1 to 8) that leaves a work-group of a warp or
+ * less streaming the keys, and the memory system idle. Here every
+ * work-item works on all BLOCK_Q rows and the work-group divides the keys
+ * instead: KEY_LANES adjacent work-items share a key, each holding ELEMS
+ * of head_dim of it (and of q and the accumulator), so that a key group's
+ * loads are one coalesced row; the WG_SIZE / KEY_LANES key groups take
+ * the keys of a tile in turn, KEYS_PER_GROUP each, all loaded before any
+ * is used. A key group's partial dot products are summed over its lanes
+ * (warp shuffles on NVIDIA, local memory elsewhere), each group keeps its
+ * own running max, sum and accumulator, and the groups' states are merged
+ * once at the end, exactly (as fcl_merge_states merges splits).
+ *
+ * The I/O is the other forwards': Q once per block (through local memory,
+ * each element loaded by one work-item), the keys of whole BLOCK_K tiles
+ * from the first any row sees to the last, O and LSE once per row.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 128    // head_dim bucket: KEY_LANES * ELEMS
+#endif
+#ifndef BLOCK_Q
+#define BLOCK_Q 4           // rows (packed: slots) of the block, all in every work-item
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 32          // keys per step of the work-group
+#endif
+#ifndef WG_SIZE
+#define WG_SIZE 128
+#endif
+#ifndef KEY_LANES
+#define KEY_LANES 16        // work-items sharing one key
+#endif
+#ifndef STORE_LSE
+#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
+#endif
+
+#define ELEMS (HEAD_DIM_MAX / KEY_LANES)      // of head_dim per work-item
+#define ELEMS4 (ELEMS / 4)
+#define KEY_GROUPS (WG_SIZE / KEY_LANES)
+#define KEYS_PER_GROUP (BLOCK_K / KEY_GROUPS)
+#define HD4 (HEAD_DIM_MAX / 4)
+/* A group's lanes are adjacent, within one warp: butterfly shuffles sum
+ * them where the driver takes inline PTX. */
+#define SUM_BY_SHUFFLE (FCL_NVIDIA_PTX && KEY_LANES <= 32)
+
+#if ELEMS % 4 != 0 || HEAD_DIM_MAX % KEY_LANES != 0
+#error "HEAD_DIM_MAX must split into KEY_LANES slices of float4s"
+#endif
+#if WG_SIZE % KEY_LANES != 0 || BLOCK_K % KEY_GROUPS != 0
+#error "WG_SIZE must be whole key groups, BLOCK_K whole keys per group"
+#endif
+#if (KEY_LANES & (KEY_LANES - 1)) != 0
+#error "KEY_LANES must be a power of two"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
+void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
+  __local float4 q_local[BLOCK_Q * HD4];
+  /* the key groups' states: m, l, then the accumulator, per row */
+  __local float state[KEY_GROUPS * BLOCK_Q * (HEAD_DIM_MAX + 2)];
+#if !SUM_BY_SHUFFLE
+  __local float part[WG_SIZE * KEYS_PER_GROUP * BLOCK_Q];  // [group][key][row][lane]
+#endif
+  FCL_IO_INIT;
+  const int tid = get_local_id(0), lane = tid % KEY_LANES, group = tid / KEY_LANES;
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int slots = nq * PACK_GQA;
+  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
+  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  const size_t k_stride = p.k.seq, v_stride = p.v.seq;
+
+  /* Q into local memory, each element loaded once; absent rows and
+   * columns are 0. (The planner takes this kernel for vec4 shapes only.) */
+  for (int i = tid; i < BLOCK_Q * HD4; i += WG_SIZE) {
+    const int r = i / HD4, c = (i - r * HD4) * 4, slot = q0 + r;
+    float4 x = (float4)(0.0f);
+    if (slot < slots && c < head_dim)
+      x = LOAD4(q_rows + (size_t)SLOT_TOKEN(slot) * p.q.seq + (size_t)SLOT_HEAD(slot) * p.q.head, c);
+    q_local[i] = x;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  int row[BLOCK_Q], key_lo[BLOCK_Q], key_hi[BLOCK_Q];
+  float4 qr[BLOCK_Q][ELEMS4], acc[BLOCK_Q][ELEMS4];
+  float m[BLOCK_Q], l[BLOCK_Q];
+UNROLL
+  for (int r = 0; r < BLOCK_Q; ++r) {
+    row[r] = SLOT_TOKEN(q0 + r);
+    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
+    m[r] = FCL_MAX_INIT;
+    l[r] = 0.0f;
+UNROLL
+    for (int e = 0; e < ELEMS4; ++e) {
+      qr[r][e] = q_local[r * HD4 + lane * ELEMS4 + e];
+      acc[r][e] = (float4)(0.0f);
+    }
+  }
+
+  const int diag = nk - nq, col = lane * ELEMS;
+  const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+  for (int tile = first_tile; tile < end_tile; ++tile) {
+    const int k0 = tile * BLOCK_K;
+    /* This group's keys: k0 + u * KEY_GROUPS + group, adjacent groups on
+     * adjacent keys. Every load first, then the arithmetic. */
+    float4 kx[KEYS_PER_GROUP][ELEMS4], vx[KEYS_PER_GROUP][ELEMS4];
+UNROLL
+    for (int u = 0; u < KEYS_PER_GROUP; ++u) {
+      const int key = k0 + u * KEY_GROUPS + group;
+UNROLL
+      for (int e = 0; e < ELEMS4; ++e) {
+        kx[u][e] = vx[u][e] = (float4)(0.0f);
+        if (key < nk && col + 4 * e < head_dim) {
+          kx[u][e] = LOAD4(k_rows + (size_t)key * k_stride, col + 4 * e);
+          vx[u][e] = LOAD4(v_rows + (size_t)key * v_stride, col + 4 * e);
+        }
+      }
+    }
+    /* ---- scores: this lane's part of q . k, summed over the group ---- */
+    float s[KEYS_PER_GROUP][BLOCK_Q];
+UNROLL
+    for (int u = 0; u < KEYS_PER_GROUP; ++u)
+UNROLL
+      for (int r = 0; r < BLOCK_Q; ++r) {
+        float4 d = (float4)(0.0f);
+UNROLL
+        for (int e = 0; e < ELEMS4; ++e) d = fma(qr[r][e], kx[u][e], d);
+        s[u][r] = (d.x + d.y) + (d.z + d.w);
+      }
+#if SUM_BY_SHUFFLE
+UNROLL
+    for (int mask = 1; mask < KEY_LANES; mask *= 2)
+UNROLL
+      for (int u = 0; u < KEYS_PER_GROUP; ++u)
+UNROLL
+        for (int r = 0; r < BLOCK_Q; ++r) s[u][r] += fcl_shfl_xor(s[u][r], mask);
+#else
+UNROLL
+    for (int u = 0; u < KEYS_PER_GROUP; ++u)
+UNROLL
+      for (int r = 0; r < BLOCK_Q; ++r)
+        part[((group * KEYS_PER_GROUP + u) * BLOCK_Q + r) * KEY_LANES + lane] = s[u][r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+UNROLL
+    for (int u = 0; u < KEYS_PER_GROUP; ++u)
+UNROLL
+      for (int r = 0; r < BLOCK_Q; ++r) {
+        __local const float *x = part + ((group * KEYS_PER_GROUP + u) * BLOCK_Q + r) * KEY_LANES;
+        float sum = 0.0f;
+        for (int j = 0; j < KEY_LANES; ++j) sum += x[j];
+        s[u][r] = sum;
+      }
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's partial sums overwrite these
+#endif
+
+    /* ---- online softmax per row, over this group's keys ---- */
+    const int masked = k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi;  // uniform over the group
+UNROLL
+    for (int r = 0; r < BLOCK_Q; ++r) {
+      float m_new = m[r];
+UNROLL
+      for (int u = 0; u < KEYS_PER_GROUP; ++u) {
+        const int key = k0 + u * KEY_GROUPS + group;
+#if SCORES_TRANSFORMED
+        s[u][r] = fcl_score(s[u][r], p, qb.slope, row[r] + diag - key);
+#endif
+        if (masked && !ROW_SEES(key, row[r], nq, nk, key_lo[r], key_hi[r])) s[u][r] = -INFINITY;
+        m_new = fmax(m_new, s[u][r]);
+      }
+      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
+      m[r] = m_new;
+      float sum = 0.0f;
+UNROLL
+      for (int e = 0; e < ELEMS4; ++e) acc[r][e] *= alpha;
+UNROLL
+      for (int u = 0; u < KEYS_PER_GROUP; ++u) {
+        const float pr = EXP2((s[u][r] - m_new) * p.exp_factor);  // masked: 0
+        sum += pr;
+UNROLL
+        for (int e = 0; e < ELEMS4; ++e) acc[r][e] = fma((float4)(pr), vx[u][e], acc[r][e]);
+      }
+      l[r] = l[r] * alpha + sum;
+    }
+  }
+
+  /* ---- the key groups' states merged: O = sum w_g acc_g / sum w_g l_g ---- */
+  __local float *mine = state + group * BLOCK_Q * (HEAD_DIM_MAX + 2);
+UNROLL
+  for (int r = 0; r < BLOCK_Q; ++r) {
+    __local float *st = mine + r * (HEAD_DIM_MAX + 2);
+    if (lane == 0) {
+      st[0] = m[r];
+      st[1] = l[r];
+    }
+UNROLL
+    for (int e = 0; e < ELEMS4; ++e) vstore4(acc[r][e], 0, st + 2 + col + 4 * e);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = tid; i < BLOCK_Q * HD4; i += WG_SIZE) {
+    const int r = i / HD4, c = (i - r * HD4) * 4, slot = q0 + r;
+    if (slot >= slots) continue;
+    float top = FCL_MAX_INIT;
+    for (int g = 0; g < KEY_GROUPS; ++g)
+      top = fmax(top, state[(g * BLOCK_Q + r) * (HEAD_DIM_MAX + 2)]);
+    float sum = 0.0f;
+    float4 x = (float4)(0.0f);
+    for (int g = 0; g < KEY_GROUPS; ++g) {
+      __local const float *st = state + (g * BLOCK_Q + r) * (HEAD_DIM_MAX + 2);
+      const float w = EXP2((st[0] - top) * p.exp_factor);
+      sum += w * st[1];
+      x = fma((float4)(w), vload4(0, st + 2 + c), x);
+    }
+    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const size_t at = (size_t)SLOT_TOKEN(slot) * p.o.seq + (size_t)SLOT_HEAD(slot) * p.o.head;
+    if (c < head_dim) STORE4(o_rows + at, c, x * inv);
+#if STORE_LSE
+    if (c == 0) {
+      /* l is 0 only for a row that saw no key; NaN stays NaN. */
+      const float value = sum == 0.0f ? -INFINITY : top * p.lse_factor + log(sum);
+      STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot) * p.lse_head + SLOT_TOKEN(slot), value);
+    }
+#endif
+  }
+  FCL_IO_COMMIT();
+}
