@@ -338,6 +338,38 @@ inline size_t fcl_at(const fcl_view v, int b, int token, int head) {
   return v.offset + (size_t)b * v.batch + (size_t)token * v.seq + (size_t)head * v.head;
 }
 
+/* ---- a paged cache ---------------------------------------------------------
+ * PAGED = 1: K and V are pools of pages (fcl_attention_desc.block_table),
+ * their views' batch stride the stride between pages. A forward's key tile
+ * [k0, k0 + BLOCK_K) lies in one page (page_size is a multiple of every
+ * tile the planner makes), so TILE_ROWS gives the row of key k0 of the
+ * block's (batch, KV head), from which a kernel steps by the seq stride,
+ * and KEY_IN_TILE a key's row past it. Unpaged, they are the block's rows
+ * and the key itself: the kernels' arithmetic as before paging existed.
+ * They need the kernel's `qb` and `pages` in scope. */
+#ifndef PAGED
+#define PAGED 0
+#endif
+#if PAGED
+/* Element offset of key k0's row in `view`: the table's entry, clamped
+ * into the pool, so that a bad entry never reads outside it. */
+inline size_t fcl_page_row(const fcl_params p, const fcl_view view, __global const int *pages,
+                           int batch, int head, int k0 IO_LOADS) {
+  IO_HELPER_INIT;
+  const int entry = FCL_COUNTED_LOAD(4, pages[(size_t)batch * p.table_batch + k0 / p.page_size]);
+  IO_HELPER_LOADS_DONE();
+  const int page = clamp(entry, 0, p.num_pages - 1);
+  return view.offset + (size_t)page * view.batch + (size_t)(k0 % p.page_size) * view.seq +
+         (size_t)head * view.head;
+}
+#define TILE_ROWS(rows, tensor, view, k0) \
+  ((tensor) + fcl_page_row(p, (view), pages, qb.batch, qb.kv_head, (k0) IO_LOADS_ARG))
+#define KEY_IN_TILE(key, k0) ((key) - (k0))
+#else
+#define TILE_ROWS(rows, tensor, view, k0) (rows)
+#define KEY_IN_TILE(key, k0) (key)
+#endif
+
 /* A causal-like mask (bounded right, unbounded left): later blocks see more
  * keys and start first. */
 #if WINDOW == 2

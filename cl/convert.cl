@@ -108,12 +108,42 @@ inline size_t view_element(const fcl_view view, const ulong e, const int heads,
   const fcl_view view, const ulong n, const int heads, const int head_dim,      \
       const int seqlen, const int ragged
 
+#if PAGED
+/* A paged pool's element for packed element e of K or V (the naive
+ * algorithm's gather): entry b of the block table gives the page of token
+ * t, clamped into the pool as the flash kernels clamp it (common.cl). */
+#define PAGE_PARAMS \
+  , __global const int *pages, const ulong table_batch, const int page_size, const int num_pages
+inline size_t paged_element(const fcl_view view, const ulong e, const int heads,
+                            const int head_dim, const int seqlen, __global const int *pages,
+                            const ulong table_batch, const int page_size,
+                            const int num_pages IO_LOADS) {
+  IO_HELPER_INIT;
+  const ulong row = e / head_dim;
+  const int c = (int)(e - row * head_dim), h = (int)(row % heads);
+  const ulong token = row / heads;
+  const int b = (int)(token / seqlen), t = (int)(token % seqlen);
+  const int entry = FCL_COUNTED_LOAD(4, pages[(size_t)b * table_batch + t / page_size]);
+  IO_HELPER_LOADS_DONE();
+  const int page = clamp(entry, 0, num_pages - 1);
+  return view.offset + (size_t)page * view.batch + (size_t)(t % page_size) * view.seq +
+         (size_t)h * view.head + c;
+}
+#else
+#define PAGE_PARAMS
+#endif
+
 __kernel void view_to_packed(__global const store_t *x, __global PACKED_T *y,
-                             VIEW_PARAMS FCL_IO_PARAM) {
+                             VIEW_PARAMS PAGE_PARAMS FCL_IO_PARAM) {
   FCL_IO_INIT;
   const ulong e = (ulong)get_global_id(0) * CONVERT_WIDTH;
   if (e < n) {
+#if PAGED
+    const size_t at = paged_element(view, e, heads, head_dim, seqlen, pages, table_batch,
+                                    page_size, num_pages IO_LOADS_ARG);
+#else
     const size_t at = view_element(view, e, heads, head_dim, seqlen, ragged);
+#endif
 #if CONVERT_WIDTH == 4
     const float4 v = LOAD4(x, at);
     PACKED_STORE4(y, e, v);

@@ -164,6 +164,8 @@ UNROLL
     const int keys = min(BLOCK_K, qb.seq.nk - k0);
 
     /* ---- K and V tiles into local memory, coalesced over head_dim ---- */
+    __global const store_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
+    __global const store_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
     const int quads = (head_dim + 3) / 4;
     for (int i = tid; i < BLOCK_K * quads; i += WG_SIZE) {
       const int j = i / quads;
@@ -171,16 +173,17 @@ UNROLL
       const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
       tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
-        const size_t gk = (size_t)(k0 + j) * k_stride + c, gv = (size_t)(k0 + j) * v_stride + c;
+        const size_t row = (size_t)KEY_IN_TILE(k0 + j, k0);
+        const size_t gk = row * k_stride + c, gv = row * v_stride + c;
         if (vec) {
-          kx = LOAD_TILE4(k_rows, gk);
-          vx = LOAD_TILE4(v_rows, gv);
+          kx = LOAD_TILE4(k_tile_rows, gk);
+          vx = LOAD_TILE4(v_tile_rows, gv);
         } else {
-          kx.x = LOAD_TILE1(k_rows, gk);
-          vx.x = LOAD_TILE1(v_rows, gv);
-          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_rows, gk + 1); vx.y = LOAD_TILE1(v_rows, gv + 1); }
-          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_rows, gk + 2); vx.z = LOAD_TILE1(v_rows, gv + 2); }
-          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_rows, gk + 3); vx.w = LOAD_TILE1(v_rows, gv + 3); }
+          kx.x = LOAD_TILE1(k_tile_rows, gk);
+          vx.x = LOAD_TILE1(v_tile_rows, gv);
+          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_tile_rows, gk + 1); vx.y = LOAD_TILE1(v_tile_rows, gv + 1); }
+          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_tile_rows, gk + 2); vx.z = LOAD_TILE1(v_tile_rows, gv + 2); }
+          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_tile_rows, gk + 3); vx.w = LOAD_TILE1(v_tile_rows, gv + 3); }
         }
       }
       k_tile[at] = kx;

@@ -110,16 +110,19 @@ UNROLL
     const int k0 = tile * BLOCK_K;
     /* This group's keys: k0 + u * KEY_GROUPS + group, adjacent groups on
      * adjacent keys. Every load first, then the arithmetic. */
+    __global const store_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
+    __global const store_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
     float4 kx[KEYS_PER_GROUP][ELEMS4], vx[KEYS_PER_GROUP][ELEMS4];
 UNROLL
     for (int u = 0; u < KEYS_PER_GROUP; ++u) {
       const int key = k0 + u * KEY_GROUPS + group;
+      const size_t row = (size_t)KEY_IN_TILE(key, k0);
 UNROLL
       for (int e = 0; e < ELEMS4; ++e) {
         kx[u][e] = vx[u][e] = (float4)(0.0f);
         if (key < nk && col + 4 * e < head_dim) {
-          kx[u][e] = LOAD4(k_rows + (size_t)key * k_stride, col + 4 * e);
-          vx[u][e] = LOAD4(v_rows + (size_t)key * v_stride, col + 4 * e);
+          kx[u][e] = LOAD4(k_tile_rows + row * k_stride, col + 4 * e);
+          vx[u][e] = LOAD4(v_tile_rows + row * v_stride, col + 4 * e);
         }
       }
     }

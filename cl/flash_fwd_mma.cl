@@ -100,8 +100,12 @@ UNROLL
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, nk - k0);
-    LOAD_TILE(k_tile, k_rows + (size_t)k0 * k_stride, keys, BLOCK_K, k_stride);
-    LOAD_TILE(v_tile, v_rows + (size_t)k0 * v_stride, keys, BLOCK_K, v_stride);
+    __global const store_t *k_tile_rows =
+        TILE_ROWS(k_rows, k, p.k, k0) + (size_t)KEY_IN_TILE(k0, k0) * k_stride;
+    __global const store_t *v_tile_rows =
+        TILE_ROWS(v_rows, v, p.v, k0) + (size_t)KEY_IN_TILE(k0, k0) * v_stride;
+    LOAD_TILE(k_tile, k_tile_rows, keys, BLOCK_K, k_stride);
+    LOAD_TILE(v_tile, v_tile_rows, keys, BLOCK_K, v_stride);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* ---- S = Q K^T ---- */

@@ -47,6 +47,10 @@ typedef struct fcl_params {
   /* Split-KV forward: split s of the keys writes its partial O and LSE
    * o_split and lse_split elements past split 0's (0 without splits). */
   FCL_U64 o_split, lse_split;
+  /* A paged cache (cl/common.cl, PAGED): entries between two sequences'
+   * rows of the block table (fcl_attention_desc.pages_per_seq); K and V's
+   * views are pools, whose batch stride is between pages. 0 when not paged. */
+  FCL_U64 table_batch;
   FCL_I32 batch, heads_q, heads_kv, head_dim;
   FCL_I32 seqlen_q, seqlen_k;  /* the longest sequences */
   /* Query i of a sequence of nq queries and nk keys sees key j iff
@@ -66,7 +70,10 @@ typedef struct fcl_params {
    * ones (kept as logit * log2(e)). */
   FCL_F32 scale, exp_factor, lse_factor;
   FCL_F32 softcap;       /* logits become softcap tanh(logit / softcap); 0: off */
-  /* 18 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+  /* Paged: tokens per page, and pages in each pool (table entries are
+   * clamped below it). 0 when not paged. */
+  FCL_I32 page_size, num_pages;
+  /* 20 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
 /* The merge of attention states (cl/merge.cl, host/merge.c): rows are
@@ -87,6 +94,9 @@ typedef struct fcl_append_params {
   fcl_view k_new, v_new, k_cache, v_cache;
   FCL_U64 batch, new_tokens, heads, head_dim;
   FCL_U64 vec4;  /* 1: head_dim and every view's offset and strides multiples of 4 */
+  /* A paged cache (PAGED): the block table's row stride, tokens per page
+   * and pages per pool, as in fcl_params; the caches' views are pools. */
+  FCL_U64 table_batch, page_size, num_pages;
 } fcl_append_params;
 
 /* The buffers every attention kernel takes, in argument order, before the
@@ -107,7 +117,8 @@ typedef struct fcl_append_params {
   X(dv, store_t)          /* as k, by p.dv */                                 \
   X(alibi, const float)   /* ALiBi slopes [batch or 1][heads_q] */            \
   X(seqs, const int)      /* ragged: per batch q_start, nq, k_start, nk */   \
-  X(work, const int)      /* ragged: (batch, block) per work item */
+  X(work, const int)      /* ragged: (batch, block) per work item */          \
+  X(pages, const int)     /* paged: the block table [batch][pages_per_seq] */
 
 /* ---- the mask ----------------------------------------------------------
  * Every visibility decision of the library comes from these three

@@ -23,6 +23,7 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = p.tokens_k;
   out[n++] = p.o_split;
   out[n++] = p.lse_split;
+  out[n++] = p.table_batch;
   const int ints[14] = {p.batch,        p.heads_q,     p.heads_kv, p.head_dim,
                         p.seqlen_q,     p.seqlen_k,    p.window_left, p.window_right,
                         p.ragged,       p.work_items,  p.vec4,     p.alibi_batch,
@@ -30,6 +31,8 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   for (int i = 0; i < 14; ++i) out[n++] = (ulong)(long)ints[i];
   const float floats[4] = {p.scale, p.exp_factor, p.lse_factor, p.softcap};
   for (int i = 0; i < 4; ++i) out[n++] = as_uint(floats[i]);
+  out[n++] = (ulong)(long)p.page_size;
+  out[n++] = (ulong)(long)p.num_pages;
   /* the buffers: each holds its index in the list, as a float */
   out[n++] = as_uint(q[0]);
   out[n++] = as_uint(k[0]);
@@ -43,4 +46,5 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = as_uint(alibi[0]);
   out[n++] = (ulong)seqs[0];
   out[n++] = (ulong)work[0];
+  out[n++] = (ulong)pages[0];
 }

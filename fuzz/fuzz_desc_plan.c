@@ -49,7 +49,8 @@
  *   unknown field; else this header's); the hint's splits (uint16, modulo
  *   FCL_MAX_SPLITS + 2: one past the largest) and packed_heads (byte,
  *   modulo 10); a merge's part count (byte) and part stride (size), for
- *   the merge descriptor's checks over the same sizes and q's layout. Fields were appended in that
+ *   the merge descriptor's checks over the same sizes and q's layout; a
+ *   paged cache's flags byte and sizes (see there). Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -148,6 +149,16 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
   CHECK(desc->head_dim <= FCL_MAX_HEAD_DIM);
   CHECK(desc->heads_q % desc->heads_kv == 0);
   CHECK(desc->causal == 0 || desc->causal == 1);
+  /* a paged cache: sizes in range, the table's rows reaching seqlen_k, no ragged batch */
+  CHECK(shape->paged == (desc->block_table != NULL));
+  if (shape->paged) {
+    CHECK(desc->page_size % FCL_PAGE_SIZE_MULTIPLE == 0 && desc->page_size <= INT_MAX);
+    CHECK(desc->num_pages >= 1 && desc->num_pages <= INT_MAX && !desc->cu_seqlens_q);
+    CHECK(desc->pages_per_seq * desc->page_size >= desc->seqlen_k);
+    CHECK(shape->table_bytes == desc->batch * desc->pages_per_seq * 4);
+  } else {
+    CHECK(!desc->page_size && !desc->pages_per_seq && !desc->num_pages);
+  }
   CHECK(isfinite(desc->scale) && desc->scale > 0);
   CHECK(shape->elem_size == fcl_dtype_size(desc->dtype) && shape->elem_size > 0);
   const unsigned __int128 tq = shape->ragged ? shape->tokens_q
@@ -188,6 +199,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
           plan->splits * keys >= desc->seqlen_k);
   }
+  /* paged: every key tile within one page */
+  if (forward && desc->block_table) CHECK(desc->page_size % plan->block_k == 0);
   CHECK(plan->packed_heads == 1 ||
         (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes));
   /* each kernel's own accounting */
@@ -371,6 +384,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* A merge of the problem's query rows: its part count and part stride. */
   const size_t merge_parts = (size_t)take(&r, 1);
   const size_t merge_stride = (size_t)take_size(&r);
+  /* A paged cache: a flags byte (bit 0: a block table, never read here;
+   * bit 1: the sizes below even without one), then page_size,
+   * pages_per_seq and num_pages (uint16 each). */
+  const unsigned pages = (unsigned)take(&r, 1);
+  if (pages & 3) {
+    given.desc.block_table = pages & 1 ? (cl_mem)(uintptr_t)0x10 : NULL;
+    given.desc.page_size = (size_t)take(&r, 2);
+    given.desc.pages_per_seq = (size_t)take(&r, 2);
+    given.desc.num_pages = (size_t)take(&r, 2);
+  }
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */

@@ -43,6 +43,11 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
   p.split_keys = INT32_MAX;
   p.scale = desc->scale;
   p.softcap = desc->softcap;
+  if (sh->paged) {  /* fcl__check_desc bounds these by INT_MAX */
+    p.table_batch = desc->pages_per_seq;
+    p.page_size = (cl_int)desc->page_size;
+    p.num_pages = (cl_int)desc->num_pages;
+  }
   if (fcl__scores_transformed(sh)) {
     /* scores are logit log2(e): exponentials of their differences as they
      * are, and LSE = m ln(2) + log(l) */

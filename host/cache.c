@@ -19,16 +19,20 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   fcl__options opts;
   fcl__options_init(&opts);
   fcl__options_define(&opts, "FCL_DTYPE", (long)sh->desc.dtype);
+  fcl__options_define(&opts, "PAGED", sh->paged);
   fcl__options_count_io(&opts, io_counter);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CACHE, &opts, "kv_append", &kernel));
   fcl_status status = FCL_SUCCESS;
   cl_mem lens = fcl__upload(ctx, sh->desc.seqlens_k, sh->desc.batch * sizeof(int32_t),
                             "the cache's lengths", &status);
-  const fcl__arg args[] = {FCL_ARG(k_new),   FCL_ARG(v_new), FCL_ARG(k_cache), FCL_ARG(v_cache),
-                           FCL_ARG(lens),    FCL_ARG(*p),    FCL_ARG(io_counter)};
-  if (status == FCL_SUCCESS)
-    status = fcl__set_args(ctx, kernel, "kv_append", args, io_counter ? 7 : 6);
+  fcl__arg args[8] = {FCL_ARG(k_new), FCL_ARG(v_new), FCL_ARG(k_cache), FCL_ARG(v_cache),
+                      FCL_ARG(lens)};
+  cl_uint n = 5;
+  if (sh->paged) args[n++] = FCL_ARG(sh->desc.block_table);
+  args[n++] = FCL_ARG(*p);
+  if (io_counter) args[n++] = FCL_ARG(io_counter);
+  if (status == FCL_SUCCESS) status = fcl__set_args(ctx, kernel, "kv_append", args, n);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, timer);
   const size_t items = p->batch * p->new_tokens * p->heads * ((p->head_dim + 3) / 4);
   if (status == FCL_SUCCESS)
@@ -38,14 +42,16 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   return status;
 }
 
-fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
+fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
                                size_t new_tokens, const fcl_tensor_layout *k_new_layout,
                                const fcl_tensor_layout *v_new_layout, cl_mem k_new,
                                cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
-                               fcl_run_info *info) {
+                               fcl__append_call *call) {
   FCL_FORWARD_IF(fcl__check_context(ctx));
-  fcl__shape sh;
-  FCL_FORWARD_IF(fcl__check_desc(ctx, desc, &sh));
+  memset(call, 0, sizeof *call);
+  fcl__shape *shape = &call->shape;
+  FCL_FORWARD_IF(fcl__check_desc(ctx, desc, shape));
+  const fcl__shape sh = *shape;
   const fcl_attention_desc *d = &sh.desc;
   FCL_RETURN_IF(ctx, !d->seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
                 "desc->seqlens_k is NULL: an append needs the cache's current lengths");
@@ -78,11 +84,12 @@ fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
        fcl__layout_view(&k_l, k_span, sh.elem_size, d->batch, d->heads_kv, d->head_dim, 0)},
       {v_new, "v_new", v_span, 0,
        fcl__layout_view(&v_l, v_span, sh.elem_size, d->batch, d->heads_kv, d->head_dim, 0)},
+      {d->block_table, "block_table", sh.table_bytes, 1, fcl__range_view(sh.table_bytes)},
       {k_cache, "k_cache", sh.sizes.k, 0, fcl__tensor_view(&sh, FCL__K)},
       {v_cache, "v_cache", sh.sizes.v, 0, fcl__tensor_view(&sh, FCL__V)}};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 2, 4));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5));
 
-  const fcl_append_params p = {
+  call->params = (fcl_append_params){
       .k_new = fcl__view_of(&k_l),
       .v_new = fcl__view_of(&v_l),
       .k_cache = fcl__view_of(&sh.views[FCL__K]),
@@ -92,19 +99,44 @@ fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
       .heads = d->heads_kv,
       .head_dim = d->head_dim,
       .vec4 = d->head_dim % 4 == 0 && fcl__layout_vec4(&k_l) && fcl__layout_vec4(&v_l) &&
-              fcl__layout_vec4(&sh.views[FCL__K]) && fcl__layout_vec4(&sh.views[FCL__V])};
+              fcl__layout_vec4(&sh.views[FCL__K]) && fcl__layout_vec4(&sh.views[FCL__V]),
+      .table_batch = d->pages_per_seq,
+      .page_size = d->page_size,
+      .num_pages = d->num_pages};
+  call->k_new = k_new;
+  call->v_new = v_new;
+  call->k_cache = k_cache;
+  call->v_cache = v_cache;
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__append_run(fcl_context *ctx, const fcl__append_call *call, fcl_run_info *info) {
+  const fcl__shape *sh = &call->shape;
+  const fcl_append_params *p = &call->params;
   fcl__measure m;
   fcl__timer *timer;
   cl_mem io_counter;
-  status = fcl__measure_begin(ctx, &m, info, &timer, &io_counter);
+  fcl_status status = fcl__measure_begin(ctx, &m, info, &timer, &io_counter);
   if (status == FCL_SUCCESS)
-    status = append_enqueue(ctx, &sh, &p, k_new, v_new, k_cache, v_cache, io_counter, timer);
+    status = append_enqueue(ctx, sh, p, call->k_new, call->v_new, call->k_cache, call->v_cache,
+                            io_counter, timer);
   status = fcl__measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
   memset(info, 0, sizeof *info);
   info->ms = m.ms;
-  info->bytes_model =
-      fcl__io_total(fcl__io_kv_append(d->batch * new_tokens * d->heads_kv, d->head_dim, sh.elem_size));
+  info->bytes_model = fcl__io_total(fcl__io_kv_append(p->batch * p->new_tokens * p->heads,
+                                                     p->head_dim, sh->elem_size, sh->paged));
   if (m.counting) info->bytes_counted = m.counted;
   return FCL_SUCCESS;
+}
+
+fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_desc *desc,
+                               size_t new_tokens, const fcl_tensor_layout *k_new_layout,
+                               const fcl_tensor_layout *v_new_layout, cl_mem k_new,
+                               cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
+                               fcl_run_info *info) {
+  fcl__append_call call;
+  FCL_FORWARD_IF(fcl__append_prepare(ctx, desc, new_tokens, k_new_layout, v_new_layout, k_new,
+                                     v_new, k_cache, v_cache, &call));
+  return fcl__append_run(ctx, &call, info);
 }

@@ -143,6 +143,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     const int split = plan->splits > 1;  /* partial states, then their merge */
     forward_options(limits, plan, desc, with_lse || split, io_counter, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
+    if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
@@ -274,7 +275,8 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   params.work_items = (cl_int)ragged.items_q;
   fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
                                  .lse = call->lse, .alibi = desc->alibi_slopes,
-                                 .seqs = ragged.seqs, .work = ragged.work_q};
+                                 .seqs = ragged.seqs, .work = ragged.work_q,
+                                 .pages = desc->block_table};
   if (status == FCL_SUCCESS && split)
     status = split_prepare(ctx, sh, plan, &params, &bufs, &parts);
   size_t groups = 0;

@@ -431,7 +431,10 @@ struct fcl__shape {
   int tabled;       /* per-sequence lengths (cu_seqlens or seqlens_k): the kernels read the
                        sequence table and walk a work list */
   int vec4;         /* head_dim and every view's offset and strides multiples of 4 */
-  fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default) */
+  int paged;        /* block_table given: K and V are pools of pages */
+  size_t table_bytes;  /* the block table's, paged */
+  fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default); paged K
+                                             and V: batch_stride is between pages */
   fcl_buffer_sizes sizes;                 /* the bytes each buffer must hold */
 };
 
@@ -559,6 +562,22 @@ typedef struct fcl__forward_call {
 } fcl__forward_call;
 
 fcl_status fcl__flash_forward(fcl__forward_call *call);
+
+/** One append to a KV cache (cache.c), validated: the cache's shape (its
+ *  lengths before), the kernel's parameters and the buffers. */
+typedef struct fcl__append_call {
+  fcl__shape shape;
+  fcl_append_params params;
+  cl_mem k_new, v_new, k_cache, v_cache;
+} fcl__append_call;
+/** fcl_kv_cache_append's checks, all of them, with nothing enqueued. */
+fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
+                               size_t new_tokens, const fcl_tensor_layout *k_new_layout,
+                               const fcl_tensor_layout *v_new_layout, cl_mem k_new,
+                               cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
+                               fcl__append_call *call);
+/** ... and its launch, timed and counted as `info` asks. */
+fcl_status fcl__append_run(fcl_context *ctx, const fcl__append_call *call, fcl_run_info *info);
 
 /** One backward call, validated; what each algorithm needs. */
 typedef struct fcl__backward_call {
@@ -748,9 +767,9 @@ fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, 
  *  (and LSE) once. */
 fcl__io fcl__io_merge(const fcl__merge_shape *shape, int with_lse);
 /** Traffic of appending `rows` rows (batch x new tokens x KV heads) of K
- *  and V to a cache (cache.c): each work-item's length, and the rows read
- *  and written once. */
-fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size);
+ *  and V to a cache (cache.c): each work-item's length (and, paged, its
+ *  page's table entry), and the rows read and written once. */
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged);
 /** The same for `rows` rows of `parts` parts (the split forward's merge). */
 fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
                            int with_lse);

@@ -28,10 +28,12 @@ static fcl__bytes slope_bytes(const fcl__shape *sh) { return sh->desc.alibi_slop
 /* Keys a block of query rows [q0, q0 + rows) loads in the split of keys
  * [split_lo, split_hi): whole tiles of block_k from the one holding the
  * first key any row sees to the one holding the last, clipped at the
- * sequence's end (fcl_block_keys, and fcl_locate_query_block's split). */
+ * sequence's end (fcl_block_keys, and fcl_locate_query_block's split);
+ * *tiles counts the tiles the kernel's loop visits. */
 static fcl__bytes block_keys_loaded(const fcl__shape *sh, size_t nq, size_t nk, size_t q0,
                                     size_t rows, unsigned block_k, size_t split_lo,
-                                    size_t split_hi) {
+                                    size_t split_hi, fcl__bytes *tiles) {
+  *tiles = 0;
   cl_int lo, hi, full_lo, full_hi;
   fcl_block_keys((cl_int)nq, (cl_int)nk, sh->window_left, sh->window_right, (cl_int)q0,
                  (cl_int)rows, &lo, &hi, &full_lo, &full_hi);
@@ -44,6 +46,7 @@ static fcl__bytes block_keys_loaded(const fcl__shape *sh, size_t nq, size_t nk, 
   const fcl__bytes first = (fcl__bytes)(a / block_k) * block_k;
   const fcl__bytes end = ((fcl__bytes)b + block_k - 1) / block_k * block_k;
   if (end <= first) return 0;
+  *tiles = (end - first) / block_k;
   return (end < nk ? end : nk) - first;
 }
 
@@ -82,16 +85,20 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__bytes slices = (fcl__bytes)count * (sh->desc.heads_q / packed);
   const size_t splits = plan->splits > 1 ? plan->splits : 1;
   const size_t split_keys = splits > 1 ? fcl__split_keys(plan, sh->desc.seqlen_k) : (size_t)-1;
-  fcl__bytes keys = 0, blocks = 0;
+  fcl__bytes keys = 0, blocks = 0, tiles = 0;
   for (size_t s = 0; s < splits; ++s)
     for (size_t q0 = 0; q0 < slots; q0 += plan->block_q, ++blocks) {
       const size_t rows = slots - q0 < plan->block_q ? slots - q0 : plan->block_q;
       const size_t t0 = q0 / packed, t1 = (q0 + rows - 1) / packed;  /* the block's tokens */
+      fcl__bytes visited;
       keys += block_keys_loaded(sh, nq, nk, t0, t1 - t0 + 1, plan->block_k, s * split_keys,
-                                splits > 1 ? (s + 1) * split_keys : (size_t)-1);
+                                splits > 1 ? (s + 1) * split_keys : (size_t)-1, &visited);
+      tiles += visited;
     }
   const int with_lse = m->with_lse || splits > 1;
-  m->io.loads += slices * (splits * slots * row + 2 * keys * row +
+  /* paged: every work-item reads a tile's page for K and for V (common.cl, TILE_ROWS) */
+  const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
+  m->io.loads += slices * (splits * slots * row + 2 * keys * row + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
 }
@@ -132,9 +139,10 @@ static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) 
    * sees; dQ once. */
   for (size_t q0 = 0; q0 < nq; q0 += plan->block_q) {
     const size_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
+    fcl__bytes tiles;  /* (never paged) */
     m->io.loads += slices * (rows * (2 * row + stats) +
                              block_keys_loaded(sh, nq, nk, q0, rows, plan->block_k, 0,
-                                               (size_t)-1) * 2 * row +
+                                               (size_t)-1, &tiles) * 2 * row +
                              wg * (ragged_bytes(sh) + slope_bytes(sh)));
     m->io.stores += slices * rows * row;
   }
@@ -246,6 +254,14 @@ static fcl__io naive_view_moves(const fcl__shape *sh, fcl_pass pass, unsigned ch
   } else if (chunks > 1) {
     io.loads = io.stores = (forward ? q : q + 2 * kv) * e;
   }
+  if (sh->paged && forward) {  /* K and V gathered, a table entry per work-item */
+    const fcl__bytes items = 2 * ((kv + (sh->vec4 ? 3 : 0)) / (sh->vec4 ? 4 : 1));
+    io.loads += items * 4;
+    if (fcl__naive_compute_dtype(desc) == desc->dtype) {  /* widened, the moves are counted above */
+      io.loads += 2 * kv * e;
+      io.stores += 2 * kv * e;
+    }
+  }
   return io;
 }
 
@@ -327,7 +343,9 @@ fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
                             with_lse);
 }
 
-fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size) {
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged) {
   const fcl__bytes chunks = (head_dim + 3) / 4, data = (fcl__bytes)2 * rows * head_dim * elem_size;
-  return (fcl__io){.loads = (fcl__bytes)rows * chunks * sizeof(cl_int) + data, .stores = data};
+  /* per work-item: the entry's length, and paged its page's table entry */
+  const fcl__bytes per_item = sizeof(cl_int) * (paged ? 2 : 1);
+  return (fcl__io){.loads = (fcl__bytes)rows * chunks * per_item + data, .stores = data};
 }

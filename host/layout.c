@@ -164,7 +164,9 @@ fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t) {
   const size_t spans[FCL__TENSORS] = {shape->sizes.q,    shape->sizes.k,  shape->sizes.v,
                                       shape->sizes.o,    shape->sizes.dout, shape->sizes.dq,
                                       shape->sizes.dk,   shape->sizes.dv};
-  return fcl__layout_view(&shape->views[t], spans[t], shape->elem_size, shape->desc.batch,
+  const int pool = shape->paged && (t == FCL__K || t == FCL__V);  /* pages in place of entries */
+  return fcl__layout_view(&shape->views[t], spans[t], shape->elem_size,
+                          pool ? shape->desc.num_pages : shape->desc.batch,
                           keyside ? shape->desc.heads_kv : shape->desc.heads_q,
                           shape->desc.head_dim, shape->ragged);
 }

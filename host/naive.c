@@ -271,11 +271,14 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   if (n == 0) return FCL_SUCCESS;
   const int width = sh->vec4 ? 4 : 1;
   const char *name = to_packed ? "view_to_packed" : "packed_to_view";
+  /* a paged pool's K and V are gathered through the block table */
+  const int paged = sh->paged && to_packed && (t == FCL__K || t == FCL__V);
   fcl__options opts;
   fcl__options_init(&opts);
   fcl__options_define(&opts, "FCL_DTYPE", (long)sh->desc.dtype);
   fcl__options_define(&opts, "CONVERT_WIDTH", width);
   fcl__options_define(&opts, "PACKED_F32", f32);
+  fcl__options_define(&opts, "PAGED", paged);
   fcl__options_count_io(&opts, io_counter);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CONVERT, &opts, name, &kernel));
@@ -285,10 +288,20 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   const cl_int heads = (cl_int)tensor_heads(sh, t), head_dim = (cl_int)sh->desc.head_dim;
   const cl_int seqlen = (cl_int)tensor_seqlen(sh, t), ragged = sh->ragged;
   const cl_mem from = to_packed ? view_mem : packed_mem, to = to_packed ? packed_mem : view_mem;
-  fcl__arg args[] = {FCL_ARG(from),     FCL_ARG(to),     FCL_ARG(view),
-                     FCL_ARG(count),    FCL_ARG(heads),  FCL_ARG(head_dim),
-                     FCL_ARG(seqlen),   FCL_ARG(ragged), FCL_ARG(io_counter)};
-  fcl_status status = fcl__set_args(ctx, kernel, name, args, io_counter ? 9 : 8);
+  const cl_ulong table_batch = sh->desc.pages_per_seq;
+  const cl_int page_size = (cl_int)sh->desc.page_size, num_pages = (cl_int)sh->desc.num_pages;
+  fcl__arg args[13] = {FCL_ARG(from),     FCL_ARG(to),     FCL_ARG(view),
+                       FCL_ARG(count),    FCL_ARG(heads),  FCL_ARG(head_dim),
+                       FCL_ARG(seqlen),   FCL_ARG(ragged)};
+  cl_uint n_args = 8;
+  if (paged) {
+    args[n_args++] = FCL_ARG(sh->desc.block_table);
+    args[n_args++] = FCL_ARG(table_batch);
+    args[n_args++] = FCL_ARG(page_size);
+    args[n_args++] = FCL_ARG(num_pages);
+  }
+  if (io_counter) args[n_args++] = FCL_ARG(io_counter);
+  fcl_status status = fcl__set_args(ctx, kernel, name, args, n_args);
   if (status == FCL_SUCCESS)
     status = fcl__launch_items(ctx, kernel, name, (n + width - 1) / width, ELEMENTWISE_WG);
   clReleaseKernel(kernel);
@@ -363,6 +376,12 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
     for (int i = 0; i < 4 && status == FCL_SUCCESS; ++i)
       *ops[i] = fcl__scratch_operand(ctx, sh, tensors[i], 1, "the naive algorithm's float copies",
                                      &status);
+    FCL_FORWARD_IF(status);
+  } else if (sh->paged) {  /* packed copies of a paged cache's K and V, for the GEMMs */
+    run->k = fcl__scratch_operand(ctx, sh, FCL__K, 0, "the naive algorithm's gathered K", &status);
+    if (status == FCL_SUCCESS)
+      run->v = fcl__scratch_operand(ctx, sh, FCL__V, 0, "the naive algorithm's gathered V",
+                                    &status);
     FCL_FORWARD_IF(status);
   }
   run->s = fcl__buffer(ctx, CL_MEM_READ_WRITE, ch->slice_bytes * ch->per_chunk,
@@ -456,11 +475,12 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
   naive_run run = {.call = call};
   fcl_status status = naive_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
-  if (run.widened) {
+  if (run.widened || sh->paged) {  /* widened: all three; paged: K and V gathered */
     const cl_mem from[3] = {call->q, call->k, call->v}, to[3] = {run.q.mem, run.k.mem, run.v.mem};
     const int tensors[3] = {FCL__Q, FCL__K, FCL__V};
-    for (int i = 0; i < 3 && status == FCL_SUCCESS; ++i)
-      status = fcl__view_move(ctx, sh, tensors[i], 1, 1, from[i], to[i], call->io_counter);
+    for (int i = run.widened ? 0 : 1; i < 3 && status == FCL_SUCCESS; ++i)
+      status = fcl__view_move(ctx, sh, tensors[i], 1, run.widened, from[i], to[i],
+                              call->io_counter);
   }
   if (status == FCL_SUCCESS) status = fcl__naive_each_chunk(sh, &ch, naive_chunk, &run);
   if (status == FCL_SUCCESS) status = naive_publish(call, &run);

@@ -372,6 +372,18 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
 }
 
+/* A paged forward's key tiles each within one page (cl/common.cl, PAGED):
+ * page_size, a multiple of 64, is one of block_k's, which the planners keep
+ * to powers of two up to 64; a hint's may not be. */
+static fcl_status check_pages_fit(const fcl__shape *sh, const fcl_plan *plan, char *why,
+                                  size_t why_len) {
+  FCL_WHY_IF(sh->paged && sh->desc.page_size % plan->block_k != 0, FCL_ERROR_UNSUPPORTED,
+             "block_k = %u keys a tile do not divide page_size = %zu: a tile would straddle "
+             "two pages",
+             plan->block_k, sh->desc.page_size);
+  return FCL_SUCCESS;
+}
+
 fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
   char why[160];
   fcl_status status = fcl__check_tiling_hint_why(hint, why, sizeof why);
@@ -420,6 +432,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
              desc->head_dim);
     return FCL_ERROR_UNSUPPORTED;
   }
+  FCL_WHY_IF(backward && shape.paged, FCL_ERROR_UNSUPPORTED,
+             "a paged KV cache (block_table) is for the forward; the backward takes "
+             "contiguous K and V");
   FCL_WHY_IF(backward && desc->seqlens_k, FCL_ERROR_UNSUPPORTED,
              "a KV cache's lengths (seqlens_k) are for the forward; the backward takes "
              "whole sequences (or cu_seqlens)");
@@ -436,16 +451,15 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const int decode = hint && hint->kernel
                          ? hint->kernel == FCL_FLASH_KERNEL_DECODE
                          : !simt_hint && fcl__decode_suits(limits, &shape, desc->seqlen_q);
-  if (decode) {
-    FCL_FORWARD_IF(fcl__plan_forward_decode(limits, &shape, desc, hint, out, why, why_len));
-    choose_splits(limits, desc, hint, DECODE_WGS_PER_CU, out);
-    out->packed_heads = packed;
-    return FCL_SUCCESS;
-  }
-  if (mma) {
-    FCL_FORWARD_IF(fcl__plan_forward_mma(limits, desc, hint, out, why, why_len));
-    choose_splits(limits, desc, hint, 2, out);
-    out->packed_heads = packed;
+  if (decode || mma) {
+    fcl_plan planned;  /* `out` is written on success only */
+    FCL_FORWARD_IF(decode
+                       ? fcl__plan_forward_decode(limits, &shape, desc, hint, &planned, why, why_len)
+                       : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
+    FCL_FORWARD_IF(check_pages_fit(&shape, &planned, why, why_len));
+    choose_splits(limits, desc, hint, decode ? DECODE_WGS_PER_CU : 2, &planned);
+    planned.packed_heads = packed;
+    *out = planned;
     return FCL_SUCCESS;
   }
   const int row_sum_in_local = !limits->nvidia_ptx;
@@ -552,6 +566,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
+  FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
   choose_splits(limits, desc, hint, 2, &plan);
   plan.packed_heads = packed;
   *out = plan;

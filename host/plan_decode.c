@@ -73,8 +73,10 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = pow2_at_most(limits->max_work_group_size);
-  if (!(hint && hint->wg_size) && wg > DECODE_MAX_GROUPS * lanes) wg = DECODE_MAX_GROUPS * lanes;
-  if (wg < lanes) wg = lanes;
+  /* paged: block_k = groups x 4 within a page's 64-key multiple */
+  const unsigned max_groups = sh->paged ? DECODE_MAX_GROUPS / 2 : DECODE_MAX_GROUPS;
+  if (!(hint && hint->wg_size) && wg > max_groups * lanes) wg = max_groups * lanes;
+  if (!(hint && hint->wg_size) && wg < lanes) wg = lanes;
   FCL_WHY_IF(wg % lanes != 0 || wg / lanes > DECODE_MAX_GROUPS, FCL_ERROR_UNSUPPORTED,
              "wg_size = %u: the decode kernel's work-group is 1 to %u key groups of %u "
              "work-items at head_dim %zu",

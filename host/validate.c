@@ -82,6 +82,41 @@ static fcl_status check_cu_seqlens(const int32_t *cu, size_t batch, size_t longe
   return FCL_SUCCESS;
 }
 
+/* A paged cache's sizes (fcl_attention_desc.block_table), or none of them. */
+static fcl_status check_pages(const fcl_attention_desc *desc, fcl__shape *sh, char *why,
+                              size_t why_len) {
+  if (!desc->block_table) {
+    FCL_WHY_IF(desc->page_size || desc->pages_per_seq || desc->num_pages,
+               FCL_ERROR_INVALID_ARGUMENT,
+               "page_size, pages_per_seq and num_pages describe a paged cache; without a "
+               "block_table they must be 0");
+    return FCL_SUCCESS;
+  }
+  FCL_WHY_IF(sh->ragged, FCL_ERROR_INVALID_ARGUMENT,
+             "a paged cache (block_table) with cu_seqlens: give the sequences' lengths as "
+             "seqlens_k");
+  FCL_WHY_IF(desc->page_size == 0 || desc->page_size % FCL_PAGE_SIZE_MULTIPLE != 0 ||
+                 desc->page_size > INT_MAX,
+             FCL_ERROR_INVALID_SHAPE,
+             "page_size = %zu: it must be a positive multiple of FCL_PAGE_SIZE_MULTIPLE = %d "
+             "(within INT_MAX)",
+             desc->page_size, FCL_PAGE_SIZE_MULTIPLE);
+  FCL_WHY_IF(desc->num_pages == 0 || desc->num_pages > INT_MAX, FCL_ERROR_INVALID_SHAPE,
+             "num_pages = %zu: the pools hold 1 to INT_MAX pages", desc->num_pages);
+  FCL_WHY_IF(desc->pages_per_seq == 0 || desc->pages_per_seq > INT_MAX / desc->batch,
+             FCL_ERROR_INVALID_SHAPE,
+             "pages_per_seq = %zu: the table's batch x pages_per_seq entries must be 1 to "
+             "INT_MAX",
+             desc->pages_per_seq);
+  FCL_WHY_IF(desc->seqlen_k > desc->pages_per_seq * desc->page_size, FCL_ERROR_INVALID_SHAPE,
+             "seqlen_k = %zu exceeds what a row of the table reaches: pages_per_seq %zu x "
+             "page_size %zu",
+             desc->seqlen_k, desc->pages_per_seq, desc->page_size);
+  sh->paged = 1;
+  sh->table_bytes = desc->batch * desc->pages_per_seq * sizeof(int32_t);
+  return FCL_SUCCESS;
+}
+
 static const char *const tensor_names[FCL__TENSORS] = {"q", "k", "v", "o",
                                                        "dout", "dq", "dk", "dv"};
 
@@ -168,6 +203,7 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
     }
   }
   sh.tabled = sh.ragged || desc->seqlens_k != NULL;
+  FCL_FORWARD_IF(check_pages(desc, &sh, why, why_len));
 
   /* The tensors: element counts, layouts and the bytes they span. */
   size_t q = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, desc->head_dim, 1);
@@ -193,16 +229,18 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
   sh.vec4 = desc->head_dim % 4 == 0;
   for (int t = 0; t < FCL__TENSORS; ++t) {
     const int keyside = t == 1 || t == 2 || t == 6 || t == 7;
-    const fcl__view_extent e = {.batch = desc->batch,
-                                .tokens = sh.ragged ? (keyside ? sh.tokens_k : sh.tokens_q)
-                                                    : (keyside ? desc->seqlen_k : desc->seqlen_q),
+    const int pool = sh.paged && (t == 1 || t == 2);  /* K and V: pages of tokens */
+    const fcl__view_extent e = {.batch = pool ? desc->num_pages : desc->batch,
+                                .tokens = pool        ? desc->page_size
+                                          : sh.ragged ? (keyside ? sh.tokens_k : sh.tokens_q)
+                                                      : (keyside ? desc->seqlen_k : desc->seqlen_q),
                                 .heads = keyside ? desc->heads_kv : desc->heads_q,
                                 .head_dim = desc->head_dim,
                                 .elem_size = elem,
                                 .ragged = sh.ragged};
-    sh.views[t] = fcl__resolve_layout(given_views[t], desc->batch,
-                                      keyside ? desc->seqlen_k : desc->seqlen_q, e.heads,
-                                      desc->head_dim, sh.ragged);
+    sh.views[t] = fcl__resolve_layout(given_views[t], e.batch,
+                                      pool ? e.tokens : keyside ? desc->seqlen_k : desc->seqlen_q,
+                                      e.heads, desc->head_dim, sh.ragged);
     FCL_FORWARD_IF(fcl__check_layout(&sh.views[t], &e, tensor_names[t], &spans[t], why,
                                      why_len));
     sh.vec4 = sh.vec4 && fcl__layout_vec4(&sh.views[t]);

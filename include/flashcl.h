@@ -393,7 +393,30 @@ typedef struct fcl_attention_desc {
    *  the forward only (the backward returns FCL_ERROR_UNSUPPORTED). NULL
    *  (default): every sequence has seqlen_k keys. */
   const int32_t *seqlens_k;
+  /** A paged KV cache (vLLM's PagedAttention, flash-attn's block_table):
+   *  K and V are pools of num_pages pages of page_size tokens each, and
+   *  block_table, int32 [batch][pages_per_seq] of the call's OpenCL
+   *  context, names sequence b's pages in order: its key t is token
+   *  t % page_size of page block_table[b pages_per_seq + t / page_size].
+   *  The k and v layouts then describe the pools: batch_stride is the
+   *  stride between pages, seq_stride between a page's tokens (all zero:
+   *  packed [num_pages][page_size][heads_kv][head_dim]). seqlen_k is the
+   *  capacity, at most pages_per_seq page_size; seqlens_k gives the
+   *  lengths. page_size a multiple of FCL_PAGE_SIZE_MULTIPLE; the table's
+   *  entries must be below num_pages (the kernels clamp them into the
+   *  pool, so a bad entry reads a wrong page, never outside the buffers).
+   *  The forward only, not with cu_seqlens. NULL (default): not paged,
+   *  and the three sizes below must be 0. */
+  cl_mem block_table;
+  size_t page_size;      /**< tokens per page */
+  size_t pages_per_seq;  /**< int32s per row of block_table */
+  size_t num_pages;      /**< pages in each of the K and V pools, 1 .. INT_MAX */
 } fcl_attention_desc;
+
+/** What a paged cache's page_size must be a multiple of
+ *  (fcl_attention_desc.block_table): the flash kernels' key tiles (at most
+ *  64 keys) then never straddle two pages. */
+#define FCL_PAGE_SIZE_MULTIPLE 64
 
 /** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded
  *  down (about 2.36e38). The flash kernels take exponentials as
@@ -809,7 +832,9 @@ FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc
  *  zeros: packed; a packed QKV projection's K and V views work). Rows are
  *  copied bit for bit. Then raise each seqlens_k[b] by new_tokens and run
  *  the forward with seqlen_q = new_tokens: causal, the new queries see the
- *  cache and themselves. Writes only the appended rows; on failure the
+ *  cache and themselves. A paged cache (desc->block_table) takes each row
+ *  at its token's page, which the table must already name. Writes only the
+ *  appended rows; on failure the
  *  cache is untouched. `info` as for the attention calls (flops 0).
  *  @return FCL_SUCCESS; FCL_ERROR_INVALID_ARGUMENT (ctx, desc or a buffer
  *          NULL or bad, seqlens_k NULL, cu_seqlens set, new_tokens 0,
@@ -823,6 +848,27 @@ FCL_API fcl_status fcl_kv_cache_append(fcl_context *ctx, const fcl_attention_des
                                        const fcl_tensor_layout *v_new_layout, cl_mem k_new,
                                        cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
                                        fcl_run_info *info);
+
+/** The decode step in one call (flash-attn's flash_attn_with_kvcache with
+ *  k and v): appends the `new_tokens` rows of k_new and v_new to the cache
+ *  as fcl_kv_cache_append does, then runs fcl_attention_forward over the
+ *  cache with each length raised by new_tokens. `desc` describes the cache
+ *  before the append (seqlens_k its current lengths, required) and q
+ *  (seqlen_q rows, usually new_tokens: causal, they see the cache and
+ *  themselves); the caller raises its own lengths afterwards. Every check
+ *  of both steps, the forward's plan included, runs before anything is
+ *  enqueued: a refused call writes nothing. Should the forward then fail
+ *  (a build, an allocation), the appended rows are in the cache, past the
+ *  old lengths, and o and lse are untouched. `info`: the forward's plan
+ *  and FLOPs, both steps' time and bytes.
+ *  @return as fcl_kv_cache_append and fcl_attention_forward. */
+FCL_API fcl_status fcl_attention_forward_kvcache(fcl_context *ctx, const fcl_attention_desc *desc,
+                                                 fcl_algo algo, cl_mem q, size_t new_tokens,
+                                                 const fcl_tensor_layout *k_new_layout,
+                                                 const fcl_tensor_layout *v_new_layout,
+                                                 cl_mem k_new, cl_mem v_new, cl_mem k_cache,
+                                                 cl_mem v_cache, cl_mem o, cl_mem lse,
+                                                 fcl_run_info *info);
 
 /** Floating-point operations of a pass by flash-attn's convention:
  *  4*B*Nq*Nk*H*d forward (halved when causal and seqlen_q == seqlen_k),

@@ -11,8 +11,11 @@
 # (simt; mma, emulated off NVIDIA), causal and not, d 24, 72 and 128 (rows
 # split over work-items), 2-byte local tiles (forced for simt f16, the
 # planner's choice on this device in the other 16-bit runs), a forward in
-# three key splits and their merge (--splits 3), and the naive algorithm
-# (its softmax kernels and CLBlast's GEMMs).
+# three key splits and their merge (--splits 3), the decode kernel (a few
+# packed rows, split, f16; and on a paged cache of 64-token pages in a
+# shuffled order, f32), the SIMT forward on the paged cache, and the naive
+# algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
+# its gather).
 #
 # A run fails when the bench exits non-zero; when Oclgrind writes anything
 # (its reports and API errors go to stderr, and the bench is --quiet, so
@@ -66,6 +69,10 @@ runs=(
   "mma-bf16-d128|--algo flash --kernel mma --dtype bf16 --heads 1 --head-dim 128|1|-"
   "naive-f32-d24|--algo naive --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal|1|-"
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
+  "decode-f16-d72-split3|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 3|2|-"
+  "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
+  "simt-bf16-d24-paged|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 64|2|-"
+  "naive-f32-d24-paged|--algo naive --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64|1|-"
 )
 
 # The flash runs' yardsticks by shape (max_abs_err / err_ratio: the error

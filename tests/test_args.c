@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS (8 * 4 + 6 + 14 + 4)
-#define BUFFERS 12
+#define FIELDS (8 * 4 + 7 + 14 + 4 + 2)
+#define BUFFERS 13
 
 static cl_mem one_value(fcl_context *ctx, float value) {
   cl_mem mem = fclu_upload(ctx, &value, 1, FCL_DTYPE_F32);
@@ -53,9 +53,9 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
                            &views[i]->head};
     for (int f = 0; f < 4; ++f) want[n++] = *fields[f] = fclu_next(&rng);
   }
-  cl_ulong *wide[6] = {&p.lse_batch, &p.lse_head, &p.tokens_q, &p.tokens_k, &p.o_split,
-                       &p.lse_split};
-  for (int f = 0; f < 6; ++f) want[n++] = *wide[f] = fclu_next(&rng);
+  cl_ulong *wide[7] = {&p.lse_batch, &p.lse_head, &p.tokens_q, &p.tokens_k, &p.o_split,
+                       &p.lse_split, &p.table_batch};
+  for (int f = 0; f < 7; ++f) want[n++] = *wide[f] = fclu_next(&rng);
   cl_int *ints[14] = {&p.batch,       &p.heads_q,      &p.heads_kv, &p.head_dim,
                       &p.seqlen_q,    &p.seqlen_k,     &p.window_left, &p.window_right,
                       &p.ragged,      &p.work_items,   &p.vec4,     &p.alibi_batch,
@@ -70,6 +70,11 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
     uint32_t bits;
     memcpy(&bits, floats[f], sizeof bits);
     want[n++] = bits;
+  }
+  cl_int *tail[2] = {&p.page_size, &p.num_pages};
+  for (int f = 0; f < 2; ++f) {
+    *tail[f] = (cl_int)(uint32_t)fclu_next(&rng);
+    want[n++] = (cl_ulong)(int64_t)*tail[f];
   }
   ck_assert_int_eq(n, FIELDS);
 
@@ -91,6 +96,8 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   want[n++] = 11;
   b.work = one_int(ctx, 12);
   want[n++] = 12;
+  b.pages = one_int(ctx, 13);
+  want[n++] = 13;
 
   cl_kernel kernel = probe_kernel(ctx);
   ck_assert_int_eq(fcl__set_attention_args(ctx, kernel, "params_probe", &b, &p, NULL),
@@ -108,7 +115,7 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
          FIELDS, sizeof p, BUFFERS + 1);
   clReleaseKernel(kernel);
   cl_mem all[] = {b.q, b.k, b.v, b.lse, b.dout, b.dsum, b.dq, b.dk, b.dv, b.alibi, b.seqs,
-                  b.work, out};
+                  b.work, b.pages, out};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
   fcl_context_release(ctx);
 }
@@ -121,7 +128,9 @@ START_TEST(a_kernel_that_disagrees_with_the_host_is_refused) {
   cl_kernel kernel = probe_kernel(ctx);
   const fcl__arg none[1] = {{0, NULL}};
   ck_assert_int_eq(fcl__set_args(ctx, kernel, "params_probe", none, 1), FCL_ERROR_BUILD_FAILED);
-  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "takes 14 arguments, and the host sets 1"));
+  char says[64];  /* every buffer (o among them) and the parameter block */
+  snprintf(says, sizeof says, "takes %d arguments, and the host sets 1", BUFFERS + 2);
+  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), says));
   ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 0), FCL_SUCCESS);
   ck_assert_int_eq(fcl__check_local_bytes(ctx, kernel, "params_probe", 64), FCL_ERROR_BUILD_FAILED);
   ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "planner's model of it is wrong"));

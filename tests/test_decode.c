@@ -12,7 +12,8 @@
  *   - a KV cache's lengths (seqlens_k): 0, 1, 15, 16, 17, 4097 and 128k in
  *     one batch, and their refusals;
  *   - appending new rows to a cache (fcl_kv_cache_append) bit for bit, its
- *     refusals, and attention after it.
+ *     refusals, and attention after it, also in one call
+ *     (fcl_attention_forward_kvcache).
  * Also: counted bytes equal the I/O model, reruns are bit-identical, and
  * the planner's rules for splits, packing and the decode kernel.
  */
@@ -558,6 +559,45 @@ START_TEST(append_then_attend) {
   const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
   ck_assert_msg(err < 1e-5, "after the append: error %g", err);
   assert_lse(&r, ref.lse, p.lse_elems, "after the append");
+
+  /* The same step in one call (fcl_attention_forward_kvcache) on a fresh
+   * copy of the holed cache: the same O and LSE bit for bit, counted bytes
+   * the model's; refused by the forward's checks (an LSE buffer too
+   * small), it writes nothing, the cache included. */
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  const int count = info.limits.has_int64_atomics;
+  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  cl_mem k2 = fclu_upload(ctx, kc, p.kv_elems, desc.dtype), v2 = fclu_upload(ctx, vc, p.kv_elems, desc.dtype);
+  cl_mem o2 = fclu_poisoned_buffer(ctx, p.q_elems * sizeof(float));
+  cl_mem lse2 = fclu_poisoned_buffer(ctx, p.lse_elems * sizeof(float));
+  cl_mem short_lse = fclu_poisoned_buffer(ctx, (p.lse_elems - 1) * sizeof(float));
+  ck_assert(k2 && v2 && o2 && lse2 && short_lse);
+  ck_assert_int_eq(fcl_attention_forward_kvcache(ctx, &at_append, FCL_ALGO_FLASH, p.dq, n_new, NULL,
+                                                 NULL, dkn, dvn, k2, v2, o2, short_lse, NULL),
+                   FCL_ERROR_BUFFER_TOO_SMALL);
+  float *back = malloc(p.kv_elems * sizeof *back);
+  ck_assert_ptr_nonnull(back);
+  ck_assert_int_eq(fclu_download(ctx, k2, back, p.kv_elems, desc.dtype), 0);
+  ck_assert(memcmp(back, kc, p.kv_elems * sizeof *back) == 0);  /* the holes are still NaN */
+  fcl_run_info ri;
+  ck_assert_msg(fcl_attention_forward_kvcache(ctx, &at_append, FCL_ALGO_FLASH, p.dq, n_new, NULL,
+                                              NULL, dkn, dvn, k2, v2, o2, lse2, &ri) == FCL_SUCCESS,
+                "%s", fcl_context_last_error(ctx));
+  if (count) ck_assert_uint_eq(ri.bytes_counted, ri.bytes_model);
+  ck_assert_uint_gt(ri.flops, 0);
+  float *o_one = malloc(p.q_elems * sizeof *o_one), *lse_one = malloc(p.lse_elems * sizeof *lse_one);
+  ck_assert(o_one && lse_one);
+  ck_assert_int_eq(fclu_download(ctx, o2, o_one, p.q_elems, desc.dtype), 0);
+  ck_assert_int_eq(fclu_download(ctx, lse2, lse_one, p.lse_elems, FCL_DTYPE_F32), 0);
+  ck_assert(memcmp(o_one, r.o, p.q_elems * sizeof *o_one) == 0);
+  ck_assert(memcmp(lse_one, r.lse, p.lse_elems * sizeof *lse_one) == 0);
+  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 0), FCL_SUCCESS);
+  free(back);
+  free(o_one);
+  free(lse_one);
+  const cl_mem made[5] = {k2, v2, o2, lse2, short_lse};
+  for (int i = 0; i < 5; ++i) clReleaseMemObject(made[i]);
   th_forward_free(&r);
   th_reference_free(&ref);
   clReleaseMemObject(dkn);

@@ -30,7 +30,8 @@
  * that the uploads of its sequence table and work lists are swept too).
  *
  * The entry points are rows of a table (forward, backward, the forward in
- * key splits, the merge of attention states, the append to a KV cache):
+ * key splits, the merge of attention states, the append to a KV cache,
+ * the append and the forward in one call):
  * each names its outputs and a function that calls it.
  */
 #include "harness.h"
@@ -190,12 +191,30 @@ static fcl_status append_call(fcl_context *ctx, fixture *f, fcl_algo algo, int i
                              f->out[0], f->out[1], instrumented ? &info : NULL);
 }
 
+/* The decode step in one call: the append, then the forward over the
+ * raised lengths, of APPEND_ROWS new query rows. */
+static void attend_setup(fixture *f) {
+  append_setup(f);
+  f->cache.seqlen_q = APPEND_ROWS;
+  const size_t rows = f->cache.batch * APPEND_ROWS * f->cache.heads_q;
+  add_output(f, "O", rows * f->cache.head_dim * sizeof(float));
+  add_output(f, "LSE", rows * sizeof(float));
+}
+
+static fcl_status attend_call(fcl_context *ctx, fixture *f, fcl_algo algo, int instrumented) {
+  fcl_run_info info;  /* q: the first rows of q's buffer; the new K and V rows as the append's */
+  return fcl_attention_forward_kvcache(ctx, &f->cache, algo, f->p.dq, APPEND_ROWS, NULL, NULL,
+                                       f->p.dk, f->p.dv, f->out[0], f->out[1], f->out[2],
+                                       f->out[3], instrumented ? &info : NULL);
+}
+
 static const entry entries[] = {
     {"forward", 1, forward_setup, forward_call},
     {"backward", 1, backward_setup, backward_call},
     {"split-forward", 0, forward_setup, split_forward_call},
     {"merge", 0, merge_setup, merge_call},
     {"append", 0, append_setup, append_call},
+    {"append-and-attend", 1, attend_setup, attend_call},
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 

@@ -5,6 +5,7 @@
 
 #include "hostdata.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int fclu_layout_named(const char *name, fclu_layout *out) {
@@ -80,10 +81,54 @@ int fclu_shares_buffer(const fcl_attention_desc *d, fclu_tensor t) {
 }
 
 /* Tensor t's strides, the packed default's where all three are 0. */
+static struct {
+  cl_mem mem;
+  const int32_t *host;
+} page_tables[16];
+static unsigned page_next;
+
+void fclu_set_pages(cl_mem block_table, const int32_t *host) {
+  for (unsigned i = 0; i < 16; ++i)
+    if (page_tables[i].mem == block_table) {
+      page_tables[i].host = host;
+      return;
+    }
+  page_tables[page_next % 16].mem = block_table;
+  page_tables[page_next % 16].host = host;
+  page_next++;
+}
+
+void fclu_shuffled_pages(uint64_t seed, size_t batch, size_t pages_per_seq, size_t num_pages,
+                         int32_t *table) {
+  int32_t *all = malloc(num_pages * sizeof *all);
+  if (!all) abort();
+  for (size_t i = 0; i < num_pages; ++i) all[i] = (int32_t)i;
+  fclu_rng rng;
+  fclu_rng_seed(&rng, seed);
+  for (size_t i = num_pages; i > 1; --i) {  /* Fisher-Yates */
+    const size_t j = fclu_range(&rng, 0, i - 1);
+    const int32_t x = all[i - 1];
+    all[i - 1] = all[j];
+    all[j] = x;
+  }
+  memcpy(table, all, batch * pages_per_seq * sizeof *table);
+  free(all);
+}
+
+/* The host table of a paged K or V, NULL for any other tensor. */
+static const int32_t *pages_of(const fcl_attention_desc *d, fclu_tensor t) {
+  if (!d->block_table || (t != FCLU_K && t != FCLU_V)) return NULL;
+  for (unsigned i = 0; i < 16; ++i)
+    if (page_tables[i].mem == d->block_table) return page_tables[i].host;
+  abort();  /* fclu_set_pages was not told */
+}
+
 static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {
   fcl_tensor_layout l = *slot_c(d, t);
   if (l.batch_stride || l.seq_stride || l.head_stride) return l;
-  const size_t heads = heads_of(d, t), seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
+  const int pool = pages_of(d, t) != NULL;  /* packed pages */
+  const size_t heads = heads_of(d, t);
+  const size_t seqlen = pool ? d->page_size : keyside(t) ? d->seqlen_k : d->seqlen_q;
   l.head_stride = d->head_dim;
   l.seq_stride = heads * d->head_dim;
   l.batch_stride = d->cu_seqlens_q ? 0 : seqlen * heads * d->head_dim;
@@ -94,7 +139,12 @@ static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {
 static size_t element(const fcl_attention_desc *d, fclu_tensor t, const fcl_tensor_layout *l,
                       size_t g, size_t h, size_t c) {
   const size_t seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
-  const size_t b = d->cu_seqlens_q ? 0 : g / seqlen, tok = d->cu_seqlens_q ? g : g % seqlen;
+  size_t b = d->cu_seqlens_q ? 0 : g / seqlen, tok = d->cu_seqlens_q ? g : g % seqlen;
+  const int32_t *pages = pages_of(d, t);
+  if (pages) {  /* the token's page, and its place in it */
+    b = (size_t)pages[b * d->pages_per_seq + tok / d->page_size];
+    tok %= d->page_size;
+  }
   return l->offset + b * l->batch_stride + tok * l->seq_stride + h * l->head_stride + c;
 }
 

@@ -37,9 +37,21 @@ int fclu_shares_buffer(const fcl_attention_desc *desc, fclu_tensor t);
 size_t fclu_tokens(const fcl_attention_desc *desc, fclu_tensor t);
 size_t fclu_packed_elems(const fcl_attention_desc *desc, fclu_tensor t);
 
+/** The host copy of a paged cache's block table (fcl_attention_desc.
+ *  block_table), which fclu_scatter and fclu_gather follow for K and V;
+ *  kept for the last 16 tables named. */
+void fclu_set_pages(cl_mem block_table, const int32_t *host);
+
+/** A block table of batch x pages_per_seq entries naming `num_pages`
+ *  pages (num_pages >= batch x pages_per_seq) in a random order, each page
+ *  named once: for tests and flashcl-bench. */
+void fclu_shuffled_pages(uint64_t seed, size_t batch, size_t pages_per_seq, size_t num_pages,
+                         int32_t *table);
+
 /** Writes packed tensor x (floats, converted to desc's storage type) into
  *  `image`, the bytes of a buffer holding tensor t in desc's view; reads it
- *  back. Bytes of the image outside the view are left alone. */
+ *  back. Bytes of the image outside the view are left alone. A paged K or
+ *  V is its pool, each token at its page (fclu_set_pages). */
 void fclu_scatter(const fcl_attention_desc *desc, fclu_tensor t, const float *x, void *image);
 void fclu_gather(const fcl_attention_desc *desc, fclu_tensor t, const void *image, float *x);
 

@@ -40,6 +40,7 @@ typedef struct bench_options {
   int varlen_keys_own;            /* --seqlen-k with --varlen: keys of that length each */
   int n_cache_lens;               /* --cache-lens: one KV cache length per batch entry (0: not) */
   int32_t cache_lens[256];
+  size_t page_size;               /* --paged: K and V as pools of pages of this many tokens (0: not) */
   fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
   int quiet;                /* no progress on stderr */

@@ -523,10 +523,40 @@ done:
   outputs_free(&out);
 }
 
+/* --paged: `desc` with K and V as pools of opts->page_size-token pages,
+ * named in a shuffled order by a block table on the device (*table, its
+ * host copy *host, told to fclu_set_pages). NULL *table: no memory. */
+static fcl_attention_desc paged_desc(fcl_context *ctx, const bench_options *opts,
+                                     const fcl_attention_desc *desc, uint64_t seed,
+                                     cl_mem *table, int32_t **host) {
+  fcl_attention_desc d = *desc;
+  d.page_size = opts->page_size;
+  d.pages_per_seq = (d.seqlen_k + d.page_size - 1) / d.page_size;
+  d.num_pages = d.batch * d.pages_per_seq;
+  *table = NULL;
+  *host = malloc(d.num_pages * sizeof **host);
+  if (!*host) return d;
+  fclu_shuffled_pages(seed, d.batch, d.pages_per_seq, d.num_pages, *host);
+  cl_int err;
+  *table = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                          d.num_pages * sizeof **host, *host, &err);
+  if (err != CL_SUCCESS) *table = NULL;
+  d.block_table = *table;
+  if (*table) fclu_set_pages(*table, *host);
+  return d;
+}
+
 void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts,
                    const fcl_attention_desc *desc, int pass, bench_results *all) {
   fcl_device_info dev;
   fcl_context_device(ctx, &dev);
+  cl_mem table = NULL;
+  int32_t *table_host = NULL;
+  fcl_attention_desc paged;
+  if (opts->page_size) {
+    paged = paged_desc(ctx, opts, desc, 0x9a6e ^ desc->seqlen_k, &table, &table_host);
+    desc = &paged;
+  }
   static const fcl_algo order[2] = {FCL_ALGO_NAIVE, FCL_ALGO_FLASH};
   const unsigned bits[2] = {ALGO_NAIVE, ALGO_FLASH};
 
@@ -535,7 +565,10 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
   uint64_t seed = 0x5eed ^ (uint64_t)desc->seqlen_q * 31 ^ desc->head_dim;
   fcl_buffer_sizes sz;
   char why[sizeof all->items[0].message];
-  const fcl_status admitted = admissible(&dev, desc, pass, &sz, why, sizeof why);
+  const fcl_status admitted = opts->page_size && !table
+                                  ? FCL_ERROR_OUT_OF_MEMORY
+                                  : admissible(&dev, desc, pass, &sz, why, sizeof why);
+  if (opts->page_size && !table) snprintf(why, sizeof why, "could not make the block table");
   int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, opts->alibi, seed) == 0;
 
   size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(&in, rows, CHECK_ROWS) : 0;
@@ -587,4 +620,7 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     }
   }
   inputs_free(&in);
+  for (size_t i = first; i < all->count; ++i) all->items[i].desc.block_table = NULL;
+  if (table) clReleaseMemObject(table);
+  free(table_host);
 }

@@ -76,6 +76,9 @@ static const char usage[] =
     "                    most 256): each entry's keys are the first L of its\n"
     "                    --seqlen-k (the capacity; default the longest L), its\n"
     "                    queries their last positions (forward only)\n"
+    "  --paged P         K and V as a paged cache: pools of pages of P tokens (a\n"
+    "                    multiple of 64) named by a block table in a shuffled\n"
+    "                    order (forward only)\n"
     "  --layout L        bshd (packed [B,N,H,d], the default), bhsd (PyTorch's\n"
     "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
     "                    (q, k, v views of one packed buffer, the gradients of\n"
@@ -388,6 +391,15 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
         return refuse(ps, "--packed-heads needs 0 (the planner's), 1 (never) or heads / "
                           "heads-kv: %s", vwhy);
       o->tiling.packed_heads = (unsigned)packed;
+    } else if (!strcmp(a, "--paged")) {
+      VALUE(val);
+      uint64_t ps_tokens;
+      char vwhy[FCLU_WHY_LEN];
+      if (fclu_parse_u64(val, 64, 1u << 30, &ps_tokens, vwhy, sizeof vwhy) != 0 ||
+          ps_tokens % FCL_PAGE_SIZE_MULTIPLE)
+        return refuse(ps, "--paged needs a page size, a multiple of %d tokens: '%s'",
+                      FCL_PAGE_SIZE_MULTIPLE, val);
+      o->page_size = (size_t)ps_tokens;
     } else if (!strcmp(a, "--kernel")) {
       VALUE(val);
       if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
@@ -459,6 +471,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     if (!o->seqlen_k) o->seqlen_k = (size_t)longest;
     shape_given = 1;
   }
+  if (o->page_size && o->n_varlen) return refuse(ps, "--paged and --varlen exclude each other");
+  if (o->page_size && o->pass != PASS_FWD) return refuse(ps, "--paged is for --pass fwd");
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
   if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");
   if (!shape_given) o->sweep = 1;

@@ -47,6 +47,7 @@ static void print_problem(FILE *out, const bench_options *o) {
     ITEM(", ragged: %d sequences, %d query tokens", o->n_varlen, o->cu_varlen_q[o->n_varlen]);
   if (o->n_cache_lens) ITEM(", KV cache: %d lengths, capacity %zu", o->n_cache_lens, o->seqlen_k);
   if (o->layout != FCLU_BSHD) ITEM(", layout %s", fclu_layout_name(o->layout));
+  if (o->page_size) ITEM(", paged K and V, %zu tokens a page", o->page_size);
 #undef ITEM
   if (!n) return;
   fprintf(out, "   every shape:%s\n", line + 1);
@@ -198,7 +199,8 @@ static void json_problem(FILE *f, const bench_result *r) {
   } else {
     json_lengths(f, d, d->cu_seqlens_q ? (d->cu_seqlens_k ? d->cu_seqlens_k : d->cu_seqlens_q) : NULL);
   }
-  fprintf(f, ", \"layout\": \"%s\"", fclu_layout_name(r->layout));
+  fprintf(f, ", \"layout\": \"%s\", \"page_size\": %zu", fclu_layout_name(r->layout),
+          d->page_size);
 }
 
 int bench_write_json(const char *path, const bench_device *devices, size_t n_devices,
