@@ -37,6 +37,29 @@ size_t fclu_range(fclu_rng *rng, size_t lo, size_t hi) {
   return lo + (size_t)(fclu_uniform(rng) * (double)(hi - lo + 1));
 }
 
+static struct {
+  cl_mem mem;
+  const void *host;
+} host_copies[32];
+static unsigned host_copies_next;
+
+void fclu_remember_host_copy(cl_mem mem, const void *host) {
+  for (unsigned i = 0; i < 32; ++i)
+    if (host_copies[i].mem == mem) {
+      host_copies[i].host = host;
+      return;
+    }
+  host_copies[host_copies_next % 32].mem = mem;
+  host_copies[host_copies_next % 32].host = host;
+  host_copies_next++;
+}
+
+const void *fclu_host_copy(cl_mem mem) {
+  for (unsigned i = 0; i < 32; ++i)
+    if (mem && host_copies[i].mem == mem) return host_copies[i].host;
+  return NULL;
+}
+
 void fclu_fill_normal(fclu_rng *rng, float *x, size_t n, double sigma, fcl_dtype dtype) {
   for (size_t i = 0; i < n; i += 2) {
     /* Box-Muller */

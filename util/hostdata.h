@@ -21,6 +21,13 @@ uint64_t fclu_next(fclu_rng *rng);
 double fclu_uniform(fclu_rng *rng);
 /** Uniform integer in [lo, hi]. */
 size_t fclu_range(fclu_rng *rng, size_t lo, size_t hi);
+/** Host copies of device buffers that host code must read as a kernel
+ *  does (ALiBi slopes for the reference, a paged cache's block table for
+ *  the views): fclu_remember_host_copy names `host` as `mem`'s (the last
+ *  32 named are kept); fclu_host_copy finds it, NULL if never named. */
+void fclu_remember_host_copy(cl_mem mem, const void *host);
+const void *fclu_host_copy(cl_mem mem);
+
 /** Fills x[n] with normal(0, sigma) values rounded to `dtype`. */
 void fclu_fill_normal(fclu_rng *rng, float *x, size_t n, double sigma, fcl_dtype dtype);
 

@@ -51,30 +51,14 @@ static void visible(const fcl_attention_desc *d, size_t nq, size_t nk, size_t i,
   *hi = (size_t)e;
 }
 
-static struct {
-  cl_mem mem;
-  const float *host;
-} slope_table[16];
-static unsigned slope_next;
-
-void fclref_set_slopes(cl_mem slopes, const float *host) {
-  for (unsigned i = 0; i < 16; ++i)
-    if (slope_table[i].mem == slopes) {
-      slope_table[i].host = host;
-      return;
-    }
-  slope_table[slope_next % 16].mem = slopes;
-  slope_table[slope_next % 16].host = host;
-  slope_next++;
-}
+void fclref_set_slopes(cl_mem slopes, const float *host) { fclu_remember_host_copy(slopes, host); }
 
 /* The ALiBi slope of (batch b, query head h), 0 without ALiBi. */
 static double slope_of(const fcl_attention_desc *d, size_t b, size_t h) {
   if (!d->alibi_slopes) return 0.0;
-  for (unsigned i = 0; i < 16; ++i)
-    if (slope_table[i].mem == d->alibi_slopes)
-      return slope_table[i].host[(d->alibi_per_batch ? b * d->heads_q : 0) + h];
-  abort();  /* fclref_set_slopes was not told */
+  const float *host = fclu_host_copy(d->alibi_slopes);
+  if (!host) abort();  /* fclref_set_slopes was not told */
+  return host[(d->alibi_per_batch ? b * d->heads_q : 0) + h];
 }
 
 /* The logit of a dot product of query i and key j, and in *dlogit its

@@ -81,21 +81,8 @@ int fclu_shares_buffer(const fcl_attention_desc *d, fclu_tensor t) {
 }
 
 /* Tensor t's strides, the packed default's where all three are 0. */
-static struct {
-  cl_mem mem;
-  const int32_t *host;
-} page_tables[16];
-static unsigned page_next;
-
 void fclu_set_pages(cl_mem block_table, const int32_t *host) {
-  for (unsigned i = 0; i < 16; ++i)
-    if (page_tables[i].mem == block_table) {
-      page_tables[i].host = host;
-      return;
-    }
-  page_tables[page_next % 16].mem = block_table;
-  page_tables[page_next % 16].host = host;
-  page_next++;
+  fclu_remember_host_copy(block_table, host);
 }
 
 void fclu_shuffled_pages(uint64_t seed, size_t batch, size_t pages_per_seq, size_t num_pages,
@@ -118,9 +105,9 @@ void fclu_shuffled_pages(uint64_t seed, size_t batch, size_t pages_per_seq, size
 /* The host table of a paged K or V, NULL for any other tensor. */
 static const int32_t *pages_of(const fcl_attention_desc *d, fclu_tensor t) {
   if (!d->block_table || (t != FCLU_K && t != FCLU_V)) return NULL;
-  for (unsigned i = 0; i < 16; ++i)
-    if (page_tables[i].mem == d->block_table) return page_tables[i].host;
-  abort();  /* fclu_set_pages was not told */
+  const int32_t *host = fclu_host_copy(d->block_table);
+  if (!host) abort();  /* fclu_set_pages was not told */
+  return host;
 }
 
 static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {

@@ -39,7 +39,7 @@ size_t fclu_packed_elems(const fcl_attention_desc *desc, fclu_tensor t);
 
 /** The host copy of a paged cache's block table (fcl_attention_desc.
  *  block_table), which fclu_scatter and fclu_gather follow for K and V;
- *  kept for the last 16 tables named. */
+ *  kept as fclu_remember_host_copy keeps it. */
 void fclu_set_pages(cl_mem block_table, const int32_t *host);
 
 /** A block table of batch x pages_per_seq entries naming `num_pages`
