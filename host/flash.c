@@ -170,13 +170,21 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
 fcl_status fcl_flash_programs(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                               fcl_pass pass, fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
                               unsigned *count, char *why, size_t why_len) {
+  return fcl_flash_programs_hinted(limits, desc, pass, NULL, out, count, why, why_len);
+}
+
+fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
+                                     const fcl_attention_desc *desc, fcl_pass pass,
+                                     const fcl_plan *hint,
+                                     fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
+                                     unsigned *count, char *why, size_t why_len) {
   fcl__say(why, why_len, "%s", "");
   if (!out || !count) {
     fcl__say(why, why_len, "%s is NULL", out ? "count" : "out");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   fcl_plan plan;
-  FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, NULL, &plan, why, why_len));
+  FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, hint, &plan, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
   const unsigned n = flash_programs(limits, &plan, desc, pass, 1, NULL, programs);
   /* Listed here first, so that a failure leaves `out` untouched. */

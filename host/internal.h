@@ -630,8 +630,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
 /* The decode forward's planner (plan_decode.c). */
 /** The planner's default for a forward of `packed_rows` rows a block
- *  (seqlen_q times the packed heads): the decode kernel, on NVIDIA's
- *  driver, for vec4 shapes of at most FCL_DECODE_MAX_ROWS rows. */
+ *  (seqlen_q times the packed heads): the decode kernel, on GPUs, for vec4
+ *  shapes of at most FCL_DECODE_MAX_ROWS rows. */
 int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                       size_t packed_rows);
 /** The decode forward's tiling for the packed problem `desc` of shape `sh`. */

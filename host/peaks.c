@@ -5,9 +5,18 @@
 #include "internal.h"
 
 #define PEAK_RUNS 5
-#define FMA_CHAINS 4  /* float8 chains: 32 FMAs per iteration */
-#define FMA_LANES (FMA_CHAINS * 8)
 #define FMA_ITERATIONS 4096
+
+/* The FMA kernel's chains per work-item and lanes per chain: on GPUs 4
+ * float8s (32 independent scalar chains a work-item); on CPUs 8 float16s,
+ * an AVX-512 register each, enough in flight to cover the latency of both
+ * FMA ports. On the 2-core development machine (PoCL 3.1) 4 float8s
+ * measured 0.04-0.08 TFLOP/s, 8 float16s 0.15-0.29, 16 float16s 0.16-0.32
+ * (32 registers: more than AVX2 has); docs/performance.md, CPU peaks. */
+#define GPU_FMA_CHAINS 4
+#define GPU_FMA_WIDTH 8
+#define CPU_FMA_CHAINS 8
+#define CPU_FMA_WIDTH 16
 
 /* Runs `kernel` PEAK_RUNS times and returns the fastest, in ms. */
 static fcl_status best_of(fcl_context *ctx, cl_kernel kernel, const char *name,
@@ -78,7 +87,10 @@ static fcl_status measure_fma(fcl_context *ctx, double *tflops) {
   cl_kernel kernel = NULL;
   fcl__options opts;
   fcl__options_init(&opts);
-  fcl__options_define(&opts, "FMA_CHAINS", FMA_CHAINS);
+  const unsigned chains = lim->is_gpu ? GPU_FMA_CHAINS : CPU_FMA_CHAINS;
+  const unsigned width = lim->is_gpu ? GPU_FMA_WIDTH : CPU_FMA_WIDTH;
+  fcl__options_define(&opts, "FMA_CHAINS", chains);
+  fcl__options_define(&opts, "FMA_WIDTH", width);
   status = fcl__kernel(ctx, FCL_SRC_PEAKS, &opts, "peak_fma", &kernel);
   const cl_int iterations = lim->is_gpu ? FMA_ITERATIONS : FMA_ITERATIONS / 8;
   const cl_float a = 0.999999f, b = 1e-7f;
@@ -89,7 +101,7 @@ static fcl_status measure_fma(fcl_context *ctx, double *tflops) {
   if (kernel) clReleaseKernel(kernel);
   fcl__release_mem(&out);
   if (status == FCL_SUCCESS)
-    *tflops = 2.0 * FMA_LANES * (double)iterations * (double)global / (ms * 1e-3) / 1e12;
+    *tflops = 2.0 * chains * width * (double)iterations * (double)global / (ms * 1e-3) / 1e12;
   return status;
 }
 

@@ -578,3 +578,10 @@ fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           fcl_plan *plan, char *why, size_t why_len) {
   return fcl__plan_flash(limits, desc, pass, NULL, plan, why, why_len);
 }
+
+fcl_status fcl_plan_flash_hinted(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc, fcl_pass pass,
+                                 const fcl_plan *hint, fcl_plan *plan, char *why,
+                                 size_t why_len) {
+  return fcl__plan_flash(limits, desc, pass, hint, plan, why, why_len);
+}

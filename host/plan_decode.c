@@ -3,7 +3,7 @@
  * Pure, like plan.c, which calls it with the packed problem (a block's
  * rows are slots of a group's heads).
  *
- * What there is to choose:
+ * Where: GPUs (fcl__decode_suits says why). What there is to choose:
  *   - rows: the block's, the packed rows rounded up to a power of two, at
  *     most FCL_DECODE_MAX_ROWS; every work-item keeps q and an accumulator
  *     slice for each;
@@ -37,9 +37,15 @@ static unsigned pow2_at_most(size_t x) {
   return p;
 }
 
+/* GPUs only. On NVIDIA it was measured (docs/performance.md, v8: 2.5-3.3x
+ * the MMA kernel at caches of 32k and more); on AMD and Intel it is chosen
+ * by their compilers' figures (scripts/vendor-check.sh: no spill, 26 KiB of
+ * local memory and occupancy 2 on MI300X, 5 on RX 7900 XTX, where the SIMT
+ * split forward has 43 and 39 KiB and occupancy 1), not timed. On PoCL its
+ * local-memory sums made it 3-4x slower than the SIMT kernel. */
 int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                       size_t packed_rows) {
-  return limits->nvidia_ptx && sh->vec4 && packed_rows <= FCL_DECODE_MAX_ROWS;
+  return limits->is_gpu && sh->vec4 && packed_rows <= FCL_DECODE_MAX_ROWS;
 }
 
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, int sum_by_shuffle) {

@@ -476,8 +476,9 @@ typedef enum fcl_pass {
  *  heads' slots: one new token of a GQA group, a few speculative ones):
  *  its work-items share the rows and divide the keys, so that a long
  *  cache streams at the memory's speed. It needs head_dim and every view
- *  a multiple of 4 elements. The planner takes it on NVIDIA's driver
- *  (warp shuffles sum its dot products); elsewhere a hint asks for it. */
+ *  a multiple of 4 elements. The planner takes it on GPUs (NVIDIA's sum
+ *  its dot products with warp shuffles, others through local memory); on
+ *  CPUs a hint asks for it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
@@ -531,6 +532,7 @@ typedef struct fcl_plan {
    *  split. The planner splits only where the unsplit grid would not
    *  fill the device: fewer work-groups than compute units; then into
    *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
+   *  (4 * compute_units for the decode kernel, whose work-groups are few)
    *  ranges, at most FCL_MAX_SPLITS, each a whole number of tiles, and
    *  fewer if the keys run out. The backward is never split (1). In a
    *  tiling hint: the count wanted, which the keys' tiles may lower. */
@@ -570,6 +572,15 @@ FCL_API fcl_status fcl_plan_flash(const fcl_device_limits *limits,
                           const fcl_attention_desc *desc, fcl_pass pass,
                           fcl_plan *plan, char *why, size_t why_len);
 
+/** fcl_plan_flash under a tiling hint: the plan a context would run after
+ *  fcl_context_set_flash_tiling(ctx, hint); NULL `hint` is fcl_plan_flash.
+ *  @return as fcl_plan_flash, and as fcl_context_set_flash_tiling for a
+ *          bad hint. */
+FCL_API fcl_status fcl_plan_flash_hinted(const fcl_device_limits *limits,
+                                         const fcl_attention_desc *desc, fcl_pass pass,
+                                         const fcl_plan *hint, fcl_plan *plan, char *why,
+                                         size_t why_len);
+
 /** Most programs one flash pass builds (the backward: its preprocessing,
  *  and dK/dV with dQ). */
 #define FCL_MAX_PASS_PROGRAMS 2
@@ -604,6 +615,15 @@ FCL_API fcl_status fcl_flash_programs(const fcl_device_limits *limits,
                                       const fcl_attention_desc *desc, fcl_pass pass,
                                       fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
                                       unsigned *count, char *why, size_t why_len);
+
+/** fcl_flash_programs for the plan of fcl_plan_flash_hinted (a forced
+ *  kernel family, tiling or split count, as a tuner or an offline
+ *  compiler check asks for). */
+FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
+                                             const fcl_attention_desc *desc, fcl_pass pass,
+                                             const fcl_plan *hint,
+                                             fcl_program_info out[FCL_MAX_PASS_PROGRAMS],
+                                             unsigned *count, char *why, size_t why_len);
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,

@@ -15,7 +15,8 @@
 # Shapes: the standard sweep's form (16 heads, N 2048), head_dim 32, 64, 96,
 # 128, 192 and 256, f32, f16 and bf16, with and without the causal mask,
 # forward and backward; and a decode shape per type (Hq/Hkv 32/8, d 128,
-# one query row against 32k keys: the split, packed forward and its merge). Results are cached by a hash of the program's text,
+# one query row against 32k keys: the split, packed forward and its merge,
+# in the planner's kernel and in the decode kernel). Results are cached by a hash of the program's text,
 # its options, the target and the compilers' versions, in
 # $FLASHCL_VENDOR_CACHE (default build/vendor-cache), so that a rerun only
 # compiles what changed; FCL_INTEL_OPTIONS (vendor-compile.sh's experiment
@@ -64,11 +65,13 @@ dims=(32 64 96 128 192 256) dtypes=(f32 f16 bf16) masks=("" --causal)
   done; done; done
   # decode: one row of 32 query heads on 8 KV heads against 32k keys, the
   # forward split and packed, and the merge of its splits
-  for t in "${dtypes[@]}"; do
+  # (the planner's kernel there, and the decode kernel forced: NVIDIA's
+  # default, with its dot products summed through local memory elsewhere)
+  for t in "${dtypes[@]}"; do for k in auto decode; do
     "$info" --profile "$key" --head-dim 128 --dtype "$t" --heads 32 --heads-kv 8 --seqlen 1 \
-      --seqlen-k 32768 --causal --programs |
+      --seqlen-k 32768 --causal --kernel "$k" --programs |
       { grep '^program' || true; } | sed "s/^program/$key\t$target\t$limit/"
-  done
+  done; done
 done | sort -u -t$'\t' -k2,2 -k5,5 -k10 > "$work/programs"
 
 # 2. Compile each new one (cache miss) in parallel; each prints its

@@ -679,8 +679,9 @@ START_TEST(split_forward_counts_its_bytes_and_reruns_bit_for_bit) {
 }
 END_TEST
 
-/* The planner splits where the grid would not fill the device, by the
- * rule fcl_plan.splits documents; never the backward; a hint wins. */
+/* The planner splits the SIMT and MMA forwards where the grid would not
+ * fill the device, by the rule fcl_plan.splits documents; never the
+ * backward; a hint wins. */
 START_TEST(planner_splits_by_its_rule) {
   size_t n;
   const fcl_device_profile *profiles = fcl_device_profiles(&n);
@@ -697,8 +698,9 @@ START_TEST(planner_splits_by_its_rule) {
     d.dtype = FCL_DTYPE_F16;
     fcl_plan plan;
     char why[256];
-    ck_assert_msg(fcl_plan_flash(&limits, &d, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
-                      FCL_SUCCESS,
+    const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};  /* (the decode kernel's: below) */
+    ck_assert_msg(fcl_plan_flash_hinted(&limits, &d, FCL_PASS_FORWARD, &simt, &plan, why,
+                                        sizeof why) == FCL_SUCCESS,
                   "%s", why);
     ck_assert_uint_eq(plan.packed_heads, 4);  /* one token of 4 query heads per KV head */
     /* batch x 8 KV heads' work-groups, each one block, against 132 compute units */
@@ -753,9 +755,9 @@ static fcl_device_limits h200_limits(void) {
   return limits;
 }
 
-/* On NVIDIA the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
+/* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
  * decode kernel, split for DECODE_WGS_PER_CU (4) work-groups per compute
- * unit; more rows, the backward and other devices keep their kernels. */
+ * unit; more rows, the backward and CPUs keep their kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
@@ -811,15 +813,45 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   ck_assert_str_eq(programs[0].kernels[0], "flash_fwd_decode");
   ck_assert(strstr(programs[0].options, "-DKEY_LANES=16") && strstr(programs[0].options, "-DSPLIT_KV=1"));
   ck_assert_str_eq(programs[1].file, "merge.cl");
-  /* Not on other devices by default: a CPU's plan for the same shape. */
+  /* Every GPU profile takes it too, with its sums through local memory;
+   * a CPU does not. */
+  size_t n_profiles;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n_profiles);
+  fcl_plan plan;
+  for (size_t i = 0; i < n_profiles; ++i) {
+    ck_assert_int_eq(fcl_plan_flash(&profiles[i].info.limits, &dec, FCL_PASS_FORWARD, &plan, why,
+                                    sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_msg(plan.kernel == FCL_FLASH_KERNEL_DECODE, "%s: %s", profiles[i].key,
+                  fcl_flash_kernel_name(plan.kernel));
+    ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, 0));
+  }
   fcl_device_limits cpu = limits;
   cpu.nvidia_ptx = 0;
   cpu.nvidia_sm = 0;
   cpu.vendor = FCL_VENDOR_OTHER;
-  fcl_plan plan;
+  cpu.is_gpu = 0;
   ck_assert_int_eq(fcl_plan_flash(&cpu, &dec, FCL_PASS_FORWARD, &plan, why, sizeof why),
                    FCL_SUCCESS);
   ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+  /* ... unless a hint asks for it: the plan and the programs a forced
+   * context would build, local-memory sums and all */
+  const fcl_plan asked = {.kernel = FCL_FLASH_KERNEL_DECODE, .splits = 7};
+  ck_assert_int_eq(fcl_plan_flash_hinted(&cpu, &dec, FCL_PASS_FORWARD, &asked, &plan, why,
+                                         sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+  ck_assert_uint_le(plan.splits, 7);
+  ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, 0));
+  ck_assert_int_eq(fcl_flash_programs_hinted(&cpu, &dec, FCL_PASS_FORWARD, &asked, programs,
+                                             &count, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
+  ck_assert_uint_eq(programs[0].local_bytes, plan.local_bytes);
+  const fcl_plan bad_hint = {.kernel = FCL_FLASH_KERNEL_DECODE + 1};
+  ck_assert_int_eq(fcl_plan_flash_hinted(&cpu, &dec, FCL_PASS_FORWARD, &bad_hint, &plan, why,
+                                         sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE), "decode");
   ck_assert_str_eq(fcl_flash_kernel_name(99), "unknown");
 }

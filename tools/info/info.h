@@ -15,6 +15,7 @@ typedef struct info_options {
   fcl_dtype dtype;
   const char *profile;  /* NULL: the devices; else a profile's key, or "all" */
   int programs;         /* 1: list the programs each pass builds */
+  fcl_plan hint;        /* --kernel, --splits: the plans asked for (zeros: the planner's) */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

@@ -11,11 +11,12 @@
 #include "info.h"
 
 /* One pass's flash plan and the bytes both algorithms would move. */
-static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, fcl_pass pass) {
+static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, fcl_pass pass,
+                      const fcl_plan *hint) {
   const char *name = pass == FCL_PASS_FORWARD ? "forward" : "backward";
   char why[256] = "";
   fcl_plan plan;
-  fcl_status st = fcl_plan_flash(&dev->limits, d, pass, &plan, why, sizeof why);
+  fcl_status st = fcl_plan_flash_hinted(&dev->limits, d, pass, hint, &plan, why, sizeof why);
   if (st != FCL_SUCCESS) {
     printf("      flash %s: %s: %s\n", name, fcl_status_str(st), why);
     return;
@@ -39,11 +40,12 @@ static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, f
 
 /* The programs a pass builds, one tab-separated line each (--programs). */
 static void show_programs(const fcl_device_info *dev, const fcl_attention_desc *d,
-                          fcl_pass pass) {
+                          fcl_pass pass, const fcl_plan *hint) {
   fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
   unsigned n = 0;
   char why[256] = "";
-  if (fcl_flash_programs(&dev->limits, d, pass, programs, &n, why, sizeof why) != FCL_SUCCESS)
+  if (fcl_flash_programs_hinted(&dev->limits, d, pass, hint, programs, &n, why, sizeof why) !=
+      FCL_SUCCESS)
     return;  /* show_pass said why */
   for (unsigned i = 0; i < n; ++i) {
     const fcl_program_info *p = &programs[i];
@@ -54,15 +56,18 @@ static void show_programs(const fcl_device_info *dev, const fcl_attention_desc *
   }
 }
 
-static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d, int programs) {
+static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d, int programs,
+                      const fcl_plan *hint) {
   printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
-  show_pass(dev, d, FCL_PASS_FORWARD);
-  show_pass(dev, d, FCL_PASS_BACKWARD);
+  /* the decode kernel is a forward: the backward keeps the planner's */
+  const fcl_plan *backward = hint->kernel == FCL_FLASH_KERNEL_DECODE ? NULL : hint;
+  show_pass(dev, d, FCL_PASS_FORWARD, hint);
+  show_pass(dev, d, FCL_PASS_BACKWARD, backward);
   if (programs) {
-    show_programs(dev, d, FCL_PASS_FORWARD);
-    show_programs(dev, d, FCL_PASS_BACKWARD);
+    show_programs(dev, d, FCL_PASS_FORWARD, hint);
+    show_programs(dev, d, FCL_PASS_BACKWARD, backward);
   }
 }
 
@@ -77,7 +82,7 @@ static const char *vendor_name(unsigned vendor) {
 
 /* A device's limits as the planner reads them, then the shape's plans. */
 static void show_device(const fcl_device_info *d, const fcl_attention_desc *descs, int n_descs,
-                        int programs) {
+                        int programs, const fcl_plan *hint) {
   const fcl_device_limits *l = &d->limits;
   printf("    %s, %u compute units", l->is_gpu ? "GPU" : "not a GPU", l->compute_units);
   if (d->max_clock_mhz) printf(" at %u MHz", d->max_clock_mhz);
@@ -94,7 +99,7 @@ static void show_device(const fcl_device_info *d, const fcl_attention_desc *desc
   if (l->nvidia_sm)
     printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
            l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
-  for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k], programs);
+  for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k], programs, hint);
 }
 
 /* --profile: the library's described devices instead of the drivers'. */
@@ -114,7 +119,7 @@ static int show_profiles(const info_options *opts, const fcl_attention_desc *des
     }
     printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
            p->compiler, p->source);
-    show_device(&p->info, descs, n_descs, opts->programs);
+    show_device(&p->info, descs, n_descs, opts->programs, &opts->hint);
   }
   if (!shown) {
     fprintf(stderr, "flashcl-info: no profile '%s' (flashcl-info --profile list)\n",
@@ -162,7 +167,7 @@ int main(int argc, char **argv) {
     printf("\n[%u:%u] %s\n", d->platform_index, d->device_index, d->name);
     printf("    platform %s; %s; driver %s; vendor %s\n", d->platform, d->version, d->driver,
            d->vendor);
-    show_device(d, descs, n_descs, opts.programs);
+    show_device(d, descs, n_descs, opts.programs, &opts.hint);
   }
   return 0;
 }

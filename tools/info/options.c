@@ -12,7 +12,7 @@
 static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
-    "                    [--profile KEY|all] [--programs]\n"
+    "                    [--profile KEY|all] [--programs] [--kernel K] [--splits S]\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -26,6 +26,10 @@ static const char usage[] =
     "                 'program<TAB>pass<TAB>file<TAB>prelude<TAB>kernels<TAB>\n"
     "                 local bytes<TAB>work-group size<TAB>build options', as\n"
     "                 scripts/vendor-check.sh reads them\n"
+    "  --kernel K     the flash kernels asked for: auto (the planner's), simt,\n"
+    "                 mma or decode (forward only; the backward then keeps the\n"
+    "                 planner's), as fcl_context_set_flash_tiling forces them\n"
+    "  --splits S     the forward's key splits asked for (0: the planner's)\n"
     "\n"
     "Exit status: 0 when the devices were listed, 1 when there is none, 2 when\n"
     "the command line, the shape or the profile is wrong.\n";
@@ -59,6 +63,34 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
     }
     if (!strcmp(a, "--programs")) {
       o->programs = 1;
+      continue;
+    }
+    if (!strcmp(a, "--kernel")) {
+      if (i + 1 >= argc) {
+        snprintf(why, why_len, "%s needs a value", a);
+        return INFO_PARSE_ERROR;
+      }
+      const char *k = argv[++i];
+      unsigned kind = 99;
+      for (unsigned j = FCL_FLASH_KERNEL_AUTO; j <= FCL_FLASH_KERNEL_DECODE; ++j)
+        if (!strcmp(k, fcl_flash_kernel_name(j))) kind = j;
+      if (kind == 99) {
+        snprintf(why, why_len, "--kernel needs auto, simt, mma or decode (got '%s')", k);
+        return INFO_PARSE_ERROR;
+      }
+      o->hint.kernel = kind;
+      continue;
+    }
+    if (!strcmp(a, "--splits")) {
+      uint64_t splits;
+      if (i + 1 >= argc ||
+          fclu_parse_u64(argv[i + 1], 0, FCL_MAX_SPLITS, &splits, reason, sizeof reason) != 0) {
+        snprintf(why, why_len, "--splits needs 0 to %d%s%s", FCL_MAX_SPLITS,
+                 i + 1 < argc ? ": " : "", i + 1 < argc ? reason : "");
+        return INFO_PARSE_ERROR;
+      }
+      ++i;
+      o->hint.splits = (unsigned)splits;
       continue;
     }
     if (!strcmp(a, "--profile")) {
