@@ -27,6 +27,11 @@
  *   - the work-group is lowered to the device's limit, and halved (down to
  *     32) while the launch has fewer than two work-groups per compute unit,
  *     so small problems still fill the device.
+ *   - CPUs (PoCL) take none of the register reasoning up to head_dim 128:
+ *     a work-group's work-items are SIMD lanes there and private floats
+ *     live in cache, so whole rows, two a work-item, Bc 32, 64 work-items
+ *     (1.2-1.8x the rule above at d = 128 on 2 cores; docs/performance.md,
+ *     "CPU forward").
  * M excludes 1 KiB that NVIDIA reserves per work-group (fcl__local_budget
  * in internal.h: an H200 reports 48 KiB; 47 KiB of __local arguments work,
  * 48 fail); elsewhere the margin costs nothing.
@@ -81,6 +86,8 @@
 #define MAX_WG 256u               /* registers: 256 x ~170 fit an SM's 64K */
 #define MIN_WG 32u
 #define CPU_MIN_WG 8u             /* a CPU forward's smallest, for a few query rows */
+#define CPU_BLOCK_K 32u           /* the CPU forward's key tile (plan_flash, cpu_rule) */
+#define CPU_RULE_MAX_HEAD_DIM 128u  /* the widest bucket the CPU rule was measured on */
 #define PRIVATE_ROW_FLOATS 128u  /* q slice + accumulator slice */
 #define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
 #define BWD_MAX_THREADS_PER_ROW 8u
@@ -469,8 +476,14 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   plan.head_dim_padded = bucket;
 
   const register_budget regs = register_budget_of(limits);
-  unsigned g = 1, rows = 1;
-  while (2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
+  /* CPUs: PoCL runs a work-group's work-items as SIMD lanes, and private
+   * floats live in cache-resident memory, not registers: whole rows, two a
+   * work-item, 32 keys a tile (docs/performance.md, "CPU forward": 1.4-2x
+   * the register rule's tiling at d = 128 on 2 cores, as fast at d = 64;
+   * wider head dims unmeasured, so they keep it). */
+  const int cpu_rule = !limits->is_gpu && bucket <= CPU_RULE_MAX_HEAD_DIM;
+  unsigned g = 1, rows = cpu_rule ? 2 : 1;
+  while (!cpu_rule && 2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
   if (limits->nvidia_ptx) {
     unsigned g2 = 1;
     while (2 * 2 * bucket / g2 > regs.fwd_row) g2 *= 2;
@@ -527,9 +540,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
   /* Registers first: 2 * slice + rows * Bc private floats. */
-  unsigned bk_cap = MAX_BLOCK_K;
+  unsigned bk_cap = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
   const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
-  while (bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
+  while (!cpu_rule && bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
     bk_cap /= 2;
   const int fixed_bk = hint && hint->block_k;
   if (fixed_bk && hint->block_k < MIN_BLOCK_K) {
