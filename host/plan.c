@@ -31,7 +31,8 @@
  *     a work-group's work-items are SIMD lanes there and private floats
  *     live in cache, so whole rows, two a work-item, Bc 32, 64 work-items
  *     (1.2-1.8x the rule above at d = 128 on 2 cores; docs/performance.md,
- *     "CPU forward").
+ *     "CPU forward"); the backward likewise takes whole rows ("CPU
+ *     backward").
  * M excludes 1 KiB that NVIDIA reserves per work-group (fcl__local_budget
  * in internal.h: an H200 reports 48 KiB; 47 KiB of __local arguments work,
  * 48 fail); elsewhere the margin costs nothing.
@@ -216,8 +217,12 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
 
   const unsigned bwd_floats = register_budget_of(limits).bwd;
+  /* CPUs up to head_dim 128: whole rows, as the forward (no registers to
+   * budget): on 2 cores 1.4-1.9x the register rule's split rows
+   * (docs/performance.md, "CPU backward"). */
+  const int cpu_rule = !limits->is_gpu && plan.head_dim_padded <= CPU_RULE_MAX_HEAD_DIM;
   unsigned g = 1;
-  while (4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
+  while (!cpu_rule && 4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
          g < BWD_MAX_THREADS_PER_ROW)
     g *= 2;
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
