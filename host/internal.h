@@ -602,6 +602,13 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *desc, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len);
+/** The largest power of two up to x (1 for x < 2), at most 2^30: the
+ *  planners' work-group sizes. */
+static inline unsigned fcl__floor_pow2(size_t x) {
+  unsigned p = 1;
+  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
+  return p;
+}
 /** The local memory a flash kernel may declare: the device's less the 1 KiB
  *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local
  *  arrays work, 48 fail); elsewhere the margin costs nothing. Both

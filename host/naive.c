@@ -59,17 +59,11 @@
 /* Work-items per work-group of the conversion and zeroing kernels. */
 #define ELEMENTWISE_WG 256u
 
-static unsigned floor_pow2(size_t x) {
-  unsigned p = 1;
-  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
-  return p;
-}
-
 void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
                          unsigned *wg_size, unsigned *cols_per_item) {
   size_t max_wg = limits->max_work_group_size ? limits->max_work_group_size : 1;
-  unsigned wg = floor_pow2(max_wg < 256 ? max_wg : 256);
-  if (seqlen_k > (size_t)wg * 16) wg = floor_pow2(max_wg < 1024 ? max_wg : 1024);
+  unsigned wg = fcl__floor_pow2(max_wg < 256 ? max_wg : 256);
+  if (seqlen_k > (size_t)wg * 16) wg = fcl__floor_pow2(max_wg < 1024 ? max_wg : 1024);
   size_t cols = (seqlen_k + wg - 1) / wg;
   /* Powers of two, so that few variants get compiled. */
   unsigned bucket = 1;

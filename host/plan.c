@@ -124,12 +124,6 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
-static unsigned floor_pow2(size_t x) {
-  unsigned p = 1;
-  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
-  return p;
-}
-
 /* Bytes of one tile element: the plan's, floats when unset. */
 static size_t tile_elem(const fcl_plan *plan) {
   return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
@@ -229,7 +223,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
 
   unsigned wg = fixed_wg ? hint->wg_size : DEFAULT_WG;
   if (!fixed_wg && wg > limits->max_work_group_size)
-    wg = floor_pow2(limits->max_work_group_size);
+    wg = fcl__floor_pow2(limits->max_work_group_size);
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
   plan.threads_per_row = g;
   if (!fixed_wg) {
@@ -504,11 +498,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   }
 
   /* a power of two (rows_per_thread = 3 from a hint would give 85) */
-  unsigned wg = floor_pow2(TARGET_ROWS * g / rows);
+  unsigned wg = fcl__floor_pow2(TARGET_ROWS * g / rows);
   if (wg > MAX_WG) wg = MAX_WG;
   if (hint && hint->wg_size) wg = hint->wg_size;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
-    wg = floor_pow2(limits->max_work_group_size);
+    wg = fcl__floor_pow2(limits->max_work_group_size);
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
   if (!(hint && hint->wg_size)) {
     /* No larger a block than the rows there are (decode: a few rows),

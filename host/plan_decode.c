@@ -31,12 +31,6 @@ static unsigned pow2_at_least(size_t x) {
   return p;
 }
 
-static unsigned pow2_at_most(size_t x) {
-  unsigned p = 1;
-  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
-  return p;
-}
-
 /* GPUs only. On NVIDIA it was measured (docs/performance.md, v8: 2.5-3.3x
  * the MMA kernel at caches of 32k and more); on AMD and Intel it is chosen
  * by their compilers' figures (scripts/vendor-check.sh: no spill, 26 KiB of
@@ -78,7 +72,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   plan.head_dim_padded = (unsigned)(slice * lanes);
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
-    wg = pow2_at_most(limits->max_work_group_size);
+    wg = fcl__floor_pow2(limits->max_work_group_size);
   /* paged: block_k = groups x 4 within a page's 64-key multiple */
   const unsigned max_groups = sh->paged ? DECODE_MAX_GROUPS / 2 : DECODE_MAX_GROUPS;
   if (!(hint && hint->wg_size) && wg > max_groups * lanes) wg = max_groups * lanes;

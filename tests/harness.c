@@ -9,6 +9,14 @@
 #include <string.h>
 #include <time.h>
 
+int th_count_io(fcl_context *ctx) {
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  if (info.limits.has_int64_atomics)
+    ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  return info.limits.has_int64_atomics;
+}
+
 uint64_t th_seed(void) {
   static uint64_t seed;
   static int chosen;

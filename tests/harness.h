@@ -129,6 +129,11 @@ void th_assert_blind_rows(const fcl_attention_desc *desc, const float *rows,
  *  elements equal want[] (whole), -1 otherwise (half written). */
 int th_untouched_or_whole(const float *x, const float *want, size_t n);
 
+/** Turns I/O counting on where the context's device can count (64-bit
+ *  atomics); @return whether it did, so that a test compares counted bytes
+ *  with the model only then. */
+int th_count_io(fcl_context *ctx);
+
 /** The suite's random seed: $FLASHCL_TEST_SEED if set, else drawn from the
  *  clock, so every run sees fresh inputs; printed once so that a failure can
  *  be reproduced. */

@@ -389,9 +389,7 @@ static size_t packed_at(size_t n, size_t heads, size_t d, size_t b, size_t t, si
  * entry filled to its capacity exactly. Counted bytes equal the model. */
 START_TEST(append_writes_only_the_new_rows) {
   fcl_context *ctx = th_context();
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  if (info.limits.has_int64_atomics) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   const fcl_dtype types[3] = {FCL_DTYPE_F32, FCL_DTYPE_F16, FCL_DTYPE_BF16};
   const size_t dims[2] = {5, 64};
   const size_t batch = 3, hkv = 2, cap = 20, n_new = 5;
@@ -429,7 +427,7 @@ START_TEST(append_writes_only_the_new_rows) {
         const fcl_status st = fcl_kv_cache_append(ctx, &desc, n_new, kls, vls, dnew, dnew, dkc, dvc,
                                                   &run);
         ck_assert_msg(st == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-        if (info.limits.has_int64_atomics)
+        if (count)
           ck_assert_msg(run.bytes_counted == run.bytes_model, "append: counted %llu, model %llu",
                         (unsigned long long)run.bytes_counted, (unsigned long long)run.bytes_model);
         for (int which = 0; which < 2; ++which) {
@@ -564,10 +562,7 @@ START_TEST(append_then_attend) {
    * copy of the holed cache: the same O and LSE bit for bit, counted bytes
    * the model's; refused by the forward's checks (an LSE buffer too
    * small), it writes nothing, the cache included. */
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  const int count = info.limits.has_int64_atomics;
-  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   cl_mem k2 = fclu_upload(ctx, kc, p.kv_elems, desc.dtype), v2 = fclu_upload(ctx, vc, p.kv_elems, desc.dtype);
   cl_mem o2 = fclu_poisoned_buffer(ctx, p.q_elems * sizeof(float));
   cl_mem lse2 = fclu_poisoned_buffer(ctx, p.lse_elems * sizeof(float));
@@ -648,10 +643,7 @@ END_TEST
 START_TEST(split_forward_counts_its_bytes_and_reruns_bit_for_bit) {
   const int family = _i;
   fcl_context *ctx = th_context();
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  const int count = info.limits.has_int64_atomics;
-  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   for (size_t i = 0; i < 3; ++i) {
     if (!family_takes(family, cases[i].nq, 1)) continue;
     const fcl_attention_desc desc = case_desc(&cases[i], family);

@@ -349,10 +349,7 @@ END_TEST
 
 START_TEST(merge_counts_its_bytes_and_reruns_bit_for_bit) {
   fcl_context *ctx = th_context();
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  const int count = info.limits.has_int64_atomics;
-  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   const size_t dims[2] = {64, 5};
   for (size_t di = 0; di < 3; ++di)
     for (int k = 0; k < 2; ++k) {

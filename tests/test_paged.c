@@ -203,10 +203,7 @@ END_TEST
  * reruns are bit-identical. */
 START_TEST(paged_forward_counts_its_bytes_and_reruns_bit_for_bit) {
   fcl_context *ctx = th_context();
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  const int count = info.limits.has_int64_atomics;
-  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   for (size_t i = 0; i < 2; ++i) {
     const fcl_attention_desc desc = case_desc(&cases[i], FAMILY_SIMT);
     th_problem p;
@@ -259,11 +256,11 @@ START_TEST(bad_table_entries_stay_in_the_pools) {
   }
   cl_command_queue queue = fcl_context_cl_queue(ctx);
   th_forward runs[2];
+  set_hint(ctx, FAMILY_SIMT, 1, 0);
   for (int k = 0; k < 2; ++k) {
     ck_assert_int_eq(clEnqueueWriteBuffer(queue, pg.d_table, CL_TRUE, 0, entries * sizeof *bad,
                                           k ? clamped : bad, 0, NULL, NULL),
                      CL_SUCCESS);
-    set_hint(ctx, k ? FAMILY_SIMT : FAMILY_SIMT, 1, 0);
     runs[k] = th_run_forward(ctx, &pg.run, FCL_ALGO_FLASH, 1);
     ck_assert_int_eq(runs[k].status, FCL_SUCCESS);
   }
@@ -346,10 +343,7 @@ END_TEST
  * counted bytes are the model's; attention after it matches too. */
 START_TEST(append_into_pages) {
   fcl_context *ctx = th_context();
-  fcl_device_info info;
-  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
-  const int count = info.limits.has_int64_atomics;
-  if (count) ck_assert_int_eq(fcl_context_set_count_io(ctx, 1), FCL_SUCCESS);
+  const int count = th_count_io(ctx);
   const int32_t before[3] = {5, 62, 130}, after[3] = {8, 65, 133};
   const size_t n_new = 3;
   fcl_attention_desc desc;
