@@ -37,11 +37,11 @@
 #define STORE_LSE 1         // 0 when the caller passed no LSE buffer
 #endif
 #ifndef TILE_LOADS_UNROLL
-/* Measured on the H200 against one load at a time: 8 in flight is faster in
- * f32 and at d = 128 (up to 1.57x), but 16-bit d <= 64 lost 3-8% on short
- * sequences (docs/performance.md, v7c). */
+/* Measured on the H200: 8 in flight is faster in f32 and at d = 128 (up to
+ * 1.57x than one at a time); 16-bit d <= 64 takes 2, which loses least on
+ * short causal runs and 23% less time than 1 (docs/performance.md, v8b). */
 #if FCL_DTYPE != 0 && HEAD_DIM_MAX <= 64
-#define TILE_LOADS_UNROLL 1
+#define TILE_LOADS_UNROLL 2
 #else
 #define TILE_LOADS_UNROLL 8
 #endif

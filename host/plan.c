@@ -94,7 +94,11 @@
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 4u
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
-#define DECODE_WGS_PER_CU 4u      /* the decode kernel's split target (plan_decode.c) */
+/* The decode kernel's split target (plan_decode.c): about 8 work-groups a
+ * compute unit, at most 64 splits (H200, docs/performance.md v8b: at B 8,
+ * 16 splits 1.11-1.27x of 9 and faster than 32; at B 1, 64 faster than 128). */
+#define DECODE_WGS_PER_CU 8u
+#define DECODE_MAX_SPLITS 64u
 
 /* Private floats a work-item may keep without spilling, per vendor. The
  * numbers above are an H200's (255 registers a work-item). Intel's GPUs
@@ -358,9 +362,11 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
 }
 
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
- * count or the planner's, then as many as the tiles of split_keys need. */
+ * count or the planner's, then as many as the tiles of split_keys need. The
+ * decode kernel's target is its own (DECODE_WGS_PER_CU), a power of two
+ * that reproduces the counts measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          const fcl_plan *hint, unsigned per_cu, fcl_plan *plan) {
+                          const fcl_plan *hint, int decode, fcl_plan *plan) {
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
       desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
@@ -368,10 +374,12 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   if (hint && hint->splits) {
     splits = hint->splits;
   } else if (groups < cus) {
-    splits = (per_cu * cus + groups - 1) / groups;
+    splits = decode ? fcl__floor_pow2(DECODE_WGS_PER_CU * cus / groups)
+                    : (2 * cus + groups - 1) / groups;
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
+    const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
     if (splits > by_keys) splits = by_keys;
-    if (splits > FCL_MAX_SPLITS) splits = FCL_MAX_SPLITS;
+    if (splits > most) splits = most;
   }
   plan->splits = (unsigned)splits;
   const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
@@ -463,7 +471,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                        ? fcl__plan_forward_decode(limits, &shape, desc, hint, &planned, why, why_len)
                        : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
     FCL_FORWARD_IF(check_pages_fit(&shape, &planned, why, why_len));
-    choose_splits(limits, desc, hint, decode ? DECODE_WGS_PER_CU : 2, &planned);
+    choose_splits(limits, desc, hint, decode, &planned);
     planned.packed_heads = packed;
     *out = planned;
     return FCL_SUCCESS;
@@ -579,7 +587,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
   FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
-  choose_splits(limits, desc, hint, 2, &plan);
+  choose_splits(limits, desc, hint, 0, &plan);
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;

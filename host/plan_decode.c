@@ -15,8 +15,9 @@
  *     while its local memory does not fit; each key group loads
  *     DECODE_KEYS_PER_GROUP keys before using any, so block_k = groups x 4;
  *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
- *     work-groups per compute unit: a decode launch has few blocks, and
- *     only many work-groups in flight keep the memory busy.
+ *     work-groups per compute unit, at most DECODE_MAX_SPLITS: a decode
+ *     launch has few blocks, and only many work-groups in flight keep the
+ *     memory busy; the merge walks a row's splits one after another.
  */
 #include "internal.h"
 

@@ -532,8 +532,9 @@ typedef struct fcl_plan {
    *  split. The planner splits only where the unsplit grid would not
    *  fill the device: fewer work-groups than compute units; then into
    *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
-   *  (4 * compute_units for the decode kernel, whose work-groups are few)
-   *  ranges, at most FCL_MAX_SPLITS, each a whole number of tiles, and
+   *  ranges, at most FCL_MAX_SPLITS (the decode kernel, whose work-groups
+   *  are few: 8 * compute_units / work-groups rounded down to a power of
+   *  two, at most 64), each a whole number of tiles, and
    *  fewer if the keys run out. The backward is never split (1). In a
    *  tiling hint: the count wanted, which the keys' tiles may lower. */
   unsigned splits;

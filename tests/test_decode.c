@@ -748,8 +748,9 @@ static fcl_device_limits h200_limits(void) {
 }
 
 /* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
- * decode kernel, split for DECODE_WGS_PER_CU (4) work-groups per compute
- * unit; more rows, the backward and CPUs keep their kernels. */
+ * decode kernel, split for about DECODE_WGS_PER_CU (8) work-groups per
+ * compute unit, a power of two, at most 64; more rows, the backward and
+ * CPUs keep their kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
@@ -780,9 +781,10 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                           ((rows[i].nq * plan.packed_heads + plan.block_q - 1) / plan.block_q);
     unsigned want = 1;
     if (groups < 132) {
-      size_t s = (4 * 132 + groups - 1) / groups, by_keys = (rows[i].nk + 255) / 256;
+      size_t s = 1, by_keys = (rows[i].nk + 255) / 256;
+      while (2 * s <= 8 * 132 / groups) s *= 2;
       if (s > by_keys) s = by_keys;
-      if (s > FCL_MAX_SPLITS) s = FCL_MAX_SPLITS;
+      if (s > 64) s = 64;
       const size_t tiles = (rows[i].nk + plan.block_k - 1) / plan.block_k;
       const size_t per = (tiles + s - 1) / s;
       want = (unsigned)((tiles + per - 1) / per);
