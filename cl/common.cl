@@ -156,14 +156,41 @@ typedef float4 tile4_t;
  * never sees inf - inf (docs/design.md, numerics). */
 #define FCL_MAX_INIT (-FLT_MAX)
 
-#if FCL_NVIDIA_PTX
+/* Sub-group shuffles (fcl_device_limits.shuffle): FCL_SHUFFLE 1 NVIDIA's
+ * PTX, 2 Intel's cl_intel_subgroups, 3 AMD's amdgcn builtin; 0 none, and
+ * sums go through local memory. FCL_SHUFFLE_WIDTH: the sub-group's lanes. */
+#ifndef FCL_SHUFFLE
+#define FCL_SHUFFLE (FCL_NVIDIA_PTX ? 1 : 0)  // the host passes it; this for tools
+#endif
+#ifndef FCL_SHUFFLE_WIDTH
+#define FCL_SHUFFLE_WIDTH (FCL_SHUFFLE ? 32 : 0)
+#endif
+/* Whether `lanes` adjacent work-items of a `wg`-item work-group sum by
+ * shuffles: the host's fcl__sums_by_shuffle (internal.h). A shuffle over
+ * absent lanes is undefined, so the work-group must fill sub-groups. */
+#define FCL_SUMS_BY_SHUFFLE(wg, lanes) \
+  (FCL_SHUFFLE != 0 && (wg) >= FCL_SHUFFLE_WIDTH && (lanes) <= FCL_SHUFFLE_WIDTH)
+
 /* x from the lane whose id differs in the bits of `mask` (butterfly). */
+#if FCL_SHUFFLE == 1
 inline float fcl_shfl_xor(float x, int mask) {
   float r;
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;"
                : "=f"(r)
                : "f"(x), "r"(mask));
   return r;
+}
+#elif FCL_SHUFFLE == 2
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+inline float fcl_shfl_xor(float x, int mask) {
+  return intel_sub_group_shuffle_xor(x, (uint)mask);
+}
+#elif FCL_SHUFFLE == 3
+/* ds_bpermute reads the lane at a byte address; the lane id is the count
+ * of lanes below this one (mbcnt), in waves of 32 and 64 alike. */
+inline float fcl_shfl_xor(float x, int mask) {
+  const int lane = __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+  return as_float(__builtin_amdgcn_ds_bpermute((lane ^ mask) << 2, as_int(x)));
 }
 #endif
 

@@ -48,10 +48,10 @@
 #error "SUB_ROWS must divide the tile"
 #endif
 
-/* How the THREADS_PER_ROW partial dot products of a row are summed: warp
- * shuffles where the driver has them and the work-group fills whole warps
- * (a shuffle over absent lanes is undefined), else through local memory. */
-#if THREADS_PER_ROW > 1 && (!FCL_NVIDIA_PTX || WG_SIZE < 32)
+/* How the THREADS_PER_ROW partial dot products of a row are summed:
+ * sub-group shuffles where the device has them and the work-group fills
+ * whole sub-groups, else through local memory. */
+#if THREADS_PER_ROW > 1 && !FCL_SUMS_BY_SHUFFLE(WG_SIZE, THREADS_PER_ROW)
 #define ROW_SUM_IN_LOCAL 1
 #else
 #define ROW_SUM_IN_LOCAL 0

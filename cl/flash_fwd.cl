@@ -68,8 +68,8 @@
 #if WG_SIZE % THREADS_PER_ROW != 0
 #error "WG_SIZE must be a multiple of THREADS_PER_ROW"
 #endif
-#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4
-#error "THREADS_PER_ROW must be 1, 2 or 4"
+#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4 && THREADS_PER_ROW != 8
+#error "THREADS_PER_ROW must be 1, 2, 4 or 8"
 #endif
 #if HEAD_DIM_MAX % (4 * THREADS_PER_ROW) != 0
 #error "HEAD_DIM_MAX must split into float4 slices"
@@ -78,9 +78,9 @@
 #error "DOT_LANES must be 4 or 8"
 #endif
 
-/* How the THREADS_PER_ROW partial dot products of a row are summed: warp
- * shuffles where the driver has them, else through local memory. */
-#if THREADS_PER_ROW > 1 && !FCL_NVIDIA_PTX
+/* How the THREADS_PER_ROW partial dot products of a row are summed:
+ * sub-group shuffles where the device has them, else through local memory. */
+#if THREADS_PER_ROW > 1 && !FCL_SUMS_BY_SHUFFLE(WG_SIZE, THREADS_PER_ROW)
 #define ROW_SUM_IN_LOCAL 1
 #else
 #define ROW_SUM_IN_LOCAL 0
@@ -247,12 +247,10 @@ UNROLL
 UNROLL
     for (int r = 0; r < ROWS_PER_THREAD; ++r)
 UNROLL
-      for (int j = 0; j < BLOCK_K; ++j) {
-        s[r][j] += fcl_shfl_xor(s[r][j], 1);
-#if THREADS_PER_ROW == 4
-        s[r][j] += fcl_shfl_xor(s[r][j], 2);
-#endif
-      }
+      for (int j = 0; j < BLOCK_K; ++j)
+UNROLL
+        for (int mask = 1; mask < THREADS_PER_ROW; mask *= 2)
+          s[r][j] += fcl_shfl_xor(s[r][j], mask);
 #endif
 #endif
 

@@ -44,9 +44,9 @@
 #define KEY_GROUPS (WG_SIZE / KEY_LANES)
 #define KEYS_PER_GROUP (BLOCK_K / KEY_GROUPS)
 #define HD4 (HEAD_DIM_MAX / 4)
-/* A group's lanes are adjacent, within one warp: butterfly shuffles sum
- * them where the driver takes inline PTX. */
-#define SUM_BY_SHUFFLE (FCL_NVIDIA_PTX && KEY_LANES <= 32)
+/* A group's lanes are adjacent, within one sub-group where it has as
+ * many: butterfly shuffles sum them where the device has them. */
+#define SUM_BY_SHUFFLE FCL_SUMS_BY_SHUFFLE(WG_SIZE, KEY_LANES)
 
 #if ELEMS % 4 != 0 || HEAD_DIM_MAX % KEY_LANES != 0
 #error "HEAD_DIM_MAX must split into KEY_LANES slices of float4s"

@@ -209,11 +209,11 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || (decode && forward));
   const int emulate = !fcl__mma_native(lim), row_keys = fcl__row_keys_in_local(desc);
   CHECK(plan->local_bytes ==
-        (decode ? fcl__flash_decode_local_bytes(plan, lim->nvidia_ptx != 0)
+        (decode ? fcl__flash_decode_local_bytes(plan, lim)
          : mma  ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
                            : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
-         : forward ? fcl__flash_local_bytes(plan, !lim->nvidia_ptx)
-                   : fcl__flash_bwd_local_bytes(plan, !lim->nvidia_ptx, row_keys)));
+         : forward ? fcl__flash_local_bytes(plan, lim)
+                   : fcl__flash_bwd_local_bytes(plan, lim, row_keys)));
   if (decode) {  /* every work-item holds the block's rows; lanes share a key */
     const unsigned lanes = plan->threads_per_row, rows = plan->block_q;
     CHECK(rows >= 1 && rows <= FCL_DECODE_MAX_ROWS && (rows & (rows - 1)) == 0);
@@ -328,6 +328,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   lim.has_fp64 = (flags >> 2) & 1;
   lim.has_int64_atomics = (flags >> 3) & 1;
   lim.nvidia_ptx = (flags >> 4) & 1;
+  /* The sub-group shuffles and their width (flags bits 5-7). */
+  lim.shuffle = lim.nvidia_ptx ? FCL_SHUFFLE_NVIDIA_PTX : (flags >> 5) & 3;
+  lim.sub_group_size = (flags >> 7) & 1 ? 64 : lim.shuffle >= FCL_SHUFFLE_INTEL ? 16 : 0;
 
   fcl_plan hint;
   memset(&hint, 0, sizeof hint);

@@ -106,6 +106,7 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
     lim->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
 
   size_t ext_len = 0;
+  int amd_compiler = 0;
   if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&
       ext_len > 0) {
     char *ext = fcl__malloc(ctx, ext_len + 1);
@@ -120,6 +121,10 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
       /* cl_nv_device_attribute_query marks NVIDIA's own driver, whose
        * compiler accepts inline PTX (checked on an H200). */
       lim->nvidia_ptx = has_extension(ext, "cl_nv_device_attribute_query");
+      /* AMD's own runtime (ROCm, and the driver before it) compiles with
+       * LLVM's amdgcn target, whose builtins the AMD shuffle uses; Mesa's
+       * drivers do not have this extension. */
+      amd_compiler = has_extension(ext, "cl_amd_media_ops");
     }
     fcl__free(ext);
   }
@@ -131,6 +136,13 @@ static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
       lim->nvidia_sm = major * 10 + minor;
   }
   read_vendor(dev, lim);
+  /* Intel's shuffles are not used: IGC spilled the SIMT kernels far more
+   * with them than with local-memory sums (docs/performance.md, Vendors). */
+  lim->shuffle = lim->nvidia_ptx                                   ? FCL_SHUFFLE_NVIDIA_PTX
+                 : lim->vendor == FCL_VENDOR_AMD && amd_compiler ? FCL_SHUFFLE_AMD
+                                                                 : FCL_SHUFFLE_NONE;
+  if (lim->shuffle != FCL_SHUFFLE_NVIDIA_PTX && !lim->sub_group_size)
+    lim->shuffle = FCL_SHUFFLE_NONE;  /* a width to plan with is needed */
   return FCL_SUCCESS;
 }
 

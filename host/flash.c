@@ -98,7 +98,7 @@ static void backward_options(const fcl_device_limits *limits, const fcl_plan *pl
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
-  fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan));
+  fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan, limits));
   fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
 }
 

@@ -617,8 +617,27 @@ static inline uint64_t fcl__local_budget(const fcl_device_limits *limits) {
   const uint64_t reserve = 1024;
   return limits->local_mem_bytes > reserve ? limits->local_mem_bytes - reserve : 0;
 }
-/** Local memory of the flash forward kernel (SIMT) for a tiling. */
-size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local);
+/** The lanes of a device's sub-group shuffles (fcl_device_limits.shuffle):
+ *  its sub-group size, a warp on NVIDIA where the query gave none; 0
+ *  without shuffles. */
+static inline unsigned fcl__shuffle_width(const fcl_device_limits *limits) {
+  if (limits->shuffle == FCL_SHUFFLE_NONE) return 0;
+  if (limits->sub_group_size) return limits->sub_group_size;
+  return limits->shuffle == FCL_SHUFFLE_NVIDIA_PTX ? 32 : 0;
+}
+/** Whether `lanes` adjacent work-items of a `wg`-item work-group sum their
+ *  partial products by shuffles rather than through local memory: the
+ *  device has them and the work-group fills whole sub-groups (a shuffle
+ *  over absent lanes is undefined). common.cl's FCL_SUMS_BY_SHUFFLE is
+ *  the same test, from the FCL_SHUFFLE options program.c passes. */
+static inline int fcl__sums_by_shuffle(const fcl_device_limits *limits, size_t wg,
+                                       unsigned lanes) {
+  const unsigned width = fcl__shuffle_width(limits);
+  return width && wg >= width && lanes <= width;
+}
+/** Local memory of the flash forward kernel (SIMT) for a tiling on a
+ *  device (its row sums through local memory without shuffles). */
+size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
 
 /* The tensor-core forward's planner (plan_mma.c). */
 /** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
@@ -645,9 +664,9 @@ int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
 fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,
                                     const fcl_attention_desc *desc, const fcl_plan *hint,
                                     fcl_plan *out, char *why, size_t why_len);
-/** Local memory of flash_fwd_decode.cl for a tiling; its partial sums go
- *  through local memory unless `sum_by_shuffle`. */
-size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, int sum_by_shuffle);
+/** Local memory of flash_fwd_decode.cl for a tiling on a device; its
+ *  partial sums go through local memory without shuffles. */
+size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
@@ -684,13 +703,15 @@ static inline int fcl__row_keys_in_local(const fcl_attention_desc *desc) {
  *  bounds when `row_keys` (fcl__row_keys_in_local). */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
- *  backward tiling; row_sum_in_local: the device has no warp shuffles
- *  (work-groups smaller than a warp never use them); row_keys: as above. */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local, int row_keys);
+ *  backward tiling on a device (row sums through local memory without
+ *  shuffles); row_keys: as above. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
+                                  int row_keys);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
- *  eight work-items share a row. */
-unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan);
+ *  eight work-items share a row, and on AMD and Intel then 2 for slices of
+ *  24 floats, 1 for 32 (plan.c says what spilled). */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits);
 /** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
  *  D = rowsum(dO * O)), the same for both kernel families. */
 typedef struct fcl__pre_shape {

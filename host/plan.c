@@ -92,7 +92,7 @@
 #define PRIVATE_ROW_FLOATS 128u  /* q slice + accumulator slice */
 #define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
 #define BWD_MAX_THREADS_PER_ROW 8u
-#define FWD_MAX_THREADS_PER_ROW 4u
+#define FWD_MAX_THREADS_PER_ROW 8u
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
 /* The decode kernel's split target (plan_decode.c): about 8 work-groups a
  * compute unit, at most 64 splits (H200, docs/performance.md v8b: at B 8,
@@ -117,6 +117,7 @@ static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
     return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32}
                                        : (register_budget){80, 64, 32};
+  if (limits->vendor == FCL_VENDOR_AMD) return (register_budget){96, 64, 64};
   return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS};
 }
 
@@ -134,8 +135,9 @@ static size_t tile_elem(const fcl_plan *plan) {
 }
 
 /* Local bytes of flash_fwd.cl for a tiling; mirrors its __local arrays. */
-size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
+size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
   unsigned g = plan->threads_per_row;
+  const int row_sum_in_local = !fcl__sums_by_shuffle(limits, plan->wg_size, g);
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t bytes = 2 * (size_t)plan->block_k * tile_ld * tile_elem(plan);
@@ -147,10 +149,18 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, int row_sum_in_local) {
 /* Mirrors flash_bwd.cl: SUB_ROWS is the largest of 8, 4, 2, 1 dividing the
  * tile, and at most 4 where eight work-items share a row: ocloc spilled
  * the d = 128 dK/dV kernel on a Max 1550 with 8 (192 bytes a thread) and
- * not with 4 (scripts/vendor-check.sh). */
-unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan) {
+ * not with 4. On AMD and Intel, slices of 24 floats take at most 2 and of
+ * 32 one: with 4, the Max 1550 spilled both kernels at d = 192 and 256
+ * (256-448 bytes) and RDNA the d = 256 dK/dV (180-528 bytes a lane), with
+ * 2, RDNA still 44 (scripts/vendor-check.sh). */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
   unsigned rows = plan->block_k;
-  const unsigned most = plan->threads_per_row >= 8 ? 4 : 8;
+  const unsigned slice = plan->head_dim_padded / plan->threads_per_row;
+  const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
+  const unsigned most = plan->threads_per_row < 8 ? 8
+                        : !narrow || slice < 24   ? 4
+                        : slice < 32              ? 2
+                                                  : 1;
   return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
 }
 
@@ -168,16 +178,17 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
  * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
  * row_keys the visible keys' bounds), and, without warp shuffles, the
  * partial dot products of SUB_ROWS rows. */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, int row_sum_in_local, int row_keys) {
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
+                                  int row_keys) {
   unsigned g = plan->threads_per_row;
-  if (plan->wg_size < 32) row_sum_in_local = 1;  /* no shuffles in part of a warp */
+  const int row_sum_in_local = !fcl__sums_by_shuffle(limits, plan->wg_size, g);
   unsigned slice = (plan->head_dim_padded / g + 3) / 4 * 4;
   unsigned tile_ld = (slice + (g > 1 ? 4 : 0)) * g;
   size_t rows = plan->block_k;
   size_t bytes = 2 * rows * tile_ld * tile_elem(plan) + 2 * rows * sizeof(float) +
                  (row_keys ? 2 * rows * sizeof(cl_int) : 0);
   if (g > 1 && row_sum_in_local)
-    bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan) * plan->wg_size * sizeof(float);
+    bytes += 2 * (size_t)fcl__flash_bwd_sub_rows(plan, limits) * plan->wg_size * sizeof(float);
   return bytes;
 }
 
@@ -207,7 +218,7 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
 static fcl_status plan_backward(const fcl_device_limits *limits,
                                 const fcl_attention_desc *desc, const fcl_plan *hint,
                                 fcl_plan *out, char *why, size_t why_len) {
-  const int row_sum_in_local = !limits->nvidia_ptx, row_keys = fcl__row_keys_in_local(desc);
+  const int row_keys = fcl__row_keys_in_local(desc);
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   plan.head_dim_padded = head_dim_bucket(desc->head_dim);
@@ -253,7 +264,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
       plan.wg_size = w;
       plan.block_q = plan.block_k = w / g * plan.rows_per_thread;
       smallest_wg = w;
-      if (fcl__flash_bwd_local_bytes(&plan, row_sum_in_local, row_keys) <= budget) {
+      if (fcl__flash_bwd_local_bytes(&plan, limits, row_keys) <= budget) {
         if (w > best_wg) best_wg = w, best_elem = elems[e];
         break;
       }
@@ -265,7 +276,7 @@ static fcl_status plan_backward(const fcl_device_limits *limits,
   plan.tile_elem_size = best_wg ? best_elem : elems[n_elems - 1];
   plan.wg_size = wg;
   plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
-  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, row_sum_in_local, row_keys);
+  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, limits, row_keys);
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",
@@ -476,7 +487,6 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     *out = planned;
     return FCL_SUCCESS;
   }
-  const int row_sum_in_local = !limits->nvidia_ptx;
 
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   const unsigned bucket = head_dim_bucket(desc->head_dim);
@@ -566,7 +576,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     plan.tile_elem_size = elems[e];
     for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
       plan.block_k = b;
-      if (fcl__flash_local_bytes(&plan, row_sum_in_local) <= budget) {
+      if (fcl__flash_local_bytes(&plan, limits) <= budget) {
         if (b > bk) bk = b, best_elem = elems[e];
         break;
       }
@@ -581,11 +591,11 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
     fcl__say(why, why_len,
         "head_dim %zu needs %zu bytes of local memory per work-group; the "
         "device allows %zu",
-        desc->head_dim, fcl__flash_local_bytes(&plan, row_sum_in_local),
+        desc->head_dim, fcl__flash_local_bytes(&plan, limits),
         (size_t)budget);
     return FCL_ERROR_UNSUPPORTED;
   }
-  plan.local_bytes = fcl__flash_local_bytes(&plan, row_sum_in_local);
+  plan.local_bytes = fcl__flash_local_bytes(&plan, limits);
   FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
   choose_splits(limits, desc, hint, 0, &plan);
   plan.packed_heads = packed;

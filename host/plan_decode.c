@@ -43,7 +43,8 @@ int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
   return limits->is_gpu && sh->vec4 && packed_rows <= FCL_DECODE_MAX_ROWS;
 }
 
-size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, int sum_by_shuffle) {
+size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
+  const int sum_by_shuffle = fcl__sums_by_shuffle(limits, plan->wg_size, plan->threads_per_row);
   const size_t groups = plan->wg_size / plan->threads_per_row, rows = plan->block_q;
   const size_t hd = plan->head_dim_padded, per_group = plan->block_k / groups;
   size_t floats = rows * hd + groups * rows * (hd + 2);
@@ -94,7 +95,6 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
              FCL_ERROR_UNSUPPORTED,
              "the decode kernel's work-items each hold all %u rows of a block, not %u",
              plan.block_q, hint->rows_per_thread);
-  const int shuffle = limits->nvidia_ptx != 0;
   const uint64_t budget = fcl__local_budget(limits);
   for (;;) {
     plan.wg_size = wg;
@@ -104,7 +104,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
                "block_k = %u: the decode kernel's %u key groups take equal shares of a "
                "step's keys, at most 128",
                plan.block_k, groups);
-    plan.local_bytes = fcl__flash_decode_local_bytes(&plan, shuffle);
+    plan.local_bytes = fcl__flash_decode_local_bytes(&plan, limits);
     if (plan.local_bytes <= budget) break;
     FCL_WHY_IF((hint && hint->wg_size) || wg / 2 < lanes, FCL_ERROR_UNSUPPORTED,
                "the decode kernel needs %zu bytes of local memory per work-group at "

@@ -65,7 +65,8 @@ static const fcl_device_profile profiles[] = {
                  .has_fp64 = 1,
                  .has_int64_atomics = 1,
                  .vendor = FCL_VENDOR_AMD,
-                 .sub_group_size = 64}}},
+                 .sub_group_size = 64,
+                 .shuffle = FCL_SHUFFLE_AMD}}},
     {"rx-7900-xtx", "clang-15 -target amdgcn-amd-amdhsa -mcpu=gfx1030",
      "AMD Radeon RX 7900 XTX (RDNA 3, gfx1100; compiled for gfx1030, since clang 15 caps "
      "gfx1100 at 128 VGPRs): 96 compute units in 48 work-group processors and 24 GB "
@@ -85,7 +86,8 @@ static const fcl_device_profile profiles[] = {
                  .has_fp64 = 1,
                  .has_int64_atomics = 1,
                  .vendor = FCL_VENDOR_AMD,
-                 .sub_group_size = 32}}},
+                 .sub_group_size = 32,
+                 .shuffle = FCL_SHUFFLE_AMD}}},
 };
 
 const fcl_device_profile *fcl_device_profiles(size_t *count) {

@@ -114,6 +114,12 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
   fcl__options_flag(all, opts->text);
   fcl__options_flag(all, "-cl-std=CL1.2");
   if (limits->nvidia_ptx) fcl__options_define(all, "FCL_NVIDIA_PTX", 1);
+  /* The shuffles the row sums may use, and their width (internal.h's
+   * fcl__sums_by_shuffle, which the plans' local bytes follow). */
+  if (fcl__shuffle_width(limits)) {
+    fcl__options_define(all, "FCL_SHUFFLE", (long)limits->shuffle);
+    fcl__options_define(all, "FCL_SHUFFLE_WIDTH", (long)fcl__shuffle_width(limits));
+  }
   /* ptxas's registers, spills and shared memory, into the build log. */
   if (limits->nvidia_ptx && verbose) fcl__options_flag(all, "-cl-nv-verbose");
   if (!limits->is_gpu) fcl__options_define(all, "FCL_UNROLL", 0);

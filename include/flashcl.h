@@ -106,6 +106,21 @@ typedef enum fcl_vendor {
   FCL_VENDOR_INTEL = 3,   /**< 0x8086, GPUs only (a CPU device is OTHER) */
 } fcl_vendor;
 
+/** How a device's work-items exchange values within a sub-group, which the
+ *  SIMT kernels use to sum a row's partial dot products (cl/common.cl,
+ *  fcl_shfl_xor); without it the sums go through local memory, which the
+ *  plan then counts in local_bytes. */
+typedef enum fcl_shuffle {
+  FCL_SHUFFLE_NONE = 0,        /**< through local memory (PoCL, unknown drivers) */
+  FCL_SHUFFLE_NVIDIA_PTX = 1,  /**< shfl.sync.bfly, inline PTX (NVIDIA's driver) */
+  /** intel_sub_group_shuffle_xor (cl_intel_subgroups); not chosen for
+   *  Intel's devices, whose compiler spilled more with it than with the
+   *  local-memory sums (scripts/vendor-check.sh compiles it still). */
+  FCL_SHUFFLE_INTEL = 2,
+  FCL_SHUFFLE_AMD = 3,         /**< ds_bpermute, the amdgcn compiler's builtin (AMD's
+                                    own OpenCL, which has cl_amd_media_ops) */
+} fcl_shuffle;
+
 /** The numbers the tile planner needs. Filled from the device by
  *  fcl_devices() and fcl_context_device(), or from a profile
  *  (fcl_device_profiles); tests may make up their own. */
@@ -133,6 +148,10 @@ typedef struct fcl_device_limits {
    *  (CL_DEVICE_SUB_GROUP_SIZES_INTEL), which the kernels then ask for, with
    *  256 registers a thread; 0 where the device does not say. */
   unsigned sub_group_size;
+  /** fcl_shuffle: how the kernels may exchange values within a sub-group
+   *  of sub_group_size lanes (NVIDIA: 32 where the query fails). They do
+   *  where a work-group fills whole sub-groups. */
+  unsigned shuffle;
 } fcl_device_limits;
 
 /** One OpenCL device as the library sees it. */
@@ -641,8 +660,8 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *  block_k = block_q: the SIMT backward derives both from the other fields
  *  (see fcl_plan) and so ignores block_k; the MMA backward takes a block_k
  *  as the work-group it implies (16 rows per warp), which a wg_size given
- *  too must match. threads_per_row = 8 exists for the backwards only (a
- *  forward with it fails with FCL_ERROR_UNSUPPORTED). Applies to calls that start after it returns.
+ *  too must match. threads_per_row = 8 exists for the SIMT kernels (the
+ *  MMA forward keeps 4). Applies to calls that start after it returns.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of

@@ -741,6 +741,7 @@ static fcl_device_limits h200_limits(void) {
   limits.max_work_group_size = 1024;
   limits.compute_units = 132;
   limits.nvidia_ptx = 1;
+  limits.shuffle = FCL_SHUFFLE_NVIDIA_PTX;
   limits.nvidia_sm = 90;
   limits.vendor = FCL_VENDOR_NVIDIA;
   limits.sub_group_size = 32;
@@ -818,10 +819,12 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                      FCL_SUCCESS);
     ck_assert_msg(plan.kernel == FCL_FLASH_KERNEL_DECODE, "%s: %s", profiles[i].key,
                   fcl_flash_kernel_name(plan.kernel));
-    ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, 0));
+    ck_assert_uint_eq(plan.local_bytes,
+                      fcl__flash_decode_local_bytes(&plan, &profiles[i].info.limits));
   }
   fcl_device_limits cpu = limits;
   cpu.nvidia_ptx = 0;
+  cpu.shuffle = FCL_SHUFFLE_NONE;
   cpu.nvidia_sm = 0;
   cpu.vendor = FCL_VENDOR_OTHER;
   cpu.is_gpu = 0;
@@ -836,7 +839,7 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE);
   ck_assert_uint_le(plan.splits, 7);
-  ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, 0));
+  ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, &cpu));
   ck_assert_int_eq(fcl_flash_programs_hinted(&cpu, &dec, FCL_PASS_FORWARD, &asked, programs,
                                              &count, why, sizeof why),
                    FCL_SUCCESS);

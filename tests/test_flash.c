@@ -262,6 +262,7 @@ START_TEST(flash_tiling_override_gives_the_same_answer) {
   const fcl_plan hints[] = {
       {.block_k = 16, .wg_size = 64, .threads_per_row = 2, .rows_per_thread = 1},
       {.block_k = 8, .wg_size = 32, .threads_per_row = 4, .rows_per_thread = 2},
+      {.block_k = 16, .wg_size = 64, .threads_per_row = 8, .rows_per_thread = 1},
       {.block_k = 32, .wg_size = 64, .threads_per_row = 1, .rows_per_thread = 2},
       /* the H200 plans for head_dim 64 and 128 */
       {.block_k = 16, .wg_size = 128, .threads_per_row = 2, .rows_per_thread = 2},

@@ -15,6 +15,7 @@ typedef struct info_options {
   fcl_dtype dtype;
   const char *profile;  /* NULL: the devices; else a profile's key, or "all" */
   int programs;         /* 1: list the programs each pass builds */
+  int shuffle;          /* fcl_shuffle + 1 for profiles planned with it; 0: theirs */
   fcl_plan hint;        /* --kernel, --splits: the plans asked for (zeros: the planner's) */
 } info_options;
 

@@ -87,9 +87,11 @@ static void show_device(const fcl_device_info *d, const fcl_attention_desc *desc
   printf("    %s, %u compute units", l->is_gpu ? "GPU" : "not a GPU", l->compute_units);
   if (d->max_clock_mhz) printf(" at %u MHz", d->max_clock_mhz);
   printf("\n");
-  printf("    planned as: vendor %s, sub-groups of %u%s, local memory %llu B\n",
+  static const char *const shuffles[] = {"none (row sums through local memory)", "NVIDIA PTX",
+                                         "Intel sub-groups", "AMD ds_bpermute"};
+  printf("    planned as: vendor %s, sub-groups of %u%s, shuffles %s, local memory %llu B\n",
          vendor_name(l->vendor), l->sub_group_size, l->sub_group_size ? "" : " (unknown)",
-         (unsigned long long)l->local_mem_bytes);
+         l->shuffle < 4 ? shuffles[l->shuffle] : "?", (unsigned long long)l->local_mem_bytes);
   printf("    work-groups up to %zu, global %.1f GiB, largest allocation %.1f GiB\n",
          l->max_work_group_size, (double)l->global_mem_bytes / (1 << 30),
          (double)l->max_alloc_bytes / (1 << 30));
@@ -119,7 +121,9 @@ static int show_profiles(const info_options *opts, const fcl_attention_desc *des
     }
     printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
            p->compiler, p->source);
-    show_device(&p->info, descs, n_descs, opts->programs, &opts->hint);
+    fcl_device_info info = p->info;
+    if (opts->shuffle) info.limits.shuffle = (unsigned)(opts->shuffle - 1);
+    show_device(&info, descs, n_descs, opts->programs, &opts->hint);
   }
   if (!shown) {
     fprintf(stderr, "flashcl-info: no profile '%s' (flashcl-info --profile list)\n",

@@ -12,7 +12,8 @@
 static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
-    "                    [--profile KEY|all] [--programs] [--kernel K] [--splits S]\n"
+    "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
+    "                    [--splits S]\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -22,6 +23,8 @@ static const char usage[] =
     "  --profile KEY  a device described by the library instead of the OpenCL\n"
     "                 devices (no driver needed); 'all' for every profile, 'list'\n"
     "                 for their keys and sources\n"
+    "  --shuffle S    plan a profile with sub-group shuffles S instead of its own:\n"
+    "                 none (row sums through local memory), intel or amd\n"
     "  --programs     also each program a pass builds: one line per program,\n"
     "                 'program<TAB>pass<TAB>file<TAB>prelude<TAB>kernels<TAB>\n"
     "                 local bytes<TAB>work-group size<TAB>build options', as\n"
@@ -59,6 +62,19 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
     if (!strcmp(a, "--version")) return INFO_PARSE_VERSION;
     if (!strcmp(a, "--causal")) {
       o->causal = 1;
+      continue;
+    }
+    if (!strcmp(a, "--shuffle")) {
+      static const char *const kinds[] = {"none", "ptx", "intel", "amd"};
+      const char *v = i + 1 < argc ? argv[++i] : "";
+      int kind = -1;
+      for (int k = 0; k < 4; ++k)
+        if (!strcmp(v, kinds[k])) kind = k;
+      if (kind < 0) {
+        snprintf(why, why_len, "--shuffle needs none, ptx, intel or amd, not '%s'", v);
+        return INFO_PARSE_ERROR;
+      }
+      o->shuffle = kind + 1;
       continue;
     }
     if (!strcmp(a, "--programs")) {
