@@ -9,6 +9,11 @@ import json
 import sys
 
 
+def rate(tflops):
+    """Two decimals, or three significant digits below 1 (CPU rates)."""
+    return f"{tflops:.2f}" if tflops >= 1 else f"{tflops:.3g}"
+
+
 def key(batch, heads, seqlen, head_dim, causal):
     return (batch, heads, seqlen, head_dim, bool(causal))
 
@@ -42,14 +47,14 @@ def main():
         for c in cols:
             r = rows[k].get(c)
             ok = r and r["status"] == "ok"
-            cells.append(f'{r["tflops"]:.2f}' if ok else (r["status"] if r else "-"))
+            cells.append(rate(r["tflops"]) if ok else (r["status"] if r else "-"))
             if ok and c[0] == "flash" and flash is None:
                 flash = r["tflops"]
         ref0 = None
         for i, (_, table) in enumerate(ref_cols):
             e = table.get(k)
             ok = e and e.get("status") == "ok"
-            cells.append(f'{e["tflops"]:.2f}' if ok else "-")
+            cells.append(rate(e["tflops"]) if ok else "-")
             if i == 0 and ok:
                 ref0 = e["tflops"]
         if ref_cols:
