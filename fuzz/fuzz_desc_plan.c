@@ -237,9 +237,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     CHECK(desc->head_dim % 8 == 0 && desc->head_dim <= 128);
     CHECK(plan->tile_elem_size == fcl_dtype_size(desc->dtype));
   }
-  /* 8 work-items per row exist in the backward only */
   CHECK(plan->threads_per_row == 1 || plan->threads_per_row == 2 ||
-        plan->threads_per_row == 4 || (!forward && plan->threads_per_row == 8));
+        plan->threads_per_row == 4 || plan->threads_per_row == 8);
   CHECK(plan->wg_size % plan->threads_per_row == 0);
   CHECK(plan->rows_per_thread >= 1 && plan->rows_per_thread <= 4);
   CHECK(plan->block_q == plan->wg_size / plan->threads_per_row * plan->rows_per_thread);

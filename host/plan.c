@@ -522,6 +522,13 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = fcl__floor_pow2(limits->max_work_group_size);
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
+  if (bucket % (4 * g) != 0) {  /* flash_fwd.cl's slices are whole float4s */
+    fcl__say(why, why_len,
+             "the forward cannot split head_dim %zu (bucket %u) over %u work-items in "
+             "float4 slices",
+             desc->head_dim, bucket, g);
+    return FCL_ERROR_UNSUPPORTED;
+  }
   if (!(hint && hint->wg_size)) {
     /* No larger a block than the rows there are (decode: a few rows),
      * down to a GPU's sub-group (a work-group narrower than an AMD

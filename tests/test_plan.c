@@ -538,6 +538,13 @@ START_TEST(backward_device_too_small_is_unsupported_with_a_reason) {
                      FCL_SUCCESS);
     ck_assert_uint_eq(plan.threads_per_row, 8);
   }
+  /* ... where head_dim splits into eight float4 slices (bucket 16 does not) */
+  fcl_attention_desc narrow = desc;
+  narrow.head_dim = 16;
+  ck_assert_int_eq(fcl__plan_flash(&lim, &narrow, FCL_PASS_FORWARD, &hint, &plan, why,
+                                   sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "float4"), "%s", why);
 }
 END_TEST
 
