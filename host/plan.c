@@ -16,8 +16,10 @@
  *     work-group grows to 256 work-items where a row takes two) so that
  *     each K/V tile is loaded for many rows.
  *   - threads_per_row splits a row's head_dim so that q and the accumulator
- *     take at most 128 private floats per work-item (d <= 64: 1, <= 128: 2,
- *     <= 256: 4); registers are the scarce resource on GPUs.
+ *     take at most the vendor's private floats per work-item
+ *     (register_budget_of: 128 on NVIDIA, so d <= 64: 1, <= 128: 2,
+ *     <= 256: 4; 64 on AMD and Intel, up to 8); registers are the scarce
+ *     resource on GPUs.
  *   - rows_per_thread is 2, with rows of half the width, where warp
  *     shuffles sum the slices (NVIDIA) and at most two work-items then
  *     share a row: each float4 read from local memory feeds 8 multiply-adds
@@ -67,7 +69,7 @@
  *     block_q = block_k. A tile pair is then 2 * wg_size * 32 floats plus
  *     the skew: 36 KiB at 128 work-items (40 KiB with 16-float slices),
  *     which fits NVIDIA's 47 KiB with room for the row statistics (and
- *     for the partial dot products where there are no warp shuffles);
+ *     for the partial dot products where there are no sub-group shuffles);
  *   - wg_size starts at 128 and is halved, down to 32, while the dK/dV
  *     kernel (the one with fewer work-groups under GQA) has fewer than two
  *     work-groups per compute unit, then further (down to one row group)
@@ -176,8 +178,8 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
  * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
- * row_keys the visible keys' bounds), and, without warp shuffles, the
- * partial dot products of SUB_ROWS rows. */
+ * row_keys the visible keys' bounds), and, without sub-group shuffles
+ * (fcl__sums_by_shuffle), the partial dot products of SUB_ROWS rows. */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
                                   int row_keys) {
   unsigned g = plan->threads_per_row;

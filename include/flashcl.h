@@ -495,8 +495,9 @@ typedef enum fcl_pass {
  *  heads' slots: one new token of a GQA group, a few speculative ones):
  *  its work-items share the rows and divide the keys, so that a long
  *  cache streams at the memory's speed. It needs head_dim and every view
- *  a multiple of 4 elements. The planner takes it on GPUs (NVIDIA's sum
- *  its dot products with warp shuffles, others through local memory); on
+ *  a multiple of 4 elements. The planner takes it on GPUs (its dot products
+ *  summed by sub-group shuffles where the device has them, NVIDIA and AMD,
+ *  else through local memory); on
  *  CPUs a hint asks for it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
