@@ -509,6 +509,44 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
   return b;
 }
 
+/* ---- the decode kernels' key groups ----------------------------------------
+ * Both decode forwards (flash_fwd_decode.cl, flash_fwd_decode_mma.cl) give
+ * the keys of a block to `groups` groups of work-items, each with its own
+ * running max m, sum l and accumulator per row, left in `state` as
+ * [group][row][m, l, accumulator of HEAD_DIM_MAX columns]. Merged exactly,
+ * as fcl_merge_states merges splits: O = sum_g w_g acc_g / sum_g w_g l_g,
+ * w_g = 2^((m_g - max_g m_g) x); then O and LSE of the block's rows are
+ * stored, four columns a work-item, by the work-group. A statement macro,
+ * expanded in those kernels only: they store four columns of O with
+ * DECODE_STORE4(dst, x), counted (the MMA one through the PTX conversion
+ * its instructions use), and need qb, tid, o_rows and lse in scope. */
+#define FCL_DECODE_STORE(state, groups)                                         \
+  for (int i_ = tid; i_ < BLOCK_Q * (HEAD_DIM_MAX / 4); i_ += WG_SIZE) {        \
+    const int r_ = i_ / (HEAD_DIM_MAX / 4), c_ = (i_ - r_ * (HEAD_DIM_MAX / 4)) * 4; \
+    const int slot_ = qb.q0 + r_;                                               \
+    if (slot_ >= qb.seq.nq * PACK_GQA) continue;                                \
+    __local const float *row_ = (state) + r_ * (HEAD_DIM_MAX + 2);              \
+    const int group_stride_ = BLOCK_Q * (HEAD_DIM_MAX + 2);                     \
+    float top_ = FCL_MAX_INIT;                                                  \
+    for (int g_ = 0; g_ < (groups); ++g_) top_ = fmax(top_, row_[g_ * group_stride_]); \
+    float sum_ = 0.0f;                                                          \
+    float4 x_ = (float4)(0.0f);                                                 \
+    for (int g_ = 0; g_ < (groups); ++g_) {                                     \
+      __local const float *st_ = row_ + g_ * group_stride_;                     \
+      const float w_ = EXP2((st_[0] - top_) * p.exp_factor);                    \
+      sum_ += w_ * st_[1];                                                      \
+      x_ = fma((float4)(w_), vload4(0, st_ + 2 + c_), x_);                      \
+    }                                                                           \
+    /* a row that saw no key has l = 0 and acc = 0: zeros */                    \
+    const float inv_ = sum_ > 0.0f ? 1.0f / sum_ : 0.0f;                        \
+    const size_t at_ =                                                          \
+        (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
+    if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \
+    if (STORE_LSE && c_ == 0) /* l is 0 only for a row that saw no key; NaN stays NaN */ \
+      STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot_) * p.lse_head + SLOT_TOKEN(slot_), \
+                sum_ == 0.0f ? -INFINITY : top_ * p.lse_factor + log(sum_));    \
+  }
+
 /* ---- the key-block grid ----------------------------------------------------
  * The backward's dK/dV kernels own a block of keys of one (batch, kv head)
  * and stream the query tiles of every query head of its group. Key blocks

@@ -13,7 +13,7 @@
  * is used. A key group's partial dot products are summed over its lanes
  * (warp shuffles on NVIDIA, local memory elsewhere), each group keeps its
  * own running max, sum and accumulator, and the groups' states are merged
- * once at the end, exactly (as fcl_merge_states merges splits).
+ * once at the end, exactly (FCL_DECODE_STORE, common.cl).
  *
  * The I/O is the other forwards': Q once per block (through local memory,
  * each element loaded by one work-item), the keys of whole BLOCK_K tiles
@@ -44,6 +44,7 @@
 #define KEY_GROUPS (WG_SIZE / KEY_LANES)
 #define KEYS_PER_GROUP (BLOCK_K / KEY_GROUPS)
 #define HD4 (HEAD_DIM_MAX / 4)
+#define DECODE_STORE4(dst, x) STORE4(dst, 0, x)
 /* A group's lanes are adjacent, within one sub-group where it has as
  * many: butterfly shuffles sum them where the device has them. */
 #define SUM_BY_SHUFFLE FCL_SUMS_BY_SHUFFLE(WG_SIZE, KEY_LANES)
@@ -193,7 +194,7 @@ UNROLL
     }
   }
 
-  /* ---- the key groups' states merged: O = sum w_g acc_g / sum w_g l_g ---- */
+  /* ---- the key groups' states to local memory, merged, O and LSE stored ---- */
   __local float *mine = state + group * BLOCK_Q * (HEAD_DIM_MAX + 2);
 UNROLL
   for (int r = 0; r < BLOCK_Q; ++r) {
@@ -206,31 +207,6 @@ UNROLL
     for (int e = 0; e < ELEMS4; ++e) vstore4(acc[r][e], 0, st + 2 + col + 4 * e);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = tid; i < BLOCK_Q * HD4; i += WG_SIZE) {
-    const int r = i / HD4, c = (i - r * HD4) * 4, slot = q0 + r;
-    if (slot >= slots) continue;
-    float top = FCL_MAX_INIT;
-    for (int g = 0; g < KEY_GROUPS; ++g)
-      top = fmax(top, state[(g * BLOCK_Q + r) * (HEAD_DIM_MAX + 2)]);
-    float sum = 0.0f;
-    float4 x = (float4)(0.0f);
-    for (int g = 0; g < KEY_GROUPS; ++g) {
-      __local const float *st = state + (g * BLOCK_Q + r) * (HEAD_DIM_MAX + 2);
-      const float w = EXP2((st[0] - top) * p.exp_factor);
-      sum += w * st[1];
-      x = fma((float4)(w), vload4(0, st + 2 + c), x);
-    }
-    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const size_t at = (size_t)SLOT_TOKEN(slot) * p.o.seq + (size_t)SLOT_HEAD(slot) * p.o.head;
-    if (c < head_dim) STORE4(o_rows + at, c, x * inv);
-#if STORE_LSE
-    if (c == 0) {
-      /* l is 0 only for a row that saw no key; NaN stays NaN. */
-      const float value = sum == 0.0f ? -INFINITY : top * p.lse_factor + log(sum);
-      STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot) * p.lse_head + SLOT_TOKEN(slot), value);
-    }
-#endif
-  }
+  FCL_DECODE_STORE(state, KEY_GROUPS);
   FCL_IO_COMMIT();
 }

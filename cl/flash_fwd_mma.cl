@@ -112,50 +112,10 @@ UNROLL
     float s[K_TILES][4];
     MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
 
-    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ----
-     * s[n][i] is row row[i >> 1], key k0 + 8 n + 2 t + (i & 1). */
-#if SCORES_TRANSFORMED
+    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
+    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
 UNROLL
-    for (int n = 0; n < K_TILES; ++n)
-UNROLL
-      for (int i = 0; i < 4; ++i)
-        s[n][i] = fcl_score(s[n][i], p, qb.slope, row[i >> 1] + diag - (k0 + 8 * n + 2 * t + (i & 1)));
-#endif
-    if (k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi) {  // uniform over the group
-UNROLL
-      for (int n = 0; n < K_TILES; ++n)
-UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const int key = k0 + 8 * n + 2 * t + (i & 1);
-          s[n][i] = ROW_SEES(key, row[i >> 1], nq, nk, key_lo[i >> 1], key_hi[i >> 1])
-                        ? s[n][i] : -INFINITY;
-        }
-    }
-UNROLL
-    for (int r = 0; r < 2; ++r) {
-      float m_new = m[r];
-UNROLL
-      for (int n = 0; n < K_TILES; ++n)
-        m_new = fmax(m_new, fmax(s[n][2 * r], s[n][2 * r + 1]));
-      m_new = quad_max(m_new MMA_ARGS);
-      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
-      m[r] = m_new;
-      float sum = 0.0f;
-UNROLL
-      for (int n = 0; n < K_TILES; ++n)
-UNROLL
-        for (int c = 0; c < 2; ++c) {
-          const float pr = EXP2((s[n][2 * r + c] - m_new) * p.exp_factor);  // masked: 0
-          s[n][2 * r + c] = pr;
-          sum += pr;
-        }
-      l[r] = l[r] * alpha + sum;
-UNROLL
-      for (int n = 0; n < D_TILES; ++n) {
-        acc[n][2 * r] *= alpha;
-        acc[n][2 * r + 1] *= alpha;
-      }
-    }
+    for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
 
     /* ---- O += P V ---- */
     MMA_ACCUMULATE(acc, D_TILES, s, K_TILES, v_tile);

@@ -562,3 +562,56 @@ typedef ushort4 chunk_t;
     }                                                                           \
   } while (0)
 #endif
+
+/* ---- the softmax of S's fragments -----------------------------------------
+ * Statement macros over the `tiles` n-tiles of a step of S whose first key
+ * is k0: s[n][i] is row row[i >> 1] (g or g + 8 of the fragment), key
+ * k0 + 8 n + 2 t + (i & 1). They use the kernel's p, qb, t, nq, nk, diag,
+ * row, key_lo and key_hi. */
+
+/* The score transforms (softcap, ALiBi), then -inf where a row does not
+ * see a key; the mask only on a step of `keys` keys that some row of the
+ * block does not see whole (uniform over the work-group). */
+#define MMA_MASK_SCORES(s, tiles, k0, keys)                                     \
+  do {                                                                          \
+    if (SCORES_TRANSFORMED) {                                                   \
+      UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
+        s[n_][i_] = fcl_score(s[n_][i_], p, qb.slope,                           \
+                              row[i_ >> 1] + diag - ((k0) + 8 * n_ + 2 * t + (i_ & 1))); \
+    }                                                                           \
+    if ((k0) < qb.full_lo || (k0) + (keys) > qb.full_hi) {                      \
+      UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                   \
+        const int key_ = (k0) + 8 * n_ + 2 * t + (i_ & 1);                      \
+        s[n_][i_] = ROW_SEES(key_, row[i_ >> 1], nq, nk, key_lo[i_ >> 1], key_hi[i_ >> 1]) \
+                        ? s[n_][i_] : -INFINITY;                                \
+      }                                                                         \
+    }                                                                           \
+  } while (0)
+
+/* The online softmax of fragment row r (0: g, 1: g + 8): its new max over
+ * the quad, its running sum l[r] and its half of the accumulator acc
+ * (`width` n-tiles) rescaled, and s's row replaced by p = 2^(x (s - m)),
+ * masked scores giving 0. Every lane calls it (quad_max). */
+#define MMA_ONLINE_SOFTMAX(s, tiles, acc, width, m, l, r)                       \
+  do {                                                                          \
+    float m_new_ = m[r];                                                        \
+    UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
+      m_new_ = fmax(m_new_, fmax(s[n_][2 * (r)], s[n_][2 * (r) + 1]));          \
+    m_new_ = quad_max(m_new_ MMA_ARGS);                                         \
+    const float alpha_ = EXP2((m[r] - m_new_) * p.exp_factor);                  \
+    m[r] = m_new_;                                                              \
+    float sum_ = 0.0f;                                                          \
+    UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
+    UNROLL for (int c_ = 0; c_ < 2; ++c_) {                                     \
+      const float pr_ = EXP2((s[n_][2 * (r) + c_] - m_new_) * p.exp_factor);    \
+      s[n_][2 * (r) + c_] = pr_;                                                \
+      sum_ += pr_;                                                              \
+    }                                                                           \
+    l[r] = l[r] * alpha_ + sum_;                                                \
+    UNROLL for (int n_ = 0; n_ < (width); ++n_) {                               \
+      acc[n_][2 * (r)] *= alpha_;                                               \
+      acc[n_][2 * (r) + 1] *= alpha_;                                           \
+    }                                                                           \
+  } while (0)

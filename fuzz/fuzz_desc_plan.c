@@ -206,10 +206,11 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   /* each kernel's own accounting */
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   const int decode = plan->kernel == FCL_FLASH_KERNEL_DECODE;
-  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || (decode && forward));
+  const int decode_mma = plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || ((decode || decode_mma) && forward));
   const int emulate = !fcl__mma_native(lim), row_keys = fcl__row_keys_in_local(desc);
   CHECK(plan->local_bytes ==
-        (decode ? fcl__flash_decode_local_bytes(plan, lim)
+        (decode || decode_mma ? fcl__flash_decode_local_bytes(plan, lim)
          : mma  ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
                            : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
          : forward ? fcl__flash_local_bytes(plan, lim)
@@ -223,6 +224,18 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     CHECK(plan->block_k >= 1 && plan->block_k <= 128);
     CHECK(plan->head_dim_padded % (4 * lanes) == 0 && plan->head_dim_padded >= desc->head_dim);
     CHECK(desc->head_dim % 4 == 0);
+    if (hint && hint->kernel) CHECK(plan->kernel == hint->kernel);
+    if (hint && hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
+    if (hint && hint->block_k) CHECK(plan->block_k == hint->block_k);
+    return;
+  }
+  if (decode_mma) {  /* every warp holds the block's rows, 16 keys a warp a step */
+    const unsigned rows = plan->block_q;
+    CHECK(rows >= 1 && rows <= FCL_DECODE_MMA_MAX_ROWS && (rows & (rows - 1)) == 0);
+    CHECK(plan->rows_per_thread == 2 && plan->threads_per_row == 4);
+    CHECK(plan->wg_size % 32 == 0 && plan->block_k == plan->wg_size / 2);
+    CHECK(plan->head_dim_padded % 32 == 0 && plan->head_dim_padded >= desc->head_dim);
+    CHECK(desc->head_dim % 4 == 0 && desc->head_dim <= 128 && desc->dtype != FCL_DTYPE_F32);
     if (hint && hint->kernel) CHECK(plan->kernel == hint->kernel);
     if (hint && hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
     if (hint && hint->block_k) CHECK(plan->block_k == hint->block_k);

@@ -54,14 +54,21 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
   fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
 }
 
-/* The -D options of flash_fwd.cl, flash_fwd_mma.cl or flash_fwd_decode.cl:
- * one source of truth, the plan. */
+/* The -D options of the forward kernels (flash_fwd.cl, flash_fwd_mma.cl,
+ * flash_fwd_decode.cl, flash_fwd_decode_mma.cl): one source of truth, the
+ * plan. */
 static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
                             const fcl_attention_desc *desc, int with_lse,
                             cl_mem io_counter, fcl__options *opts) {
   if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
     mma_options(limits, plan, desc, io_counter, opts);
     fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
+    fcl__options_define(opts, "STORE_LSE", with_lse);
+    return;
+  }
+  if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA) {  /* BLOCK_K follows from WARPS */
+    mma_options(limits, plan, desc, io_counter, opts);
+    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
     fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
@@ -130,14 +137,17 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                                cl_mem io_counter, flash_program *out) {
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   if (pass == FCL_PASS_FORWARD) {
-    const int decode = plan->kernel == FCL_FLASH_KERNEL_DECODE;
-    out[0] = (flash_program){.source = mma      ? FCL_SRC_FLASH_FWD_MMA
-                                       : decode ? FCL_SRC_FLASH_FWD_DECODE
-                                                : FCL_SRC_FLASH_FWD,
-                             .kernels = {mma      ? "flash_fwd_mma"
-                                         : decode ? "flash_fwd_decode"
-                                                  : "flash_fwd",
-                                         NULL},
+    static const struct {
+      fcl__source source;
+      const char *kernel;
+    } forwards[] = {
+        [FCL_FLASH_KERNEL_SIMT] = {FCL_SRC_FLASH_FWD, "flash_fwd"},
+        [FCL_FLASH_KERNEL_MMA] = {FCL_SRC_FLASH_FWD_MMA, "flash_fwd_mma"},
+        [FCL_FLASH_KERNEL_DECODE] = {FCL_SRC_FLASH_FWD_DECODE, "flash_fwd_decode"},
+        [FCL_FLASH_KERNEL_DECODE_MMA] = {FCL_SRC_FLASH_FWD_DECODE_MMA, "flash_fwd_decode_mma"},
+    };
+    out[0] = (flash_program){.source = forwards[plan->kernel].source,
+                             .kernels = {forwards[plan->kernel].kernel, NULL},
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */

@@ -313,6 +313,7 @@ typedef enum fcl__source {
   FCL_SRC_MERGE,
   FCL_SRC_CACHE,
   FCL_SRC_FLASH_FWD_DECODE,
+  FCL_SRC_FLASH_FWD_DECODE_MMA,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -655,17 +656,25 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
 /* The decode forward's planner (plan_decode.c). */
-/** The planner's default for a forward of `packed_rows` rows a block
- *  (seqlen_q times the packed heads): the decode kernel, on GPUs, for vec4
- *  shapes of at most FCL_DECODE_MAX_ROWS rows. */
-int fcl__decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
-                      size_t packed_rows);
+/** The planner's default decode kernel for a forward of `packed_rows` rows
+ *  a block (seqlen_q times the packed heads): FCL_FLASH_KERNEL_DECODE_MMA
+ *  where the matrix instructions run natively (16-bit types, head_dim up
+ *  to 128, at most FCL_DECODE_MMA_MAX_ROWS rows), else
+ *  FCL_FLASH_KERNEL_DECODE on GPUs for vec4 shapes of at most
+ *  FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
+unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
+                            size_t packed_rows);
 /** The decode forward's tiling for the packed problem `desc` of shape `sh`. */
 fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,
                                     const fcl_attention_desc *desc, const fcl_plan *hint,
                                     fcl_plan *out, char *why, size_t why_len);
-/** Local memory of flash_fwd_decode.cl for a tiling on a device; its
- *  partial sums go through local memory without shuffles. */
+/** The same for the decode kernel on matrix instructions. */
+fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const fcl__shape *sh,
+                                        const fcl_attention_desc *desc, const fcl_plan *hint,
+                                        fcl_plan *out, char *why, size_t why_len);
+/** Local memory of either decode kernel (plan->kernel) for a tiling on a
+ *  device (whose partial sums may go through local memory, and whose
+ *  matrix instructions may be emulated). */
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */

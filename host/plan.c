@@ -101,6 +101,10 @@
  * 16 splits 1.11-1.27x of 9 and faster than 32; at B 1, 64 faster than 128). */
 #define DECODE_WGS_PER_CU 8u
 #define DECODE_MAX_SPLITS 64u
+/* The decode kernel on matrix instructions: one wave, the 2 work-groups
+ * an H200 multiprocessor holds at its 184 registers a lane (v9: at B 1,
+ * 32 splits 1.09-1.22x of 64; at B 8, 4 splits faster than 8 and 16). */
+#define DECODE_MMA_WGS_PER_CU 2u
 
 /* Private floats a work-item may keep without spilling, per vendor. The
  * numbers above are an H200's (255 registers a work-item). Intel's GPUs
@@ -327,7 +331,7 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (hint->kernel > FCL_FLASH_KERNEL_DECODE) {
+  if (hint->kernel > FCL_FLASH_KERNEL_DECODE_MMA) {
     fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
@@ -340,7 +344,7 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
 }
 
 const char *fcl_flash_kernel_name(unsigned kernel) {
-  static const char *const names[] = {"auto", "simt", "mma", "decode"};
+  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma"};
   return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
 }
 
@@ -376,10 +380,14 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
 
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. The
- * decode kernel's target is its own (DECODE_WGS_PER_CU), a power of two
- * that reproduces the counts measured best. */
+ * decode kernels' targets are their own (DECODE_WGS_PER_CU,
+ * DECODE_MMA_WGS_PER_CU), a power of two that reproduces the counts
+ * measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          const fcl_plan *hint, int decode, fcl_plan *plan) {
+                          const fcl_plan *hint, fcl_plan *plan) {
+  const int decode = plan->kernel >= FCL_FLASH_KERNEL_DECODE;
+  const size_t per_cu =
+      plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? DECODE_MMA_WGS_PER_CU : DECODE_WGS_PER_CU;
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
       desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
@@ -387,7 +395,7 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   if (hint && hint->splits) {
     splits = hint->splits;
   } else if (groups < cus) {
-    splits = decode ? fcl__floor_pow2(DECODE_WGS_PER_CU * cus / groups)
+    splits = decode ? fcl__floor_pow2(per_cu * cus / groups)
                     : (2 * cus + groups - 1) / groups;
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
     const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
@@ -448,8 +456,8 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const int simt_hint =
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
   const int backward = pass == FCL_PASS_BACKWARD;
-  FCL_WHY_IF(backward && hint && hint->kernel == FCL_FLASH_KERNEL_DECODE, FCL_ERROR_UNSUPPORTED,
-             "the decode kernel is a forward; the backward runs SIMT or MMA");
+  FCL_WHY_IF(backward && hint && hint->kernel >= FCL_FLASH_KERNEL_DECODE, FCL_ERROR_UNSUPPORTED,
+             "the decode kernels are forwards; the backward runs SIMT or MMA");
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
                                        : !simt_hint && shape.vec4 && fcl__mma_suits(limits, desc);
   if (mma && !shape.vec4 && desc->head_dim % 4 == 0) {  /* else the MMA planner says why */
@@ -475,16 +483,21 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
   desc = &packed_desc;
-  const int decode = hint && hint->kernel
-                         ? hint->kernel == FCL_FLASH_KERNEL_DECODE
-                         : !simt_hint && fcl__decode_suits(limits, &shape, desc->seqlen_q);
+  /* 0, or which decode kernel */
+  const unsigned decode =
+      hint && hint->kernel
+          ? (hint->kernel >= FCL_FLASH_KERNEL_DECODE ? hint->kernel : FCL_FLASH_KERNEL_AUTO)
+      : simt_hint ? FCL_FLASH_KERNEL_AUTO
+                  : fcl__decode_kernel(limits, &shape, desc->seqlen_q);
   if (decode || mma) {
     fcl_plan planned;  /* `out` is written on success only */
-    FCL_FORWARD_IF(decode
-                       ? fcl__plan_forward_decode(limits, &shape, desc, hint, &planned, why, why_len)
-                       : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
+    FCL_FORWARD_IF(
+        decode == FCL_FLASH_KERNEL_DECODE_MMA
+            ? fcl__plan_forward_decode_mma(limits, &shape, desc, hint, &planned, why, why_len)
+        : decode ? fcl__plan_forward_decode(limits, &shape, desc, hint, &planned, why, why_len)
+                 : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
     FCL_FORWARD_IF(check_pages_fit(&shape, &planned, why, why_len));
-    choose_splits(limits, desc, hint, decode, &planned);
+    choose_splits(limits, desc, hint, &planned);
     planned.packed_heads = packed;
     *out = planned;
     return FCL_SUCCESS;
@@ -606,7 +619,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   }
   plan.local_bytes = fcl__flash_local_bytes(&plan, limits);
   FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
-  choose_splits(limits, desc, hint, 0, &plan);
+  choose_splits(limits, desc, hint, &plan);
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;

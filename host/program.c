@@ -20,6 +20,7 @@ extern const char fcl__cl_common[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
 extern const char fcl__cl_flash_fwd_decode[];
+extern const char fcl__cl_flash_fwd_decode_mma[];
 extern const char fcl__cl_mma[];
 extern const char fcl__cl_softmax[];
 extern const char fcl__cl_peaks[];
@@ -55,6 +56,8 @@ static const struct {
     [FCL_SRC_MERGE] = {fcl__cl_merge, "merge.cl", NULL, NULL},
     [FCL_SRC_CACHE] = {fcl__cl_cache, "cache.cl", NULL, NULL},
     [FCL_SRC_FLASH_FWD_DECODE] = {fcl__cl_flash_fwd_decode, "flash_fwd_decode.cl", NULL, NULL},
+    [FCL_SRC_FLASH_FWD_DECODE_MMA] = {fcl__cl_flash_fwd_decode_mma, "flash_fwd_decode_mma.cl",
+                                      fcl__cl_mma, "mma.cl"},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }

@@ -498,20 +498,31 @@ typedef enum fcl_pass {
  *  a multiple of 4 elements. The planner takes it on GPUs (its dot products
  *  summed by sub-group shuffles where the device has them, NVIDIA and AMD,
  *  else through local memory); on
- *  CPUs a hint asks for it. */
+ *  CPUs a hint asks for it. DECODE_MMA (cl/flash_fwd_decode_mma.cl) is the
+ *  same forward on the matrix instructions, for f16 and bf16 storage,
+ *  head_dim up to 128 and at most FCL_DECODE_MMA_MAX_ROWS rows a block:
+ *  each warp holds the block's rows and takes its own keys. The planner
+ *  takes it where the instructions run natively (NVIDIA sm_80 and later);
+ *  elsewhere a hint runs it emulated, for tests. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
   FCL_FLASH_KERNEL_MMA = 2,
   FCL_FLASH_KERNEL_DECODE = 3,  /**< forward only */
+  FCL_FLASH_KERNEL_DECODE_MMA = 4,  /**< forward only */
 } fcl_flash_kernel;
 
 /** The most query rows (packed: slots) a block of the decode kernel holds
  *  (FCL_FLASH_KERNEL_DECODE). */
 #define FCL_DECODE_MAX_ROWS 8
 
-/** An fcl_flash_kernel's name: "auto", "simt", "mma", "decode", or
- *  "unknown" for any other value. Never NULL. */
+/** The most query rows (packed: slots) a block of the decode kernel on
+ *  matrix instructions holds (FCL_FLASH_KERNEL_DECODE_MMA): one fragment
+ *  of 16 rows. */
+#define FCL_DECODE_MMA_MAX_ROWS 16
+
+/** An fcl_flash_kernel's name: "auto", "simt", "mma", "decode",
+ *  "decode-mma", or "unknown" for any other value. Never NULL. */
 FCL_API const char *fcl_flash_kernel_name(unsigned kernel);
 
 /** The tiling a flash kernel runs with: the C form of its -D options.
@@ -543,7 +554,10 @@ typedef struct fcl_plan {
    *  block_k = block_q. A DECODE plan has block_q rows in every work-item
    *  (rows_per_thread = block_q), threads_per_row work-items sharing each
    *  key (head_dim_padded / threads_per_row elements each), and block_k
-   *  keys per step, block_k * threads_per_row / wg_size per key group. */
+   *  keys per step, block_k * threads_per_row / wg_size per key group. A
+   *  DECODE_MMA plan has block_q rows (at most 16) in every warp,
+   *  threads_per_row = 4 and rows_per_thread = 2 (the MMA layout), and
+   *  block_k = 16 keys per warp of the work-group per step. */
   unsigned kernel;
   /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
    *  head, query block) runs as `splits` work-groups over consecutive
@@ -552,9 +566,10 @@ typedef struct fcl_plan {
    *  split. The planner splits only where the unsplit grid would not
    *  fill the device: fewer work-groups than compute units; then into
    *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
-   *  ranges, at most FCL_MAX_SPLITS (the decode kernel, whose work-groups
-   *  are few: 8 * compute_units / work-groups rounded down to a power of
-   *  two, at most 64), each a whole number of tiles, and
+   *  ranges, at most FCL_MAX_SPLITS (the decode kernels, whose work-groups
+   *  are few: 8 * compute_units / work-groups, or 2 * for DECODE_MMA,
+   *  rounded down to a power of two, at most 64), each a whole number of
+   *  tiles, and
    *  fewer if the keys run out. The backward is never split (1). In a
    *  tiling hint: the count wanted, which the keys' tiles may lower. */
   unsigned splits;

@@ -14,7 +14,8 @@ check() {  # file, options...
   shift
   # as host/program.c builds them: params.h, common.cl, a prelude, the kernel
   case "$file" in
-    flash_fwd_mma.cl | flash_bwd_mma.cl | mma_probe.cl) prelude=(cl/mma.cl) ;;
+    flash_fwd_mma.cl | flash_bwd_mma.cl | flash_fwd_decode_mma.cl | mma_probe.cl)
+      prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
   esac
   cat cl/params.h cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
@@ -68,6 +69,16 @@ for dtype in 0 1 2; do
           -DHEAD_SPLIT=2
         check flash_bwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DWARPS=8 \
           -DHEAD_SPLIT=2
+        # the decode kernels, split, paged and (without ALiBi) packed
+        decode=(-DSPLIT_KV=1 -DPAGED=1 -DPACK_GQA=$((transform ? 1 : 4)))
+        check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 \
+          -DBLOCK_K=32 -DWG_SIZE=128 -DKEY_LANES=16
+        if [ "$dtype" -ne 0 ]; then
+          check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+            -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
+          check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 \
+            -DBLOCK_Q=16
+        fi
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done

@@ -120,6 +120,27 @@ th_forward th_run_forward(fcl_context *ctx, const th_problem *p, fcl_algo algo,
   return r;
 }
 
+float *th_naive_output(fcl_context *ctx, const th_problem *p) {
+  th_forward r = th_run_forward(ctx, p, FCL_ALGO_NAIVE, 0);
+  if (r.status == FCL_SUCCESS) return r.o;
+  ck_assert_msg(r.status == FCL_ERROR_UNSUPPORTED && p->desc.dtype != FCL_DTYPE_F32,
+                "naive: %s", fcl_context_last_error(ctx));
+  /* unwritten rows of a ragged batch's buffers are 0, as the reference's */
+  memset(r.o, 0, (p->q_elems ? p->q_elems : 1) * sizeof *r.o);
+  const fcl_attention_desc *d = &p->desc;
+  for (size_t b = 0; b < d->batch; ++b) {
+    size_t q0, nq, k0, nk;
+    fclref_sequence(d, b, &q0, &nq, &k0, &nk);
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t h = 0; h < d->heads_q; ++h) {
+        float lse;
+        fclref_naive_row(d, p->q, p->k, p->v, b, h, i,
+                         r.o + ((q0 + i) * d->heads_q + h) * d->head_dim, &lse);
+      }
+  }
+  return r.o;
+}
+
 void th_forward_free(th_forward *r) {
   free(r->o);
   free(r->lse);

@@ -64,6 +64,12 @@ th_forward th_run_forward(fcl_context *ctx, const th_problem *p, fcl_algo algo,
                           int with_lse);
 void th_forward_free(th_forward *r);
 
+/** The naive forward's O of a problem (packed layout, malloc'd): from the
+ *  device where it runs the naive algorithm in the problem's storage type,
+ *  else (f16 without cl_khr_fp16, as PoCL) its host emulation,
+ *  fclref_naive_row. The yardstick of the flash suites' error rule. */
+float *th_naive_output(fcl_context *ctx, const th_problem *p);
+
 /** The float64 reference of a problem's forward. */
 typedef struct th_reference {
   double *o, *lse;

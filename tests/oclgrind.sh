@@ -13,7 +13,8 @@
 # planner's choice on this device in the other 16-bit runs), a forward in
 # three key splits and their merge (--splits 3), the decode kernel (a few
 # packed rows, split, f16; and on a paged cache of 64-token pages in a
-# shuffled order, f32), the SIMT forward on the paged cache, and the naive
+# shuffled order, f32), the decode kernel on (emulated) matrix instructions
+# (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache, and the naive
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
 # its gather).
 #
@@ -72,6 +73,7 @@ runs=(
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
   "decode-f16-d72-split3|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 3|2|-"
   "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
+  "decode-mma-bf16-d40-paged|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 64 --splits 2|1|-"
   "simt-bf16-d24-paged|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 64|2|-"
   "naive-f32-d24-paged|--algo naive --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64|1|-"
 )

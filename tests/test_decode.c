@@ -1,8 +1,9 @@
 /*
  * test_decode.c — decode: a few query rows against many keys. Against the
- * float64 reference on random inputs, in the three forward kernels (SIMT,
- * MMA emulated off NVIDIA, and the decode kernel, whose work-items divide
- * the keys), causal and not, a sliding window, GQA and MQA:
+ * float64 reference on random inputs, in the four forward kernels (SIMT,
+ * MMA emulated off NVIDIA, the decode kernel, whose work-items divide the
+ * keys, and the decode kernel on matrix instructions, emulated off NVIDIA,
+ * in f16 and bf16), causal and not, a sliding window, GQA and MQA:
  *   - the split-KV forward (fcl_plan.splits): key counts 1, 15, 16, 17,
  *     333 and 4097, split counts forced from 1 to more than the keys have
  *     tiles, within the flash suites' rule (2x the naive algorithm's
@@ -44,9 +45,23 @@ static const unsigned forced[] = {1, 2, 3, 7, FCL_MAX_SPLITS};
 #define N_FORCED (sizeof forced / sizeof forced[0])
 
 /* The forward kernels a test runs in turn (a loop test's _i). */
-enum { FAMILY_SIMT, FAMILY_MMA, FAMILY_DECODE, FAMILIES };
+enum { FAMILY_SIMT, FAMILY_MMA, FAMILY_DECODE, FAMILY_DECODE_MMA, FAMILIES };
 static const unsigned family_kernel[FAMILIES] = {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA,
-                                                 FCL_FLASH_KERNEL_DECODE};
+                                                 FCL_FLASH_KERNEL_DECODE,
+                                                 FCL_FLASH_KERNEL_DECODE_MMA};
+
+/* The families on matrix instructions, emulated off NVIDIA: slow on a CPU,
+ * so they take fewer cases. */
+static int matrix_family(int family) {
+  return family == FAMILY_MMA || family == FAMILY_DECODE_MMA;
+}
+
+/* The storage type a family runs in: the decode kernel on matrix
+ * instructions takes 16-bit types only (f16, and bf16 for odd seeds). */
+static fcl_dtype family_dtype(int family, size_t seed) {
+  if (family != FAMILY_DECODE_MMA) return FCL_DTYPE_F32;
+  return seed % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_F16;
+}
 
 static fcl_attention_desc case_desc(const dcase *c, int family) {
   fcl_attention_desc d;
@@ -54,20 +69,23 @@ static fcl_attention_desc case_desc(const dcase *c, int family) {
                           family == FAMILY_MMA ? th_mma_head_dim(c->d) : c->d);
   d.causal = c->causal;
   d.window_left = c->window_left;
+  d.dtype = family_dtype(family, (size_t)(c - cases));
   return d;
 }
 
 /* Whether the family's kernel takes nq rows of `packed` heads a block
- * (the decode kernel: at most FCL_DECODE_MAX_ROWS). */
+ * (the decode kernels: at most FCL_DECODE_MAX_ROWS, FCL_DECODE_MMA_MAX_ROWS). */
 static int family_takes(int family, size_t nq, size_t packed) {
-  return family != FAMILY_DECODE || nq * packed <= FCL_DECODE_MAX_ROWS;
+  if (family == FAMILY_DECODE) return nq * packed <= FCL_DECODE_MAX_ROWS;
+  if (family == FAMILY_DECODE_MMA) return nq * packed <= FCL_DECODE_MMA_MAX_ROWS;
+  return 1;
 }
 
 /* The hint of a family, split count and packing (0: the planner's; for the
- * decode kernel, packed where the rows fit it). */
+ * decode kernels, packed where the rows fit them). */
 static fcl_plan family_hint(int family, unsigned splits, unsigned packed,
                             const fcl_attention_desc *d) {
-  if (family == FAMILY_DECODE && packed == 0)
+  if ((family == FAMILY_DECODE || family == FAMILY_DECODE_MMA) && packed == 0)
     packed = family_takes(family, d->seqlen_q, d->heads_q / d->heads_kv) ? 0 : 1;
   return (fcl_plan){.kernel = family_kernel[family], .splits = splits, .packed_heads = packed};
 }
@@ -89,6 +107,14 @@ static unsigned expected_splits(const fcl_run_info *info, size_t nk, unsigned wa
   return (unsigned)((tiles + per - 1) / per);
 }
 
+/* The flash suites' rule, 2 x the naive algorithm's error, allows this
+ * much more: ERR_FLOOR, and in 16-bit types an ulp of the output's size
+ * (test_half.c's floor: a split's partial O is one rounding more). */
+static double err_floor(const fcl_attention_desc *d, const double *ref, size_t n) {
+  if (d->dtype == FCL_DTYPE_F32) return ERR_FLOOR;
+  return (d->dtype == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8) * fclu_max_abs(ref, n) + ERR_FLOOR;
+}
+
 /* LSE within LSE_REL_TOL of the reference (relative, or absolute below
  * 1), and -inf exactly where it is -inf. */
 static void assert_lse(const th_forward *r, const double *want, size_t n, const char *what) {
@@ -104,15 +130,15 @@ START_TEST(split_forward_matches_reference) {
   fcl_context *ctx = th_context();
   double worst = 0.0;
   for (size_t i = 0; i < N_CASES; ++i) {
-    if (family == FAMILY_MMA && i % 2) continue;  /* the emulated MMA kernels are slow on a CPU */
+    if (matrix_family(family) && i % 2) continue;  /* emulated, slow on a CPU */
     if (!family_takes(family, cases[i].nq, 1)) continue;
     const fcl_attention_desc desc = case_desc(&cases[i], family);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 10 + i, 1.0);
     th_reference ref = th_reference_forward(&p);
-    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
-    ck_assert_int_eq(naive.status, FCL_SUCCESS);
-    const double naive_err = fclu_max_abs_err(naive.o, ref.o, p.q_elems);
+    float *naive = th_naive_output(ctx, &p);
+    const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
+    const double floor = err_floor(&desc, ref.o, p.q_elems);
     char what[200];
     th_describe(&desc, what, sizeof what);
     for (size_t f = 0; f < N_FORCED; ++f) {
@@ -124,18 +150,18 @@ START_TEST(split_forward_matches_reference) {
       ck_assert_msg(r.info.plan.splits == want, "%s: %u splits asked, %u run, %u expected", what,
                     forced[f], r.info.plan.splits, want);
       const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
-      ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+      ck_assert_msg(err <= 2 * naive_err + floor,
                     "%s, %u splits: flash error %g > 2 x naive error %g + %g", what,
-                    r.info.plan.splits, err, naive_err, ERR_FLOOR);
-      if (err / (naive_err + ERR_FLOOR) > worst) worst = err / (naive_err + ERR_FLOOR);
+                    r.info.plan.splits, err, naive_err, floor);
+      if (err / (naive_err + floor) > worst) worst = err / (naive_err + floor);
       assert_lse(&r, ref.lse, p.lse_elems, what);
       th_forward_free(&r);
     }
-    th_forward_free(&naive);
+    free(naive);
     th_reference_free(&ref);
     th_problem_free(&p);
   }
-  printf("decode (%s): split forwards, worst flash/(naive + 1e-6) error ratio %.3f\n",
+  printf("decode (%s): split forwards, worst flash/(naive + floor) error ratio %.3f\n",
          family_name(family), worst);
   fcl_context_release(ctx);
 }
@@ -149,15 +175,15 @@ START_TEST(packed_heads_match_reference) {
   fcl_context *ctx = th_context();
   for (size_t i = 0; i < N_CASES; ++i) {
     const dcase *c = &cases[i];
-    if (c->hq == c->hkv || (family == FAMILY_MMA && i > 2)) continue;
+    if (c->hq == c->hkv || (matrix_family(family) && i > 2)) continue;
     if (!family_takes(family, c->nq, 1)) continue;
     const fcl_attention_desc desc = case_desc(c, family);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 90 + i, 1.0);
     th_reference ref = th_reference_forward(&p);
-    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
-    ck_assert_int_eq(naive.status, FCL_SUCCESS);
-    const double naive_err = fclu_max_abs_err(naive.o, ref.o, p.q_elems);
+    float *naive = th_naive_output(ctx, &p);
+    const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
+    const double floor = err_floor(&desc, ref.o, p.q_elems);
     char what[200];
     th_describe(&desc, what, sizeof what);
     const unsigned group = (unsigned)(c->hq / c->hkv), packs[2] = {1, group};
@@ -170,13 +196,13 @@ START_TEST(packed_heads_match_reference) {
         ck_assert_msg(r.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
         ck_assert_uint_eq(r.info.plan.packed_heads, packs[k]);
         const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
-        ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+        ck_assert_msg(err <= 2 * naive_err + floor,
                       "%s, %u heads a block, %u splits: error %g > 2 x naive %g + %g", what,
-                      packs[k], r.info.plan.splits, err, naive_err, ERR_FLOOR);
+                      packs[k], r.info.plan.splits, err, naive_err, floor);
         assert_lse(&r, ref.lse, p.lse_elems, what);
         th_forward_free(&r);
       }
-    th_forward_free(&naive);
+    free(naive);
     th_reference_free(&ref);
     th_problem_free(&p);
   }
@@ -187,8 +213,10 @@ END_TEST
 /* A ragged batch (cu_seqlens) of a few query rows each against keys of
  * their own, packed and not, split and not: continuous batching's decode.
  * Only the first tokens of the buffers hold the batch: only they are
- * compared. */
+ * compared; in f32 within 1e-5, in 16-bit types within the flash suites'
+ * rule. */
 START_TEST(packed_heads_in_a_ragged_batch) {
+  const int family = _i;
   fcl_context *ctx = th_context();
   const int32_t cu_q[5] = {0, 1, 3, 3, 7}, cu_k[5] = {0, 100, 117, 117, 417};
   fcl_attention_desc desc;
@@ -196,25 +224,32 @@ START_TEST(packed_heads_in_a_ragged_batch) {
   desc.causal = 1;
   desc.cu_seqlens_q = cu_q;
   desc.cu_seqlens_k = cu_k;
+  desc.dtype = family_dtype(family, 0);
   th_problem p;
   th_problem_init(&p, ctx, &desc, 800, 1.0);
   th_reference ref = th_reference_forward(&p);
   const size_t o_n = (size_t)cu_q[4] * desc.heads_q * desc.head_dim;
   const size_t lse_n = (size_t)cu_q[4] * desc.heads_q;
-  for (int family = 0; family < FAMILIES; ++family)
-    for (int k = 0; k < 4; ++k) {
-      if (!family_takes(family, desc.seqlen_q, k & 2 ? 4 : 1)) continue;
-      const fcl_plan hint = family_hint(family, k & 1 ? 3 : 1, k & 2 ? 4 : 1, &desc);
-      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
-      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-      ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-      ck_assert_uint_eq(r.info.plan.packed_heads, hint.packed_heads);
-      const double err = fclu_max_abs_err(r.o, ref.o, o_n);
-      ck_assert_msg(err < 1e-5, "ragged, %u heads a block, %u splits (%s): error %g",
-                    r.info.plan.packed_heads, r.info.plan.splits, family_name(family), err);
-      assert_lse(&r, ref.lse, lse_n, "ragged");
-      th_forward_free(&r);
-    }
+  double bound = 1e-5;
+  if (desc.dtype != FCL_DTYPE_F32) {
+    float *naive = th_naive_output(ctx, &p);
+    bound = 2 * fclu_max_abs_err(naive, ref.o, o_n) + err_floor(&desc, ref.o, o_n);
+    free(naive);
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (!family_takes(family, desc.seqlen_q, k & 2 ? 4 : 1)) continue;
+    const fcl_plan hint = family_hint(family, k & 1 ? 3 : 1, k & 2 ? 4 : 1, &desc);
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+    th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+    ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+    ck_assert_uint_eq(r.info.plan.packed_heads, hint.packed_heads);
+    const double err = fclu_max_abs_err(r.o, ref.o, o_n);
+    ck_assert_msg(err <= bound, "ragged, %u heads a block, %u splits (%s): error %g > %g",
+                  r.info.plan.packed_heads, r.info.plan.splits, family_name(family), err,
+                  bound);
+    assert_lse(&r, ref.lse, lse_n, "ragged");
+    th_forward_free(&r);
+  }
   th_reference_free(&ref);
   th_problem_free(&p);
   fcl_context_release(ctx);
@@ -276,7 +311,7 @@ START_TEST(cache_lengths_match_reference) {
   fcl_context *ctx = th_context();
   for (size_t i = 0; i < sizeof cache_cases / sizeof cache_cases[0]; ++i) {
     const ccase *c = &cache_cases[i];
-    if (family == FAMILY_MMA && i != 0) continue;  /* the emulated MMA kernels are slow on a CPU */
+    if (matrix_family(family) && i != 0) continue;  /* emulated, slow on a CPU */
     if (!family_takes(family, c->nq, 1)) continue;
     fcl_attention_desc desc;
     fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->capacity,
@@ -284,15 +319,16 @@ START_TEST(cache_lengths_match_reference) {
     desc.causal = c->causal;
     desc.window_left = c->window_left;
     desc.seqlens_k = c->lens;
+    desc.dtype = family_dtype(family, i);
     th_problem p;
     th_problem_init(&p, ctx, &desc, 200 + i, 1.0);
     th_reference ref = th_reference_forward(&p);  /* (util/reference.c reads seqlens_k) */
     const double *o = ref.o, *lse = ref.lse;
-    th_forward naive = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
-    ck_assert_msg(naive.status == FCL_SUCCESS, "case %zu: naive: %s", i,
-                  fcl_context_last_error(ctx));
-    const double naive_err = fclu_max_abs_err(naive.o, o, p.q_elems);
-    ck_assert_msg(naive_err < 1e-4, "case %zu: the naive algorithm is off by %g", i, naive_err);
+    float *naive = th_naive_output(ctx, &p);
+    const double naive_err = fclu_max_abs_err(naive, o, p.q_elems);
+    const double floor = err_floor(&desc, o, p.q_elems);
+    ck_assert_msg(naive_err < (desc.dtype == FCL_DTYPE_F32 ? 1e-4 : 1e-2),
+                  "case %zu: the naive algorithm is off by %g", i, naive_err);
     const unsigned group = (unsigned)(c->hq / c->hkv);
     for (int k = 0; k < 4; ++k) {
       if (!family_takes(family, c->nq, k & 2 ? group : 1)) continue;
@@ -301,15 +337,15 @@ START_TEST(cache_lengths_match_reference) {
       th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
       ck_assert_msg(r.status == FCL_SUCCESS, "case %zu: %s", i, fcl_context_last_error(ctx));
       const double err = fclu_max_abs_err(r.o, o, p.q_elems);
-      ck_assert_msg(err <= 2 * naive_err + ERR_FLOOR,
+      ck_assert_msg(err <= 2 * naive_err + floor,
                     "case %zu, %u splits, %u heads a block: error %g > 2 x naive %g + %g", i,
-                    r.info.plan.splits, r.info.plan.packed_heads, err, naive_err, ERR_FLOOR);
+                    r.info.plan.splits, r.info.plan.packed_heads, err, naive_err, floor);
       char what[64];
       snprintf(what, sizeof what, "cache case %zu", i);
       assert_lse(&r, lse, p.lse_elems, what);
       th_forward_free(&r);
     }
-    th_forward_free(&naive);
+    free(naive);
     th_reference_free(&ref);
     th_problem_free(&p);
   }
@@ -750,40 +786,49 @@ static fcl_device_limits h200_limits(void) {
 
 /* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
  * decode kernel, split for about DECODE_WGS_PER_CU (8) work-groups per
- * compute unit, a power of two, at most 64; more rows, the backward and
- * CPUs keep their kernels. */
+ * compute unit, and on NVIDIA the 16-bit forward of at most
+ * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
+ * instructions, split for DECODE_MMA_WGS_PER_CU (2): a power of two, at
+ * most 64; more rows, the backward and CPUs keep their kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
     size_t b, hq, nq, nk, d;
+    fcl_dtype dtype;
     unsigned kernel, rows, lanes;
-  } rows[] = {{1, 32, 1, 32768, 128, FCL_FLASH_KERNEL_DECODE, 4, 16},
-              {8, 32, 1, 8192, 128, FCL_FLASH_KERNEL_DECODE, 4, 16},
-              {4, 32, 2, 4096, 64, FCL_FLASH_KERNEL_DECODE, 8, 16},
-              {1, 8, 1, 1000, 256, FCL_FLASH_KERNEL_DECODE, 1, 32},
-              {1, 32, 16, 32768, 128, FCL_FLASH_KERNEL_MMA, 0, 0}};
+  } rows[] = {{1, 32, 1, 32768, 128, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 4, 4},
+              {8, 32, 1, 8192, 128, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 4, 4},
+              {4, 32, 4, 4096, 64, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 16, 4},
+              {1, 32, 1, 32768, 128, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 4, 16},
+              {4, 32, 2, 4096, 64, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 8, 16},
+              {1, 8, 1, 1000, 256, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE, 1, 32},
+              {1, 32, 16, 32768, 128, FCL_DTYPE_F16, FCL_FLASH_KERNEL_MMA, 0, 0}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, rows[i].b, rows[i].hq, 8, rows[i].nq, rows[i].nk, rows[i].d);
-    d.dtype = FCL_DTYPE_F16;
+    d.dtype = rows[i].dtype;
     fcl_plan plan;
     char why[256];
     ck_assert_msg(fcl_plan_flash(&limits, &d, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
                       FCL_SUCCESS, "%s", why);
     ck_assert_msg(plan.kernel == rows[i].kernel, "row %zu: %s kernel", i,
                   fcl_flash_kernel_name(plan.kernel));
-    if (plan.kernel != FCL_FLASH_KERNEL_DECODE) continue;
+    if (plan.kernel == FCL_FLASH_KERNEL_MMA) continue;
     ck_assert_uint_eq(plan.block_q, rows[i].rows);
     ck_assert_uint_eq(plan.threads_per_row, rows[i].lanes);
     ck_assert_uint_eq(plan.wg_size, 128);
-    ck_assert_uint_eq(plan.block_k, plan.wg_size / plan.threads_per_row * 4);
+    ck_assert_uint_eq(plan.block_k, plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA
+                                        ? plan.wg_size / 32 * 16
+                                        : plan.wg_size / plan.threads_per_row * 4);
+    ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, &limits));
     ck_assert_uint_le(plan.local_bytes, limits.local_mem_bytes - 1024);
     const size_t groups = rows[i].b * (rows[i].hq / plan.packed_heads) *
                           ((rows[i].nq * plan.packed_heads + plan.block_q - 1) / plan.block_q);
     unsigned want = 1;
-    if (groups < 132) {
+    if (groups < 132) {  /* work-groups a compute unit: 8, 2 on the matrix instructions */
+      const size_t per_cu = plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 2 : 8;
       size_t s = 1, by_keys = (rows[i].nk + 255) / 256;
-      while (2 * s <= 8 * 132 / groups) s *= 2;
+      while (2 * s <= per_cu * 132 / groups) s *= 2;
       if (s > by_keys) s = by_keys;
       if (s > 64) s = 64;
       const size_t tiles = (rows[i].nk + plan.block_k - 1) / plan.block_k;
@@ -793,7 +838,7 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
     ck_assert_msg(plan.splits == want, "row %zu: %u splits, want %u", i, plan.splits, want);
     ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
                      FCL_SUCCESS);
-    ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+    ck_assert_uint_lt(plan.kernel, FCL_FLASH_KERNEL_DECODE);
   }
   /* The programs: the decode kernel, split, then the merge. */
   fcl_attention_desc dec;
@@ -845,11 +890,12 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                    FCL_SUCCESS);
   ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
   ck_assert_uint_eq(programs[0].local_bytes, plan.local_bytes);
-  const fcl_plan bad_hint = {.kernel = FCL_FLASH_KERNEL_DECODE + 1};
+  const fcl_plan bad_hint = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA + 1};
   ck_assert_int_eq(fcl_plan_flash_hinted(&cpu, &dec, FCL_PASS_FORWARD, &bad_hint, &plan, why,
                                          sizeof why),
                    FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE), "decode");
+  ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE_MMA), "decode-mma");
   ck_assert_str_eq(fcl_flash_kernel_name(99), "unknown");
 }
 END_TEST
@@ -865,7 +911,7 @@ START_TEST(decode_kernel_refusals) {
     const char *says;
   } rows[] = {{1, 30, FCL_PASS_FORWARD, "multiples of 4"},
               {3, 64, FCL_PASS_FORWARD, "FCL_DECODE_MAX_ROWS"},
-              {1, 64, FCL_PASS_BACKWARD, "is a forward"}};
+              {1, 64, FCL_PASS_BACKWARD, "are forwards"}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
     fcl_attention_desc d;
     fcl_attention_desc_init(&d, 1, 32, 8, rows[i].nq, 500, rows[i].d);
@@ -933,7 +979,7 @@ int main(void) {
   TCase *tc = th_tcase("decode");
   tcase_add_loop_test(tc, split_forward_matches_reference, 0, FAMILIES);
   tcase_add_loop_test(tc, packed_heads_match_reference, 0, FAMILIES);
-  tcase_add_test(tc, packed_heads_in_a_ragged_batch);
+  tcase_add_loop_test(tc, packed_heads_in_a_ragged_batch, 0, FAMILIES);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
   tcase_add_loop_test(tc, cache_lengths_match_reference, 0, FAMILIES);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);

@@ -79,8 +79,10 @@ START_TEST(plans_fit_every_made_up_device) {
             ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
             ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
             ck_assert_uint_ge(plan.head_dim_padded, d);
-            if (plan.kernel == FCL_FLASH_KERNEL_DECODE) {  /* a GPU, one row: test_decode.c */
+            if (plan.kernel >= FCL_FLASH_KERNEL_DECODE) {  /* a GPU, one row: test_decode.c */
               ck_assert(lim.is_gpu && seqlens[si] == 1 && d % 4 == 0);
+              ck_assert(plan.kernel == FCL_FLASH_KERNEL_DECODE ||
+                        (ptx && d <= 128 && desc.dtype != FCL_DTYPE_F32));
               ck_assert_uint_eq(plan.local_bytes, fcl__flash_decode_local_bytes(&plan, &lim));
               continue;
             }
@@ -479,7 +481,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),
                    FCL_ERROR_UNSUPPORTED);
-  const fcl_plan not_a_kernel = {.kernel = FCL_FLASH_KERNEL_DECODE + 1};
+  const fcl_plan not_a_kernel = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA + 1};
   ck_assert_int_eq(fcl__check_tiling_hint_why(&not_a_kernel, NULL, 0),
                    FCL_ERROR_INVALID_ARGUMENT);
 }

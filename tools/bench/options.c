@@ -86,10 +86,12 @@ static const char usage[] =
     "\n"
     "  --kernel K        the flash kernels, forward and backward: auto (the\n"
     "                    planner's), simt, mma (tensor cores on NVIDIA\n"
-    "                    sm_80+; emulated, slowly, elsewhere) or decode (the\n"
+    "                    sm_80+; emulated, slowly, elsewhere), decode (the\n"
     "                    forward of at most 8 rows a block, packed heads'\n"
-    "                    slots; its work-items divide the keys). With mma\n"
-    "                    and decode, --tiling takes BK (forward) and WG\n"
+    "                    slots; its work-items divide the keys) or\n"
+    "                    decode-mma (the same on the matrix instructions,\n"
+    "                    f16/bf16, up to 16 rows; emulated off NVIDIA). With\n"
+    "                    mma and decode, --tiling takes BK (forward) and WG\n"
     "  --splits S        the forward's key splits (split-KV: partial states\n"
     "                    over key ranges, merged), 1 = none, 0 = the\n"
     "                    planner's (default); decode is --seqlen 1..16 with a\n"
@@ -406,7 +408,10 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       else if (!strcmp(val, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
       else if (!strcmp(val, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
       else if (!strcmp(val, "decode")) o->tiling.kernel = FCL_FLASH_KERNEL_DECODE;
-      else return refuse(ps, "--kernel needs auto, simt, mma or decode (got '%s')", val);
+      else if (!strcmp(val, "decode-mma")) o->tiling.kernel = FCL_FLASH_KERNEL_DECODE_MMA;
+      else
+        return refuse(ps, "--kernel needs auto, simt, mma, decode or decode-mma (got '%s')",
+                      val);
     } else if (!strcmp(a, "--window")) {
       VALUE(val);
       TRY(parse_window(ps, val, o));

@@ -40,7 +40,8 @@ def torch_ms(r, backend):
                         dtype=dt) for _ in range(2))
     name = "math" if r["dtype"] == "f32" else backend
     with sdpa_kernel(BACKENDS[name]), torch.no_grad():
-        ms, _ = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 3, 20)
+        ms, _ = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 3, 20,
+                        "cuda")
     del q, k, v
     torch.cuda.empty_cache()
     return name, ms

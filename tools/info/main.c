@@ -61,8 +61,8 @@ static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d, i
   printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
-  /* the decode kernel is a forward: the backward keeps the planner's */
-  const fcl_plan *backward = hint->kernel == FCL_FLASH_KERNEL_DECODE ? NULL : hint;
+  /* the decode kernels are forwards: the backward keeps the planner's */
+  const fcl_plan *backward = hint->kernel >= FCL_FLASH_KERNEL_DECODE ? NULL : hint;
   show_pass(dev, d, FCL_PASS_FORWARD, hint);
   show_pass(dev, d, FCL_PASS_BACKWARD, backward);
   if (programs) {

@@ -1,0 +1,219 @@
+/*
+ * flash_fwd_decode_mma.cl — the decode forward (a few query rows against
+ * many keys) on warp-level matrix instructions: flash_fwd_decode.cl's
+ * problem with flash_fwd_mma.cl's arithmetic.
+ *
+ * flash_fwd_decode.cl spends per key, in every lane, a dot-product slice,
+ * a shuffle tree per row and an exponential per row: on an H200 the 16-bit
+ * types stream the cache at under half the copy speed, bound by issue
+ * (docs/performance.md, v8). Here every warp of the work-group holds the
+ * block's rows (at most 16: one m16 fragment) and takes its own WARP_KEYS
+ * keys of each step; S = Q K^T and O += P V are matrix instructions, so a
+ * key costs a warp a few instructions, and the work-group's warps merge
+ * their states once at the end (FCL_DECODE_STORE, common.cl).
+ *
+ * No local memory on the way: K and V go from global memory straight into
+ * the instructions' B fragments. The order of head_dim within a dot
+ * product, and of the keys within a step, is free, so each lane loads
+ * whole 8-byte groups of four elements:
+ *   - K: lane (g, t) loads keys g and 8 + g of the step, columns
+ *     16 j + 4 t .. + 3 of k-step j; as loaded they are that k-step's B
+ *     fragment (b[0] the first two columns, b[1] the last two), and Q's A
+ *     fragments are read from local memory in the same order;
+ *   - V: lane (g, t) loads keys 2 t, 2 t + 1, 8 + 2 t, 9 + 2 t (the keys
+ *     of its P fragment's columns), columns 32 i + 4 g .. + 3; column
+ *     32 i + 4 g + e is output column g of n-tile 4 i + e, and a
+ *     register of B takes its two keys' elements of that column.
+ * A load reads whole segments of rows: 32 contiguous bytes per quad of
+ * lanes for K, 64 per eight lanes of one t for V.
+ *
+ * S's fragments are flash_fwd_mma.cl's: s[n][i] of lane (g, t) is row
+ * g + 8 (i >> 1) of the block, key 8 n + 2 t + (i & 1) of the warp's step.
+ * With BLOCK_Q <= 8 fragment rows 8-15 are zero and their softmax is not
+ * computed. (Keeping only their row-g halves, 164 registers instead of
+ * 184, and asking L2 for the next step's lines were each slower on some
+ * of the decode family's shapes on an H200: docs/performance.md, v9.)
+ *
+ * f16 and bf16 storage (f32 takes flash_fwd_decode.cl); head_dim up to
+ * HEAD_DIM_MAX, a multiple of 32, and a multiple of 4 (vec4 views). The
+ * I/O is the other decode kernel's: Q once per block, the keys of whole
+ * BLOCK_K tiles, O and LSE once per row. Emulated (MMA_EMULATE) it runs
+ * anywhere, for tests: every warp then takes the same number of steps.
+ */
+
+#ifndef BLOCK_Q
+#define BLOCK_Q 4           // rows (packed: slots) of the block, at most 16
+#endif
+#ifndef WARPS
+#define WARPS 4             // warps per work-group, each its own keys of a step
+#endif
+#ifndef STORE_LSE
+#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
+#endif
+#define WG_SIZE (32 * WARPS)
+#define WARP_KEYS 16                    // keys of a warp's step: one k-step of P V
+#define BLOCK_K (WARP_KEYS * WARPS)     // keys of the work-group's step (a tile)
+#define K_STEPS (HEAD_DIM_MAX / 16)     // k-steps of Q K^T
+#define V_GROUPS (HEAD_DIM_MAX / 32)    // a lane's 4-column groups of a V row
+#define N_TILES (HEAD_DIM_MAX / 8)      // 8-column n-tiles of P V
+#define ROW_HALVES (BLOCK_Q > 8 ? 2 : 1)  // fragment rows g and, with more than 8, g + 8
+
+#if FCL_DTYPE == 0
+#error "flash_fwd_decode_mma.cl takes f16 and bf16 storage"
+#endif
+#if HEAD_DIM_MAX % 32 != 0 || HEAD_DIM_MAX > 128
+#error "HEAD_DIM_MAX must be a multiple of 32 up to 128"
+#endif
+#if BLOCK_Q > 16
+#error "BLOCK_Q must be at most 16: one fragment of rows"
+#endif
+
+/* Four columns of O, rounded as the instructions' operands are (pack2). */
+#define DECODE_STORE4(dst, four) \
+  (STORE_PAIR(dst, (four).s0, (four).s1), STORE_PAIR((dst) + 2, (four).s2, (four).s3))
+
+/* Four elements' bits, one 8-byte load (offsets are multiples of 4). */
+#define LOAD_BITS4(p, i) \
+  FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
+
+/* Element e (0-3) of a group of four elements' bits. */
+inline uint element_bits(const uint2 x, const int e) {
+  return ((e < 2 ? x.x : x.y) >> (16 * (e & 1))) & 0xffffu;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
+  __local ushort q_local[BLOCK_Q * HEAD_DIM_MAX] __attribute__((aligned(16)));
+  /* the warps' states: m, l, then the accumulator, per row (FCL_DECODE_STORE) */
+  __local float state[WARPS * BLOCK_Q * (HEAD_DIM_MAX + 2)];
+  MMA_DECLARE_SCRATCH(WARPS);
+  FCL_IO_INIT;
+  const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int slots = nq * PACK_GQA;
+  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
+  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  const size_t k_stride = p.k.seq, v_stride = p.v.seq;
+
+  /* Q into local memory, each element loaded once; absent rows and
+   * columns are 0. */
+  for (int i = tid; i < BLOCK_Q * HEAD_DIM_MAX / 4; i += WG_SIZE) {
+    const int r = i / (HEAD_DIM_MAX / 4), c = (i - r * (HEAD_DIM_MAX / 4)) * 4, slot = q0 + r;
+    uint2 x = (uint2)(0u);
+    if (slot < slots && c < head_dim)
+      x = LOAD_BITS4(q_rows + (size_t)SLOT_TOKEN(slot) * p.q.seq +
+                         (size_t)SLOT_HEAD(slot) * p.q.head, c);
+    *(__local uint2 *)(q_local + r * HEAD_DIM_MAX + c) = x;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* Q's A fragments, columns in K's load order; rows past BLOCK_Q are 0. */
+  uint qa[K_STEPS][4];
+UNROLL
+  for (int j = 0; j < K_STEPS; ++j)
+UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int r = g + 8 * h;
+      const uint2 x = r < BLOCK_Q
+                          ? *(__local const uint2 *)(q_local + r * HEAD_DIM_MAX + 16 * j + 4 * t)
+                          : (uint2)(0u);
+      qa[j][h] = x.x;
+      qa[j][2 + h] = x.y;
+    }
+
+  /* This lane's rows: g and g + 8 of the block (tokens; packed, of slots). */
+  int row[2], key_lo[2], key_hi[2];
+UNROLL
+  for (int h = 0; h < 2; ++h) {
+    row[h] = SLOT_TOKEN(q0 + g + 8 * h);
+    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[h], &key_lo[h], &key_hi[h]);
+  }
+  float acc[N_TILES][4];
+  float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
+  float l[2] = {0.0f, 0.0f};  // this lane's columns; the quad sums at the end
+UNROLL
+  for (int n = 0; n < N_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+
+  const int diag = nk - nq;
+  const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+  for (int tile = first_tile; tile < end_tile; ++tile) {
+    const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
+    __global const store_t *k_step = TILE_ROWS(k_rows, k, p.k, kw);
+    __global const store_t *v_step = TILE_ROWS(v_rows, v, p.v, kw);
+    /* ---- every load first ---- */
+    uint2 kx[2][K_STEPS], vx[4][V_GROUPS];
+UNROLL
+    for (int n = 0; n < 2; ++n) {
+      const int key = kw + 8 * n + g;
+      __global const store_t *at = k_step + (size_t)KEY_IN_TILE(key, kw) * k_stride;
+UNROLL
+      for (int j = 0; j < K_STEPS; ++j) {
+        kx[n][j] = (uint2)(0u);
+        if (key < nk && 16 * j + 4 * t < head_dim) kx[n][j] = LOAD_BITS4(at, 16 * j + 4 * t);
+      }
+    }
+UNROLL
+    for (int u = 0; u < 4; ++u) {
+      const int key = kw + 2 * t + (u & 1) + 8 * (u >> 1);
+      __global const store_t *at = v_step + (size_t)KEY_IN_TILE(key, kw) * v_stride;
+UNROLL
+      for (int i = 0; i < V_GROUPS; ++i) {
+        vx[u][i] = (uint2)(0u);
+        if (key < nk && 32 * i + 4 * g < head_dim) vx[u][i] = LOAD_BITS4(at, 32 * i + 4 * g);
+      }
+    }
+
+    /* ---- S = Q K^T ---- */
+    float s[2][4];
+UNROLL
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+UNROLL
+      for (int j = 0; j < K_STEPS; ++j) {
+        const uint b[2] = {kx[n][j].x, kx[n][j].y};
+        mma_16bit(s[n], qa[j], b MMA_ARGS);
+      }
+    }
+
+    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
+    MMA_MASK_SCORES(s, 2, kw, WARP_KEYS);
+UNROLL
+    for (int h = 0; h < ROW_HALVES; ++h) MMA_ONLINE_SOFTMAX(s, 2, acc, N_TILES, m, l, h);
+
+    /* ---- O += P V: P's C fragments are its A fragment (mma.cl) ---- */
+    const uint pa[4] = {pack2(s[0][0], s[0][1]), ROW_HALVES > 1 ? pack2(s[0][2], s[0][3]) : 0u,
+                        pack2(s[1][0], s[1][1]), ROW_HALVES > 1 ? pack2(s[1][2], s[1][3]) : 0u};
+UNROLL
+    for (int i = 0; i < V_GROUPS; ++i)
+UNROLL
+      for (int e = 0; e < 4; ++e) {
+        const uint b[2] = {element_bits(vx[0][i], e) | element_bits(vx[1][i], e) << 16,
+                           element_bits(vx[2][i], e) | element_bits(vx[3][i], e) << 16};
+        mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
+      }
+  }
+
+  /* ---- the warps' states to local memory, merged, O and LSE stored ----
+   * acc[4 i + e][2 h + c] is row g + 8 h, column 32 i + 8 t + 4 c + e. */
+UNROLL
+  for (int h = 0; h < ROW_HALVES; ++h) {
+    const float l_row = quad_sum(l[h] MMA_ARGS);
+    const int r = g + 8 * h;
+    if (r >= BLOCK_Q) continue;
+    __local float *st = state + (warp * BLOCK_Q + r) * (HEAD_DIM_MAX + 2);
+    if (t == 0) {
+      st[0] = m[h];
+      st[1] = l_row;
+    }
+UNROLL
+    for (int n = 0; n < N_TILES; ++n)
+UNROLL
+      for (int c = 0; c < 2; ++c) st[2 + 32 * (n >> 2) + 8 * t + 4 * c + (n & 3)] = acc[n][2 * h + c];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  FCL_DECODE_STORE(state, WARPS);
+  FCL_IO_COMMIT();
+}
