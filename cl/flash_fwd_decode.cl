@@ -9,8 +9,8 @@
  * instead: KEY_LANES adjacent work-items share a key, each holding ELEMS
  * of head_dim of it (and of q and the accumulator), so that a key group's
  * loads are one coalesced row; the WG_SIZE / KEY_LANES key groups take
- * the keys of a tile in turn, KEYS_PER_GROUP each, all loaded before any
- * is used. A key group's partial dot products are summed over its lanes
+ * the keys of a tile in turn, KEYS_PER_GROUP each, loaded a step before
+ * they are used. A key group's partial dot products are summed over its lanes
  * (warp shuffles on NVIDIA, local memory elsewhere), each group keeps its
  * own running max, sum and accumulator, and the groups' states are merged
  * once at the end, exactly (FCL_DECODE_STORE, common.cl).
@@ -58,6 +58,23 @@
 #if (KEY_LANES & (KEY_LANES - 1)) != 0
 #error "KEY_LANES must be a power of two"
 #endif
+
+/* This key group's rows of a tile of K or V from key k0: keys
+ * k0 + u KEY_GROUPS + group (adjacent groups on adjacent keys), this
+ * lane's ELEMS columns; keys past nk and columns past head_dim are 0. */
+#define LOAD_KEY_GROUP(x, rows, tensor, view, stride, k0)                      \
+  do {                                                                         \
+    __global const store_t *tile_rows_ = TILE_ROWS(rows, tensor, view, k0);    \
+    UNROLL for (int u_ = 0; u_ < KEYS_PER_GROUP; ++u_) {                       \
+      const int key_ = (k0) + u_ * KEY_GROUPS + group;                         \
+      const size_t row_ = (size_t)KEY_IN_TILE(key_, k0);                       \
+      UNROLL for (int e_ = 0; e_ < ELEMS4; ++e_) {                             \
+        (x)[u_][e_] = (float4)(0.0f);                                          \
+        if (key_ < nk && col + 4 * e_ < head_dim)                              \
+          (x)[u_][e_] = LOAD4(tile_rows_ + row_ * (stride), col + 4 * e_);     \
+      }                                                                        \
+    }                                                                          \
+  } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
@@ -107,26 +124,15 @@ UNROLL
 
   const int diag = nk - nq, col = lane * ELEMS;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+  /* Loads run a step ahead of their use, as in flash_fwd_decode_mma.cl:
+   * K of the first tile here, then in each tile V before the scores and
+   * the next tile's K before the softmax. */
+  float4 kx[KEYS_PER_GROUP][ELEMS4];
+  if (first_tile < end_tile) LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, first_tile * BLOCK_K);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
-    /* This group's keys: k0 + u * KEY_GROUPS + group, adjacent groups on
-     * adjacent keys. Every load first, then the arithmetic. */
-    __global const store_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
-    __global const store_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
-    float4 kx[KEYS_PER_GROUP][ELEMS4], vx[KEYS_PER_GROUP][ELEMS4];
-UNROLL
-    for (int u = 0; u < KEYS_PER_GROUP; ++u) {
-      const int key = k0 + u * KEY_GROUPS + group;
-      const size_t row = (size_t)KEY_IN_TILE(key, k0);
-UNROLL
-      for (int e = 0; e < ELEMS4; ++e) {
-        kx[u][e] = vx[u][e] = (float4)(0.0f);
-        if (key < nk && col + 4 * e < head_dim) {
-          kx[u][e] = LOAD4(k_tile_rows + row * k_stride, col + 4 * e);
-          vx[u][e] = LOAD4(v_tile_rows + row * v_stride, col + 4 * e);
-        }
-      }
-    }
+    float4 vx[KEYS_PER_GROUP][ELEMS4];
+    LOAD_KEY_GROUP(vx, v_rows, v, p.v, v_stride, k0);
     /* ---- scores: this lane's part of q . k, summed over the group ---- */
     float s[KEYS_PER_GROUP][BLOCK_Q];
 UNROLL
@@ -163,6 +169,8 @@ UNROLL
       }
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's partial sums overwrite these
 #endif
+
+    if (tile + 1 < end_tile) LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, k0 + BLOCK_K);
 
     /* ---- online softmax per row, over this group's keys ---- */
     const int masked = k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi;  // uniform over the group

@@ -31,7 +31,7 @@
  * g + 8 (i >> 1) of the block, key 8 n + 2 t + (i & 1) of the warp's step.
  * With BLOCK_Q <= 8 fragment rows 8-15 are zero and their softmax is not
  * computed. (Keeping only their row-g halves, 164 registers instead of
- * 184, and asking L2 for the next step's lines were each slower on some
+ * 184 at the time, and asking L2 for the next step's lines were each slower on some
  * of the decode family's shapes on an H200: docs/performance.md, v9.)
  *
  * f16 and bf16 storage (f32 takes flash_fwd_decode.cl); head_dim up to
@@ -75,6 +75,39 @@
 /* Four elements' bits, one 8-byte load (offsets are multiples of 4). */
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
+
+/* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
+ * kw + 8 + g, columns 16 j + 4 t .. + 3 of k-step j (B fragments as
+ * loaded); keys past nk and columns past head_dim are 0. */
+#define LOAD_K_STEP(kx, kw)                                                          \
+  do {                                                                               \
+    __global const store_t *k_step_ = TILE_ROWS(k_rows, k, p.k, kw);                \
+    UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
+      const int key_ = (kw) + 8 * n_ + g;                                            \
+      __global const store_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
+      UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
+        (kx)[n_][j_] = (uint2)(0u);                                                  \
+        if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
+          (kx)[n_][j_] = LOAD_BITS4(at_, 16 * j_ + 4 * t);                           \
+      }                                                                              \
+    }                                                                                \
+  } while (0)
+
+/* Lane (g, t)'s V of the warp's step from key kw: keys 2 t, 2 t + 1,
+ * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3. */
+#define LOAD_V_STEP(vx, kw)                                                          \
+  do {                                                                               \
+    __global const store_t *v_step_ = TILE_ROWS(v_rows, v, p.v, kw);                \
+    UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
+      const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
+      __global const store_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
+      UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
+        (vx)[u_][i_] = (uint2)(0u);                                                  \
+        if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
+          (vx)[u_][i_] = LOAD_BITS4(at_, 32 * i_ + 4 * g);                           \
+      }                                                                              \
+    }                                                                                \
+  } while (0)
 
 /* Element e (0-3) of a group of four elements' bits. */
 inline uint element_bits(const uint2 x, const int e) {
@@ -139,32 +172,16 @@ UNROLL
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+  /* Loads run a step ahead of their use: K of the first step here, then
+   * in each step V before S = Q K^T and the next step's K before the
+   * softmax, so that a warp has loads in flight while it computes and no
+   * register holds more than one step's K and V. */
+  uint2 kx[2][K_STEPS];
+  if (first_tile < end_tile) LOAD_K_STEP(kx, first_tile * BLOCK_K + WARP_KEYS * warp);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
-    __global const store_t *k_step = TILE_ROWS(k_rows, k, p.k, kw);
-    __global const store_t *v_step = TILE_ROWS(v_rows, v, p.v, kw);
-    /* ---- every load first ---- */
-    uint2 kx[2][K_STEPS], vx[4][V_GROUPS];
-UNROLL
-    for (int n = 0; n < 2; ++n) {
-      const int key = kw + 8 * n + g;
-      __global const store_t *at = k_step + (size_t)KEY_IN_TILE(key, kw) * k_stride;
-UNROLL
-      for (int j = 0; j < K_STEPS; ++j) {
-        kx[n][j] = (uint2)(0u);
-        if (key < nk && 16 * j + 4 * t < head_dim) kx[n][j] = LOAD_BITS4(at, 16 * j + 4 * t);
-      }
-    }
-UNROLL
-    for (int u = 0; u < 4; ++u) {
-      const int key = kw + 2 * t + (u & 1) + 8 * (u >> 1);
-      __global const store_t *at = v_step + (size_t)KEY_IN_TILE(key, kw) * v_stride;
-UNROLL
-      for (int i = 0; i < V_GROUPS; ++i) {
-        vx[u][i] = (uint2)(0u);
-        if (key < nk && 32 * i + 4 * g < head_dim) vx[u][i] = LOAD_BITS4(at, 32 * i + 4 * g);
-      }
-    }
+    uint2 vx[4][V_GROUPS];
+    LOAD_V_STEP(vx, kw);
 
     /* ---- S = Q K^T ---- */
     float s[2][4];
@@ -177,6 +194,8 @@ UNROLL
         mma_16bit(s[n], qa[j], b MMA_ARGS);
       }
     }
+
+    if (tile + 1 < end_tile) LOAD_K_STEP(kx, kw + BLOCK_K);
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
     MMA_MASK_SCORES(s, 2, kw, WARP_KEYS);

@@ -38,7 +38,7 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   if (status == FCL_SUCCESS)
     status = fcl__launch_items(ctx, kernel, "kv_append", items, APPEND_WG);
   fcl__release_mem(&lens);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   return status;
 }
 

@@ -480,6 +480,7 @@ static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_i
 void fcl_context_release(fcl_context *ctx) {
   if (!ctx) return;
   fcl__programs_release(ctx);
+  fcl__scratch_release(ctx);
   fcl__clblast_release(ctx);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->device) clReleaseDevice(ctx->device);

@@ -29,6 +29,6 @@ fcl_status fcl__convert(fcl_context *ctx, fcl_dtype dtype, int to_f32, cl_mem fr
   fcl_status status = fcl__set_args(ctx, kernel, name, args, io_counter ? 4 : 3);
   if (status == FCL_SUCCESS)
     status = fcl__launch_items(ctx, kernel, name, (n + width - 1) / width, CONVERT_WG);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   return status;
 }

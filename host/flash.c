@@ -220,11 +220,13 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
 }
 
 /* The split forward's scratch: every split's partial O (storage type,
- * packed) and LSE, and the merge that combines them into the caller's O
- * and LSE. */
+ * packed) and LSE, leased from the context (scratch.c), and the merge that
+ * combines them into the caller's O and LSE, prepared before the timer
+ * starts so that the call's time holds its launch only. */
 typedef struct split_run {
   cl_mem o, lse;
   fcl__merge_shape merge;
+  fcl__merge_run merge_run;
 } split_run;
 
 static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fcl_plan *plan,
@@ -245,11 +247,9 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
                 __builtin_mul_overflow(sh->q_elems * sh->elem_size, splits, &o_bytes) ||
                     __builtin_mul_overflow(sh->lse_elems * sizeof(float), splits, &lse_bytes),
                 FCL_ERROR_OUT_OF_MEMORY, "%zu splits' partial outputs overflow size_t", splits);
-  run->o = fcl__buffer(ctx, CL_MEM_READ_WRITE, o_bytes, "the split forward's partial O",
-                       &status);
+  status = fcl__scratch_lease(ctx, o_bytes, "the split forward's partial O", &run->o);
   if (status == FCL_SUCCESS)
-    run->lse = fcl__buffer(ctx, CL_MEM_READ_WRITE, lse_bytes, "the split forward's partial LSE",
-                           &status);
+    status = fcl__scratch_lease(ctx, lse_bytes, "the split forward's partial LSE", &run->lse);
   if (status != FCL_SUCCESS) return status;
   /* Split s writes [tokens][heads][head_dim] (and LSE as the caller's) s
    * parts in. */
@@ -297,6 +297,9 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
                                  .pages = desc->block_table};
   if (status == FCL_SUCCESS && split)
     status = split_prepare(ctx, sh, plan, &params, &bufs, &parts);
+  if (status == FCL_SUCCESS && split)
+    status = fcl__merge_prepare(ctx, &parts.merge, parts.o, parts.lse, call->o, call->lse,
+                                call->io_counter, &parts.merge_run);
   size_t groups = 0;
   if (status == FCL_SUCCESS)
     status = fcl__check_local_bytes(ctx, kernel, name, program->local_bytes);
@@ -315,13 +318,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
     status = fcl__launch(ctx, kernel, name, 1, &global, &local);
   }
   /* The caller's O and LSE are written by the merge alone. */
-  if (status == FCL_SUCCESS && split)
-    status = fcl__merge_enqueue(ctx, &parts.merge, parts.o, parts.lse, call->o, call->lse,
-                                call->io_counter, NULL);
-  fcl__release_mem(&parts.o);
-  fcl__release_mem(&parts.lse);
+  if (status == FCL_SUCCESS && split) status = fcl__merge_launch(ctx, &parts.merge_run);
+  fcl__merge_release(ctx, &parts.merge_run);
+  fcl__scratch_return(ctx, &parts.o);
+  fcl__scratch_return(ctx, &parts.lse);
   fcl__ragged_release(&ragged);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   return status;
 }
 
@@ -334,10 +336,10 @@ typedef struct backward_run {
   fcl__ragged ragged;
 } backward_run;
 
-static void backward_release(backward_run *run) {
-  if (run->pre) clReleaseKernel(run->pre);
-  if (run->dkdv) clReleaseKernel(run->dkdv);
-  if (run->dq) clReleaseKernel(run->dq);
+static void backward_release(fcl_context *ctx, backward_run *run) {
+  fcl__kernel_return(ctx, &run->pre);
+  fcl__kernel_return(ctx, &run->dkdv);
+  fcl__kernel_return(ctx, &run->dq);
   fcl__release_mem(&run->dsum);
   fcl__ragged_release(&run->ragged);
 }
@@ -431,7 +433,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
     status = fcl__ragged_upload(ctx, &call->shape, call->plan.block_q, 1, call->plan.block_k, 1,
                                 &run.ragged);
   if (status == FCL_SUCCESS) status = backward_enqueue(call, &run);
-  backward_release(&run);
+  backward_release(ctx, &run);
   return status;
 }
 

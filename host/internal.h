@@ -36,6 +36,16 @@ typedef struct fcl__settings {
   fcl_plan tiling_hint;   /* nonzero fields override the planner */
 } fcl__settings;
 
+/** A device buffer the context keeps between calls (scratch.c). */
+typedef struct fcl__scratch_slot {
+  cl_mem mem;
+  size_t bytes;
+  int leased;  /* taken by a call in progress */
+} fcl__scratch_slot;
+/** Buffers kept: the split forward leases two (partial O and LSE), so two
+ *  threads' calls find theirs. */
+#define FCL__SCRATCH_SLOTS 4
+
 struct fcl_context {
   cl_context cl;
   cl_device_id device;
@@ -64,6 +74,8 @@ struct fcl_context {
   unsigned inject_mask;
   long inject_countdown;
   long inject_ops;        /* operations of the armed kinds seen so far */
+  /* Device scratch kept between calls (scratch.c). */
+  fcl__scratch_slot scratch[FCL__SCRATCH_SLOTS];
   /* The last error of each thread that failed on this context. */
   fcl__error_slot **errors;
   size_t n_errors, cap_errors;
@@ -71,6 +83,16 @@ struct fcl_context {
 
 /** A consistent copy of the context's settings, for one call. */
 fcl__settings fcl__context_settings(fcl_context *ctx);
+
+/** Leases a device buffer of at least `bytes` (read-write) from the
+ *  context's kept scratch, or creates one; `what` names it in errors (as
+ *  fcl__buffer). Its content is whatever the last lease left. */
+fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what, cl_mem *out);
+/** Gives a leased buffer back (after the call's last enqueue that uses
+ *  it) and sets *mem to NULL; NULL is a no-op. */
+void fcl__scratch_return(fcl_context *ctx, cl_mem *mem);
+/** Releases the kept buffers (the context's release). */
+void fcl__scratch_release(fcl_context *ctx);
 
 /** The cap on one call's scratch memory: the user's, or the default share
  *  of the device's global memory. */
@@ -348,12 +370,15 @@ const char *fcl__source_prelude_file(fcl__source source);
 
 /** Builds (or takes from the context's cache) the program for `source`
  *  with `opts` plus the context-wide options (I/O counting, vendor
- *  extensions), and creates a fresh kernel `name` from it. The kernel is the
- *  caller's to release; kernels are not shared so threads never race on
- *  their arguments. */
+ *  extensions), and leases its kernel `name`: kept with the program
+ *  between calls, the caller's alone until fcl__kernel_return (so threads
+ *  never race on its arguments). */
 fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
                        const fcl__options *opts, const char *name,
                        cl_kernel *kernel);
+/** Gives a kernel of fcl__kernel back, after its last enqueue in the
+ *  call, and sets *kernel to NULL; NULL is a no-op. */
+void fcl__kernel_return(fcl_context *ctx, cl_kernel *kernel);
 
 /** Releases every cached program of the context. */
 void fcl__programs_release(fcl_context *ctx);
@@ -767,11 +792,19 @@ unsigned fcl__merge_head_dim_max(size_t head_dim);
 /** The merge kernel's build options. */
 void fcl__merge_options(fcl_dtype dtype, size_t head_dim, int with_lse, cl_mem io_counter,
                         fcl__options *opts);
-/** Builds the merge kernel and enqueues it (lse NULL: no merged LSE); the
- *  timer, when not NULL, starts before the launch. */
-fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *shape, cl_mem o_parts,
+/** The merge kernel with its arguments set, ready to launch. */
+typedef struct fcl__merge_run {
+  cl_kernel kernel;
+  size_t global;
+} fcl__merge_run;
+/** Builds the merge kernel and sets its arguments (lse NULL: no merged
+ *  LSE), so that launching it later costs one enqueue. */
+fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *shape, cl_mem o_parts,
                               cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
-                              fcl__timer *timer);
+                              fcl__merge_run *run);
+fcl_status fcl__merge_launch(fcl_context *ctx, const fcl__merge_run *run);
+/** Releases the prepared kernel; a run never prepared (zeroed) is a no-op. */
+void fcl__merge_release(fcl_context *ctx, fcl__merge_run *run);
 
 /* ---- the I/O model ------------------------------------------------------ */
 

@@ -118,9 +118,10 @@ void fcl__merge_options(fcl_dtype dtype, size_t head_dim, int with_lse, cl_mem i
   fcl__options_count_io(opts, io_counter);
 }
 
-fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *sh, cl_mem o_parts,
+fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_mem o_parts,
                               cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
-                              fcl__timer *timer) {
+                              fcl__merge_run *run) {
+  run->kernel = NULL;
   const unsigned head_dim_max = fcl__merge_head_dim_max(sh->desc.head_dim);
   const size_t rows_per_group = FCL__MERGE_WG / (head_dim_max / 4);
   FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < FCL__MERGE_WG,
@@ -145,14 +146,23 @@ fcl_status fcl__merge_enqueue(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
                               .vec4 = (cl_ulong)sh->vec4};
   const fcl__arg args[] = {FCL_ARG(o_parts), FCL_ARG(lse_parts), FCL_ARG(o), FCL_ARG(lse),
                            FCL_ARG(p), FCL_ARG(io_counter)};
-  fcl_status status = fcl__set_args(ctx, kernel, "merge_states", args, io_counter ? 6 : 5);
-  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, timer);
-  if (status == FCL_SUCCESS) {
-    const size_t global = groups * FCL__MERGE_WG, local = FCL__MERGE_WG;
-    status = fcl__launch(ctx, kernel, "merge_states", 1, &global, &local);
+  const fcl_status status = fcl__set_args(ctx, kernel, "merge_states", args, io_counter ? 6 : 5);
+  if (status != FCL_SUCCESS) {
+    fcl__kernel_return(ctx, &kernel);
+    return status;
   }
-  clReleaseKernel(kernel);
-  return status;
+  run->kernel = kernel;
+  run->global = groups * FCL__MERGE_WG;
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__merge_launch(fcl_context *ctx, const fcl__merge_run *run) {
+  const size_t local = FCL__MERGE_WG;
+  return fcl__launch(ctx, run->kernel, "merge_states", 1, &run->global, &local);
+}
+
+void fcl__merge_release(fcl_context *ctx, fcl__merge_run *run) {
+  fcl__kernel_return(ctx, &run->kernel);
 }
 
 fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc, cl_mem o_parts,
@@ -175,8 +185,12 @@ fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc, cl_mem
   fcl__timer *timer;
   cl_mem io_counter;
   status = fcl__measure_begin(ctx, &m, info, &timer, &io_counter);
+  fcl__merge_run run = {0};
   if (status == FCL_SUCCESS)
-    status = fcl__merge_enqueue(ctx, &sh, o_parts, lse_parts, o, lse, io_counter, timer);
+    status = fcl__merge_prepare(ctx, &sh, o_parts, lse_parts, o, lse, io_counter, &run);
+  if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, timer);
+  if (status == FCL_SUCCESS) status = fcl__merge_launch(ctx, &run);
+  fcl__merge_release(ctx, &run);
   status = fcl__measure_end(ctx, &m, status);
   if (status != FCL_SUCCESS || !info) return status;
   const fcl__io model = fcl__io_merge(&sh, lse != NULL);

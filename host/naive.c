@@ -298,7 +298,7 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   fcl_status status = fcl__set_args(ctx, kernel, name, args, n_args);
   if (status == FCL_SUCCESS)
     status = fcl__launch_items(ctx, kernel, name, (n + width - 1) / width, ELEMENTWISE_WG);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   return status;
 }
 
@@ -323,7 +323,7 @@ fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *sh, fcl_dtype type
                      FCL_ARG(io_counter)};
   fcl_status status = fcl__set_args(ctx, kernel, "zero_rows", args, io_counter ? 9 : 8);
   if (status == FCL_SUCCESS) status = fcl__launch_items(ctx, kernel, "zero_rows", n, ELEMENTWISE_WG);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   return status;
 }
 
@@ -348,7 +348,7 @@ static void naive_release(fcl__forward_call *call, naive_run *run) {
   fcl__release_mem(&run->s);
   if (run->o.mem != call->o) fcl__release_mem(&run->o.mem);
   if (run->lse != call->lse) fcl__release_mem(&run->lse);
-  if (run->softmax) clReleaseKernel(run->softmax);
+  fcl__kernel_return(call->ctx, &run->softmax);
 }
 
 static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch,

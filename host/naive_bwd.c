@@ -50,8 +50,8 @@ static void bwd_release(fcl__backward_call *call, bwd_run *run) {
   fcl__release_mem(&run->p);
   fcl__release_mem(&run->dp);
   fcl__release_mem(&run->t);
-  if (run->recompute) clReleaseKernel(run->recompute);
-  if (run->softmax_bwd) clReleaseKernel(run->softmax_bwd);
+  fcl__kernel_return(call->ctx, &run->recompute);
+  fcl__kernel_return(call->ctx, &run->softmax_bwd);
 }
 
 static fcl_status bwd_prepare(fcl__backward_call *call, const fcl__chunking *ch,

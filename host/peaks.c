@@ -66,7 +66,7 @@ static fcl_status measure_copy(fcl_context *ctx, double *gbps) {
                               : (size_t)(bytes / 16);
   if (local) global = (global + local - 1) / local * local;
   if (status == FCL_SUCCESS) status = best_of(ctx, kernel, "peak_copy", global, local, &ms);
-  if (kernel) clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   fcl__release_mem(&dst);
   fcl__release_mem(&src);
   if (status == FCL_SUCCESS) *gbps = 2.0 * (double)bytes / (ms * 1e-3) / 1e9;
@@ -98,7 +98,7 @@ static fcl_status measure_fma(fcl_context *ctx, double *tflops) {
   if (status == FCL_SUCCESS) status = fcl__set_args(ctx, kernel, "peak_fma", args, 4);
   double ms = 0.0;
   if (status == FCL_SUCCESS) status = best_of(ctx, kernel, "peak_fma", global, local, &ms);
-  if (kernel) clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   fcl__release_mem(&out);
   if (status == FCL_SUCCESS)
     *tflops = 2.0 * chains * width * (double)iterations * (double)global / (ms * 1e-3) / 1e12;

@@ -63,12 +63,25 @@ static const struct {
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }
 const char *fcl__source_prelude_file(fcl__source source) { return sources[source].prelude_file; }
 
+/* A kernel object kept with its program between calls: creating one
+ * costs microseconds on NVIDIA's driver and over a hundred on PoCL's, a
+ * decode call's whole budget. A call leases it exclusively (its arguments
+ * are the call's from setting them to enqueueing), and gives it back. */
+typedef struct kernel_slot {
+  char name[48];
+  cl_kernel kernel;
+  int leased;
+} kernel_slot;
+/* Kernels kept per program: its kernels (up to 2) for two threads' calls. */
+#define KERNEL_SLOTS 4
+
 /* One variant: compiled (program set) or being compiled by one thread
  * (program NULL), which others needing it wait for. */
 struct fcl__program_entry {
   fcl__source source;
   char *options;
   cl_program program;
+  kernel_slot kernels[KERNEL_SLOTS];
   fcl__program_entry *next;
 };
 
@@ -158,7 +171,9 @@ static fcl__program_entry *cache_claim(fcl_context *ctx, fcl__source source,
     return NULL;
   }
   memcpy(copy, options, n);
-  *e = (fcl__program_entry){source, copy, NULL, ctx->programs};
+  e->source = source;
+  e->options = copy;
+  e->next = ctx->programs;
   ctx->programs = e;
   return e;
 }
@@ -243,13 +258,13 @@ long fcl__program_builds(fcl_context *ctx) {
  * compile, so that a thread whose variant is built, or which builds
  * another, never waits for this one. */
 static fcl_status cached_program(fcl_context *ctx, fcl__source source, const char *options,
-                                 cl_program *out) {
+                                 fcl__program_entry **out) {
   pthread_mutex_lock(&ctx->cache_lock);
   fcl__program_entry *e;
   while ((e = cache_find(ctx, source, options)) != NULL && !e->program)
     pthread_cond_wait(&ctx->cache_built, &ctx->cache_lock);
   if (e) {
-    *out = e->program;
+    *out = e;
     pthread_mutex_unlock(&ctx->cache_lock);
     return FCL_SUCCESS;
   }
@@ -265,10 +280,44 @@ static fcl_status cached_program(fcl_context *ctx, fcl__source source, const cha
     ctx->program_builds++;
   } else {
     cache_drop(ctx, e);  /* a waiting thread builds it again, and fails on its own */
+    e = NULL;
   }
   pthread_cond_broadcast(&ctx->cache_built);
   pthread_mutex_unlock(&ctx->cache_lock);
-  *out = program;
+  *out = e;
+  return status;
+}
+
+/* A kept kernel `name` of the entry, leased; or a new one, kept in a free
+ * slot when there is one (entries are never freed before the context). */
+static fcl_status lease_kernel(fcl_context *ctx, fcl__program_entry *e, const char *name,
+                               cl_kernel *kernel) {
+  pthread_mutex_lock(&ctx->cache_lock);
+  kernel_slot *empty = NULL;
+  for (unsigned i = 0; i < KERNEL_SLOTS; ++i) {
+    kernel_slot *k = &e->kernels[i];
+    if (!k->kernel) {
+      if (!empty && !k->leased) empty = k;  /* a leased one is being created */
+    } else if (!k->leased && !strcmp(k->name, name)) {
+      k->leased = 1;
+      *kernel = k->kernel;
+      pthread_mutex_unlock(&ctx->cache_lock);
+      return FCL_SUCCESS;
+    }
+  }
+  if (strlen(name) >= sizeof empty->name) empty = NULL;  /* not kept */
+  if (empty) empty->leased = 1;  /* reserved while the kernel is created */
+  pthread_mutex_unlock(&ctx->cache_lock);
+  const fcl_status status = fcl__create_kernel(ctx, e->program, name, kernel);
+  if (!empty) return status;
+  pthread_mutex_lock(&ctx->cache_lock);
+  if (status == FCL_SUCCESS) {
+    memcpy(empty->name, name, strlen(name) + 1);
+    empty->kernel = *kernel;
+  } else {
+    empty->leased = 0;
+  }
+  pthread_mutex_unlock(&ctx->cache_lock);
   return status;
 }
 
@@ -282,15 +331,32 @@ fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
                                      &all) != FCL_SUCCESS,
                 FCL_ERROR_INVALID_ARGUMENT, "build options for %s are too long",
                 sources[source].file);
-  cl_program program = NULL;
-  FCL_FORWARD_IF(cached_program(ctx, source, all.text, &program));
-  return fcl__create_kernel(ctx, program, name, kernel);
+  fcl__program_entry *e = NULL;
+  FCL_FORWARD_IF(cached_program(ctx, source, all.text, &e));
+  return lease_kernel(ctx, e, name, kernel);
+}
+
+void fcl__kernel_return(fcl_context *ctx, cl_kernel *kernel) {
+  if (!*kernel) return;
+  pthread_mutex_lock(&ctx->cache_lock);
+  for (fcl__program_entry *e = ctx->programs; e && *kernel; e = e->next)
+    for (unsigned i = 0; i < KERNEL_SLOTS; ++i)
+      if (e->kernels[i].kernel == *kernel && e->kernels[i].leased) {
+        e->kernels[i].leased = 0;
+        *kernel = NULL;
+        break;
+      }
+  pthread_mutex_unlock(&ctx->cache_lock);
+  if (*kernel) clReleaseKernel(*kernel);  /* one made when every slot was taken */
+  *kernel = NULL;
 }
 
 void fcl__programs_release(fcl_context *ctx) {
   while (ctx->programs) {
     fcl__program_entry *e = ctx->programs;
     ctx->programs = e->next;
+    for (unsigned i = 0; i < KERNEL_SLOTS; ++i)
+      if (e->kernels[i].kernel) clReleaseKernel(e->kernels[i].kernel);
     if (e->program) clReleaseProgram(e->program);
     fcl__free(e->options);
     fcl__free(e);

@@ -218,7 +218,13 @@ FCL_API const fcl_device_profile *fcl_device_profiles(size_t *count);
  *  fcl_context_wrap) run one at a time, as some drivers' lazy start-up
  *  needs (PoCL 3.1 crashed without it). Those serialise only the library's
  *  own calls: an application that lists devices through OpenCL on another
- *  thread meanwhile is on its own. */
+ *  thread meanwhile is on its own.
+ *
+ *  What it keeps. Besides the built programs, a context keeps between
+ *  calls what its calls would otherwise create and release each time (a
+ *  short decode's time on the host): the kernel objects of each program,
+ *  and up to four device buffers for the split forward's partial outputs,
+ *  none over 64 MiB. All of it is released by fcl_context_release(). */
 typedef struct fcl_context fcl_context;
 
 /** Creates a context on the device `selector` names, with its own OpenCL

@@ -113,7 +113,7 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
                   (unsigned long long)got[i], (unsigned long long)want[i]);
   printf("args: %d fields of the %zu-byte parameter block and %d buffers arrive as set\n",
          FIELDS, sizeof p, BUFFERS + 1);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   cl_mem all[] = {b.q, b.k, b.v, b.lse, b.dout, b.dsum, b.dq, b.dk, b.dv, b.alibi, b.seqs,
                   b.work, b.pages, out};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
@@ -140,7 +140,7 @@ START_TEST(a_kernel_that_disagrees_with_the_host_is_refused) {
   ck_assert(!fcl__local_bytes_agree(4608, 4607));
   ck_assert(!fcl__local_bytes_agree(4608, 4608 + FCL__LOCAL_DRIVER_BYTES + 1));
   ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "planner's model of it is wrong"));
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
   fcl_context_release(ctx);
 }
 END_TEST

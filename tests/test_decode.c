@@ -15,12 +15,14 @@
  *   - appending new rows to a cache (fcl_kv_cache_append) bit for bit, its
  *     refusals, and attention after it, also in one call
  *     (fcl_attention_forward_kvcache).
- * Also: counted bytes equal the I/O model, reruns are bit-identical, and
+ * Also: counted bytes equal the I/O model, reruns are bit-identical (on a
+ * context whose kept scratch and kernels earlier calls used, too), and
  * the planner's rules for splits, packing and the decode kernel.
  */
 #include "harness.h"
 #include "internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +166,73 @@ START_TEST(split_forward_matches_reference) {
   printf("decode (%s): split forwards, worst flash/(naive + floor) error ratio %.3f\n",
          family_name(family), worst);
   fcl_context_release(ctx);
+}
+END_TEST
+
+/* What a context keeps between calls (scratch.c, program.c): a split
+ * forward after others of smaller and larger shapes on the same context
+ * (its partial outputs in reused and grown buffers, its kernels reused
+ * with the last call's arguments) gives the bits a fresh context gives,
+ * and a repeated call allocates nothing, on the device or the host (no
+ * kernel object either). */
+START_TEST(kept_scratch_and_kernels_change_no_bit) {
+  const dcase small = {1, 4, 1, 1, 333, 64, 1, -1}, large = {2, 8, 2, 4, 4097, 64, 0, -1};
+  const unsigned splits[2] = {3, FCL_MAX_SPLITS};
+  fcl_context *kept = th_context();
+  th_problem p[2];
+  float *fresh[2];
+  for (int i = 0; i < 2; ++i) {
+    const fcl_attention_desc desc = case_desc(i ? &large : &small, FAMILY_DECODE);
+    th_problem_init(&p[i], kept, &desc, 700 + i, 1.0);
+    fcl_context *ctx = NULL;  /* fresh, on the same OpenCL objects */
+    ck_assert_int_eq(fcl_context_wrap(fcl_context_cl_context(kept), fcl_context_cl_device(kept),
+                                      fcl_context_cl_queue(kept), &ctx),
+                     FCL_SUCCESS);
+    force(ctx, FAMILY_DECODE, splits[i], &desc);
+    th_forward r = th_run_forward(ctx, &p[i], FCL_ALGO_FLASH, 1);
+    ck_assert_msg(r.status == FCL_SUCCESS, "fresh context: %s", fcl_context_last_error(ctx));
+    ck_assert_uint_gt(r.info.plan.splits, 1);
+    fresh[i] = r.o;
+    r.o = NULL;
+    th_forward_free(&r);
+    fcl_context_release(ctx);
+  }
+  /* small, large (the scratch grows), small again (stale partials in it) */
+  const int order[3] = {0, 1, 0};
+  long ops[3][2];
+  for (int n = 0; n < 3; ++n) {
+    const int i = order[n];
+    force(kept, FAMILY_DECODE, splits[i], &p[i].desc);
+    fcl__inject_failures(kept, FCL_INJECT_DEVICE_ALLOC, LONG_MAX);
+    th_forward r = th_run_forward(kept, &p[i], FCL_ALGO_FLASH, 1);
+    ops[n][0] = fcl__inject_failures(kept, 0, 0);
+    ck_assert_msg(r.status == FCL_SUCCESS, "call %d: %s", n, fcl_context_last_error(kept));
+    ck_assert_msg(memcmp(r.o, fresh[i], p[i].q_elems * sizeof *r.o) == 0,
+                  "call %d on a kept context differs from a fresh context's", n);
+    th_forward_free(&r);
+    fcl__inject_failures(kept, FCL_INJECT_HOST_ALLOC, LONG_MAX);
+    r = th_run_forward(kept, &p[i], FCL_ALGO_FLASH, 1);
+    ops[n][1] = fcl__inject_failures(kept, 0, 0);
+    ck_assert_int_eq(r.status, FCL_SUCCESS);
+    th_forward_free(&r);
+  }
+  /* the first call made its two buffers, the second grew one (its
+   * partial O; its LSE fits in the first's 64 KiB), the third fits in what
+   * is kept */
+  ck_assert_msg(ops[0][0] == 2 && ops[1][0] == 1 && ops[2][0] == 0,
+                "device allocations of the three calls: %ld, %ld, %ld", ops[0][0], ops[1][0],
+                ops[2][0]);
+  ck_assert_msg(ops[0][1] == 0 && ops[1][1] == 0 && ops[2][1] == 0,
+                "host allocations (kernels included) of the repeated calls: %ld, %ld, %ld",
+                ops[0][1], ops[1][1], ops[2][1]);
+  printf("decode: kept scratch and kernels: same bits as fresh contexts; device allocations "
+         "%ld, %ld, %ld; host allocations of the repeats %ld, %ld, %ld\n",
+         ops[0][0], ops[1][0], ops[2][0], ops[0][1], ops[1][1], ops[2][1]);
+  for (int i = 0; i < 2; ++i) {
+    free(fresh[i]);
+    th_problem_free(&p[i]);
+  }
+  fcl_context_release(kept);
 }
 END_TEST
 
@@ -981,6 +1050,7 @@ int main(void) {
   tcase_add_loop_test(tc, packed_heads_match_reference, 0, FAMILIES);
   tcase_add_loop_test(tc, packed_heads_in_a_ragged_batch, 0, FAMILIES);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
+  tcase_add_test(tc, kept_scratch_and_kernels_change_no_bit);
   tcase_add_loop_test(tc, cache_lengths_match_reference, 0, FAMILIES);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
   tcase_add_test(tc, append_writes_only_the_new_rows);

@@ -49,7 +49,7 @@ static void run_probe(fcl_context *ctx, int split, const float *a, const float *
   clReleaseMemObject(da);
   clReleaseMemObject(db);
   clReleaseMemObject(dc);
-  clReleaseKernel(kernel);
+  fcl__kernel_return(ctx, &kernel);
 }
 
 /* Row r of a times column n of b in float64; *abs_sum (if not NULL) gets

@@ -18,6 +18,13 @@ DEFAULTS = {"window_left": -1, "window_right": -1, "softcap": 0, "alibi": False,
             "seqlens_q": None, "layout": "bshd"}
 
 
+def shape_label(r):
+    """B x N, or B x Nq x Nk where the queries are fewer than the keys (decode)."""
+    if r["seqlen_q"] == r["seqlen_k"]:
+        return f'{r["batch"]} x {r["seqlen_q"]}'
+    return f'{r["batch"]} x {r["seqlen_q"]} x {r["seqlen_k"]}'
+
+
 def key(r):
     k = tuple(r[f] for f in FIELDS)
     return k + tuple(json.dumps(r.get(f, v)) for f, v in DEFAULTS.items())
@@ -35,10 +42,10 @@ def main():
     print(f"| pass | type | algo | d | causal | B x N | {args.label_a} | {args.label_b} | ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
     ratios = {}
-    for k in sorted(a, key=lambda k: (k[2], k[3], k[1], k[9], k[10], k[7])):
+    for k in sorted(a, key=lambda k: (k[2], k[3], k[1], k[9], k[10], k[4], k[7], k[8])):
         ra, rb = a[k], b.get(k)
         cells = [ra["pass"], ra["dtype"], ra["algo"], str(ra["head_dim"]),
-                 "yes" if ra["causal"] else "no", f'{ra["batch"]} x {ra["seqlen_q"]}']
+                 "yes" if ra["causal"] else "no", shape_label(ra)]
         ok = rb is not None and ra["status"] == "ok" and rb["status"] == "ok"
         ta = f'{ra["tflops"]:.2f}' if ra["status"] == "ok" else ra["status"]
         tb = "-" if rb is None else f'{rb["tflops"]:.2f}' if rb["status"] == "ok" else rb["status"]

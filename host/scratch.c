@@ -1,0 +1,76 @@
+/*
+ * scratch.c — device scratch a context keeps between calls.
+ *
+ * The split forward's partial outputs are leased from here rather than
+ * created and released by every call: drivers that allocate a buffer on
+ * its first use (NVIDIA's) would otherwise do so inside the call's time
+ * on the device, every call, which is most of a short decode's time
+ * (docs/performance.md, v10). A lease is exclusive from the moment it is
+ * taken until it is given back, after the call's last enqueue; the
+ * context's queue is in order, so the next lease's commands run after the
+ * last one's. A thread that finds every slot leased, or asks for more than
+ * a slot keeps, gets a buffer of its own, released when given back.
+ */
+#include "internal.h"
+
+/* Buffers larger than this are not kept: a long prefill's rare split
+ * should not hold its scratch for the context's life. */
+#define KEEP_MAX_BYTES ((size_t)64 << 20)
+/* Growth rounds up to this, so that nearby sizes share a buffer. */
+#define GRAIN_BYTES ((size_t)64 << 10)
+
+fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what,
+                              cl_mem *out) {
+  *out = NULL;
+  if (bytes == 0) bytes = 1;
+  const size_t rounded = (bytes + GRAIN_BYTES - 1) / GRAIN_BYTES * GRAIN_BYTES;
+  fcl_status status = FCL_SUCCESS;
+  pthread_mutex_lock(&ctx->lock);
+  fcl__scratch_slot *fit = NULL, *free_slot = NULL;
+  for (unsigned i = 0; i < FCL__SCRATCH_SLOTS; ++i) {
+    fcl__scratch_slot *s = &ctx->scratch[i];
+    if (s->leased) continue;
+    if (s->mem && s->bytes >= bytes && (!fit || s->bytes < fit->bytes)) fit = s;
+    if (!free_slot || s->bytes < free_slot->bytes) free_slot = s;
+  }
+  if (!fit && free_slot && bytes <= KEEP_MAX_BYTES) {
+    /* Grow the smallest free slot; its old buffer may still be read by
+     * commands in flight, which OpenCL lets finish before freeing it. */
+    cl_mem grown = fcl__buffer(ctx, CL_MEM_READ_WRITE, rounded, what, &status);
+    if (grown) {
+      fcl__release_mem(&free_slot->mem);
+      free_slot->mem = grown;
+      free_slot->bytes = rounded;
+      fit = free_slot;
+    }
+  }
+  if (fit) {
+    fit->leased = 1;
+    *out = fit->mem;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  if (*out || status != FCL_SUCCESS) return status;
+  *out = fcl__buffer(ctx, CL_MEM_READ_WRITE, bytes, what, &status);
+  return status;
+}
+
+void fcl__scratch_return(fcl_context *ctx, cl_mem *mem) {
+  if (!*mem) return;
+  pthread_mutex_lock(&ctx->lock);
+  for (unsigned i = 0; i < FCL__SCRATCH_SLOTS; ++i)
+    if (ctx->scratch[i].mem == *mem && ctx->scratch[i].leased) {
+      ctx->scratch[i].leased = 0;
+      *mem = NULL;
+      break;
+    }
+  pthread_mutex_unlock(&ctx->lock);
+  fcl__release_mem(mem);  /* a buffer of the caller's own */
+}
+
+void fcl__scratch_release(fcl_context *ctx) {
+  for (unsigned i = 0; i < FCL__SCRATCH_SLOTS; ++i) {
+    fcl__release_mem(&ctx->scratch[i].mem);
+    ctx->scratch[i].bytes = 0;
+    ctx->scratch[i].leased = 0;
+  }
+}
