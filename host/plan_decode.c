@@ -15,8 +15,9 @@
  *     work-items sharing a key are head_dim / ELEMS rounded up to a power
  *     of two, at most 32 (a warp, whose shuffles sum the dot products);
  *   - the work-group: 128 work-items (key groups of 8 at d = 128), halved
- *     while its local memory does not fit; each key group loads
- *     DECODE_KEYS_PER_GROUP keys before using any, so block_k = groups x 4;
+ *     while its local memory does not fit; each key group takes
+ *     decode_keys_per_group keys a step (4; 2 on Intel), loaded a step
+ *     ahead, so block_k = groups x that;
  *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
  *     work-groups per compute unit, at most DECODE_MAX_SPLITS: a decode
  *     launch has few blocks, and only many work-groups in flight keep the
@@ -29,12 +30,19 @@
 #include "internal.h"
 
 #define DECODE_WG 128u
-#define DECODE_KEYS_PER_GROUP 4u
 #define DECODE_MAX_LANES 32u
 #define DECODE_MAX_GROUPS 32u   /* block_k = groups x 4 within the tiles' 128 keys */
 #define DECODE_MMA_WARPS 4u     /* block_k = 64: a tile within any page */
 #define DECODE_MMA_MAX_HEAD_DIM 128u
 #define DECODE_MMA_WARP_KEYS 16u
+
+/* Keys a key group takes each step. The kernel holds a step's V and the
+ * next step's K at once; with 4 keys Intel's compiler spilled that (IGC
+ * 1.0.12504, 256 GRF: 192-352 bytes on dg2, 128 on pvc, d 128) and with 2
+ * it did not. */
+static unsigned decode_keys_per_group(const fcl_device_limits *limits) {
+  return limits->vendor == FCL_VENDOR_INTEL ? 2u : 4u;
+}
 
 static unsigned pow2_at_least(size_t x) {
   unsigned p = 1;
@@ -141,7 +149,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   for (;;) {
     plan.wg_size = wg;
     const unsigned groups = wg / lanes;
-    plan.block_k = hint && hint->block_k ? hint->block_k : groups * DECODE_KEYS_PER_GROUP;
+    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits);
     FCL_WHY_IF(plan.block_k % groups != 0 || plan.block_k > 128, FCL_ERROR_UNSUPPORTED,
                "block_k = %u: the decode kernel's %u key groups take equal shares of a "
                "step's keys, at most 128",

@@ -1,8 +1,8 @@
 /*
  * program.c — run-time compilation of the embedded .cl sources with -D
  * options, and the context's cache of built programs, keyed by (source,
- * options); a context has one device, so the device is part of the key
- * implicitly.
+ * options; a context has one device, so the device is part of the key
+ * implicitly), with the kernel objects each program's calls lease.
  */
 #include "internal.h"
 
