@@ -3,7 +3,9 @@
  *
  *   - Threads sharing one context, each running a mix of shapes, storage
  *     types, passes and both algorithms on its own buffers, get exactly the bits a
- *     serial run gets; the shared program cache compiles each variant once;
+ *     serial run gets (split decodes too, whose partial outputs are leased
+ *     from the context's kept scratch, and every call's kernels are leased
+ *     from the shared cache); the shared program cache compiles each variant once;
  *     each thread's last error is its own and stays put while the other
  *     threads fail.
  *   - A thread switching I/O counting on and off while the others run never
@@ -39,17 +41,22 @@ typedef struct job {
   th_shape shape;
   int with_lse;
   int backward;  /* the forward, then the backward with dO = q: dQ is compared */
+  int split;     /* a decode whose forward must split (checked in the serial run) */
 } job;
 
 static const job jobs[] = {
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 2, 1, 33, 47, 64, 1}, 1, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F16, {2, 4, 2, 20, 20, 32, 0}, 0, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_BF16, {1, 3, 3, 9, 70, 40, 1}, 1, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 1, 1, 17, 5, 256, 0}, 1, 0},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 2, 40, 30, 16, 1}, 1, 0},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {2, 3, 1, 17, 64, 24, 0}, 0, 0},
-    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 2, 29, 41, 64, 1}, 0, 1},
-    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 1, 23, 31, 32, 0}, 0, 1},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 2, 1, 33, 47, 64, 1}, 1, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F16, {2, 4, 2, 20, 20, 32, 0}, 0, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_BF16, {1, 3, 3, 9, 70, 40, 1}, 1, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 1, 1, 17, 5, 256, 0}, 1, 0, 0},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 2, 40, 30, 16, 1}, 1, 0, 0},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {2, 3, 1, 17, 64, 24, 0}, 0, 0, 0},
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 2, 29, 41, 64, 1}, 0, 1, 0},
+    {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 1, 23, 31, 32, 0}, 0, 1, 0},
+    /* decode: split forwards, whose partial outputs are leased from the
+     * context's kept scratch (host/scratch.c) */
+    {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 1, 1, 1100, 64, 1}, 1, 0, 1},
+    {FCL_ALGO_FLASH, FCL_DTYPE_BF16, {1, 8, 1, 2, 700, 32, 0}, 0, 0, 1},
 };
 #define N_JOBS (sizeof jobs / sizeof jobs[0])
 
@@ -145,10 +152,15 @@ static long serial_runs(fcl_context *owner, job_data *data, int variants) {
       jd->o[v] = malloc(jd->p.q_elems * sizeof(float));
       jd->lse[v] = malloc(jd->p.lse_elems * sizeof(float));
       ck_assert(jd->o[v] && jd->lse[v]);
+      fcl_run_info info;
+      memset(&info, 0, sizeof info);
       fcl_status st = run_job(serial, &jobs[i], jd, jd->p.dq, jd->p.dk, jd->p.dv, jd->o[v],
-                              jd->lse[v], NULL);
+                              jd->lse[v], jobs[i].split ? &info : NULL);
       ck_assert_msg(st == FCL_SUCCESS, "serial job %zu: %s: %s", i, fcl_status_str(st),
                     fcl_context_last_error(serial));
+      ck_assert_msg(!jobs[i].split || info.plan.splits > 1,
+                    "serial job %zu: the decode did not split (%u), so it leased no scratch", i,
+                    info.plan.splits);
     }
     if (v == 0) builds = fcl__program_builds(serial);
   }
