@@ -25,6 +25,7 @@ fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what,
   if (bytes == 0) bytes = 1;
   const size_t rounded = (bytes + GRAIN_BYTES - 1) / GRAIN_BYTES * GRAIN_BYTES;
   fcl_status status = FCL_SUCCESS;
+  cl_mem outgrown = NULL;
   pthread_mutex_lock(&ctx->lock);
   fcl__scratch_slot *fit = NULL, *free_slot = NULL;
   for (unsigned i = 0; i < FCL__SCRATCH_SLOTS; ++i) {
@@ -35,10 +36,11 @@ fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what,
   }
   if (!fit && free_slot && bytes <= KEEP_MAX_BYTES) {
     /* Grow the smallest free slot; its old buffer may still be read by
-     * commands in flight, which OpenCL lets finish before freeing it. */
+     * commands in flight, which OpenCL lets finish before freeing it (and
+     * NVIDIA's release waits for: so not under the lock). */
     cl_mem grown = fcl__buffer(ctx, CL_MEM_READ_WRITE, rounded, what, &status);
     if (grown) {
-      fcl__release_mem(&free_slot->mem);
+      outgrown = free_slot->mem;
       free_slot->mem = grown;
       free_slot->bytes = rounded;
       fit = free_slot;
@@ -49,6 +51,7 @@ fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what,
     *out = fit->mem;
   }
   pthread_mutex_unlock(&ctx->lock);
+  fcl__release_mem(&outgrown);
   if (*out || status != FCL_SUCCESS) return status;
   *out = fcl__buffer(ctx, CL_MEM_READ_WRITE, bytes, what, &status);
   return status;
