@@ -4,11 +4,14 @@
 # the library refuses before anything is allocated (the library's own
 # message, at once), runs that fail (exit 1) or are unsupported (exit 3)
 # while the sweep goes on, and messages printed whole.
-# Usage: tests/bench-cli.sh path/to/flashcl-bench path/to/flashcl-info
+# flashcl-call-cost's too: one small decode shape whose four times are
+# positive, and the values it refuses.
+# Usage: tests/bench-cli.sh path/to/flashcl-bench path/to/flashcl-info path/to/flashcl-call-cost
 set -euo pipefail
 # shellcheck source=tests/bench-lib.sh
 source "$(dirname "$0")/bench-lib.sh"
-info="${2:?usage: $(basename "$0") FLASHCL_BENCH FLASHCL_INFO}"
+info="${2:?usage: $(basename "$0") FLASHCL_BENCH FLASHCL_INFO FLASHCL_CALL_COST}"
+callcost="${3:?usage: $(basename "$0") FLASHCL_BENCH FLASHCL_INFO FLASHCL_CALL_COST}"
 
 # expect WANT_RC NEEDLE TOOL ARGS...: the exit status, and NEEDLE in what it printed
 expect() {
@@ -72,6 +75,19 @@ expect 2 "unknown dtype" "$info" --dtype f64
 expect 2 "heads_q = 3 is not a multiple of heads_kv = 2" "$info" --heads 3 --heads-kv 2
 expect 2 "exceeds 2147483647" "$info" --batch 4294967296
 expect 2 "unknown option" "$info" --frobnicate
+
+expect 0 "usage" "$callcost" --help
+expect 0 "in a run" "$callcost" "${device[@]}" --dtype f32 2 100
+# the shape's line: type, B, x, cache, kernel, splits, then four times and GB/s
+line="$(grep -E '^f32 +2 x 100 ' "$tmp/out.txt" || true)"
+if ! awk '{ exit !(NF == 11 && $7 > 0 && $8 > 0 && $9 > 0 && $10 > 0) }' <<<"$line"; then
+  fail "flashcl-call-cost: no positive times in \"$line\""
+fi
+expect 2 "usage" "$callcost" 1
+expect 2 "CACHE: 0 is out of range" "$callcost" 1 0
+expect 2 "not a decimal integer" "$callcost" --splits x 1 2
+expect 2 "unknown dtype" "$callcost" --dtype f64 1 2
+expect 1 "overflow" "$callcost" "${device[@]}" 2147483647 2147483647
 
 echo "bench-cli: $failures failures"
 [ "$failures" -eq 0 ]

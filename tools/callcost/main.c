@@ -10,9 +10,14 @@
  *
  * Each pair is a decode shape: batch B, one new query row, Hq/Hkv 32/8,
  * d 128, CACHE keys, causal. Medians of 40 calls; the run is 200 calls.
+ * Exit status: 0, 1 when a call fails (the library's message on stderr),
+ * 2 for a command line it refuses.
  */
 #include <flashcl.h>
 
+#include "cli.h"
+
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,26 +121,32 @@ static int measure(fcl_context *ctx, fcl_dtype dtype, size_t batch, size_t cache
   return 0;
 }
 
+/* A strict value or exit 2 with the parser's reason. */
+static int parse_or_say(const char *what, const char *text, uint64_t min, uint64_t max,
+                        uint64_t *out) {
+  char why[FCLU_WHY_LEN];
+  if (fclu_parse_u64(text, min, max, out, why, sizeof why) == 0) return 0;
+  fprintf(stderr, "flashcl-call-cost: %s: %s\n", what, why);
+  return -1;
+}
+
 int main(int argc, char **argv) {
   const char *device = NULL;
   fcl_dtype dtype = FCL_DTYPE_F16;
-  unsigned splits = 0;
+  uint64_t splits = 0;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {
+    char why[FCLU_WHY_LEN];
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       usage(stdout);
       return 0;
     } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
       device = argv[++i];
     } else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
-      splits = (unsigned)strtoul(argv[++i], NULL, 10);
+      if (parse_or_say("--splits", argv[++i], 0, FCL_MAX_SPLITS, &splits) != 0) return 2;
     } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
-      const char *t = argv[++i];
-      if (!strcmp(t, "f32")) dtype = FCL_DTYPE_F32;
-      else if (!strcmp(t, "f16")) dtype = FCL_DTYPE_F16;
-      else if (!strcmp(t, "bf16")) dtype = FCL_DTYPE_BF16;
-      else {
-        fprintf(stderr, "flashcl-call-cost: unknown dtype %s\n", t);
+      if (fclu_parse_dtype(argv[++i], &dtype, why, sizeof why) != 0) {
+        fprintf(stderr, "flashcl-call-cost: --dtype: %s\n", why);
         return 2;
       }
     } else {
@@ -147,6 +158,15 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  uint64_t shapes[2 * 64];
+  const int n_shapes = (argc - i) / 2;
+  if (n_shapes > 64) {
+    fprintf(stderr, "flashcl-call-cost: at most 64 shapes\n");
+    return 2;
+  }
+  for (int s = 0; s < 2 * n_shapes; ++s)
+    if (parse_or_say(s % 2 ? "CACHE" : "B", argv[i + s], 1, INT32_MAX, &shapes[s]) != 0)
+      return 2;
   fcl_context *ctx = NULL;
   if (fcl_context_create(device, &ctx) != FCL_SUCCESS) {
     fprintf(stderr, "flashcl-call-cost: %s\n", ctx ? fcl_context_last_error(ctx) : "no memory");
@@ -156,7 +176,7 @@ int main(int argc, char **argv) {
   if (splits) {
     fcl_plan hint;
     memset(&hint, 0, sizeof hint);
-    hint.splits = splits;
+    hint.splits = (unsigned)splits;
     if (fcl_context_set_flash_tiling(ctx, &hint) != FCL_SUCCESS) {
       fprintf(stderr, "flashcl-call-cost: %s\n", fcl_context_last_error(ctx));
       fcl_context_release(ctx);
@@ -168,15 +188,8 @@ int main(int argc, char **argv) {
   printf("%s\n%-5s %-13s %-10s %6s %9s %9s %9s %9s %8s\n", dev.name, "type", "B x cache",
          "kernel", "splits", "markers", "wall", "enqueue", "in a run", "GB/s run");
   int status = 0;
-  for (; i + 1 < argc && !status; i += 2) {
-    const long b = strtol(argv[i], NULL, 10), n = strtol(argv[i + 1], NULL, 10);
-    if (b < 1 || n < 1) {
-      fprintf(stderr, "flashcl-call-cost: B and CACHE must be positive\n");
-      status = 2;
-      break;
-    }
-    status = measure(ctx, dtype, (size_t)b, (size_t)n);
-  }
+  for (int s = 0; s < n_shapes && !status; ++s)
+    status = measure(ctx, dtype, (size_t)shapes[2 * s], (size_t)shapes[2 * s + 1]);
   fcl_context_release(ctx);
   return status;
 }
