@@ -131,8 +131,8 @@ fcl_status fcl_attention_forward_kvcache(fcl_context *ctx, const fcl_attention_d
   if (status == FCL_SUCCESS && algo == FCL_ALGO_FLASH) {
     char why[256] = "";
     fcl_plan plan;
-    status = fcl__plan_flash(&ctx->info.limits, &after, FCL_PASS_FORWARD,
-                             &call.settings.tiling_hint, &plan, why, sizeof why);
+    status = fcl__plan_call(ctx, &call.settings.tiling_hint, &after, FCL_PASS_FORWARD, &plan,
+                            why, sizeof why);
     if (status != FCL_SUCCESS)
       status = fcl__fail(ctx, status, "flash forward on %s: %s", ctx->info.name, why);
   }

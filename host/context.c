@@ -322,6 +322,7 @@ static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
    * an empty kernel cache). There, each launch waits for the previous one. */
   ctx->serial_launches = strstr(ctx->info.platform, "Portable Computing Language") != NULL;
   ctx->usable = 1;
+  fcl__tuning_load(ctx, NULL);
   fcl__clear_error(ctx);
   return FCL_SUCCESS;
 }
@@ -486,6 +487,7 @@ void fcl_context_release(fcl_context *ctx) {
   if (ctx->device) clReleaseDevice(ctx->device);
   if (ctx->cl) clReleaseContext(ctx->cl);
   fcl__errors_release(ctx);
+  fcl__tuning_release(ctx);
   pthread_cond_destroy(&ctx->gate_changed);
   pthread_cond_destroy(&ctx->cache_built);
   pthread_mutex_destroy(&ctx->cache_lock);

@@ -271,8 +271,8 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const fcl__shape *sh = &call->shape;
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
-  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_FORWARD,
-                                      &call->settings.tiling_hint, &call->plan, why, sizeof why);
+  fcl_status status = fcl__plan_call(ctx, &call->settings.tiling_hint, desc, FCL_PASS_FORWARD,
+                                     &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
                 ctx->info.name, why);
   if (sh->lse_elems == 0) call->plan.splits = 1;  /* a ragged batch without queries */
@@ -405,9 +405,8 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
-  fcl_status status = fcl__plan_flash(&ctx->info.limits, desc, FCL_PASS_BACKWARD,
-                                      &call->settings.tiling_hint, &call->plan, why,
-                                      sizeof why);
+  fcl_status status = fcl__plan_call(ctx, &call->settings.tiling_hint, desc, FCL_PASS_BACKWARD,
+                                     &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
                 ctx->info.name, why);
 

@@ -590,6 +590,10 @@ typedef struct fcl_plan {
    *  1 never, heads_q / heads_kv always (where it can: else
    *  FCL_ERROR_UNSUPPORTED). */
   unsigned packed_heads;
+  /** In fcl_run_info: 1 when the plan is the context's tuned plan for the
+   *  problem's bucket (fcl_context_set_tuning_dir), 0 when the planner's
+   *  rules or a tiling hint made it. Ignored in a hint. */
+  unsigned tuned;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for
@@ -690,6 +694,66 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
  *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
+
+/** Where a context's tuned plans come from (fcl_context_tuning). */
+typedef struct fcl_tuning_info {
+  int enabled;          /**< tuned plans are used (fcl_context_use_tuned_plans) */
+  unsigned plans;       /**< buckets with a tuned plan; 0: the rules plan every call */
+  /** The database file read, or "the library's database N" for one built
+   *  into the library; "" when none is this device's. */
+  char source[1024];
+  /** The file name flashcl-tune writes and a context reads in a tuning
+   *  folder for this device: its platform and name, lower-case, ".json". */
+  char file_name[320];
+} fcl_tuning_info;
+
+/** Tuned plans. flashcl-tune times the tilings the planner allows on a
+ *  device, per problem bucket (pass, storage type, head_dim class, causal,
+ *  small or large), and writes the winners to a JSON database for that
+ *  device (keyed by platform, device name and driver version). A context
+ *  loads its device's database when it is created: from
+ *  $FLASHCL_TUNING_DIR, else $XDG_CACHE_HOME/flashcl, else
+ *  ~/.cache/flashcl; where there is none, from the databases built into
+ *  the library (devices measured by its authors, used across driver
+ *  versions). A call without a tiling hint (fcl_context_set_flash_tiling)
+ *  then runs its bucket's tuned plan where there is one and it plans the
+ *  call's shape, else the rules' (fcl_run_info.plan.tuned says which). A
+ *  file that is corrupt, another device's, from another driver version, or
+ *  an entry that no longer fits the device's limits is skipped with a line
+ *  in the context's log (fcl_context_log), never a failure.
+ *
+ *  This function loads the device's database from `dir` (the file
+ *  fcl_tuning_info.file_name in it) instead, or from the default folder
+ *  when `dir` is NULL; without one there, the shipped ones. Applies to calls
+ *  that start after it returns. Thread-safe.
+ *  @return FCL_SUCCESS (also when no database was found: see the log),
+ *          FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed, `dir` ""). */
+FCL_API fcl_status fcl_context_set_tuning_dir(fcl_context *ctx, const char *dir);
+
+/** Switches tuned plans off (0: the rules plan every call) or back on (1,
+ *  the default). The loaded database is kept. Thread-safe.
+ *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed,
+ *          enable not 0 or 1). */
+FCL_API fcl_status fcl_context_use_tuned_plans(fcl_context *ctx, int enable);
+
+/** What the context's tuned plans are: whether used, how many buckets,
+ *  from which file. @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT. */
+FCL_API fcl_status fcl_context_tuning(fcl_context *ctx, fcl_tuning_info *out);
+
+/** The plan a flash call of `pass` on `desc` would run on this context
+ *  now: its tiling hint's (fcl_context_set_flash_tiling) where one is set,
+ *  else its tuned plan for the problem's bucket where it has one that plans
+ *  `desc` (plan->tuned = 1), else the rules' (fcl_plan_flash). Thread-safe.
+ *  @return as fcl_plan_flash; FCL_ERROR_INVALID_ARGUMENT also for a NULL
+ *          or failed ctx. */
+FCL_API fcl_status fcl_context_plan(fcl_context *ctx, const fcl_attention_desc *desc,
+                                    fcl_pass pass, fcl_plan *plan, char *why, size_t why_len);
+
+/** Copies the context's log (warnings that did not fail a call, one a
+ *  line, such as a tuning database skipped) into out[capacity],
+ *  NUL-terminated and truncated to fit; `out` may be NULL with capacity 0.
+ *  @return the log's full length in bytes (0: empty, or ctx NULL). */
+FCL_API size_t fcl_context_log(fcl_context *ctx, char *out, size_t capacity);
 
 /** What one call did. Pass a pointer to get it; the call then blocks until
  *  its work has finished, so that the timing is known. */

@@ -43,6 +43,9 @@ fcl_context *th_context(void) {
   fcl_status status = fcl_context_create(selector, &ctx);
   ck_assert_msg(status == FCL_SUCCESS, "no test device (%s): %s", fcl_status_str(status),
                 fcl_context_last_error(ctx));
+  /* the suites test the rules' plans (a shipped database would change them
+   * on its device); test_tuning switches tuned plans back on */
+  ck_assert_int_eq(fcl_context_use_tuned_plans(ctx, 0), FCL_SUCCESS);
   return ctx;
 }
 

@@ -16,8 +16,9 @@
 /* PoCL compiles each kernel variant in seconds; Check's default is 4 s. */
 #define TH_TIMEOUT_S 900
 
-/** A context on $FLASHCL_TEST_DEVICE (default: the library's default);
- *  fails the test if none can be made. */
+/** A context on $FLASHCL_TEST_DEVICE (default: the library's default),
+ *  with tuned plans switched off (the rules plan every call); fails the
+ *  test if none can be made. */
 fcl_context *th_context(void);
 
 /** A problem's shape as the suites list them in tables. */

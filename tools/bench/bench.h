@@ -30,6 +30,7 @@ typedef struct bench_options {
   int warmup, repeat;
   int peaks;                /* measure copy/FMA ceilings per device */
   int io_table;             /* print the naive-vs-flash I/O table */
+  int no_tuning;            /* --no-tuning: the planner's rules only */
   fcl_plan tiling;          /* --tiling: overrides of the planner */
   /* The problem beyond its shape (applied to every shape run). */
   int window_left, window_right;  /* --window L,R: -1 unbounded (default) */

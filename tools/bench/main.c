@@ -170,6 +170,8 @@ int main(int argc, char **argv) {
     fcl_context *ctx = NULL;
     dev->status = fcl_context_create(selectors[dv], &ctx);
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
+    if (dev->status == FCL_SUCCESS && opts.no_tuning)
+      dev->status = fcl_context_use_tuned_plans(ctx, 0);
     if (dev->status == FCL_SUCCESS && bench_tiling_given(&opts.tiling))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {

@@ -56,6 +56,8 @@ static const char usage[] =
     "  --no-peaks        skip measuring each device's copy bandwidth and FMA\n"
     "                    rate (the roofline's ceilings)\n"
     "  --io-table        print, per device, naive vs flash bytes as N grows\n"
+    "  --no-tuning       plan by the rules only, ignoring the device's tuning\n"
+    "                    database (flashcl-tune; on by default)\n"
     "  --tiling BK,WG,TPR,RPT[,TILE]\n"
     "                    override the planner: keys per tile, work-group size,\n"
     "                    work-items per row, rows per work-item, bytes per\n"
@@ -372,6 +374,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       o->peaks = 0;
     } else if (!strcmp(a, "--io-table")) {
       o->io_table = 1;
+    } else if (!strcmp(a, "--no-tuning")) {
+      o->no_tuning = 1;
     } else if (!strcmp(a, "--tiling")) {
       VALUE(val);
       TRY(parse_tiling(ps, val, &o->tiling));

@@ -8,7 +8,9 @@
 # Options default to the standard sweep of the flash algorithm; with
 # ROUNDS=n (default 1) each build runs n times, alternating, and every
 # round is compared. A build finds its library through LIBS_BEFORE and
-# LIBS_AFTER (prepended to LD_LIBRARY_PATH) when they are set.
+# LIBS_AFTER (prepended to LD_LIBRARY_PATH) when they are set; ARGS_BEFORE
+# and ARGS_AFTER are options for one side only (one build with and without
+# its tuned plans: BENCH twice, ARGS_BEFORE=--no-tuning).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: ab.sh OUTDIR BENCH_BEFORE BENCH_AFTER [options]}"
@@ -20,9 +22,11 @@ opts=("$@")
 mkdir -p "$out"
 for round in $(seq 1 "${ROUNDS:-1}"); do
   for side in before after; do
-    bench="$before" libs="${LIBS_BEFORE:-}"
-    [ "$side" = after ] && bench="$after" libs="${LIBS_AFTER:-}"
-    LD_LIBRARY_PATH="$libs${libs:+:}${LD_LIBRARY_PATH:-}" "$bench" --no-peaks --quiet "${opts[@]}" \
+    bench="$before" libs="${LIBS_BEFORE:-}" side_args="${ARGS_BEFORE:-}"
+    [ "$side" = after ] && bench="$after" libs="${LIBS_AFTER:-}" side_args="${ARGS_AFTER:-}"
+    # shellcheck disable=SC2086  # side_args is a list of words
+    LD_LIBRARY_PATH="$libs${libs:+:}${LD_LIBRARY_PATH:-}" "$bench" --no-peaks --quiet \
+      $side_args "${opts[@]}" \
       --json "$out/$side-$round.json" > "$out/$side-$round.txt"
   done
   python3 "$here/ab.py" "$out/before-$round.json" "$out/after-$round.json" | tee "$out/ab-$round.md"

@@ -10,22 +10,35 @@
 #include "flashcl.h"
 #include "info.h"
 
-/* One pass's flash plan and the bytes both algorithms would move. */
-static void show_pass(const fcl_device_info *dev, const fcl_attention_desc *d, fcl_pass pass,
-                      const fcl_plan *hint) {
+static int hint_given(const fcl_plan *h) {
+  return h && (h->block_k || h->wg_size || h->threads_per_row || h->rows_per_thread ||
+               h->tile_elem_size || h->kernel || h->splits || h->packed_heads);
+}
+
+/* One pass's flash plan and the bytes both algorithms would move. With a
+ * context (a device, not a profile) and no hint, the plan a call would
+ * run there: its tuned plan or the rules'. *used gets the plan as a hint,
+ * for the programs. */
+static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_attention_desc *d,
+                      fcl_pass pass, const fcl_plan *hint, fcl_plan *used) {
   const char *name = pass == FCL_PASS_FORWARD ? "forward" : "backward";
   char why[256] = "";
   fcl_plan plan;
-  fcl_status st = fcl_plan_flash_hinted(&dev->limits, d, pass, hint, &plan, why, sizeof why);
+  const int from_context = ctx && !hint_given(hint);
+  fcl_status st = from_context
+                      ? fcl_context_plan(ctx, d, pass, &plan, why, sizeof why)
+                      : fcl_plan_flash_hinted(&dev->limits, d, pass, hint, &plan, why, sizeof why);
   if (st != FCL_SUCCESS) {
     printf("      flash %s: %s: %s\n", name, fcl_status_str(st), why);
     return;
   }
+  *used = plan;
   printf("      flash %s plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u "
-         "row(s) per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u\n",
+         "row(s) per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u%s\n",
          name, fcl_flash_kernel_name(plan.kernel), plan.block_q,
          plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
-         plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded);
+         plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded,
+         !from_context ? "" : plan.tuned ? " (tuned)" : " (rules)");
   fcl_io_estimate flash, naive;
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
     printf("      flash %s traffic: %.2f MB\n", name,
@@ -56,18 +69,20 @@ static void show_programs(const fcl_device_info *dev, const fcl_attention_desc *
   }
 }
 
-static void show_plan(const fcl_device_info *dev, const fcl_attention_desc *d, int programs,
-                      const fcl_plan *hint) {
+static void show_plan(const fcl_device_info *dev, fcl_context *ctx, const fcl_attention_desc *d,
+                      int programs, const fcl_plan *hint) {
   printf("    B%zu H%zu/%zu N%zu/%zu d%zu %s%s:\n", d->batch, d->heads_q, d->heads_kv,
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
   /* the decode kernels are forwards: the backward keeps the planner's */
   const fcl_plan *backward = hint->kernel >= FCL_FLASH_KERNEL_DECODE ? NULL : hint;
-  show_pass(dev, d, FCL_PASS_FORWARD, hint);
-  show_pass(dev, d, FCL_PASS_BACKWARD, backward);
+  /* the programs of the plans shown: a context's tuned plan is a hint */
+  fcl_plan used[2] = {{0}, {0}};
+  show_pass(dev, ctx, d, FCL_PASS_FORWARD, hint, &used[0]);
+  show_pass(dev, ctx, d, FCL_PASS_BACKWARD, backward, &used[1]);
   if (programs) {
-    show_programs(dev, d, FCL_PASS_FORWARD, hint);
-    show_programs(dev, d, FCL_PASS_BACKWARD, backward);
+    show_programs(dev, d, FCL_PASS_FORWARD, used[0].tuned ? &used[0] : hint);
+    show_programs(dev, d, FCL_PASS_BACKWARD, used[1].tuned ? &used[1] : backward);
   }
 }
 
@@ -81,8 +96,9 @@ static const char *vendor_name(unsigned vendor) {
 }
 
 /* A device's limits as the planner reads them, then the shape's plans. */
-static void show_device(const fcl_device_info *d, const fcl_attention_desc *descs, int n_descs,
-                        int programs, const fcl_plan *hint) {
+static void show_device(const fcl_device_info *d, fcl_context *ctx,
+                        const fcl_attention_desc *descs, int n_descs, int programs,
+                        const fcl_plan *hint) {
   const fcl_device_limits *l = &d->limits;
   printf("    %s, %u compute units", l->is_gpu ? "GPU" : "not a GPU", l->compute_units);
   if (d->max_clock_mhz) printf(" at %u MHz", d->max_clock_mhz);
@@ -101,7 +117,18 @@ static void show_device(const fcl_device_info *d, const fcl_attention_desc *desc
   if (l->nvidia_sm)
     printf("    NVIDIA compute capability %u.%u%s\n", l->nvidia_sm / 10, l->nvidia_sm % 10,
            l->nvidia_sm >= 80 ? ": tensor cores through mma.sync" : "");
-  for (int k = 0; k < n_descs; ++k) show_plan(d, &descs[k], programs, hint);
+  fcl_tuning_info tuning;
+  if (ctx && fcl_context_tuning(ctx, &tuning) == FCL_SUCCESS) {
+    if (tuning.plans)
+      printf("    tuned plans: %u bucket(s) from %s%s\n", tuning.plans, tuning.source,
+             tuning.enabled ? "" : " (switched off)");
+    else
+      printf("    tuned plans: none (flashcl-tune writes %s in the tuning folder); the rules "
+             "plan\n", tuning.file_name);
+    char log[2048];
+    if (fcl_context_log(ctx, log, sizeof log)) printf("    log: %s", log);
+  }
+  for (int k = 0; k < n_descs; ++k) show_plan(d, ctx, &descs[k], programs, hint);
 }
 
 /* --profile: the library's described devices instead of the drivers'. */
@@ -123,7 +150,7 @@ static int show_profiles(const info_options *opts, const fcl_attention_desc *des
            p->compiler, p->source);
     fcl_device_info info = p->info;
     if (opts->shuffle) info.limits.shuffle = (unsigned)(opts->shuffle - 1);
-    show_device(&info, descs, n_descs, opts->programs, &opts->hint);
+    show_device(&info, NULL, descs, n_descs, opts->programs, &opts->hint);
   }
   if (!shown) {
     fprintf(stderr, "flashcl-info: no profile '%s' (flashcl-info --profile list)\n",
@@ -171,7 +198,16 @@ int main(int argc, char **argv) {
     printf("\n[%u:%u] %s\n", d->platform_index, d->device_index, d->name);
     printf("    platform %s; %s; driver %s; vendor %s\n", d->platform, d->version, d->driver,
            d->vendor);
-    show_device(d, descs, n_descs, opts.programs, &opts.hint);
+    /* a context reads the device's tuning database */
+    char selector[32];
+    snprintf(selector, sizeof selector, "%u:%u", d->platform_index, d->device_index);
+    fcl_context *ctx = NULL;
+    if (fcl_context_create(selector, &ctx) != FCL_SUCCESS) {
+      fcl_context_release(ctx);
+      ctx = NULL;
+    }
+    show_device(d, ctx, descs, n_descs, opts.programs, &opts.hint);
+    fcl_context_release(ctx);
   }
   return 0;
 }
