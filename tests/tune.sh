@@ -31,7 +31,7 @@ grep -q '^fwd.f32.d64.full.large .* candidates' "$tmp/dry.txt" ||
   fail "--dry-run does not list fwd.f32.d64.full.large: $(cat "$tmp/dry.txt")"
 
 # 1. a search of one bucket
-"$tune" "${device[@]}" --buckets fwd.f32.d64.full.large --budget 20 --repeat 1 \
+"$tune" "${device[@]}" --buckets fwd.f32.d64.full.large --budget 8 --repeat 1 \
   --without-rules --out "$db_dir" > "$tmp/tune.txt" 2> "$tmp/tune.err" ||
   { cat "$tmp/tune.err"; fail "flashcl-tune failed"; }
 db="$(ls "$db_dir"/*.json 2> /dev/null | head -1)"
@@ -73,7 +73,7 @@ grep -q 'flash forward plan: .*(tuned)' "$tmp/info.txt" || fail "flashcl-info: f
 grep -q 'flash backward plan: .*(rules)' "$tmp/info.txt" || fail "flashcl-info: backward not rules"
 
 # 4. another bucket later: both kept
-"$tune" "${device[@]}" --buckets fwd.f32.d128.full.large --budget 5 --repeat 1 \
+"$tune" "${device[@]}" --buckets fwd.f32.d128.full.large --budget 1 --repeat 1 \
   --without-rules --out "$db_dir" > /dev/null 2>&1 || fail "the second flashcl-tune failed"
 grep -q '"bucket": "fwd.f32.d64.full.large"' "$db" || fail "the first bucket's entry was lost"
 grep -q '"bucket": "fwd.f32.d128.full.large"' "$db" || fail "the second bucket has no entry"
