@@ -76,6 +76,7 @@ static const char usage_text[] =
     "                    and the decode family's (d 128, causal, f16 and f32)\n"
     "  --budget SECONDS  the whole search's time (default 480); each bucket gets\n"
     "                    an equal share of what is left, nearest candidates first\n"
+    "                    (and the rules' plan and one other at least)\n"
     "  --out DIR         where the database goes (default $FLASHCL_TUNING_DIR,\n"
     "                    $XDG_CACHE_HOME/flashcl or ~/.cache/flashcl); entries of\n"
     "                    buckets not tuned now are kept from the file there\n"
@@ -460,8 +461,8 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
   cl_mem *m = r->bufs[b->dtype].mem;
   size_t timed = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (i > 1 && now_s() - start > seconds) break;
-    if (now_s() > r->deadline && i > 0) break;
+    if (i > 1 && now_s() - start > seconds) break;  /* the rules and one other at least */
+    if (now_s() > r->deadline && i > 1) break;
     candidate *x = &c[i];
     x->timed = 0;
     for (size_t s = 0; s < n_shapes; ++s) {
