@@ -197,6 +197,8 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/** 1 when a tiling hint sets any field (NULL: 0). */
+int fcl__hint_given(const fcl_plan *h);
 /** A call's plan: the context's tiling hint where one is set; else the
  *  tuned plan of its bucket where the database has one that plans it
  *  (plan->tuned = 1); else the rules. */

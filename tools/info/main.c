@@ -9,11 +9,7 @@
 #include "cli.h"
 #include "flashcl.h"
 #include "info.h"
-
-static int hint_given(const fcl_plan *h) {
-  return h && (h->block_k || h->wg_size || h->threads_per_row || h->rows_per_thread ||
-               h->tile_elem_size || h->kernel || h->splits || h->packed_heads);
-}
+#include "internal.h" /* fcl__hint_given, as the library decides it */
 
 /* One pass's flash plan and the bytes both algorithms would move. With a
  * context (a device, not a profile) and no hint, the plan a call would
@@ -24,7 +20,7 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
   const char *name = pass == FCL_PASS_FORWARD ? "forward" : "backward";
   char why[256] = "";
   fcl_plan plan;
-  const int from_context = ctx && !hint_given(hint);
+  const int from_context = ctx && !fcl__hint_given(hint);
   fcl_status st = from_context
                       ? fcl_context_plan(ctx, d, pass, &plan, why, sizeof why)
                       : fcl_plan_flash_hinted(&dev->limits, d, pass, hint, &plan, why, sizeof why);
