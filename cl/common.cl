@@ -273,48 +273,42 @@ inline float fcl_shfl_xor(float x, int mask) {
 #define SCORES_TRANSFORMED (SOFTCAP || ALIBI)
 
 /* The score of an unscaled dot product s; rel = i + nk - nq - j, the
- * query's distance past the key (ALiBi). */
-inline float fcl_score(float s, const fcl_params p, float slope, int rel) {
-#if SCORES_TRANSFORMED
-  float logit = p.scale * s;
-#if SOFTCAP
-  logit = p.softcap * tanh(logit / p.softcap);
-#endif
-#if ALIBI
-  logit -= slope * fabs((float)rel);
-#endif
-  return logit * M_LOG2E_F;
-#else
-  (void)p, (void)slope, (void)rel;
-  return s;
-#endif
-}
+ * query's distance past the key (ALiBi). One definition for a score
+ * (fcl_score) and for 16 rows' scores across a vector's lanes
+ * (fcl_score16, flash_fwd_cpu.cl); the pinned macros fold the branches. */
+#define FCL_DEFINE_SCORE(name, T, I, to_T)                          \
+  inline T name(T s, const fcl_params p, float slope, I rel) {      \
+    if (!SCORES_TRANSFORMED) return (void)slope, (void)rel, s;      \
+    T logit = p.scale * s;                                          \
+    if (SOFTCAP) logit = p.softcap * tanh(logit / p.softcap);       \
+    if (ALIBI) logit -= slope * fabs(to_T(rel));                    \
+    return logit * M_LOG2E_F;                                       \
+  }
+FCL_DEFINE_SCORE(fcl_score, float, int, (float))
+FCL_DEFINE_SCORE(fcl_score16, float16, int16, convert_float16)
 
 /* The backward's P of an unscaled score s in a row whose LSE is lse2 in
  * log2 units (LSE log2(e)), and in *dscale the factor the transform puts
  * into dS = P (dP - D): d logit / d(scale s), 1 - tanh^2 with a softcap.
  * P = 2^(score exp_factor - lse2), the forward's exponential: with it the
  * f32 tensor-core backward ran 1.05-1.07x as fast as with exp() on an
- * H200 (docs/performance.md, v6). */
-inline float fcl_prob(float s, const fcl_params p, float lse2, float slope, int rel,
-                      float *dscale) {
-  *dscale = 1.0f;
-#if SCORES_TRANSFORMED
-  float logit = p.scale * s;
-#if SOFTCAP
-  const float th = tanh(logit / p.softcap);
-  logit = p.softcap * th;
-  *dscale = 1.0f - th * th;
-#endif
-#if ALIBI
-  logit -= slope * fabs((float)rel);
-#endif
-  return EXP2(logit * M_LOG2E_F - lse2);
-#else
-  (void)slope, (void)rel;
-  return EXP2(s * p.exp_factor - lse2);
-#endif
-}
+ * H200 (docs/performance.md, v6). As fcl_score, for one score (fcl_prob)
+ * and for 16 across a vector's lanes (fcl_prob16, flash_bwd_cpu.cl). */
+#define FCL_DEFINE_PROB(name, T, I, to_T)                                      \
+  inline T name(T s, const fcl_params p, T lse2, float slope, I rel, T *dscale) { \
+    *dscale = (T)(1.0f);                                                       \
+    if (!SCORES_TRANSFORMED) return (void)slope, (void)rel, EXP2(s * p.exp_factor - lse2); \
+    T logit = p.scale * s;                                                     \
+    if (SOFTCAP) {                                                             \
+      const T th = tanh(logit / p.softcap);                                    \
+      logit = p.softcap * th;                                                  \
+      *dscale = 1.0f - th * th;                                                \
+    }                                                                          \
+    if (ALIBI) logit -= slope * fabs(to_T(rel));                               \
+    return EXP2(logit * M_LOG2E_F - lse2);                                     \
+  }
+FCL_DEFINE_PROB(fcl_prob, float, int, (float))
+FCL_DEFINE_PROB(fcl_prob16, float16, int16, convert_float16)
 
 /* ---- counted loads in helpers ------------------------------------------- */
 

@@ -96,7 +96,7 @@ static void fuzz_bench(int argc, char **argv) {
   CHECK(a.causal == CAUSAL_OFF || a.causal == CAUSAL_ON || a.causal == CAUSAL_BOTH);
   CHECK(a.warmup >= -1 && a.warmup <= 1000000);
   CHECK(a.repeat == -1 || (a.repeat >= 1 && a.repeat <= 1000000));
-  CHECK(a.tiling.kernel <= FCL_FLASH_KERNEL_DECODE_MMA);
+  CHECK(a.tiling.kernel < FCL_FLASH_KERNELS);
   CHECK(a.window_left >= -1 && a.window_right >= -1);
   CHECK(a.softcap >= 0 && a.softcap <= 3.4e38f);
   CHECK(a.layout == FCLU_BSHD || a.layout == FCLU_BHSD || a.layout == FCLU_QKV);

@@ -207,14 +207,25 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   const int decode = plan->kernel == FCL_FLASH_KERNEL_DECODE;
   const int decode_mma = plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
-  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || ((decode || decode_mma) && forward));
+  const int cpu = plan->kernel == FCL_FLASH_KERNEL_CPU;
+  CHECK(plan->kernel == FCL_FLASH_KERNEL_SIMT || mma || cpu || ((decode || decode_mma) && forward));
   const int emulate = !fcl__mma_native(lim), row_keys = fcl__row_keys_in_local(desc);
   CHECK(plan->local_bytes ==
         (decode || decode_mma ? fcl__flash_decode_local_bytes(plan, lim)
+         : cpu  ? 0
          : mma  ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
                            : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
          : forward ? fcl__flash_local_bytes(plan, lim)
                    : fcl__flash_bwd_local_bytes(plan, lim, row_keys)));
+  if (cpu) {  /* one work-item: 16-row vectors; the forward's tiles 16 keys, the backward's its block */
+    CHECK(plan->wg_size == 1 && plan->threads_per_row == 1);
+    CHECK(plan->rows_per_thread >= 1 && plan->rows_per_thread <= 4 &&
+          plan->block_q == 16 * plan->rows_per_thread);
+    CHECK(plan->block_k == (forward ? 16 : plan->block_q));
+    CHECK(plan->head_dim_padded % 16 == 0 && plan->head_dim_padded >= desc->head_dim &&
+          plan->head_dim_padded < desc->head_dim + 16);
+    if (hint && hint->kernel) CHECK(plan->kernel == hint->kernel);
+  }
   if (decode) {  /* every work-item holds the block's rows; lanes share a key */
     const unsigned lanes = plan->threads_per_row, rows = plan->block_q;
     CHECK(rows >= 1 && rows <= FCL_DECODE_MAX_ROWS && (rows & (rows - 1)) == 0);
@@ -254,7 +265,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
         plan->threads_per_row == 4 || plan->threads_per_row == 8);
   CHECK(plan->wg_size % plan->threads_per_row == 0);
   CHECK(plan->rows_per_thread >= 1 && plan->rows_per_thread <= 4);
-  CHECK(plan->block_q == plan->wg_size / plan->threads_per_row * plan->rows_per_thread);
+  if (!cpu)  /* (a CPU plan's one work-item holds 16 rows a vector: checked above) */
+    CHECK(plan->block_q == plan->wg_size / plan->threads_per_row * plan->rows_per_thread);
   CHECK(plan->block_q >= 1);
   /* forward: the key tile; backward: one tiling for both kernels */
   CHECK(forward ? plan->block_k >= 1 && plan->block_k <= 128 : plan->block_k == plan->block_q);

@@ -55,8 +55,8 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
 }
 
 /* The -D options of the forward kernels (flash_fwd.cl, flash_fwd_mma.cl,
- * flash_fwd_decode.cl, flash_fwd_decode_mma.cl): one source of truth, the
- * plan. */
+ * flash_fwd_decode.cl, flash_fwd_decode_mma.cl, flash_fwd_cpu.cl): one
+ * source of truth, the plan. */
 static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
                             const fcl_attention_desc *desc, int with_lse,
                             cl_mem io_counter, fcl__options *opts) {
@@ -75,6 +75,11 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   score_options(desc, io_counter, opts);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
+  if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
+    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
+    fcl__options_define(opts, "STORE_LSE", with_lse);
+    return;
+  }
   if (plan->kernel == FCL_FLASH_KERNEL_DECODE) {
     fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
     fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
@@ -98,6 +103,12 @@ static void backward_options(const fcl_device_limits *limits, const fcl_plan *pl
     mma_options(limits, plan, desc, io_counter, opts);
     fcl__options_define(opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
     fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
+    return;
+  }
+  if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
+    score_options(desc, io_counter, opts);
+    fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
+    fcl__options_define(opts, "BLOCK", (long)plan->block_k);
     return;
   }
   score_options(desc, io_counter, opts);
@@ -135,7 +146,6 @@ typedef struct flash_program {
 static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
                                const fcl_attention_desc *desc, fcl_pass pass, int with_lse,
                                cl_mem io_counter, flash_program *out) {
-  const int mma = plan->kernel == FCL_FLASH_KERNEL_MMA;
   if (pass == FCL_PASS_FORWARD) {
     static const struct {
       fcl__source source;
@@ -145,6 +155,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
         [FCL_FLASH_KERNEL_MMA] = {FCL_SRC_FLASH_FWD_MMA, "flash_fwd_mma"},
         [FCL_FLASH_KERNEL_DECODE] = {FCL_SRC_FLASH_FWD_DECODE, "flash_fwd_decode"},
         [FCL_FLASH_KERNEL_DECODE_MMA] = {FCL_SRC_FLASH_FWD_DECODE_MMA, "flash_fwd_decode_mma"},
+        [FCL_FLASH_KERNEL_CPU] = {FCL_SRC_FLASH_FWD_CPU, "flash_fwd_cpu"},
     };
     out[0] = (flash_program){.source = forwards[plan->kernel].source,
                              .kernels = {forwards[plan->kernel].kernel, NULL},
@@ -167,10 +178,17 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                            .kernels = {"flash_bwd_preprocess", NULL},
                            .wg_size = (unsigned)pre.wg_size};
   preprocess_options(&pre, desc, io_counter, &out[0].opts);
+  static const struct {
+    fcl__source source;
+    const char *kernels[2];
+  } backwards[] = {
+      [FCL_FLASH_KERNEL_SIMT] = {FCL_SRC_FLASH_BWD, {"flash_bwd_dkdv", "flash_bwd_dq"}},
+      [FCL_FLASH_KERNEL_MMA] = {FCL_SRC_FLASH_BWD_MMA, {"flash_bwd_dkdv_mma", "flash_bwd_dq_mma"}},
+      [FCL_FLASH_KERNEL_CPU] = {FCL_SRC_FLASH_BWD_CPU, {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"}},
+  };
   out[1] = (flash_program){
-      .source = mma ? FCL_SRC_FLASH_BWD_MMA : FCL_SRC_FLASH_BWD,
-      .kernels = {mma ? "flash_bwd_dkdv_mma" : "flash_bwd_dkdv",
-                  mma ? "flash_bwd_dq_mma" : "flash_bwd_dq"},
+      .source = backwards[plan->kernel].source,
+      .kernels = {backwards[plan->kernel].kernels[0], backwards[plan->kernel].kernels[1]},
       .local_bytes = plan->local_bytes,
       .wg_size = plan->wg_size};
   backward_options(limits, plan, desc, io_counter, &out[1].opts);

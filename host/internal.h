@@ -430,6 +430,8 @@ typedef enum fcl__source {
   FCL_SRC_CACHE,
   FCL_SRC_FLASH_FWD_DECODE,
   FCL_SRC_FLASH_FWD_DECODE_MMA,
+  FCL_SRC_FLASH_FWD_CPU,
+  FCL_SRC_FLASH_BWD_CPU,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -774,6 +776,34 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
+/* The CPU forward's planner (plan_cpu.c). */
+/** Whether the rules take the CPU forward: a CPU device, a forward of at
+ *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
+ *  does not pack heads (`packed` 1). */
+int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed);
+/** The CPU forward's tiling for the packed problem `desc`. */
+fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                                 const fcl_plan *hint, fcl_plan *out, char *why,
+                                 size_t why_len);
+/** Whether the rules take the CPU backward: a CPU device. */
+int fcl__cpu_backward_suits(const fcl_device_limits *limits);
+/** The CPU backward's tiling (both kernels). */
+fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                                  const fcl_plan *hint, fcl_plan *out, char *why,
+                                  size_t why_len);
+/** Whether two plans are the same, field by field (fcl_plan has padding,
+ *  which memcmp would compare too). */
+static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
+  return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
+         a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
+         a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
+         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
+         a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned;
+}
+/** Whether a kernel family has a forward only (the decode kernels). */
+static inline int fcl__kernel_forward_only(unsigned kernel) {
+  return kernel == FCL_FLASH_KERNEL_DECODE || kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+}
 /* The decode forward's planner (plan_decode.c). */
 /** The planner's default decode kernel for a forward of `packed_rows` rows
  *  a block (seqlen_q times the packed heads): FCL_FLASH_KERNEL_DECODE_MMA

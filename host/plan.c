@@ -331,7 +331,7 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (hint->kernel > FCL_FLASH_KERNEL_DECODE_MMA) {
+  if (hint->kernel >= FCL_FLASH_KERNELS) {
     fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
@@ -344,7 +344,7 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
 }
 
 const char *fcl_flash_kernel_name(unsigned kernel) {
-  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma"};
+  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu"};
   return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
 }
 
@@ -385,7 +385,8 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
  * measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                           const fcl_plan *hint, fcl_plan *plan) {
-  const int decode = plan->kernel >= FCL_FLASH_KERNEL_DECODE;
+  const int decode =
+      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
   const size_t per_cu =
       plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? DECODE_MMA_WGS_PER_CU : DECODE_WGS_PER_CU;
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
@@ -456,8 +457,8 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   const int simt_hint =
       hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
   const int backward = pass == FCL_PASS_BACKWARD;
-  FCL_WHY_IF(backward && hint && hint->kernel >= FCL_FLASH_KERNEL_DECODE, FCL_ERROR_UNSUPPORTED,
-             "the decode kernels are forwards; the backward runs SIMT or MMA");
+  FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
+             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
   const int mma = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_MMA
                                        : !simt_hint && shape.vec4 && fcl__mma_suits(limits, desc);
   if (mma && !shape.vec4 && desc->head_dim % 4 == 0) {  /* else the MMA planner says why */
@@ -473,9 +474,15 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   FCL_WHY_IF(backward && desc->seqlens_k, FCL_ERROR_UNSUPPORTED,
              "a KV cache's lengths (seqlens_k) are for the forward; the backward takes "
              "whole sequences (or cu_seqlens)");
-  if (backward)
-    return mma ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
-               : plan_backward(limits, desc, hint, out, why, why_len);
+  if (backward) {
+    /* The CPU backward: asked for, or the rule's on CPU devices (plan_cpu.c). */
+    const int cpu = hint && hint->kernel ? hint->kernel == FCL_FLASH_KERNEL_CPU
+                                         : !simt_hint && !mma &&
+                                               fcl__cpu_backward_suits(limits);
+    return mma   ? fcl__plan_backward_mma(limits, desc, hint, out, why, why_len)
+           : cpu ? fcl__plan_backward_cpu(limits, desc, hint, out, why, why_len)
+                 : plan_backward(limits, desc, hint, out, why, why_len);
+  }
   /* Packed, the planner sees a group's rows as one head's. */
   unsigned packed = 1;
   FCL_FORWARD_IF(choose_packing(&shape, hint, &packed, why, why_len));
@@ -486,15 +493,23 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   /* 0, or which decode kernel */
   const unsigned decode =
       hint && hint->kernel
-          ? (hint->kernel >= FCL_FLASH_KERNEL_DECODE ? hint->kernel : FCL_FLASH_KERNEL_AUTO)
+          ? (hint->kernel == FCL_FLASH_KERNEL_DECODE || hint->kernel == FCL_FLASH_KERNEL_DECODE_MMA
+                 ? hint->kernel
+                 : FCL_FLASH_KERNEL_AUTO)
       : simt_hint ? FCL_FLASH_KERNEL_AUTO
                   : fcl__decode_kernel(limits, &shape, desc->seqlen_q);
-  if (decode || mma) {
+  /* The CPU forward: asked for, or the rule's on CPU devices (plan_cpu.c). */
+  const int cpu = hint && hint->kernel
+                      ? hint->kernel == FCL_FLASH_KERNEL_CPU
+                      : !simt_hint && !decode && !mma &&
+                            fcl__cpu_forward_suits(limits, desc->seqlen_q, packed);
+  if (decode || mma || cpu) {
     fcl_plan planned;  /* `out` is written on success only */
     FCL_FORWARD_IF(
         decode == FCL_FLASH_KERNEL_DECODE_MMA
             ? fcl__plan_forward_decode_mma(limits, &shape, desc, hint, &planned, why, why_len)
         : decode ? fcl__plan_forward_decode(limits, &shape, desc, hint, &planned, why, why_len)
+        : cpu    ? fcl__plan_forward_cpu(limits, desc, hint, &planned, why, why_len)
                  : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
     FCL_FORWARD_IF(check_pages_fit(&shape, &planned, why, why_len));
     choose_splits(limits, desc, hint, &planned);

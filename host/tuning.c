@@ -381,10 +381,9 @@ static int plans_array(json *j, fcl__tuning *db) {
     if (!e.have_bucket) return json_fail(j, "a plan without a bucket");
     unsigned kernel = FCL_FLASH_KERNEL_AUTO;
     if (e.kernel[0]) {
-      while (kernel <= FCL_FLASH_KERNEL_DECODE_MMA &&
-             strcmp(fcl_flash_kernel_name(kernel), e.kernel) != 0)
+      while (kernel < FCL_FLASH_KERNELS && strcmp(fcl_flash_kernel_name(kernel), e.kernel) != 0)
         ++kernel;
-      if (kernel > FCL_FLASH_KERNEL_DECODE_MMA) return json_fail(j, "an unknown kernel");
+      if (kernel >= FCL_FLASH_KERNELS) return json_fail(j, "an unknown kernel");
     }
     e.hint.kernel = kernel;
     char why[160];

@@ -509,14 +509,22 @@ typedef enum fcl_pass {
  *  head_dim up to 128 and at most FCL_DECODE_MMA_MAX_ROWS rows a block:
  *  each warp holds the block's rows and takes its own keys. The planner
  *  takes it where the instructions run natively (NVIDIA sm_80 and later);
- *  elsewhere a hint runs it emulated, for tests. */
+ *  elsewhere a hint runs it emulated, for tests. CPU (cl/flash_fwd_cpu.cl)
+ *  is a forward written for CPU cores: one work-item a work-group, its 16
+ *  query rows a vector, scores computed as K Q^T so that no tile is
+ *  transposed. The planner takes it on CPU devices for forwards of at
+ *  least 16 rows that do not pack heads; elsewhere a hint runs it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
   FCL_FLASH_KERNEL_MMA = 2,
   FCL_FLASH_KERNEL_DECODE = 3,  /**< forward only */
   FCL_FLASH_KERNEL_DECODE_MMA = 4,  /**< forward only */
+  FCL_FLASH_KERNEL_CPU = 5,  /**< forward only */
 } fcl_flash_kernel;
+
+/** How many fcl_flash_kernel values there are (AUTO included). */
+#define FCL_FLASH_KERNELS 6
 
 /** The most query rows (packed: slots) a block of the decode kernel holds
  *  (FCL_FLASH_KERNEL_DECODE). */
@@ -528,7 +536,7 @@ typedef enum fcl_flash_kernel {
 #define FCL_DECODE_MMA_MAX_ROWS 16
 
 /** An fcl_flash_kernel's name: "auto", "simt", "mma", "decode",
- *  "decode-mma", or "unknown" for any other value. Never NULL. */
+ *  "decode-mma", "cpu", or "unknown" for any other value. Never NULL. */
 FCL_API const char *fcl_flash_kernel_name(unsigned kernel);
 
 /** The tiling a flash kernel runs with: the C form of its -D options.
@@ -563,7 +571,10 @@ typedef struct fcl_plan {
    *  keys per step, block_k * threads_per_row / wg_size per key group. A
    *  DECODE_MMA plan has block_q rows (at most 16) in every warp,
    *  threads_per_row = 4 and rows_per_thread = 2 (the MMA layout), and
-   *  block_k = 16 keys per warp of the work-group per step. */
+   *  block_k = 16 keys per warp of the work-group per step. A CPU plan
+   *  has one work-item (wg_size = threads_per_row = 1) that owns block_q
+   *  = 16 * rows_per_thread rows (rows_per_thread 16-row vectors), block_k
+   *  = 16 and head_dim_padded a multiple of 16. */
   unsigned kernel;
   /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
    *  head, query block) runs as `splits` work-groups over consecutive

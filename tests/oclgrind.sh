@@ -14,7 +14,9 @@
 # three key splits and their merge (--splits 3), the decode kernel (a few
 # packed rows, split, f16; and on a paged cache of 64-token pages in a
 # shuffled order, f32), the decode kernel on (emulated) matrix instructions
-# (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache, and the naive
+# (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache, the CPU
+# kernels (d 72, f16, causal and not, both passes; and the forward of packed rows,
+# split, paged, bf16), and the naive
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
 # its gather).
 #
@@ -75,6 +77,8 @@ runs=(
   "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
   "decode-mma-bf16-d40-paged|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 64 --splits 2|1|-"
   "simt-bf16-d24-paged|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 64|2|-"
+  "cpu-f16-d72|--algo flash --kernel cpu --dtype f16 ${gqa[*]} --head-dim 72 --causal both|2|-"
+  "cpu-bf16-d24-paged-split2|--algo flash --kernel cpu --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
   "naive-f32-d24-paged|--algo naive --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64|1|-"
 )
 

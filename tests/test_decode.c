@@ -959,7 +959,7 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                    FCL_SUCCESS);
   ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
   ck_assert_uint_eq(programs[0].local_bytes, plan.local_bytes);
-  const fcl_plan bad_hint = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA + 1};
+  const fcl_plan bad_hint = {.kernel = FCL_FLASH_KERNELS};
   ck_assert_int_eq(fcl_plan_flash_hinted(&cpu, &dec, FCL_PASS_FORWARD, &bad_hint, &plan, why,
                                          sizeof why),
                    FCL_ERROR_INVALID_ARGUMENT);

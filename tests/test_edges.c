@@ -416,26 +416,31 @@ START_TEST(head_dim_256_on_the_smallest_local_memory_that_fits) {
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 1, 2, 1, 70, 90, FCL_MAX_HEAD_DIM);
   desc.causal = 1;
-  /* The planner on this device, with less and less local memory. */
+  /* The planner on this device, with less and less local memory; its SIMT
+   * kernels (a CPU's own take no local memory). */
   fcl_device_limits lim = info.limits;
+  const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};
   uint64_t lo = 0, hi = 1u << 20;  /* fits at hi, not at lo */
   fcl_plan plan;
   lim.local_mem_bytes = hi;
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &simt, &plan, NULL, 0),
+                   FCL_SUCCESS);
   while (hi - lo > 1) {
     lim.local_mem_bytes = (lo + hi) / 2;
-    if (fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0) == FCL_SUCCESS)
+    if (fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &simt, &plan, NULL, 0) == FCL_SUCCESS)
       hi = lim.local_mem_bytes;
     else
       lo = lim.local_mem_bytes;
   }
   char why[256];
   lim.local_mem_bytes = lo;
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+  ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &simt, &plan, why,
+                                         sizeof why),
                    FCL_ERROR_UNSUPPORTED);
   ck_assert_msg(strstr(why, "local memory"), "%s", why);
   lim.local_mem_bytes = hi;
-  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+  ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &simt, &plan, why,
+                                         sizeof why),
                    FCL_SUCCESS);
   ck_assert_uint_le(plan.local_bytes, hi);
   ck_assert_uint_eq(plan.block_k, 4);  /* the smallest tile */

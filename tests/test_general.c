@@ -3,8 +3,9 @@
  * reference: sliding windows (with causal and GQA), softcap (with logits
  * of 1e4), ALiBi slopes per head and per batch entry, ragged batches with
  * empty, one-token and long sequences, and tensors in [B, H, N, d] views
- * and packed QKV buffers; forward and backward, every storage type, both
- * kernel families (the MMA one emulated off NVIDIA) and both algorithms.
+ * and packed QKV buffers; forward and backward, every storage type, each
+ * kernel family (SIMT, MMA emulated off NVIDIA, and the CPU kernels) and
+ * both algorithms.
  * The rules are the other suites': the flash algorithm within 2x (3x for
  * gradients) the naive algorithm's error (in 16-bit types, its host
  * emulation's, plus the stored result's rounding), and the naive
@@ -341,15 +342,23 @@ static double logit_floor(const gcase *c, double ref_max) {
   return c->logits >= 1e4 ? 8 * 0x1p-10 * ref_max : 0.0;
 }
 
-/* Contexts whose tiling hint forces the kernel family: SIMT, or MMA. */
-static fcl_context *family_context(int mma) {
+/* Contexts whose tiling hint forces the kernel family (an fcl_flash_kernel). */
+static fcl_context *family_context(unsigned kernel) {
   fcl_context *ctx = th_context();
-  const fcl_plan hint = {.kernel = mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT};
+  const fcl_plan hint = {.kernel = kernel};
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
   return ctx;
 }
 
 static int mma_takes(const gcase *c) { return c->d % 8 == 0 && c->d <= 128; }
+
+/* The families with both passes of any problem: SIMT, MMA (where it
+ * takes the head_dim) and the CPU kernels. */
+static const unsigned families[] = {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA,
+                                    FCL_FLASH_KERNEL_CPU};
+static int family_takes(const gcase *c, unsigned kernel) {
+  return kernel != FCL_FLASH_KERNEL_MMA || mma_takes(c);
+}
 
 /* The naive algorithm's forward error: on the device in f32 (its result
  * also held close to the reference), emulated on the host in 16-bit types
@@ -388,8 +397,9 @@ static double naive_forward_error(fcl_context *ctx, const gcase *c, const gprobl
   return p->desc.dtype == FCL_DTYPE_F32 ? err : emulated;
 }
 
-static void check_forward(const gcase *c, fcl_dtype dtype, int mma, double *worst) {
-  fcl_context *ctx = family_context(mma);
+static void check_forward(const gcase *c, fcl_dtype dtype, unsigned kernel, double *worst) {
+  fcl_context *ctx = family_context(kernel);
+  const char *family = fcl_flash_kernel_name(kernel);
   gproblem p;
   problem_init(&p, ctx, c, dtype, 17 + (uint64_t)(c - cases));
   const size_t qn = q_count(&p), ln = lse_count(&p);
@@ -400,8 +410,8 @@ static void check_forward(const gcase *c, fcl_dtype dtype, int mma, double *wors
   const double ref_max = fclu_max_abs(ref_o, qn);
   fwd_out flash = run_forward(ctx, c, &p, FCL_ALGO_FLASH);
   ck_assert_msg(flash.status == FCL_SUCCESS, "%s %s %s: %s", c->name, fcl_dtype_name(dtype),
-                mma ? "MMA" : "SIMT", fcl_context_last_error(ctx));
-  ck_assert_uint_eq(flash.info.plan.kernel, mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT);
+                family, fcl_context_last_error(ctx));
+  ck_assert_uint_eq(flash.info.plan.kernel, kernel);
   const double err = fmax(fclu_max_abs_err(flash.o, ref_o, qn),
                           fclu_max_abs_err(flash.lse, ref_lse, ln));
   const double naive = naive_forward_error(ctx, c, &p, ref_o, ref_lse, ref_max);
@@ -409,7 +419,7 @@ static void check_forward(const gcase *c, fcl_dtype dtype, int mma, double *wors
       half_ulp(dtype) * ref_max + 1e-6 * fmax(1.0, ref_max) + logit_floor(c, ref_max);
   ck_assert_msg(err <= 2.0 * naive + floor,
                 "%s %s %s forward: flash error %g > 2 x naive %g + %g", c->name,
-                fcl_dtype_name(dtype), mma ? "MMA" : "SIMT", err, naive, floor);
+                fcl_dtype_name(dtype), family, err, naive, floor);
   const double ratio = err / (naive + floor);
   if (ratio > *worst) *worst = ratio;
   fwd_free(&flash);
@@ -419,8 +429,9 @@ static void check_forward(const gcase *c, fcl_dtype dtype, int mma, double *wors
   fcl_context_release(ctx);
 }
 
-static void check_backward(const gcase *c, fcl_dtype dtype, int mma, double *worst) {
-  fcl_context *ctx = family_context(mma);
+static void check_backward(const gcase *c, fcl_dtype dtype, unsigned kernel, double *worst) {
+  fcl_context *ctx = family_context(kernel);
+  const char *family = fcl_flash_kernel_name(kernel);
   gproblem p;
   problem_init(&p, ctx, c, dtype, 29 + (uint64_t)(c - cases));
   grads_in g;
@@ -435,7 +446,7 @@ static void check_backward(const gcase *c, fcl_dtype dtype, int mma, double *wor
   fclref_backward_given_o(&p.desc, p.q, p.k, p.v, g.dout, g.o, ref[0], ref[1], ref[2]);
   bwd_out flash = run_backward(ctx, c, &p, &g, FCL_ALGO_FLASH);
   ck_assert_msg(flash.status == FCL_SUCCESS, "%s %s %s backward: %s", c->name,
-                fcl_dtype_name(dtype), mma ? "MMA" : "SIMT", fcl_context_last_error(ctx));
+                fcl_dtype_name(dtype), family, fcl_context_last_error(ctx));
   /* the yardstick: the naive backward, on the device in f32, emulated in
    * 16-bit types */
   float *naive[3] = {NULL, NULL, NULL};
@@ -467,7 +478,7 @@ static void check_backward(const gcase *c, fcl_dtype dtype, int mma, double *wor
       ck_assert_msg(ne <= 1e-3 * (1.0 + ref_max), "%s: the naive %s is off by %g", c->name,
                     names[i], ne);
     ck_assert_msg(fe <= 3.0 * ne + floor, "%s %s %s backward: flash %s error %g > 3 x naive %g + %g",
-                  c->name, fcl_dtype_name(dtype), mma ? "MMA" : "SIMT", names[i], fe, ne, floor);
+                  c->name, fcl_dtype_name(dtype), family, names[i], fe, ne, floor);
     const double ratio = fe / (ne + floor);
     if (ratio > *worst) *worst = ratio;
   }
@@ -488,8 +499,8 @@ START_TEST(forward_matches_the_reference) {
   const gcase *c = &cases[_i];
   double worst = 0.0;
   for (int t = 0; t < 3; ++t)
-    for (int mma = 0; mma < 2; ++mma)
-      if (!mma || mma_takes(c)) check_forward(c, dtypes[t], mma, &worst);
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; ++f)
+      if (family_takes(c, families[f])) check_forward(c, dtypes[t], families[f], &worst);
   printf("general: forward, %s: worst flash / (naive + floor) %.3f\n", c->name, worst);
 }
 END_TEST
@@ -498,8 +509,8 @@ START_TEST(backward_matches_the_reference) {
   const gcase *c = &cases[_i];
   double worst = 0.0;
   for (int t = 0; t < 3; ++t)
-    for (int mma = 0; mma < 2; ++mma)
-      if (!mma || mma_takes(c)) check_backward(c, dtypes[t], mma, &worst);
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; ++f)
+      if (family_takes(c, families[f])) check_backward(c, dtypes[t], families[f], &worst);
   printf("general: backward, %s: worst flash / (naive + floor) %.3f\n", c->name, worst);
 }
 END_TEST
@@ -548,9 +559,9 @@ START_TEST(reruns_are_bit_identical) {
   const int picks[3] = {4, 5, 7};
   for (int k = 0; k < 3; ++k) {
     const gcase *c = &cases[picks[k]];
-    for (int mma = 0; mma < 2; ++mma) {
-      if (mma && !mma_takes(c)) continue;
-      fcl_context *ctx = family_context(mma);
+    for (size_t fam = 0; fam < sizeof families / sizeof families[0]; ++fam) {
+      if (!family_takes(c, families[fam])) continue;
+      fcl_context *ctx = family_context(families[fam]);
       gproblem p;
       problem_init(&p, ctx, c, FCL_DTYPE_BF16, 80);
       grads_in g;
@@ -582,9 +593,9 @@ START_TEST(counted_bytes_equal_the_model) {
   const int picks[4] = {0, 2, 5, 6};
   for (int k = 0; k < 4; ++k) {
     const gcase *c = &cases[picks[k]];
-    for (int mma = 0; mma < 2; ++mma) {
-      if (mma && !mma_takes(c)) continue;
-      fcl_context *ctx = family_context(mma);
+    for (size_t fam = 0; fam < sizeof families / sizeof families[0]; ++fam) {
+      if (!family_takes(c, families[fam])) continue;
+      fcl_context *ctx = family_context(families[fam]);
       fcl_device_info info;
       fcl_context_device(ctx, &info);
       if (!info.limits.has_int64_atomics) {
@@ -597,7 +608,7 @@ START_TEST(counted_bytes_equal_the_model) {
       grads_in g;
       grads_in_init(&g, ctx, c, &p, 91);
       for (int a = 0; a < 2; ++a) {
-        if (a == FCL_ALGO_NAIVE && mma) continue;
+        if (a == FCL_ALGO_NAIVE && families[fam] != FCL_FLASH_KERNEL_SIMT) continue;
         fwd_out f = run_forward(ctx, c, &p, (fcl_algo)a);
         bwd_out bw = run_backward(ctx, c, &p, &g, (fcl_algo)a);
         ck_assert_msg(f.status == FCL_SUCCESS && bw.status == FCL_SUCCESS, "%s: %s", c->name,
@@ -720,7 +731,8 @@ END_TEST
 
 /* An output view over a packed input view is refused (its gradients in
  * one packed buffer run in backward_matches_the_reference); a tensor
- * misaligned for the MMA kernels takes SIMT under the planner, and a
+ * misaligned for the MMA kernels takes SIMT (a CPU's kernels on a CPU)
+ * under the planner, and a
  * forced MMA plan says why. */
 START_TEST(packed_views_and_alignment) {
   fcl_context *ctx = th_context();
@@ -742,7 +754,8 @@ START_TEST(packed_views_and_alignment) {
   char why[256];
   ck_assert_int_eq(fcl_plan_flash(&info.limits, &shifted, FCL_PASS_FORWARD, &plan, why, sizeof why),
                    FCL_SUCCESS);
-  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  /* (on a CPU the CPU kernels, which take any alignment) */
+  ck_assert_uint_eq(plan.kernel, info.limits.is_gpu ? FCL_FLASH_KERNEL_SIMT : FCL_FLASH_KERNEL_CPU);
   fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA};
   ck_assert_int_eq(fcl__plan_flash(&info.limits, &shifted, FCL_PASS_FORWARD, &hint, &plan, why,
                                    sizeof why),

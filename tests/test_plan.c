@@ -53,6 +53,87 @@ static size_t mma_local_bytes(fcl_pass pass, const fcl_plan *plan, int emulate,
 
 static const fcl_dtype all_dtypes[3] = {FCL_DTYPE_F32, FCL_DTYPE_F16, FCL_DTYPE_BF16};
 
+/* A CPU device: the CPU kernels where the rule takes them (plan_cpu.c), SIMT
+ * where it does not, hints that it cannot honour refused with a reason. */
+START_TEST(cpu_devices_plan_the_cpu_kernels) {
+  fcl_device_limits lim = made_up(1024, 4096, 0);
+  lim.is_gpu = 0;
+  lim.compute_units = 2;
+  fcl_attention_desc desc;
+  fcl_plan plan;
+  char why[256];
+  const size_t dims[] = {24, 64, 72, 128, 256};
+  for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i) {
+    fcl_attention_desc_init(&desc, 2, 4, 4, 512, 512, dims[i]);
+    ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_CPU);
+    ck_assert(plan.wg_size == 1 && plan.threads_per_row == 1 && plan.block_k == 16);
+    ck_assert_uint_eq(plan.block_q, dims[i] <= 128 ? 64 : 32);
+    ck_assert_uint_eq(plan.block_q, 16 * plan.rows_per_thread);
+    ck_assert(plan.head_dim_padded % 16 == 0 && plan.head_dim_padded - dims[i] < 16);
+    ck_assert_uint_eq(plan.local_bytes, 0);
+    ck_assert_uint_eq(plan.splits, 1);
+    /* the backward: keys (dK/dV) or queries (dQ) kept and tile rows alike */
+    ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &plan, why, sizeof why),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_CPU);
+    ck_assert(plan.wg_size == 1 && plan.block_q == plan.block_k);
+    ck_assert_uint_eq(plan.block_k, dims[i] <= 128 ? 32 : 16);
+    ck_assert_uint_eq(plan.local_bytes, 0);
+  }
+  /* no more rows than the sequence has; halved to give each core two */
+  fcl_attention_desc_init(&desc, 1, 1, 1, 40, 512, 64);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.block_q, 16);
+  fcl_attention_desc_init(&desc, 1, 1, 1, 64, 512, 64);
+  lim.compute_units = 1;
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.block_q, 32);
+  lim.compute_units = 2;
+  /* decode (a few rows, packed heads): SIMT; a simt hint, SIMT */
+  fcl_attention_desc_init(&desc, 1, 8, 2, 1, 4096, 128);
+  ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  fcl_attention_desc_init(&desc, 1, 8, 2, 512, 512, 256);
+  const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};
+  for (int pass = 0; pass < 2; ++pass) {
+    ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, (fcl_pass)pass, &simt, &plan, NULL, 0),
+                     FCL_SUCCESS);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  }
+  /* hints: chunks of 16 rows; what the kernel cannot take, refused */
+  fcl_attention_desc_init(&desc, 2, 4, 4, 512, 512, 64);
+  const fcl_plan three = {.kernel = FCL_FLASH_KERNEL_CPU, .rows_per_thread = 3};
+  ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &three, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.block_q, 48);
+  const fcl_plan refused[] = {{.kernel = FCL_FLASH_KERNEL_CPU, .wg_size = 64},
+                              {.kernel = FCL_FLASH_KERNEL_CPU, .threads_per_row = 2},
+                              {.kernel = FCL_FLASH_KERNEL_CPU, .block_k = 32},
+                              {.kernel = FCL_FLASH_KERNEL_CPU, .tile_elem_size = 2}};
+  desc.dtype = FCL_DTYPE_F16;
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+    why[0] = '\0';
+    ck_assert_int_eq(
+        fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_FORWARD, &refused[i], &plan, why, sizeof why),
+        FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, "CPU kernel"), "%s", why);
+  }
+  const fcl_plan cpu = {.kernel = FCL_FLASH_KERNEL_CPU};
+  ck_assert_int_eq(fcl_plan_flash_hinted(&lim, &desc, FCL_PASS_BACKWARD, &three, &plan, why,
+                                         sizeof why),
+                   FCL_SUCCESS);
+  ck_assert(plan.kernel == FCL_FLASH_KERNEL_CPU && plan.block_q == 48 && plan.block_k == 48);
+  /* a GPU runs it when asked */
+  fcl_device_limits gpu = made_up(48, 1024, 1);
+  ck_assert_int_eq(fcl_plan_flash_hinted(&gpu, &desc, FCL_PASS_FORWARD, &cpu, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_CPU);
+  ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_CPU), "cpu");
+}
+END_TEST
+
 START_TEST(plans_fit_every_made_up_device) {
   const uint64_t locals[] = {16, 32, 48, 64, 512};
   const size_t wgs[] = {256, 1024};
@@ -481,7 +562,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),
                    FCL_ERROR_UNSUPPORTED);
-  const fcl_plan not_a_kernel = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA + 1};
+  const fcl_plan not_a_kernel = {.kernel = FCL_FLASH_KERNELS};
   ck_assert_int_eq(fcl__check_tiling_hint_why(&not_a_kernel, NULL, 0),
                    FCL_ERROR_INVALID_ARGUMENT);
 }
@@ -740,6 +821,7 @@ int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = th_tcase("planner");
   tcase_add_test(tc, plans_fit_every_made_up_device);
+  tcase_add_test(tc, cpu_devices_plan_the_cpu_kernels);
   tcase_add_test(tc, every_profile_plans_every_pass);
   tcase_add_test(tc, work_group_shrinks_to_fill_the_device);
   tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);

@@ -92,7 +92,9 @@ static const char usage[] =
     "                    forward of at most 8 rows a block, packed heads'\n"
     "                    slots; its work-items divide the keys) or\n"
     "                    decode-mma (the same on the matrix instructions,\n"
-    "                    f16/bf16, up to 16 rows; emulated off NVIDIA). With\n"
+    "                    f16/bf16, up to 16 rows; emulated off NVIDIA) or cpu\n"
+    "                    (the forward written for CPU cores, the planner's\n"
+    "                    there; forward only). With\n"
     "                    mma and decode, --tiling takes BK (forward) and WG\n"
     "  --splits S        the forward's key splits (split-KV: partial states\n"
     "                    over key ranges, merged), 1 = none, 0 = the\n"
@@ -408,14 +410,14 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       o->page_size = (size_t)ps_tokens;
     } else if (!strcmp(a, "--kernel")) {
       VALUE(val);
-      if (!strcmp(val, "auto")) o->tiling.kernel = FCL_FLASH_KERNEL_AUTO;
-      else if (!strcmp(val, "simt")) o->tiling.kernel = FCL_FLASH_KERNEL_SIMT;
-      else if (!strcmp(val, "mma")) o->tiling.kernel = FCL_FLASH_KERNEL_MMA;
-      else if (!strcmp(val, "decode")) o->tiling.kernel = FCL_FLASH_KERNEL_DECODE;
-      else if (!strcmp(val, "decode-mma")) o->tiling.kernel = FCL_FLASH_KERNEL_DECODE_MMA;
-      else
-        return refuse(ps, "--kernel needs auto, simt, mma, decode or decode-mma (got '%s')",
+      unsigned kind = FCL_FLASH_KERNELS;
+      for (unsigned k = FCL_FLASH_KERNEL_AUTO; k < FCL_FLASH_KERNELS; ++k)
+        if (!strcmp(val, fcl_flash_kernel_name(k))) kind = k;
+      if (kind == FCL_FLASH_KERNELS)
+        return refuse(ps,
+                      "--kernel needs auto, simt, mma, decode, decode-mma or cpu (got '%s')",
                       val);
+      o->tiling.kernel = kind;
     } else if (!strcmp(a, "--window")) {
       VALUE(val);
       TRY(parse_window(ps, val, o));

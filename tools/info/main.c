@@ -29,10 +29,17 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
     return;
   }
   *used = plan;
-  printf("      flash %s plan: %s kernel, Br %u x Bc %u, %u work-items (%u per row, %u "
-         "row(s) per work-item), %zu B local (%u-byte tile elements), head_dim bucket %u%s\n",
-         name, fcl_flash_kernel_name(plan.kernel), plan.block_q,
-         plan.block_k, plan.wg_size, plan.threads_per_row, plan.rows_per_thread,
+  /* A CPU plan's one work-item owns the block's rows, 16 a vector. */
+  char layout[96];
+  if (plan.kernel == FCL_FLASH_KERNEL_CPU)
+    snprintf(layout, sizeof layout, "1 work-item (%u rows, %u vector(s) of 16)",
+             plan.block_q, plan.rows_per_thread);
+  else
+    snprintf(layout, sizeof layout, "%u work-items (%u per row, %u row(s) per work-item)",
+             plan.wg_size, plan.threads_per_row, plan.rows_per_thread);
+  printf("      flash %s plan: %s kernel, Br %u x Bc %u, %s, %zu B local (%u-byte tile "
+         "elements), head_dim bucket %u%s\n",
+         name, fcl_flash_kernel_name(plan.kernel), plan.block_q, plan.block_k, layout,
          plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded,
          !from_context ? "" : plan.tuned ? " (tuned)" : " (rules)");
   fcl_io_estimate flash, naive;
@@ -71,7 +78,7 @@ static void show_plan(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
          d->seqlen_q, d->seqlen_k, d->head_dim, fcl_dtype_name(d->dtype),
          d->causal ? " causal" : "");
   /* the decode kernels are forwards: the backward keeps the planner's */
-  const fcl_plan *backward = hint->kernel >= FCL_FLASH_KERNEL_DECODE ? NULL : hint;
+  const fcl_plan *backward = fcl__kernel_forward_only(hint->kernel) ? NULL : hint;
   /* the programs of the plans shown: a context's tuned plan is a hint */
   fcl_plan used[2] = {{0}, {0}};
   show_pass(dev, ctx, d, FCL_PASS_FORWARD, hint, &used[0]);

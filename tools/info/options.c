@@ -30,8 +30,8 @@ static const char usage[] =
     "                 local bytes<TAB>work-group size<TAB>build options', as\n"
     "                 scripts/vendor-check.sh reads them\n"
     "  --kernel K     the flash kernels asked for: auto (the planner's), simt,\n"
-    "                 mma, decode or decode-mma (the decode kernels: forward\n"
-    "                 only; the backward then keeps the\n"
+    "                 mma, decode, decode-mma or cpu (the decode and CPU\n"
+    "                 kernels: forward only; the backward then keeps the\n"
     "                 planner's), as fcl_context_set_flash_tiling forces them\n"
     "  --splits S     the forward's key splits asked for (0: the planner's)\n"
     "\n"
@@ -89,11 +89,11 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       }
       const char *k = argv[++i];
       unsigned kind = 99;
-      for (unsigned j = FCL_FLASH_KERNEL_AUTO; j <= FCL_FLASH_KERNEL_DECODE_MMA; ++j)
+      for (unsigned j = FCL_FLASH_KERNEL_AUTO; j < FCL_FLASH_KERNELS; ++j)
         if (!strcmp(k, fcl_flash_kernel_name(j))) kind = j;
       if (kind == 99) {
         snprintf(why, why_len,
-                 "--kernel needs auto, simt, mma, decode or decode-mma (got '%s')", k);
+                 "--kernel needs auto, simt, mma, decode, decode-mma or cpu (got '%s')", k);
         return INFO_PARSE_ERROR;
       }
       o->hint.kernel = kind;

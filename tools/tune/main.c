@@ -202,13 +202,6 @@ typedef struct candidate {
   double score;   /* geometric mean of ms over the rules' */
 } candidate;
 
-static int same_plan(const fcl_plan *a, const fcl_plan *b) {
-  return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
-         a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
-         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
-         a->splits == b->splits && a->packed_heads == b->packed_heads;
-}
-
 static unsigned plan_distance(const fcl_plan *a, const fcl_plan *b) {
   return (a->kernel != b->kernel) * 2 + (a->wg_size != b->wg_size) +
          (a->block_k != b->block_k) + (a->threads_per_row != b->threads_per_row) +
@@ -234,7 +227,7 @@ static void consider(const fcl_device_limits *lim, const fcl__bucket *b,
       return;
   for (size_t i = 0; i < *n; ++i) {
     int same = 1;
-    for (size_t s = 0; s < n_shapes; ++s) same &= same_plan(&out[i].plans[s], &c.plans[s]);
+    for (size_t s = 0; s < n_shapes; ++s) same &= fcl__same_plan(&out[i].plans[s], &c.plans[s]);
     if (same) return;
   }
   out[(*n)++] = c;
@@ -301,6 +294,11 @@ static size_t enumerate(const fcl_device_limits *lim, const fcl__bucket *b,
                                 .tile_elem_size = e ? 2u : 0u};
             consider(lim, b, shapes, n_shapes, &h, out, &n);
           }
+    if (!lim->is_gpu)  /* the CPU kernels: 1 to 4 vectors of 16 rows */
+      for (unsigned chunks = 1; chunks <= 4; ++chunks) {
+        const fcl_plan h = {.kernel = FCL_FLASH_KERNEL_CPU, .rows_per_thread = chunks};
+        consider(lim, b, shapes, n_shapes, &h, out, &n);
+      }
   }
   sort_by_distance(out, n, &out[0].plans[0]);
   return n;

@@ -1,0 +1,148 @@
+/*
+ * cpu.cl — what the CPU kernels (flash_fwd_cpu.cl, flash_bwd_cpu.cl) share,
+ * compiled after common.cl and before them (host/program.c).
+ *
+ * A CPU core runs a work-group as one thread, so these kernels have one
+ * work-item and write their vectors out: OpenCL's float16 is a core's SIMD
+ * register (PoCL lowers it to AVX-512, or to two AVX2 registers), 16 rows
+ * of a block share one across its lanes, and tiles of rows wait in private
+ * arrays (the work-item is the work-group, so __local would buy nothing,
+ * and PoCL 5 moves such arrays to the stack and reports no local memory
+ * for them). All of it is cache-resident. Rows kept across a whole loop are kept
+ * transposed (element c of 16 rows in one vector), so that a product with
+ * a tile's rows is a broadcast element times a vector, with one
+ * independent accumulator per tile row: no tile is ever transposed, and no
+ * vector is ever summed across its lanes.
+ */
+
+#ifndef HEAD_DIM_MAX
+#define HEAD_DIM_MAX 64     // head_dim bucket compiled for, a multiple of 16
+#endif
+
+#define LANES 16                     // rows a vector holds, one a lane
+#define VECS (HEAD_DIM_MAX / LANES)  // float16s of a row
+
+#if HEAD_DIM_MAX % LANES != 0
+#error "HEAD_DIM_MAX must be a multiple of 16"
+#endif
+
+/* The vectors are explicit and a work-group is one work-item, so there is
+ * nothing for PoCL to vectorise across: unrolling (which FCL_UNROLL turns
+ * off for the other kernels on CPUs) exposes the independent chains. */
+#define CPU_UNROLL _Pragma("unroll")
+
+/* The lanes whose key lies in [lo, hi), the bounds params.h's
+ * fcl_row_keys gives a row (the mask), as select reads a condition: the
+ * sign bit set where it does. From integer differences, not a comparison:
+ * Oclgrind 21.10 evaluates a vector comparison's true as 1, not -1, and
+ * LLVM folds any repair of it back into the comparison. */
+#define FCL_KEY_IN(key, lo, hi) (((key) - (hi)) & ((lo) - 1 - (key)))
+
+DEFINE_QUAD_LOADER(fcl_cpu_quad, float4, LOAD4, LOAD1)
+
+/* Rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX] as floats,
+ * row j at rows + j stride; rows from `live` on, and columns past
+ * head_dim, are 0 (never stale memory: 0 * NaN is NaN). */
+inline void fcl_cpu_tile(__private float *tile, const int n, __global const store_t *rows,
+                         const size_t stride, const int live, const int head_dim,
+                         const int vec IO_LOADS) {
+  IO_HELPER_INIT;
+  for (int j = 0; j < n; ++j)
+    for (int c = 0; c < HEAD_DIM_MAX; c += 4) {
+      float4 x = (float4)(0.0f);
+      if (j < live) x = fcl_cpu_quad(rows + (size_t)j * stride, c, head_dim, vec IO_LOADS_ARG);
+      vstore4(x, 0, tile + j * HEAD_DIM_MAX + c);
+    }
+  IO_HELPER_LOADS_DONE();
+}
+
+/* Sixteen rows, transposed: dst[c * 16 + r] = element c of row r, row r at
+ * base + off[r]; rows from `live` on, and columns past head_dim, are 0.
+ * dst is a private float16[HEAD_DIM_MAX] seen as floats. */
+inline void fcl_cpu_rows_t(__private float *dst, __global const store_t *base,
+                           __private const size_t *off, const int live, const int head_dim,
+                           const int vec IO_LOADS) {
+  IO_HELPER_INIT;
+  for (int r = 0; r < LANES; ++r)
+    for (int c = 0; c < HEAD_DIM_MAX; c += 4) {
+      float4 x = (float4)(0.0f);
+      if (r < live) x = fcl_cpu_quad(base + off[r], c, head_dim, vec IO_LOADS_ARG);
+      dst[(c + 0) * LANES + r] = x.x;
+      dst[(c + 1) * LANES + r] = x.y;
+      dst[(c + 2) * LANES + r] = x.z;
+      dst[(c + 3) * LANES + r] = x.w;
+    }
+  IO_HELPER_LOADS_DONE();
+}
+
+/* A row of VECS float16s times `factor` to global memory, its head_dim
+ * columns only. */
+inline void fcl_cpu_store_row(__global store_t *dst, __private const float16 *row,
+                              const float factor, const int head_dim, const int vec IO_STORES) {
+  IO_HELPER_INIT;
+  float out[HEAD_DIM_MAX];
+  CPU_UNROLL
+  for (int c = 0; c < VECS; ++c) vstore16(row[c] * factor, c, out);
+  for (int c = 0; c < head_dim; c += 4) {
+    const float4 x = vload4(0, out + c);
+    if (vec) {
+      STORE4(dst, c, x);
+    } else {
+      STORE1(dst, c + 0, x.x);
+      if (c + 1 < head_dim) STORE1(dst, c + 1, x.y);
+      if (c + 2 < head_dim) STORE1(dst, c + 2, x.z);
+      if (c + 3 < head_dim) STORE1(dst, c + 3, x.w);
+    }
+  }
+  IO_HELPER_STORES_DONE();
+}
+
+/* acc[r] += sum_j w[j][r] x_j for 16 rows r, over n tile rows x_j =
+ * tile[j], two rows at a time: a row's VECS accumulators stay in registers
+ * over the tile, and each vector of x_j feeds both rows. acc holds LANES
+ * rows of VECS float16s; w is [n][LANES] floats. `scale`: each row first
+ * multiplied by its scale[r] (the forward's e^(m_old - m_new)), or NULL.
+ * `partial`: the tile's terms summed on their own first, then added (the
+ * backward's gradients, long sums over every query or key; flash_bwd_rows.cl,
+ * ACCUMULATE, says why); `scale` is then not used. */
+inline void fcl_cpu_rows_axpy(__private float16 (*acc)[VECS], __private const float *scale,
+                              const int partial, __private const float *w,
+                              __private const float *tile, const int n) {
+  for (int r = 0; r < LANES; r += 2) {
+    float16 a0[VECS], a1[VECS];
+    const float s0 = scale ? scale[r] : 1.0f, s1 = scale ? scale[r + 1] : 1.0f;
+    CPU_UNROLL
+    for (int c = 0; c < VECS; ++c) {
+      a0[c] = partial ? (float16)(0.0f) : acc[r][c] * s0;
+      a1[c] = partial ? (float16)(0.0f) : acc[r + 1][c] * s1;
+    }
+    for (int j = 0; j < n; ++j) {
+      const float16 p0 = (float16)(w[j * LANES + r]), p1 = (float16)(w[j * LANES + r + 1]);
+      CPU_UNROLL
+      for (int c = 0; c < VECS; ++c) {
+        const float16 x = vload16(c, tile + j * HEAD_DIM_MAX);
+        a0[c] = fma(p0, x, a0[c]);
+        a1[c] = fma(p1, x, a1[c]);
+      }
+    }
+    CPU_UNROLL
+    for (int c = 0; c < VECS; ++c) {
+      acc[r][c] = partial ? acc[r][c] + a0[c] : a0[c];
+      acc[r + 1][c] = partial ? acc[r + 1][c] + a1[c] : a1[c];
+    }
+  }
+}
+
+/* s[j] = sum_c tile[j][c] t[c] for the n <= 16 tile rows j: products of
+ * tile rows with 16 rows kept transposed (t, HEAD_DIM_MAX float16s), one
+ * independent accumulator per tile row, each element of the tile a
+ * broadcast. */
+#define FCL_CPU_DOTS(s, tile, t, n)                                           \
+  do {                                                                        \
+    CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_) (s)[j_] = (float16)(0.0f);    \
+    for (int c_ = 0; c_ < HEAD_DIM_MAX; ++c_) {                               \
+      const float16 tc_ = (t)[c_];                                            \
+      CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_)                             \
+        (s)[j_] = fma((float16)((tile)[j_ * HEAD_DIM_MAX + c_]), tc_, (s)[j_]); \
+    }                                                                         \
+  } while (0)

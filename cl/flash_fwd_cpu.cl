@@ -1,0 +1,151 @@
+/*
+ * flash_fwd_cpu.cl — the FlashAttention-2 forward for CPUs (cpu.cl says
+ * how the CPU kernels use a core).
+ *
+ * The work-item owns BLOCK_Q query rows (packed: slots) of one (batch,
+ * head), in chunks of 16 kept transposed, and streams K and V in tiles of
+ * BLOCK_K keys, loaded and converted to float once per tile and block.
+ * Scores come out transposed, s[j] holding key j's score for the chunk's
+ * 16 rows across its lanes, so the online softmax works a row per lane:
+ * row maxima and sums are vector operations. O accumulates a row at a
+ * time across head_dim.
+ *
+ * Numerics are flash_fwd.cl's: unscaled dot products, the running max in
+ * those units, exp2 of scaled differences, the mask of params.h and the
+ * score transforms of common.cl, so that a CPU plan is held to the same
+ * accuracy rule as every other.
+ */
+
+#ifndef BLOCK_Q
+#define BLOCK_Q 64          // query rows (packed: slots) per work-group, a multiple of 16
+#endif
+#ifndef BLOCK_K
+#define BLOCK_K 16          // keys per tile
+#endif
+#ifndef STORE_LSE
+#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
+#endif
+
+#define CHUNKS (BLOCK_Q / LANES)
+
+#if BLOCK_Q % LANES != 0
+#error "BLOCK_Q must be a multiple of 16"
+#endif
+#if BLOCK_K != LANES
+#error "BLOCK_K must be 16: the score loop keeps one accumulator a key"
+#endif
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
+  float k_tile[BLOCK_K * HEAD_DIM_MAX];
+  float v_tile[BLOCK_K * HEAD_DIM_MAX];
+  FCL_IO_INIT;
+
+  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
+  const int diag = nk - nq;
+  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
+  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+
+  /* Per chunk: q transposed, the rows' tokens and window bounds, the keys
+   * some row of it sees and those all its rows see, and each lane's
+   * running max and sum. */
+  float16 qt[CHUNKS][HEAD_DIM_MAX];
+  int16 token[CHUNKS], key_lo[CHUNKS], key_hi[CHUNKS];
+  int chunk_lo[CHUNKS], chunk_hi[CHUNKS], chunk_full_lo[CHUNKS], chunk_full_hi[CHUNKS];
+  float16 m[CHUNKS], l[CHUNKS];
+  float16 acc[BLOCK_Q][VECS];
+  for (int ch = 0; ch < CHUNKS; ++ch) {
+    int *tok = (int *)&token[ch], *lo = (int *)&key_lo[ch], *hi = (int *)&key_hi[ch];
+    size_t off[LANES];
+    const int rows = clamp(qb.rows - ch * LANES, 0, LANES);
+    for (int r = 0; r < LANES; ++r) {
+      const int slot = qb.q0 + ch * LANES + r;
+      tok[r] = SLOT_TOKEN(slot);
+      off[r] = (size_t)tok[r] * p.q.seq + (size_t)SLOT_HEAD(slot) * p.q.head;
+      fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), tok[r], &lo[r], &hi[r]);
+    }
+    fcl_cpu_rows_t((float *)qt[ch], q_rows, off, rows, head_dim, vec IO_LOADS_ARG);
+    chunk_lo[ch] = chunk_hi[ch] = chunk_full_lo[ch] = chunk_full_hi[ch] = 0;
+    if (rows > 0)
+      fcl_block_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), tok[0], tok[rows - 1] - tok[0] + 1,
+                     &chunk_lo[ch], &chunk_hi[ch], &chunk_full_lo[ch], &chunk_full_hi[ch]);
+    m[ch] = (float16)(FCL_MAX_INIT);
+    l[ch] = (float16)(0.0f);
+  }
+  for (int r = 0; r < BLOCK_Q; ++r)
+    for (int c = 0; c < VECS; ++c) acc[r][c] = (float16)(0.0f);
+
+  const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+  for (int tile = first_tile; tile < end_tile; ++tile) {
+    const int k0 = tile * BLOCK_K, keys = min(BLOCK_K, nk - k0);
+    /* (paged: the tile's page; else the sequence's rows from key k0) */
+    const size_t k_skip = (size_t)KEY_IN_TILE(k0, k0) * p.k.seq;
+    const size_t v_skip = (size_t)KEY_IN_TILE(k0, k0) * p.v.seq;
+    __global const store_t *k_at = TILE_ROWS(k_rows, k, p.k, k0) + k_skip;
+    __global const store_t *v_at = TILE_ROWS(v_rows, v, p.v, k0) + v_skip;
+    fcl_cpu_tile(k_tile, BLOCK_K, k_at, p.k.seq, keys, head_dim, vec IO_LOADS_ARG);
+    fcl_cpu_tile(v_tile, BLOCK_K, v_at, p.v.seq, keys, head_dim, vec IO_LOADS_ARG);
+
+    for (int ch = 0; ch < CHUNKS; ++ch) {
+      /* A chunk none of whose rows sees a key of the tile keeps its state. */
+      if (k0 >= chunk_hi[ch] || k0 + BLOCK_K <= chunk_lo[ch]) continue;
+      float16 s[BLOCK_K];
+      FCL_CPU_DOTS(s, k_tile, qt[ch], BLOCK_K);
+
+      /* ---- online softmax, a row a lane ---- */
+      const int masked = k0 < chunk_full_lo[ch] || k0 + BLOCK_K > chunk_full_hi[ch];
+      float16 m_new = m[ch];
+      CPU_UNROLL
+      for (int j = 0; j < BLOCK_K; ++j) {
+#if SCORES_TRANSFORMED
+        s[j] = fcl_score16(s[j], p, qb.slope, token[ch] + diag - (k0 + j));
+#endif
+        if (masked)
+          s[j] = select((float16)(-INFINITY), s[j],
+                        FCL_KEY_IN((int16)(k0 + j), key_lo[ch], key_hi[ch]));
+        m_new = fmax(m_new, s[j]);
+      }
+      const float16 alpha = EXP2((m[ch] - m_new) * p.exp_factor);
+      m[ch] = m_new;
+      float16 sum = (float16)(0.0f);
+      float pt[BLOCK_K * LANES];  // P^T: pt[j * 16 + r], row r's weight of key j
+      CPU_UNROLL
+      for (int j = 0; j < BLOCK_K; ++j) {
+        const float16 pj = EXP2((s[j] - m_new) * p.exp_factor);  // masked: exp2(-inf) = 0
+        sum += pj;
+        vstore16(pj, j, pt);
+      }
+      l[ch] = l[ch] * alpha + sum;
+
+      /* ---- acc = alpha acc + P V ---- */
+      float af[LANES];
+      vstore16(alpha, 0, af);
+      fcl_cpu_rows_axpy(acc + ch * LANES, af, 0, pt, v_tile, BLOCK_K);
+    }
+  }
+
+  /* ---- O = acc / l, LSE = ln(sum exp) ---- */
+  for (int ch = 0; ch < CHUNKS; ++ch) {
+    float mf[LANES], lf[LANES];
+    vstore16(m[ch], 0, mf);
+    vstore16(l[ch], 0, lf);
+    for (int r = 0; r < LANES; ++r) {
+      const int slot = qb.q0 + ch * LANES + r;
+      if (slot - qb.q0 >= qb.rows) break;
+      const int tok = SLOT_TOKEN(slot), hoff = SLOT_HEAD(slot);
+      /* A row that saw no key has l = 0 and acc = 0: output zeros. */
+      const float inv = lf[r] > 0.0f ? 1.0f / lf[r] : 0.0f;
+      fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
+                        acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
+#if STORE_LSE
+      /* l is 0 only for a row that saw no key; NaN stays NaN. */
+      const float value = lf[r] == 0.0f ? -INFINITY : mf[r] * p.lse_factor + log(lf[r]);
+      STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, value);
+#endif
+    }
+  }
+  FCL_IO_COMMIT();
+}
