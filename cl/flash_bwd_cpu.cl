@@ -112,7 +112,7 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
           FCL_CPU_DOTS(s, q_tile + sb * HEAD_DIM_MAX, kt[ch], LANES);
           FCL_CPU_DOTS(dp, do_tile + sb * HEAD_DIM_MAX, vt[ch], LANES);
           float pw[LANES * LANES], dsw[LANES * LANES];  // [query][key]: P and dS
-          CPU_UNROLL
+          CPU_ROLLED
           for (int i = 0; i < LANES; ++i) {
             const int qi = sb + i, row = q0 + qi;
             float16 dscale;
@@ -215,7 +215,7 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
         FCL_CPU_DOTS(s, k_tile + sb * HEAD_DIM_MAX, qt[ch], LANES);
         FCL_CPU_DOTS(dp, v_tile + sb * HEAD_DIM_MAX, dot_t[ch], LANES);
         float dsw[LANES * LANES];  // [key][row]: dS
-        CPU_UNROLL
+        CPU_ROLLED
         for (int j = 0; j < LANES; ++j) {
           float16 dscale;
           const float16 pr = fcl_prob16(s[j], p, lse2[ch], qb.slope,

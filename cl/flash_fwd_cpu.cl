@@ -98,7 +98,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       /* ---- online softmax, a row a lane ---- */
       const int masked = k0 < chunk_full_lo[ch] || k0 + BLOCK_K > chunk_full_hi[ch];
       float16 m_new = m[ch];
-      CPU_UNROLL
+      CPU_ROLLED
       for (int j = 0; j < BLOCK_K; ++j) {
 #if SCORES_TRANSFORMED
         s[j] = fcl_score16(s[j], p, qb.slope, token[ch] + diag - (k0 + j));
@@ -112,7 +112,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       m[ch] = m_new;
       float16 sum = (float16)(0.0f);
       float pt[BLOCK_K * LANES];  // P^T: pt[j * 16 + r], row r's weight of key j
-      CPU_UNROLL
+      CPU_ROLLED
       for (int j = 0; j < BLOCK_K; ++j) {
         const float16 pj = EXP2((s[j] - m_new) * p.exp_factor);  // masked: exp2(-inf) = 0
         sum += pj;

@@ -360,6 +360,15 @@ static int family_takes(const gcase *c, unsigned kernel) {
   return kernel != FCL_FLASH_KERNEL_MMA || mma_takes(c);
 }
 
+/* Against the reference, the CPU kernels take each case in one storage
+ * type, another from case to case: their storage paths are every other
+ * suite's (the planner's family on PoCL), and their builds were half of
+ * this suite's time in all three. */
+static int family_takes_type(const gcase *c, unsigned kernel, int t) {
+  return family_takes(c, kernel) &&
+         (kernel != FCL_FLASH_KERNEL_CPU || t == (int)((c - cases) % 3));
+}
+
 /* The naive algorithm's forward error: on the device in f32 (its result
  * also held close to the reference), emulated on the host in 16-bit types
  * (and the bf16 device run held to the emulation's rule too). */
@@ -500,7 +509,7 @@ START_TEST(forward_matches_the_reference) {
   double worst = 0.0;
   for (int t = 0; t < 3; ++t)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; ++f)
-      if (family_takes(c, families[f])) check_forward(c, dtypes[t], families[f], &worst);
+      if (family_takes_type(c, families[f], t)) check_forward(c, dtypes[t], families[f], &worst);
   printf("general: forward, %s: worst flash / (naive + floor) %.3f\n", c->name, worst);
 }
 END_TEST
@@ -510,7 +519,7 @@ START_TEST(backward_matches_the_reference) {
   double worst = 0.0;
   for (int t = 0; t < 3; ++t)
     for (size_t f = 0; f < sizeof families / sizeof families[0]; ++f)
-      if (family_takes(c, families[f])) check_backward(c, dtypes[t], families[f], &worst);
+      if (family_takes_type(c, families[f], t)) check_backward(c, dtypes[t], families[f], &worst);
   printf("general: backward, %s: worst flash / (naive + floor) %.3f\n", c->name, worst);
 }
 END_TEST
