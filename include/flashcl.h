@@ -509,11 +509,12 @@ typedef enum fcl_pass {
  *  head_dim up to 128 and at most FCL_DECODE_MMA_MAX_ROWS rows a block:
  *  each warp holds the block's rows and takes its own keys. The planner
  *  takes it where the instructions run natively (NVIDIA sm_80 and later);
- *  elsewhere a hint runs it emulated, for tests. CPU (cl/flash_fwd_cpu.cl)
- *  is a forward written for CPU cores: one work-item a work-group, its 16
- *  query rows a vector, scores computed as K Q^T so that no tile is
- *  transposed. The planner takes it on CPU devices for forwards of at
- *  least 16 rows that do not pack heads; elsewhere a hint runs it. */
+ *  elsewhere a hint runs it emulated, for tests. CPU (cl/flash_fwd_cpu.cl,
+ *  cl/flash_bwd_cpu.cl) is a forward and a backward written for CPU cores:
+ *  one work-item a work-group, 16 rows a vector, the rows a block keeps
+ *  transposed so that no tile is. The planner takes it on CPU devices
+ *  (the forward from 16 rows that do not pack heads; decode keeps SIMT);
+ *  elsewhere a hint runs it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
@@ -573,8 +574,9 @@ typedef struct fcl_plan {
    *  threads_per_row = 4 and rows_per_thread = 2 (the MMA layout), and
    *  block_k = 16 keys per warp of the work-group per step. A CPU plan
    *  has one work-item (wg_size = threads_per_row = 1) that owns block_q
-   *  = 16 * rows_per_thread rows (rows_per_thread 16-row vectors), block_k
-   *  = 16 and head_dim_padded a multiple of 16. */
+   *  = 16 * rows_per_thread rows (rows_per_thread 16-row vectors),
+   *  head_dim_padded a multiple of 16, no local memory, and block_k = 16
+   *  (forward) or block_q (backward: keys kept by dK/dV, tiles of dQ). */
   unsigned kernel;
   /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
    *  head, query block) runs as `splits` work-groups over consecutive

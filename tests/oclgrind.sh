@@ -7,8 +7,8 @@
 # device, PoCL included, lets pass when the schedule or the memory layout
 # happens to be kind. Small odd shapes (Nq 40, Nk 70: partial query and key
 # tiles) with GQA (4 heads on 2 KV heads, or 2 on 1), the flash forward and
-# backward (--pass fwdbwd) of every storage type in both kernel families
-# (simt; mma, emulated off NVIDIA), causal and not, d 24, 72 and 128 (rows
+# backward (--pass fwdbwd) of every storage type in the SIMT and MMA kernel
+# families (mma emulated off NVIDIA), causal and not, d 24, 72 and 128 (rows
 # split over work-items, eight a row in one run), 2-byte local tiles (forced for simt f16, the
 # planner's choice on this device in the other 16-bit runs), a forward in
 # three key splits and their merge (--splits 3), the decode kernel (a few
