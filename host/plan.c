@@ -96,15 +96,15 @@
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 8u
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
-/* The decode kernel's split target (plan_decode.c): about 8 work-groups a
- * compute unit, at most 64 splits (H200, docs/performance.md v8b: at B 8,
- * 16 splits 1.11-1.27x of 9 and faster than 32; at B 1, 64 faster than 128). */
-#define DECODE_WGS_PER_CU 8u
+/* The decode kernels' split target (plan_decode.c): one wave, the 2
+ * work-groups of 128 an H200 multiprocessor holds at their 184 (matrix
+ * instructions) and 202 (SIMT) registers a lane, at most 64 splits.
+ * Measured on the H200 (docs/performance.md): on matrix instructions, v9
+ * (at B 1, 32 splits 1.09-1.22x of 64; at B 8, 4 faster than 8 and 16);
+ * the SIMT kernel in f32, v13 (B 8 x 8k: 4 splits 0.172 ms, the 16 of 8 a
+ * compute unit 0.186; B 1 x 32k: 32 splits 0.104 ms, 64 0.121). */
+#define DECODE_WGS_PER_CU 2u
 #define DECODE_MAX_SPLITS 64u
-/* The decode kernel on matrix instructions: one wave, the 2 work-groups
- * an H200 multiprocessor holds at its 184 registers a lane (v9: at B 1,
- * 32 splits 1.09-1.22x of 64; at B 8, 4 splits faster than 8 and 16). */
-#define DECODE_MMA_WGS_PER_CU 2u
 
 /* Private floats a work-item may keep without spilling, per vendor. The
  * numbers above are an H200's (255 registers a work-item). Intel's GPUs
@@ -380,15 +380,12 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
 
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. The
- * decode kernels' targets are their own (DECODE_WGS_PER_CU,
- * DECODE_MMA_WGS_PER_CU), a power of two that reproduces the counts
- * measured best. */
+ * decode kernels' target is their own (DECODE_WGS_PER_CU), a power of two
+ * that reproduces the counts measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                           const fcl_plan *hint, fcl_plan *plan) {
   const int decode =
       plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
-  const size_t per_cu =
-      plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? DECODE_MMA_WGS_PER_CU : DECODE_WGS_PER_CU;
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
       desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
@@ -396,7 +393,7 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   if (hint && hint->splits) {
     splits = hint->splits;
   } else if (groups < cus) {
-    splits = decode ? fcl__floor_pow2(per_cu * cus / groups)
+    splits = decode ? fcl__floor_pow2(DECODE_WGS_PER_CU * cus / groups)
                     : (2 * cus + groups - 1) / groups;
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
     const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;

@@ -19,13 +19,14 @@
  *     decode_keys_per_group keys a step (4; 2 on Intel), loaded a step
  *     ahead, so block_k = groups x that;
  *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
- *     work-groups per compute unit, at most DECODE_MAX_SPLITS: a decode
- *     launch has few blocks, and only many work-groups in flight keep the
- *     memory busy; the merge walks a row's splits one after another.
+ *     work-groups per compute unit (one wave), at most DECODE_MAX_SPLITS:
+ *     a decode launch has few blocks, and only every compute unit busy
+ *     keeps the memory busy; the merge walks a row's splits one after
+ *     another.
  * The one on matrix instructions has the MMA layout: each warp holds the
  * block's rows (a power of two up to 16) and takes 16 keys of a step;
- * four warps (block_k 64, within a page of any allowed size); splits
- * aimed at DECODE_MMA_WGS_PER_CU (plan.c), one wave of its work-groups.
+ * four warps (block_k 64, within a page of any allowed size); the same
+ * split rule.
  */
 #include "internal.h"
 

@@ -854,11 +854,11 @@ static fcl_device_limits h200_limits(void) {
 }
 
 /* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
- * decode kernel, split for about DECODE_WGS_PER_CU (8) work-groups per
- * compute unit, and on NVIDIA the 16-bit forward of at most
+ * decode kernel, and on NVIDIA the 16-bit forward of at most
  * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
- * instructions, split for DECODE_MMA_WGS_PER_CU (2): a power of two, at
- * most 64; more rows, the backward and CPUs keep their kernels. */
+ * instructions, both split for about DECODE_WGS_PER_CU (2) work-groups
+ * per compute unit: a power of two, at most 64; more rows, the backward
+ * and CPUs keep their kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
@@ -894,8 +894,8 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
     const size_t groups = rows[i].b * (rows[i].hq / plan.packed_heads) *
                           ((rows[i].nq * plan.packed_heads + plan.block_q - 1) / plan.block_q);
     unsigned want = 1;
-    if (groups < 132) {  /* work-groups a compute unit: 8, 2 on the matrix instructions */
-      const size_t per_cu = plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 2 : 8;
+    if (groups < 132) {  /* 2 work-groups a compute unit */
+      const size_t per_cu = 2;
       size_t s = 1, by_keys = (rows[i].nk + 255) / 256;
       while (2 * s <= per_cu * 132 / groups) s *= 2;
       if (s > by_keys) s = by_keys;
