@@ -99,6 +99,10 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
 #define STORE4(p, i, x) (FCL_COUNT_STORE(4 * STORE_SIZE), RAW_STORE4(p, i, x))
 #define LOAD_F32(p, i) FCL_COUNTED_LOAD(4, (p)[i])
 #define STORE_F32(p, i, x) (FCL_COUNT_STORE(4), (p)[i] = (x))
+/* Whether a kernel stores LSE: the host passes no buffer (NULL) when the
+ * caller wants none, a decision at run time so that one program serves
+ * both (a build per choice doubled the variants a process compiles). */
+#define FCL_STORES_LSE(lse) ((lse) != 0)
 #define LOAD4_F32(p, i) FCL_COUNTED_LOAD(16, vload4(0, (p) + (i)))
 #define STORE4_F32(p, i, x) (FCL_COUNT_STORE(16), vstore4((x), 0, (p) + (i)))
 
@@ -536,7 +540,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
     if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \
-    if (STORE_LSE && c_ == 0) /* l is 0 only for a row that saw no key; NaN stays NaN */ \
+    if (FCL_STORES_LSE(lse) && c_ == 0) /* l is 0 only for a row that saw no key; NaN stays NaN */ \
       STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot_) * p.lse_head + SLOT_TOKEN(slot_), \
                 sum_ == 0.0f ? -INFINITY : top_ * p.lse_factor + log(sum_));    \
   }

@@ -44,9 +44,6 @@
 #ifndef ROWS_PER_THREAD
 #define ROWS_PER_THREAD 1   // query rows per work-item
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
-#endif
 
 #define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
 #define BLOCK_Q (ROW_GROUPS * ROWS_PER_THREAD) // Br
@@ -326,14 +323,12 @@ UNROLL
         if (col + 3 < head_dim) STORE1(dst, col + 3, x.w);
       }
     }
-#if STORE_LSE
-    if (slice == 0) {
+    if (FCL_STORES_LSE(lse) && slice == 0) {
       /* l is 0 only for a row that saw no key; NaN (a NaN or +inf logit)
        * must stay NaN, not pass for such a row. */
       const float value = l[r] == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l[r]);
       STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
     }
-#endif
   }
   FCL_IO_COMMIT();
 }

@@ -22,9 +22,6 @@
 #ifndef BLOCK_K
 #define BLOCK_K 16          // keys per tile
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
-#endif
 
 #define CHUNKS (BLOCK_Q / LANES)
 
@@ -140,11 +137,11 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       const float inv = lf[r] > 0.0f ? 1.0f / lf[r] : 0.0f;
       fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
                         acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
-#if STORE_LSE
-      /* l is 0 only for a row that saw no key; NaN stays NaN. */
-      const float value = lf[r] == 0.0f ? -INFINITY : mf[r] * p.lse_factor + log(lf[r]);
-      STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, value);
-#endif
+      if (FCL_STORES_LSE(lse)) {
+        /* l is 0 only for a row that saw no key; NaN stays NaN. */
+        const float value = lf[r] == 0.0f ? -INFINITY : mf[r] * p.lse_factor + log(lf[r]);
+        STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, value);
+      }
     }
   }
   FCL_IO_COMMIT();

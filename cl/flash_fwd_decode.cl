@@ -35,9 +35,6 @@
 #ifndef KEY_LANES
 #define KEY_LANES 16        // work-items sharing one key
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
-#endif
 
 #define ELEMS (HEAD_DIM_MAX / KEY_LANES)      // of head_dim per work-item
 #define ELEMS4 (ELEMS / 4)

@@ -47,9 +47,6 @@
 #ifndef WARPS
 #define WARPS 4             // warps per work-group, each its own keys of a step
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
-#endif
 #define WG_SIZE (32 * WARPS)
 #define WARP_KEYS 16                    // keys of a warp's step: one k-step of P V
 #define BLOCK_K (WARP_KEYS * WARPS)     // keys of the work-group's step (a tile)

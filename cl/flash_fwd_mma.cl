@@ -33,9 +33,6 @@
 #ifndef WARPS
 #define WARPS 4             // warps per work-group
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller passed no LSE buffer
-#endif
 #ifndef TILE_LOADS_UNROLL
 /* Measured on the H200: 8 in flight is faster in f32 and at d = 128 (up to
  * 1.57x than one at a time); 16-bit d <= 64 takes 2, which loses least on
@@ -135,13 +132,11 @@ UNROLL
       if (8 * n + 2 * t >= head_dim) continue;
       STORE_PAIR(o_rows + at + 8 * n, acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
     }
-#if STORE_LSE
-    if (t == 0) {
+    if (FCL_STORES_LSE(lse) && t == 0) {
       /* l is 0 only for a row that saw no key; NaN stays NaN. */
       const float value = l_row == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l_row);
       STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
     }
-#endif
   }
   FCL_IO_COMMIT();
 }

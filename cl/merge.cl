@@ -17,9 +17,6 @@
 #ifndef WG_SIZE
 #define WG_SIZE 64
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1         // 0 when the caller wants no LSE
-#endif
 #define LANES (HEAD_DIM_MAX / 4)
 #define ROWS (WG_SIZE / LANES)
 
@@ -101,10 +98,8 @@ void merge_states(__global const store_t *o_parts, __global const float *lse_par
       if (c + 2 < head_dim) STORE1(o, at + 2, out.z);
       if (c + 3 < head_dim) STORE1(o, at + 3, out.w);
     }
-#if STORE_LSE
-    if (lane == 0)
+    if (FCL_STORES_LSE(lse) && lane == 0)
       STORE_F32(lse, lse_at, bad ? NAN : sum > 0.0f ? m + log(sum) : -INFINITY);
-#endif
   }
   FCL_IO_COMMIT();
 }

@@ -31,9 +31,6 @@
 #ifndef COLS_PER_ITEM
 #define COLS_PER_ITEM 4    // row elements per work-item; 0: stream the row
 #endif
-#ifndef STORE_LSE
-#define STORE_LSE 1        // 0 when the caller passed no LSE buffer
-#endif
 
 #if (WG_SIZE & (WG_SIZE - 1)) != 0
 #error "WG_SIZE must be a power of two"
@@ -157,11 +154,8 @@ void softmax_rows(__global store_t *s,         // [slices][nq][nk], P on return
   }
 #endif
 
-#if STORE_LSE
-  if (tid == 0) STORE_F32(lse, lse_at, sum == 0.0f ? -INFINITY : m + log(sum));  // NaN stays NaN
-#else
-  (void)lse;
-#endif
+  if (FCL_STORES_LSE(lse) && tid == 0)  // NaN stays NaN
+    STORE_F32(lse, lse_at, sum == 0.0f ? -INFINITY : m + log(sum));
   FCL_IO_COMMIT();
 }
 

@@ -58,18 +58,16 @@ static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
  * flash_fwd_decode.cl, flash_fwd_decode_mma.cl, flash_fwd_cpu.cl): one
  * source of truth, the plan. */
 static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
-                            const fcl_attention_desc *desc, int with_lse,
-                            cl_mem io_counter, fcl__options *opts) {
+                            const fcl_attention_desc *desc, cl_mem io_counter,
+                            fcl__options *opts) {
   if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
     mma_options(limits, plan, desc, io_counter, opts);
     fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
-    fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
   if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA) {  /* BLOCK_K follows from WARPS */
     mma_options(limits, plan, desc, io_counter, opts);
     fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
-    fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
   score_options(desc, io_counter, opts);
@@ -77,17 +75,14 @@ static void forward_options(const fcl_device_limits *limits, const fcl_plan *pla
   fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
   if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
     fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
-    fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
   if (plan->kernel == FCL_FLASH_KERNEL_DECODE) {
     fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
     fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
     fcl__options_define(opts, "KEY_LANES", (long)plan->threads_per_row);
-    fcl__options_define(opts, "STORE_LSE", with_lse);
     return;
   }
-  fcl__options_define(opts, "STORE_LSE", with_lse);
   fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
   fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
   fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
@@ -144,7 +139,7 @@ typedef struct flash_program {
  * preprocessing, then dK/dV with dQ): what the passes below build, and
  * what fcl_flash_programs lists. @return how many. */
 static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
-                               const fcl_attention_desc *desc, fcl_pass pass, int with_lse,
+                               const fcl_attention_desc *desc, fcl_pass pass,
                                cl_mem io_counter, flash_program *out) {
   if (pass == FCL_PASS_FORWARD) {
     static const struct {
@@ -162,7 +157,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */
-    forward_options(limits, plan, desc, with_lse || split, io_counter, &out[0].opts);
+    forward_options(limits, plan, desc, io_counter, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     if (!split) return 1;
@@ -170,7 +165,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
                              .wg_size = FCL__MERGE_WG};
-    fcl__merge_options(desc->dtype, desc->head_dim, with_lse, io_counter, &out[1].opts);
+    fcl__merge_options(desc->dtype, desc->head_dim, io_counter, &out[1].opts);
     return 2;
   }
   const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);
@@ -214,7 +209,7 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
   fcl_plan plan;
   FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, hint, &plan, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
-  const unsigned n = flash_programs(limits, &plan, desc, pass, 1, NULL, programs);
+  const unsigned n = flash_programs(limits, &plan, desc, pass, NULL, programs);
   /* Listed here first, so that a failure leaves `out` untouched. */
   fcl_program_info listed[FCL_MAX_PASS_PROGRAMS];
   memset(listed, 0, sizeof listed);
@@ -298,8 +293,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const int split = plan->splits > 1;
 
   flash_program programs[2];
-  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->lse != NULL,
-                 call->io_counter, programs);
+  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->io_counter, programs);
   const flash_program *program = &programs[0];
   const char *name = program->kernels[0];
   cl_kernel kernel;
@@ -429,7 +423,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                 ctx->info.name, why);
 
   flash_program programs[2];
-  flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, 1, call->io_counter,
+  flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, call->io_counter,
                  programs);
   const flash_program *pre = &programs[0], *main = &programs[1];
   backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits, desc->head_dim),

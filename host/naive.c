@@ -395,7 +395,6 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
   }
   fcl__options opts;
   fcl__softmax_options(&ctx->info.limits, sh, run->type, call->io_counter, &opts);
-  fcl__options_define(&opts, "STORE_LSE", call->lse != NULL);
   return fcl__kernel(ctx, FCL_SRC_SOFTMAX, &opts, "softmax_rows", &run->softmax);
 }
 
