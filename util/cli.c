@@ -91,3 +91,17 @@ int fclu_parse_dtype(const char *text, fcl_dtype *out, char *why, size_t why_len
     }
   return refuse(why, why_len, "unknown dtype '%s' (f32, f16, bf16)", text ? text : "(null)");
 }
+
+int fclu_parse_kernel(const char *text, unsigned *out, char *why, size_t why_len) {
+  for (unsigned k = FCL_FLASH_KERNEL_AUTO; text && k < FCL_FLASH_KERNELS; ++k)
+    if (!strcmp(text, fcl_flash_kernel_name(k))) {
+      *out = k;
+      return 0;
+    }
+  char names[128] = "";
+  for (unsigned k = FCL_FLASH_KERNEL_AUTO; k < FCL_FLASH_KERNELS; ++k)
+    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+             fcl_flash_kernel_name(k));
+  return refuse(why, why_len, "--kernel needs one of %s (got '%s')", names,
+                text ? text : "(null)");
+}

@@ -28,4 +28,8 @@ int fclu_parse_u64_list(const char *text, uint64_t max, size_t min_n, size_t max
 /** "f32", "f16" or "bf16". @return 0, or -1 with why set. */
 int fclu_parse_dtype(const char *text, fcl_dtype *out, char *why, size_t why_len);
 
+/** A flash kernel family by its fcl_flash_kernel_name ("auto", "simt",
+ *  "mma", ...). @return 0, or -1 with why set (naming them all). */
+int fclu_parse_kernel(const char *text, unsigned *out, char *why, size_t why_len);
+
 #endif

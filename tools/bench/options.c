@@ -410,13 +410,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       o->page_size = (size_t)ps_tokens;
     } else if (!strcmp(a, "--kernel")) {
       VALUE(val);
-      unsigned kind = FCL_FLASH_KERNELS;
-      for (unsigned k = FCL_FLASH_KERNEL_AUTO; k < FCL_FLASH_KERNELS; ++k)
-        if (!strcmp(val, fcl_flash_kernel_name(k))) kind = k;
-      if (kind == FCL_FLASH_KERNELS)
-        return refuse(ps,
-                      "--kernel needs auto, simt, mma, decode, decode-mma or cpu (got '%s')",
-                      val);
+      char kwhy[FCLU_WHY_LEN];
+      unsigned kind;
+      if (fclu_parse_kernel(val, &kind, kwhy, sizeof kwhy) != 0) return refuse(ps, "%s", kwhy);
       o->tiling.kernel = kind;
     } else if (!strcmp(a, "--window")) {
       VALUE(val);

@@ -87,15 +87,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
         snprintf(why, why_len, "%s needs a value", a);
         return INFO_PARSE_ERROR;
       }
-      const char *k = argv[++i];
-      unsigned kind = 99;
-      for (unsigned j = FCL_FLASH_KERNEL_AUTO; j < FCL_FLASH_KERNELS; ++j)
-        if (!strcmp(k, fcl_flash_kernel_name(j))) kind = j;
-      if (kind == 99) {
-        snprintf(why, why_len,
-                 "--kernel needs auto, simt, mma, decode, decode-mma or cpu (got '%s')", k);
-        return INFO_PARSE_ERROR;
-      }
+      unsigned kind;
+      if (fclu_parse_kernel(argv[++i], &kind, why, why_len) != 0) return INFO_PARSE_ERROR;
       o->hint.kernel = kind;
       continue;
     }
