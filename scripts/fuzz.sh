@@ -35,16 +35,27 @@ export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 
 status=0
-# run TARGET SECONDS SEED_CORPUS
+# run TARGET SECONDS SEED_CORPUS: its output to build-dir/fuzz-TARGET.log
 run() {
   mkdir -p "$build/corpus-$1"
   echo "fuzz: running $1 for ${2}s"
   "$build/$1" "$build/corpus-$1" "$3" \
     -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -max_len=256 \
-    -artifact_prefix="$build/artifacts/" -print_final_stats=1 || status=$?
+    -artifact_prefix="$build/artifacts/" -print_final_stats=1 > "$build/fuzz-$1.log" 2>&1
 }
-run fuzz_desc_plan "$seconds" "$root/fuzz/corpus"
-run fuzz_cli $(( (seconds + 2) / 3 )) "$root/fuzz/corpus_cli"
+# Both targets at once, each on a core of its own where there are two: the
+# run takes the longer one's time, not their sum.
+run fuzz_desc_plan "$seconds" "$root/fuzz/corpus" &
+desc_plan=$!
+run fuzz_cli $(( (seconds + 2) / 3 )) "$root/fuzz/corpus_cli" &
+cli=$!
+wait "$desc_plan" || status=$?
+wait "$cli" || status=$?
+if [ "$status" -ne 0 ]; then
+  cat "$build/fuzz-fuzz_desc_plan.log" "$build/fuzz-fuzz_cli.log"
+else
+  tail -n 25 "$build/fuzz-fuzz_desc_plan.log" "$build/fuzz-fuzz_cli.log"
+fi
 
 found=$(find "$build/artifacts" -type f | head -n 1)
 if [ "$status" -ne 0 ] || [ -n "$found" ]; then
