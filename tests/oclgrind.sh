@@ -8,7 +8,7 @@
 # happens to be kind. Small odd shapes (Nq 40, Nk 70: partial query and key
 # tiles) with GQA (4 heads on 2 KV heads, or 2 on 1), the flash forward and
 # backward (--pass fwdbwd) of every storage type in the SIMT and MMA kernel
-# families (mma emulated off NVIDIA), causal and not (both in one SIMT, one
+# families (mma emulated off NVIDIA), causal and not (both in two SIMT, one
 # CPU and one decode run, else one mask a run: a race depends on the
 # work-items' layout, which the mask does not change), d 24, 72 and 128 (rows
 # split over work-items, eight a row in one run), 2-byte local tiles (forced for simt f16, the
