@@ -8,8 +8,15 @@
 # cache, which the sanitized processes then read (PoCL compiling inside a
 # sanitized process took 2-3x as long: tests/test_half 676 s cold against
 # 198-354 s plain).
+#
+# One random seed for both runs (the caller's FLASHCL_TEST_SEED, else one
+# drawn here): the tests draw their shapes, and so the kernel variants they
+# build, from it, so the sanitized run meets the programs the plain run
+# compiled (with a seed of its own it compiled about as many again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export FLASHCL_TEST_SEED="${FLASHCL_TEST_SEED:-$(od -An -N6 -tu8 /dev/urandom | tr -d ' ')}"
+echo "test: FLASHCL_TEST_SEED=$FLASHCL_TEST_SEED reproduces this run"
 ./scripts/setup.sh clang libclang-rt-14-dev oclgrind
 (cd build && ctest --output-on-failure -j "$(nproc)")
 ./scripts/sanitize.sh
