@@ -6,6 +6,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+double fclu_now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
 
 static int refuse(char *why, size_t why_len, const char *fmt, ...) {
   if (why && why_len) {

@@ -3,7 +3,8 @@
  * flashcl-bench and flashcl-info share: a number is decimal digits and
  * nothing else (no sign, no space, no suffix, no exponent), within its
  * range; a list is such numbers separated by single commas. Each parser
- * leaves its output untouched on failure and says why in `why`.
+ * leaves its output untouched on failure and says why in `why`. And the
+ * tools' one clock.
  */
 #ifndef FLASHCL_CLI_H
 #define FLASHCL_CLI_H
@@ -12,6 +13,9 @@
 #include <stdint.h>
 
 #include "flashcl.h"
+
+/** The host's monotonic clock, in ms: what the tools time calls by. */
+double fclu_now_ms(void);
 
 /** The longest reason a parser writes, with its NUL. */
 #define FCLU_WHY_LEN 256

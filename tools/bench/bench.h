@@ -28,6 +28,7 @@ typedef struct bench_options {
   int sweep_decode;         /* --sweep-decode: its decode family instead */
   int check, count_io;
   int warmup, repeat;
+  int back_to_back;         /* --back-to-back N: a timed sample is N calls, unwaited (0: one call) */
   int peaks;                /* measure copy/FMA ceilings per device */
   int io_table;             /* print the naive-vs-flash I/O table */
   int no_tuning;            /* --no-tuning: the planner's rules only */
@@ -89,6 +90,7 @@ typedef struct bench_result {
   int pass;                 /* PASS_* */
   fcl_attention_desc desc;
   double ms_median, ms_min;
+  int calls_per_sample;     /* 1, or --back-to-back's N */
   uint64_t bytes_model, bytes_counted;
   int have_counted;
   double flops, gbps, tflops;

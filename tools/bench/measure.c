@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
 #include "hostdata.h"
 #include "reference.h"
 #include "views.h"
@@ -452,6 +453,41 @@ static int download_results(fcl_context *ctx, const inputs *in, int pass,
              : -1;
 }
 
+/* One --back-to-back sample: n calls between two markers, none waited
+ * for, so that each call's host-side enqueueing overlaps the device's work
+ * on the one before; the time per call, by the device's clock where the
+ * queue profiles, else the host's. */
+static fcl_status time_back_to_back(fcl_context *ctx, fcl_algo algo, int pass,
+                                    const inputs *in, outputs *out, int n, double *ms) {
+  cl_command_queue queue = fcl_context_cl_queue(ctx);
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  const int device_clock = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  cl_event marks[2] = {NULL, NULL};
+  fcl_status st = clFinish(queue) == CL_SUCCESS ? FCL_SUCCESS : FCL_ERROR_OPENCL;
+  const double host_start = fclu_now_ms();
+  if (st == FCL_SUCCESS && device_clock &&
+      clEnqueueMarkerWithWaitList(queue, 0, NULL, &marks[0]) != CL_SUCCESS)
+    st = FCL_ERROR_OPENCL;
+  for (int i = 0; i < n && st == FCL_SUCCESS; ++i) st = run_pass(ctx, algo, pass, in, out, NULL);
+  if (st == FCL_SUCCESS && device_clock &&
+      clEnqueueMarkerWithWaitList(queue, 0, NULL, &marks[1]) != CL_SUCCESS)
+    st = FCL_ERROR_OPENCL;
+  if (clFinish(queue) != CL_SUCCESS && st == FCL_SUCCESS) st = FCL_ERROR_OPENCL;
+  *ms = (fclu_now_ms() - host_start) / n;
+  cl_ulong t0 = 0, t1 = 0;
+  if (st == FCL_SUCCESS && device_clock &&
+      clGetEventProfilingInfo(marks[0], CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) ==
+          CL_SUCCESS &&
+      clGetEventProfilingInfo(marks[1], CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) ==
+          CL_SUCCESS &&
+      t1 > t0)
+    *ms = (double)(t1 - t0) * 1e-6 / n;
+  for (int i = 0; i < 2; ++i)
+    if (marks[i]) clReleaseEvent(marks[i]);
+  return st;
+}
+
 /* Runs one algorithm: warm-up, timed repeats, optional counting; leaves
  * what it produced in *host when wanted. */
 static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
@@ -486,10 +522,18 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
   }
   for (int w = 0; w < warmup && st == FCL_SUCCESS; ++w)
     st = run_pass(ctx, r->algo, r->pass, in, &out, NULL);
+  /* Back to back, one call with run info first: the plan, bytes and flops. */
+  const int per_sample = opts->back_to_back > 0 ? opts->back_to_back : 1;
+  if (per_sample > 1 && st == FCL_SUCCESS) st = run_pass(ctx, r->algo, r->pass, in, &out, &info);
   for (int t = 0; t < repeat && st == FCL_SUCCESS; ++t) {
-    st = run_pass(ctx, r->algo, r->pass, in, &out, &info);
-    ms[t] = info.ms;
+    if (per_sample > 1) {
+      st = time_back_to_back(ctx, r->algo, r->pass, in, &out, per_sample, &ms[t]);
+    } else {
+      st = run_pass(ctx, r->algo, r->pass, in, &out, &info);
+      ms[t] = info.ms;
+    }
   }
+  r->calls_per_sample = per_sample;
   if (st != FCL_SUCCESS) {
     set_failure(r, st, ctx);
     goto done;

@@ -53,6 +53,11 @@ static const char usage[] =
     "  --warmup W        untimed runs first (default 2 on GPUs, 1 on CPUs)\n"
     "  --repeat R        timed runs; the median is reported (default 10 on\n"
     "                    GPUs, 3 on CPUs)\n"
+    "  --back-to-back N  time each sample as N calls enqueued one after another\n"
+    "                    without waiting (the time per call: the span / N), as\n"
+    "                    an inference engine runs a model's layers, so that the\n"
+    "                    host's launch latency is hidden behind the device's\n"
+    "                    work; default: each call timed alone from an idle queue\n"
     "  --no-peaks        skip measuring each device's copy bandwidth and FMA\n"
     "                    rate (the roofline's ceilings)\n"
     "  --io-table        print, per device, naive vs flash bytes as N grows\n"
@@ -372,6 +377,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     } else if (!strcmp(a, "--repeat")) {
       VALUE(val);
       TRY(parse_count(ps, a, val, 1, &o->repeat));
+    } else if (!strcmp(a, "--back-to-back")) {
+      VALUE(val);
+      TRY(parse_count(ps, a, val, 1, &o->back_to_back));
     } else if (!strcmp(a, "--no-peaks")) {
       o->peaks = 0;
     } else if (!strcmp(a, "--io-table")) {

@@ -262,6 +262,7 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
     json_number(f, ok ? r->ms_median : NAN);
     fprintf(f, ", \"ms_min\": ");
     json_number(f, ok ? r->ms_min : NAN);
+    fprintf(f, ", \"calls_per_sample\": %d", r->calls_per_sample);
     if (ok) fprintf(f, ", \"bytes_model\": %llu", (unsigned long long)r->bytes_model);
     else fprintf(f, ", \"bytes_model\": null");
     if (ok && r->have_counted)

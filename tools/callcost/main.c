@@ -21,16 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define REPEATS 40
 #define RUN 200
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 static int cmp_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
@@ -83,27 +76,27 @@ static int measure(fcl_context *ctx, fcl_dtype dtype, size_t batch, size_t cache
     failed = fcl_attention_forward(ctx, &d, FCL_ALGO_FLASH, m[0], m[1], m[2], m[3], m[4],
                                    &info) != FCL_SUCCESS;
   for (int r = 0; r < REPEATS && !failed; ++r) {
-    const double t0 = now_ms();
+    const double t0 = fclu_now_ms();
     failed = fcl_attention_forward(ctx, &d, FCL_ALGO_FLASH, m[0], m[1], m[2], m[3], m[4],
                                    &info) != FCL_SUCCESS;
-    wall[r] = now_ms() - t0;
+    wall[r] = fclu_now_ms() - t0;
     marker[r] = info.ms;
   }
   for (int r = 0; r < REPEATS && !failed; ++r) {
     clFinish(queue);
-    const double t0 = now_ms();
+    const double t0 = fclu_now_ms();
     failed = fcl_attention_forward(ctx, &d, FCL_ALGO_FLASH, m[0], m[1], m[2], m[3], m[4],
                                    NULL) != FCL_SUCCESS;
-    enqueue[r] = now_ms() - t0;
+    enqueue[r] = fclu_now_ms() - t0;
   }
   if (!failed) {
     clFinish(queue);
-    const double t0 = now_ms();
+    const double t0 = fclu_now_ms();
     for (int r = 0; r < RUN && !failed; ++r)
       failed = fcl_attention_forward(ctx, &d, FCL_ALGO_FLASH, m[0], m[1], m[2], m[3], m[4],
                                      NULL) != FCL_SUCCESS;
     clFinish(queue);
-    run = (now_ms() - t0) / RUN;
+    run = (fclu_now_ms() - t0) / RUN;
   }
   clFinish(queue);
   for (int i = 0; i < 5; ++i)

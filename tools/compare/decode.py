@@ -4,6 +4,9 @@ flashcl-bench JSON file (one new query row per sequence against a cache,
 GQA: --sweep-decode) on this machine's GPU, and prints a markdown table
 joining both: ms, GB/s counting Q, K, V and O once, that as a share of the
 copy bandwidth flashcl-bench measured in its run, and flashcl / PyTorch.
+Each PyTorch sample is timed as flashcl-bench timed its own: one call from
+an idle GPU, or N calls enqueued back to back (flashcl-bench
+--back-to-back N, read from the JSON) with the time per call.
 
   python3 decode.py flashcl.json [--backend flash|efficient|math] [--out torch.json]
 
@@ -33,6 +36,24 @@ def moved_bytes(r):
     return (2 * q + 2 * kv) * SIZES[r["dtype"]]
 
 
+def back_to_back_ms(fn, calls, warmup=3, repeat=20):
+    """Median over samples of `calls` calls between two events, per call."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def torch_ms(r, backend):
     dt = DTYPES[r["dtype"]]
     q = torch.randn(r["batch"], r["heads"], r["seqlen_q"], r["head_dim"], device="cuda", dtype=dt)
@@ -40,8 +61,9 @@ def torch_ms(r, backend):
                         dtype=dt) for _ in range(2))
     name = "math" if r["dtype"] == "f32" else backend
     with sdpa_kernel(BACKENDS[name]), torch.no_grad():
-        ms, _ = time_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 3, 20,
-                        "cuda")
+        call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        calls = r.get("calls_per_sample", 1)
+        ms = back_to_back_ms(call, calls) if calls > 1 else time_ms(call, 3, 20, "cuda")[0]
     del q, k, v
     torch.cuda.empty_cache()
     return name, ms
@@ -81,8 +103,12 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    calls = {r.get("calls_per_sample", 1) for r in bench["results"]}
+    timing = ("each call timed alone from an idle GPU" if calls == {1} else
+              "time per call of " + "/".join(map(str, sorted(calls))) +
+              " calls enqueued back to back")
     print("\nGB/s count Q, K, V and O once; the copy peak is flashcl-bench's "
-          "(fcl_measure_peaks, read + write) in the same run.")
+          f"(fcl_measure_peaks, read + write) in the same run. Both timed alike: {timing}.")
     if a.out:
         json.dump({"results": out}, open(a.out, "w"), indent=1)
 

@@ -102,11 +102,7 @@ static void progress(const char *fmt, ...) {
   va_end(ap);
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now_s(void) { return fclu_now_ms() * 1e-3; }
 
 static int parse(int argc, char **argv, options *o, char *why, size_t why_len) {
   memset(o, 0, sizeof *o);
