@@ -20,7 +20,8 @@
  * warp's 16, key 8 n + 2 t + (i & 1) of the tile; a row's 4 lanes form a
  * quad. P V takes them as A fragments without moving data (mma.cl's
  * MMA_ACCUMULATE). K and V stream through local memory, BLOCK_K keys per
- * tile, laid out as mma.cl's operand tiles.
+ * tile, laid out as mma.cl's operand tiles, each tile fetched while the
+ * warps compute on the one before (FETCH_TILE).
  *
  * Without inline PTX (MMA_EMULATE) the instructions are emulated, at a
  * fraction of the speed: the tests check the layouts and the masking on
@@ -94,20 +95,33 @@ UNROLL
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 
+  /* K and V arrive while the warps compute (FETCH_TILE, mma.cl), in
+   * FlashAttention-2's order: V of this tile during S = Q K^T, K of the
+   * next during the softmax and O += P V. One tile of each in local memory. */
+#define K_TILE_ROWS(k0) (TILE_ROWS(k_rows, k, p.k, k0) + (size_t)KEY_IN_TILE(k0, k0) * k_stride)
+#define V_TILE_ROWS(k0) (TILE_ROWS(v_rows, v, p.v, k0) + (size_t)KEY_IN_TILE(k0, k0) * v_stride)
+  if (first_tile < end_tile) {
+    const int k0 = first_tile * BLOCK_K;
+    FETCH_TILE(k_tile, K_TILE_ROWS(k0), min(BLOCK_K, nk - k0), BLOCK_K, k_stride);
+  }
+  FETCH_COMMIT();
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, nk - k0);
-    __global const store_t *k_tile_rows =
-        TILE_ROWS(k_rows, k, p.k, k0) + (size_t)KEY_IN_TILE(k0, k0) * k_stride;
-    __global const store_t *v_tile_rows =
-        TILE_ROWS(v_rows, v, p.v, k0) + (size_t)KEY_IN_TILE(k0, k0) * v_stride;
-    LOAD_TILE(k_tile, k_tile_rows, keys, BLOCK_K, k_stride);
-    LOAD_TILE(v_tile, v_tile_rows, keys, BLOCK_K, v_stride);
+    FETCH_TILE(v_tile, V_TILE_ROWS(k0), keys, BLOCK_K, v_stride);
+    FETCH_COMMIT();
+    FETCH_WAIT(1);  // this tile's K
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* ---- S = Q K^T ---- */
     float s[K_TILES][4];
     MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with K: the next may come
+    if (tile + 1 < end_tile) {
+      const int k1 = k0 + BLOCK_K;
+      FETCH_TILE(k_tile, K_TILE_ROWS(k1), min(BLOCK_K, nk - k1), BLOCK_K, k_stride);
+    }
+    FETCH_COMMIT();
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
     MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
@@ -115,9 +129,13 @@ UNROLL
     for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
 
     /* ---- O += P V ---- */
+    FETCH_WAIT(1);  // this tile's V
+    barrier(CLK_LOCAL_MEM_FENCE);
     MMA_ACCUMULATE(acc, D_TILES, s, K_TILES, v_tile);
-    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's V overwrites this one
   }
+#undef K_TILE_ROWS
+#undef V_TILE_ROWS
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL

@@ -383,7 +383,9 @@ typedef ushort4 chunk_t;
 #else
 #define UNROLL_TILE_LOADS UNROLL
 #endif
-#define LOAD_TILE(tile, src, rows, tile_rows, stride)                           \
+/* The loop of LOAD_TILE and FETCH_TILE; COPY(dst, src, valid) moves one
+ * chunk, or writes zeros where !valid. */
+#define TILE_CHUNKS_BY(COPY, tile, src, rows, tile_rows, stride)                \
   if (WG_SIZE % TILE_CHUNKS == 0) {                                             \
     const int c_ = (tid % TILE_CHUNKS) * 4, j0_ = tid / TILE_CHUNKS;            \
     const size_t step_ = (size_t)TILE_ROW_STEP * (stride);                      \
@@ -392,19 +394,53 @@ typedef ushort4 chunk_t;
     for (int r_ = 0; r_ < ((tile_rows) + TILE_ROW_STEP - 1) / TILE_ROW_STEP;    \
          ++r_, at_ += step_) {                                                  \
       const int j = j0_ + r_ * TILE_ROW_STEP;                                   \
-      chunk_t x = CHUNK_ZERO;                                                   \
-      if (j < (rows) && c_ < head_dim) x = LOAD_CHUNK(at_, 0);                  \
       if ((tile_rows) % TILE_ROW_STEP == 0 || j < (tile_rows))                  \
-        TILE_PUT(tile, j * TILE_LD + c_, x);                                    \
+        COPY((tile) + j * TILE_LD + c_, j < (rows) && c_ < head_dim ? at_ : (src), \
+             j < (rows) && c_ < head_dim);                                      \
     }                                                                           \
   } else {                                                                      \
     for (int i = tid; i < (tile_rows) * TILE_CHUNKS; i += WG_SIZE) {            \
       const int j = i / TILE_CHUNKS, c = (i % TILE_CHUNKS) * 4;                 \
-      chunk_t x = CHUNK_ZERO;                                                   \
-      if (j < (rows) && c < head_dim) x = LOAD_CHUNK(src, (size_t)j * (stride) + c); \
-      TILE_PUT(tile, j * TILE_LD + c, x);                                       \
+      const int valid_ = j < (rows) && c < head_dim;                            \
+      COPY((tile) + j * TILE_LD + c, valid_ ? (src) + (size_t)j * (stride) + c : (src), \
+           valid_);                                                             \
     }                                                                           \
   }
+#define COPY_CHUNK(dst, src, valid) \
+  TILE_PUT(dst, 0, (valid) ? LOAD_CHUNK(src, 0) : CHUNK_ZERO)
+#define LOAD_TILE(tile, src, rows, tile_rows, stride) \
+  TILE_CHUNKS_BY(COPY_CHUNK, tile, src, rows, tile_rows, stride)
+
+/* FETCH_TILE: LOAD_TILE, started and left in flight on NVIDIA (PTX
+ * cp.async: global to local memory without passing through registers, so
+ * the work-group computes while the tile arrives). FETCH_COMMIT closes the
+ * fetches started since the last one into a group; FETCH_WAIT(n) returns
+ * once at most the n latest groups of this work-item are in flight, and a
+ * barrier after it makes the tiles whole for the work-group. Elsewhere,
+ * and when the kernel counts its loads, the copy is LOAD_TILE's and the
+ * two are nothing. The views are vec4 (the MMA planner's condition), so
+ * every chunk is 4-element aligned, as cp.async's 16 (f32) and 8 bytes
+ * (16-bit) need; the tiles are 16-byte aligned. */
+#if FCL_NVIDIA_PTX && !defined(FCL_COUNT_IO) && !defined(FCL_NO_ASYNC_TILES)
+inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int valid) {
+  /* Bytes past the source size (all of them where !valid) arrive as 0. */
+#if FCL_DTYPE == 0
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;"
+               :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
+#endif
+}
+#define FETCH_TILE(tile, src, rows, tile_rows, stride) \
+  TILE_CHUNKS_BY(fetch_chunk, tile, src, rows, tile_rows, stride)
+#define FETCH_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define FETCH_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+#else
+#define FETCH_TILE(tile, src, rows, tile_rows, stride) LOAD_TILE(tile, src, rows, tile_rows, stride)
+#define FETCH_COMMIT() ((void)0)
+#define FETCH_WAIT(n) ((void)0)
+#endif
 
 /* The products below work on `width` 8-column groups of head_dim: all of
  * them (D_TILES), or a part that holds whole k-steps of the 16-bit
