@@ -442,6 +442,50 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
 #define FETCH_WAIT(n) ((void)0)
 #endif
 
+/* ---- B fragments from a tile: ldmatrix -------------------------------------
+ * ldsm_x4 gives this lane its words of four 8 x 8 matrices of 16-bit
+ * elements (a row: 16 bytes, 4 floats in f32) held in a local tile: matrix
+ * j's row r starts at base + (j >> 1) hi + (j & 1) lo + r TILE_LD, and
+ * reg[j] holds row g's elements 2t and 2t + 1 (f32: its element t), which
+ * is a B fragment's register. ldsm_x4_trans (16-bit) transposes each
+ * matrix: reg[j] holds rows 2t and 2t + 1 of column g, lower row low.
+ * On NVIDIA one instruction (PTX ldmatrix, lane 8 j + r supplying matrix
+ * j's row r) replaces four 32-bit reads, or eight 16-bit reads and their
+ * packing; the emulation reads the same elements, so the addresses are
+ * tested wherever the kernels run. The tiles' rows are 16 bytes past a
+ * multiple of 128 apart (TILE_PAD), so that the eight rows of a matrix
+ * meet eight different groups of banks. Rows and tiles 16-byte aligned. */
+#define LDSM_ROW(base, j, r, hi, lo) ((base) + ((j) >> 1) * (hi) + ((j) & 1) * (lo) + (r) * TILE_LD)
+inline void ldsm_x4(uint reg[4], __local const tile_t *base, const int hi, const int lo) {
+#if MMA_EMULATE
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  for (int j = 0; j < 4; ++j)
+    reg[j] = ((__local const uint *)LDSM_ROW(base, j, g, hi, lo))[t];
+#else
+  const int lane = lane_id();
+  const uint at = (uint)(size_t)LDSM_ROW(base, lane >> 3, lane & 7, hi, lo);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(reg[0]), "=r"(reg[1]), "=r"(reg[2]), "=r"(reg[3])
+               : "r"(at));
+#endif
+}
+#if FCL_DTYPE != 0
+inline void ldsm_x4_trans(uint reg[4], __local const tile_t *base, const int hi, const int lo) {
+#if MMA_EMULATE
+  const int g = lane_id() >> 2, t = lane_id() & 3;
+  for (int j = 0; j < 4; ++j)
+    reg[j] = (uint)LDSM_ROW(base, j, 2 * t, hi, lo)[g] |
+             ((uint)LDSM_ROW(base, j, 2 * t + 1, hi, lo)[g] << 16);
+#else
+  const int lane = lane_id();
+  const uint at = (uint)(size_t)LDSM_ROW(base, lane >> 3, lane & 7, hi, lo);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(reg[0]), "=r"(reg[1]), "=r"(reg[2]), "=r"(reg[3])
+               : "r"(at));
+#endif
+}
+#endif
+
 /* The products below work on `width` 8-column groups of head_dim: all of
  * them (D_TILES), or a part that holds whole k-steps of the 16-bit
  * instructions (an even width). */
@@ -510,7 +554,8 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
  * [8n, 8n + 8) of the local tile `rows` (its columns from the fragments'
  * first), transposed: B's column is a row of the tile. f32 splits both
  * operands with `split` (split_tf32, or split_tf32_signed where infinite
- * logits must keep their sign). */
+ * logits must keep their sign). B comes two n-tiles at a time (ldsm_x4):
+ * tiles is even. */
 #if FCL_DTYPE == 0
 #define MMA_SCORES(s, tiles, a, width, rows, split)                             \
   do {                                                                          \
@@ -524,12 +569,15 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
         uint a_big_[4], a_small_[4];                                            \
         UNROLL for (int i_ = 0; i_ < 4; ++i_)                                   \
           split((a)[kk_][i_], &a_big_[i_], &a_small_[i_]);                      \
-        UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                           \
-          __local const float *br_ = (rows) + (8 * n_ + g) * TILE_LD + 8 * kk_ + t; \
-          uint b_big_[2], b_small_[2];                                          \
-          split(br_[0], &b_big_[0], &b_small_[0]);                              \
-          split(br_[4], &b_big_[1], &b_small_[1]);                              \
-          mma_3xtf32(part_[n_], a_big_, a_small_, b_big_, b_small_ MMA_ARGS);   \
+        UNROLL for (int n_ = 0; n_ < (tiles); n_ += 2) {                        \
+          uint w_[4];                                                           \
+          ldsm_x4(w_, (rows) + 8 * n_ * TILE_LD + 8 * kk_, 8 * TILE_LD, 4);     \
+          UNROLL for (int h_ = 0; h_ < 2; ++h_) {                               \
+            uint b_big_[2], b_small_[2];                                        \
+            split(as_float(w_[2 * h_]), &b_big_[0], &b_small_[0]);              \
+            split(as_float(w_[2 * h_ + 1]), &b_big_[1], &b_small_[1]);          \
+            mma_3xtf32(part_[n_ + h_], a_big_, a_small_, b_big_, b_small_ MMA_ARGS); \
+          }                                                                     \
         }                                                                       \
       }                                                                         \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
@@ -541,12 +589,12 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
   do {                                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
-    __local const uint *words_ = (__local const uint *)(rows);                  \
     UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_)                          \
-      UNROLL for (int n_ = 0; n_ < (tiles); ++n_) {                             \
-        __local const uint *br_ = words_ + ((8 * n_ + g) * TILE_LD + 16 * kk_ + 2 * t) / 2; \
-        const uint b_[2] = {br_[0], br_[4]};                                    \
+      UNROLL for (int n_ = 0; n_ < (tiles); n_ += 2) {                          \
+        uint b_[4];                                                             \
+        ldsm_x4(b_, (rows) + 8 * n_ * TILE_LD + 16 * kk_, 8 * TILE_LD, 8);      \
         mma_16bit(s[n_], (a)[kk_], b_ MMA_ARGS);                                \
+        mma_16bit(s[n_ + 1], (a)[kk_], b_ + 2 MMA_ARGS);                        \
       }                                                                         \
   } while (0)
 #endif
@@ -557,7 +605,9 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
  * place: for 16-bit types the layouts coincide; for tf32 (A: columns t and
  * t + 4) the tile's rows are renumbered inside each group of 8 (logical
  * column t is row 2t, t + 4 is row 2t + 1) and read in the same order,
- * which leaves the sum unchanged. 16-bit p is rounded to the storage type. */
+ * which leaves the sum unchanged. 16-bit p is rounded to the storage type;
+ * B comes transposed, two n-tiles at a time (ldsm_x4_trans): width is even.
+ * (f32 has no transposing load of 32-bit elements: it reads B as before.) */
 #if FCL_DTYPE == 0
 #define MMA_ACCUMULATE(acc, width, p, tiles, rows)                              \
   do {                                                                          \
@@ -588,12 +638,11 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
                           pack2(p[2 * kt_][2], p[2 * kt_][3]),                  \
                           pack2(p[2 * kt_ + 1][0], p[2 * kt_ + 1][1]),          \
                           pack2(p[2 * kt_ + 1][2], p[2 * kt_ + 1][3])};         \
-      __local const ushort *br_ = (rows) + (16 * kt_ + 2 * t) * TILE_LD + g;    \
-      UNROLL for (int n_ = 0; n_ < (width); ++n_) {                             \
-        __local const ushort *bc_ = br_ + 8 * n_;                               \
-        const uint b_[2] = {(uint)bc_[0] | ((uint)bc_[TILE_LD] << 16),          \
-                            (uint)bc_[8 * TILE_LD] | ((uint)bc_[9 * TILE_LD] << 16)}; \
+      UNROLL for (int n_ = 0; n_ < (width); n_ += 2) {                          \
+        uint b_[4];                                                             \
+        ldsm_x4_trans(b_, (rows) + 16 * kt_ * TILE_LD + 8 * n_, 8, 8 * TILE_LD); \
         mma_16bit(acc[n_], a_, b_ MMA_ARGS);                                    \
+        mma_16bit(acc[n_ + 1], a_, b_ + 2 MMA_ARGS);                            \
       }                                                                         \
     }                                                                           \
   } while (0)
