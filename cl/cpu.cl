@@ -60,6 +60,30 @@ inline void fcl_cpu_tile(__private float *tile, const int n, __global const stor
   IO_HELPER_LOADS_DONE();
 }
 
+/* The next tile's rows on their way into the cache (L2: the tiles, q and
+ * the accumulators fill L1) while this tile's products run; without it the
+ * tile loads above stalled on memory (perf, PoCL 3.1, 2 cores, d 128,
+ * N 1024: 29% of the forward's time and of each backward kernel's;
+ * docs/performance.md, "CPU: the next tile in cache"). OpenCL's
+ * prefetch() is empty in PoCL; clang's __builtin_prefetch is the CPU's
+ * instruction, used where clang compiles for the CPU itself and the kernel
+ * does not count its loads (Oclgrind's SPIR, other compilers: nothing). */
+#if (defined(__x86_64__) || defined(__aarch64__)) && !defined(FCL_COUNT_IO)
+#define FCL_CPU_PREFETCH 1
+#define FCL_CACHE_LINE 64
+inline void fcl_cpu_prefetch_rows(__global const store_t *rows, const size_t stride, const int n,
+                                  const int head_dim) {
+  for (int j = 0; j < n; ++j) {
+    __global const store_t *row = rows + (size_t)j * stride;
+    for (int c = 0; c < head_dim; c += FCL_CACHE_LINE / (int)sizeof(store_t))
+      __builtin_prefetch(row + c, 0, 2);
+    __builtin_prefetch(row + head_dim - 1, 0, 2);  // a row that starts mid-line ends in one more
+  }
+}
+#else
+#define FCL_CPU_PREFETCH 0
+#endif
+
 /* Sixteen rows, transposed: dst[c * 16 + r] = element c of row r, row r at
  * base + off[r]; rows from `live` on, and columns past head_dim, are 0.
  * dst is a private float16[HEAD_DIM_MAX] seen as floats. */

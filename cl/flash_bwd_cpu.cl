@@ -100,6 +100,13 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
                    vec IO_LOADS_ARG);
       fcl_cpu_tile(do_tile, BLOCK, do_base + (size_t)q0 * p.dout.seq, p.dout.seq, rows, head_dim,
                    vec IO_LOADS_ARG);
+#if FCL_CPU_PREFETCH
+      if (tile + 1 < end_tile) {
+        const int q1 = q0 + BLOCK, n1 = min(BLOCK, nq - q1);
+        fcl_cpu_prefetch_rows(q_base + (size_t)q1 * p.q.seq, p.q.seq, n1, head_dim);
+        fcl_cpu_prefetch_rows(do_base + (size_t)q1 * p.dout.seq, p.dout.seq, n1, head_dim);
+      }
+#endif
       float lse2[BLOCK], d[BLOCK];
       fcl_cpu_row_stats(lse2, d, lse, dsum, stat, q0, BLOCK, nq IO_LOADS_ARG);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;
@@ -199,6 +206,13 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
                  vec IO_LOADS_ARG);
     fcl_cpu_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim,
                  vec IO_LOADS_ARG);
+#if FCL_CPU_PREFETCH
+    if (tile + 1 < end_tile) {
+      const int k1 = k0 + BLOCK, n1 = min(BLOCK, nk - k1);
+      fcl_cpu_prefetch_rows(k_rows + (size_t)k1 * p.k.seq, p.k.seq, n1, head_dim);
+      fcl_cpu_prefetch_rows(v_rows + (size_t)k1 * p.v.seq, p.v.seq, n1, head_dim);
+    }
+#endif
     const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;
 
     for (int ch = 0; ch < CHUNKS; ++ch) {
