@@ -69,7 +69,6 @@ inline void fcl_cpu_tile(__private float *tile, const int n, __global const stor
  * instruction, used where clang compiles for the CPU itself and the kernel
  * does not count its loads (Oclgrind's SPIR, other compilers: nothing). */
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(FCL_COUNT_IO)
-#define FCL_CPU_PREFETCH 1
 #define FCL_CACHE_LINE 64
 inline void fcl_cpu_prefetch_rows(__global const store_t *rows, const size_t stride, const int n,
                                   const int head_dim) {
@@ -80,8 +79,13 @@ inline void fcl_cpu_prefetch_rows(__global const store_t *rows, const size_t str
     __builtin_prefetch(row + head_dim - 1, 0, 2);  // a row that starts mid-line ends in one more
   }
 }
+/* Rows [0, n) of the two tiles a loop loads together, row j at a + j
+ * a_stride and b + j b_stride; elsewhere nothing, its arguments unread. */
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim)            \
+  (fcl_cpu_prefetch_rows((a), (a_stride), (n), (head_dim)),                      \
+   fcl_cpu_prefetch_rows((b), (b_stride), (n), (head_dim)))
 #else
-#define FCL_CPU_PREFETCH 0
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) ((void)0)
 #endif
 
 /* Sixteen rows, transposed: dst[c * 16 + r] = element c of row r, row r at

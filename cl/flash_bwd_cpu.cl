@@ -100,13 +100,10 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
                    vec IO_LOADS_ARG);
       fcl_cpu_tile(do_tile, BLOCK, do_base + (size_t)q0 * p.dout.seq, p.dout.seq, rows, head_dim,
                    vec IO_LOADS_ARG);
-#if FCL_CPU_PREFETCH
-      if (tile + 1 < end_tile) {
-        const int q1 = q0 + BLOCK, n1 = min(BLOCK, nq - q1);
-        fcl_cpu_prefetch_rows(q_base + (size_t)q1 * p.q.seq, p.q.seq, n1, head_dim);
-        fcl_cpu_prefetch_rows(do_base + (size_t)q1 * p.dout.seq, p.dout.seq, n1, head_dim);
-      }
-#endif
+      if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
+        FCL_CPU_PREFETCH_TILES(q_base + (size_t)(q0 + BLOCK) * p.q.seq, p.q.seq,
+                               do_base + (size_t)(q0 + BLOCK) * p.dout.seq, p.dout.seq,
+                               min(BLOCK, nq - q0 - BLOCK), head_dim);
       float lse2[BLOCK], d[BLOCK];
       fcl_cpu_row_stats(lse2, d, lse, dsum, stat, q0, BLOCK, nq IO_LOADS_ARG);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;
@@ -206,13 +203,10 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
                  vec IO_LOADS_ARG);
     fcl_cpu_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim,
                  vec IO_LOADS_ARG);
-#if FCL_CPU_PREFETCH
-    if (tile + 1 < end_tile) {
-      const int k1 = k0 + BLOCK, n1 = min(BLOCK, nk - k1);
-      fcl_cpu_prefetch_rows(k_rows + (size_t)k1 * p.k.seq, p.k.seq, n1, head_dim);
-      fcl_cpu_prefetch_rows(v_rows + (size_t)k1 * p.v.seq, p.v.seq, n1, head_dim);
-    }
-#endif
+    if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
+      FCL_CPU_PREFETCH_TILES(k_rows + (size_t)(k0 + BLOCK) * p.k.seq, p.k.seq,
+                             v_rows + (size_t)(k0 + BLOCK) * p.v.seq, p.v.seq,
+                             min(BLOCK, nk - k0 - BLOCK), head_dim);
     const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;
 
     for (int ch = 0; ch < CHUNKS; ++ch) {

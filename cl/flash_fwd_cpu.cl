@@ -85,15 +85,12 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
     __global const store_t *v_at = TILE_ROWS(v_rows, v, p.v, k0) + v_skip;
     fcl_cpu_tile(k_tile, BLOCK_K, k_at, p.k.seq, keys, head_dim, vec IO_LOADS_ARG);
     fcl_cpu_tile(v_tile, BLOCK_K, v_at, p.v.seq, keys, head_dim, vec IO_LOADS_ARG);
-#if FCL_CPU_PREFETCH
-    if (tile + 1 < end_tile) {
-      const int k1 = k0 + BLOCK_K, n1 = min(BLOCK_K, nk - k1);
-      fcl_cpu_prefetch_rows(TILE_ROWS(k_rows, k, p.k, k1) + (size_t)KEY_IN_TILE(k1, k1) * p.k.seq,
-                            p.k.seq, n1, head_dim);
-      fcl_cpu_prefetch_rows(TILE_ROWS(v_rows, v, p.v, k1) + (size_t)KEY_IN_TILE(k1, k1) * p.v.seq,
-                            p.v.seq, n1, head_dim);
-    }
-#endif
+    if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
+      FCL_CPU_PREFETCH_TILES(
+          TILE_ROWS(k_rows, k, p.k, k0 + BLOCK_K) + (size_t)KEY_IN_TILE(k0 + BLOCK_K, k0 + BLOCK_K) * p.k.seq,
+          p.k.seq,
+          TILE_ROWS(v_rows, v, p.v, k0 + BLOCK_K) + (size_t)KEY_IN_TILE(k0 + BLOCK_K, k0 + BLOCK_K) * p.v.seq,
+          p.v.seq, min(BLOCK_K, nk - k0 - BLOCK_K), head_dim);
 
     for (int ch = 0; ch < CHUNKS; ++ch) {
       /* A chunk none of whose rows sees a key of the tile keeps its state. */
