@@ -10,7 +10,8 @@
 # round is compared. A build finds its library through LIBS_BEFORE and
 # LIBS_AFTER (prepended to LD_LIBRARY_PATH) when they are set; ARGS_BEFORE
 # and ARGS_AFTER are options for one side only (one build with and without
-# its tuned plans: BENCH twice, ARGS_BEFORE=--no-tuning).
+# its tuned plans: BENCH twice, ARGS_BEFORE=--no-tuning). With more than one
+# round, ab-best.md compares each side's fastest sample over the rounds.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: ab.sh OUTDIR BENCH_BEFORE BENCH_AFTER [options]}"
@@ -31,3 +32,6 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
   done
   python3 "$here/ab.py" "$out/before-$round.json" "$out/after-$round.json" | tee "$out/ab-$round.md"
 done
+# Several rounds: also each side's fastest sample over all of them.
+[ "${ROUNDS:-1}" -gt 1 ] && python3 "$here/ab.py" --best "$out" | tee "$out/ab-best.md"
+exit 0
