@@ -394,6 +394,9 @@ inline size_t fcl_page_row(const fcl_params p, const fcl_view view, __global con
 #define TILE_ROWS(rows, tensor, view, k0) (rows)
 #define KEY_IN_TILE(key, k0) (key)
 #endif
+/* Key k0's row, where a tile from k0 starts, paged or not. */
+#define TILE_START(rows, tensor, view, k0) \
+  (TILE_ROWS(rows, tensor, view, k0) + (size_t)KEY_IN_TILE(k0, k0) * (view).seq)
 
 /* A causal-like mask (bounded right, unbounded left): later blocks see more
  * keys and start first. */

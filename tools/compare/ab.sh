@@ -33,5 +33,6 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
   python3 "$here/ab.py" "$out/before-$round.json" "$out/after-$round.json" | tee "$out/ab-$round.md"
 done
 # Several rounds: also each side's fastest sample over all of them.
-[ "${ROUNDS:-1}" -gt 1 ] && python3 "$here/ab.py" --best "$out" | tee "$out/ab-best.md"
-exit 0
+if [ "${ROUNDS:-1}" -gt 1 ]; then
+  python3 "$here/ab.py" --best "$out" | tee "$out/ab-best.md"
+fi
