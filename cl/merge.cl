@@ -8,7 +8,10 @@
  * LSE into local memory, then each lane raises its running max to the
  * chunk's, rescales its sum and accumulator (the flash forward's online
  * softmax, over parts instead of keys) and adds the chunk's weighted O_p
- * columns. Each LSE and each element of O_p is loaded once.
+ * columns. Each LSE and each element of O_p is loaded once; a lane's
+ * loads of PART_LOADS parts are issued together, then added in order (a
+ * split decode merges 32 parts a row: one load at a time left a lane
+ * waiting on 32 round trips).
  */
 
 #ifndef HEAD_DIM_MAX
@@ -17,12 +20,32 @@
 #ifndef WG_SIZE
 #define WG_SIZE 64
 #endif
+#ifndef PART_LOADS
+#define PART_LOADS 8        // parts whose O columns a lane loads before adding them (host: merge.c)
+#endif
 #define LANES (HEAD_DIM_MAX / 4)
 #define ROWS (WG_SIZE / LANES)
 
 #if WG_SIZE % LANES != 0
 #error "WG_SIZE must be a multiple of HEAD_DIM_MAX / 4"
 #endif
+
+/* A lane's four columns of one part's O (those past head_dim 0). */
+inline float4 fcl_merge_load_part(__global const store_t *o_parts, ulong at, int c,
+                                  int head_dim, int vec4 IO_LOADS) {
+  IO_HELPER_INIT;
+  float4 x = (float4)(0.0f);
+  if (vec4) {
+    x = LOAD4(o_parts, at);
+  } else {
+    x.x = LOAD1(o_parts, at);
+    if (c + 1 < head_dim) x.y = LOAD1(o_parts, at + 1);
+    if (c + 2 < head_dim) x.z = LOAD1(o_parts, at + 2);
+    if (c + 3 < head_dim) x.w = LOAD1(o_parts, at + 3);
+  }
+  IO_HELPER_LOADS_DONE();
+  return x;
+}
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void merge_states(__global const store_t *o_parts, __global const float *lse_parts,
@@ -64,23 +87,31 @@ void merge_states(__global const store_t *o_parts, __global const float *lse_par
       m = chunk_max;
     }
     if (mine) {
-      for (int i = 0; i < n; ++i) {
-        const ulong at = in_at + (ulong)(p0 + i) * p.o_part_stride;
-        float4 x;
-        if (p.vec4) {
-          x = LOAD4(o_parts, at);
+      for (int i0 = 0; i0 < n; i0 += PART_LOADS) {
+        /* a whole batch's loads unconditional; a last, short one's each
+         * under its condition */
+        const int batch = min(PART_LOADS, n - i0);
+        float4 x[PART_LOADS];
+        if (batch == PART_LOADS) {
+UNROLL
+          for (int j = 0; j < PART_LOADS; ++j)
+            x[j] = fcl_merge_load_part(o_parts, in_at + (ulong)(p0 + i0 + j) * p.o_part_stride,
+                                       c, head_dim, p.vec4 IO_LOADS_ARG);
         } else {
-          x = (float4)(0.0f);
-          x.x = LOAD1(o_parts, at);
-          if (c + 1 < head_dim) x.y = LOAD1(o_parts, at + 1);
-          if (c + 2 < head_dim) x.z = LOAD1(o_parts, at + 2);
-          if (c + 3 < head_dim) x.w = LOAD1(o_parts, at + 3);
+UNROLL
+          for (int j = 0; j < PART_LOADS; ++j)
+            if (j < batch)
+              x[j] = fcl_merge_load_part(o_parts, in_at + (ulong)(p0 + i0 + j) * p.o_part_stride,
+                                         c, head_dim, p.vec4 IO_LOADS_ARG);
         }
-        const float l = lse_tile[r][i];
-        if (l != -INFINITY) {  // an empty part weighs nothing, whatever its O
-          const float w = exp(l - m);
-          sum += w;
-          acc += w * x;
+UNROLL
+        for (int j = 0; j < PART_LOADS; ++j) {
+          const float l = j < batch ? lse_tile[r][i0 + j] : -INFINITY;
+          if (l != -INFINITY) {  // an empty part weighs nothing, whatever its O
+            const float w = exp(l - m);
+            sum += w;
+            acc += w * x[j];
+          }
         }
       }
     }

@@ -165,7 +165,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
                              .wg_size = FCL__MERGE_WG};
-    fcl__merge_options(desc->dtype, desc->head_dim, io_counter, &out[1].opts);
+    fcl__merge_options(limits, desc->dtype, desc->head_dim, io_counter, &out[1].opts);
     return 2;
   }
   const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);

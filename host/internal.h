@@ -913,9 +913,9 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *sh
 /** The head_dim bucket the merge kernel is built for: a power of two, at
  *  least 16. */
 unsigned fcl__merge_head_dim_max(size_t head_dim);
-/** The merge kernel's build options. */
-void fcl__merge_options(fcl_dtype dtype, size_t head_dim, cl_mem io_counter,
-                        fcl__options *opts);
+/** The merge kernel's build options for a device. */
+void fcl__merge_options(const fcl_device_limits *limits, fcl_dtype dtype, size_t head_dim,
+                        cl_mem io_counter, fcl__options *opts);
 /** The merge kernel with its arguments set, ready to launch. */
 typedef struct fcl__merge_run {
   cl_kernel kernel;

@@ -108,12 +108,20 @@ unsigned fcl__merge_head_dim_max(size_t head_dim) {
   return bucket;
 }
 
-void fcl__merge_options(fcl_dtype dtype, size_t head_dim, cl_mem io_counter,
-                        fcl__options *opts) {
+/* Parts whose O a lane loads before adding them (cl/merge.cl). On the H200
+ * 8 made a 32-part merge 4-5 us faster (docs/performance.md, v16); Intel's
+ * compiler spilled 4 and 8 (ocloc pvc: 192-576 bytes), so one there. */
+static unsigned merge_part_loads(const fcl_device_limits *limits) {
+  return limits->vendor == FCL_VENDOR_INTEL ? 1u : 8u;
+}
+
+void fcl__merge_options(const fcl_device_limits *limits, fcl_dtype dtype, size_t head_dim,
+                        cl_mem io_counter, fcl__options *opts) {
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)dtype);
   fcl__options_define(opts, "HEAD_DIM_MAX", (long)fcl__merge_head_dim_max(head_dim));
   fcl__options_define(opts, "WG_SIZE", FCL__MERGE_WG);
+  fcl__options_define(opts, "PART_LOADS", (long)merge_part_loads(limits));
   fcl__options_count_io(opts, io_counter);
 }
 
@@ -130,7 +138,7 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
   FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
                 "the merge needs %zu work-groups; at most %d fit", groups, INT32_MAX);
   fcl__options opts;
-  fcl__merge_options(sh->desc.dtype, sh->desc.head_dim, io_counter, &opts);
+  fcl__merge_options(&ctx->info.limits, sh->desc.dtype, sh->desc.head_dim, io_counter, &opts);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_MERGE, &opts, "merge_states", &kernel));
   const fcl_merge_params p = {.o_parts = fcl__view_of(&sh->o_parts),
