@@ -394,9 +394,10 @@ inline size_t fcl_page_row(const fcl_params p, const fcl_view view, __global con
 #define TILE_ROWS(rows, tensor, view, k0) (rows)
 #define KEY_IN_TILE(key, k0) (key)
 #endif
-/* Key k0's row, where a tile from k0 starts, paged or not. */
-#define TILE_START(rows, tensor, view, k0) \
-  (TILE_ROWS(rows, tensor, view, k0) + (size_t)KEY_IN_TILE(k0, k0) * (view).seq)
+/* Key k0's row, where a tile from k0 starts, paged or not (stride: the
+ * view's rows apart, as the kernel holds it). */
+#define TILE_START(rows, tensor, view, stride, k0) \
+  (TILE_ROWS(rows, tensor, view, k0) + (size_t)KEY_IN_TILE(k0, k0) * (stride))
 
 /* A causal-like mask (bounded right, unbounded left): later blocks see more
  * keys and start first. */

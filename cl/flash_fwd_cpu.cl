@@ -78,13 +78,13 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K, keys = min(BLOCK_K, nk - k0);
-    fcl_cpu_tile(k_tile, BLOCK_K, TILE_START(k_rows, k, p.k, k0), p.k.seq, keys, head_dim,
+    fcl_cpu_tile(k_tile, BLOCK_K, TILE_START(k_rows, k, p.k, p.k.seq, k0), p.k.seq, keys, head_dim,
                  vec IO_LOADS_ARG);
-    fcl_cpu_tile(v_tile, BLOCK_K, TILE_START(v_rows, v, p.v, k0), p.v.seq, keys, head_dim,
+    fcl_cpu_tile(v_tile, BLOCK_K, TILE_START(v_rows, v, p.v, p.v.seq, k0), p.v.seq, keys, head_dim,
                  vec IO_LOADS_ARG);
     if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
-      FCL_CPU_PREFETCH_TILES(TILE_START(k_rows, k, p.k, k0 + BLOCK_K), p.k.seq,
-                             TILE_START(v_rows, v, p.v, k0 + BLOCK_K), p.v.seq,
+      FCL_CPU_PREFETCH_TILES(TILE_START(k_rows, k, p.k, p.k.seq, k0 + BLOCK_K), p.k.seq,
+                             TILE_START(v_rows, v, p.v, p.v.seq, k0 + BLOCK_K), p.v.seq,
                              min(BLOCK_K, nk - k0 - BLOCK_K), head_dim);
 
     for (int ch = 0; ch < CHUNKS; ++ch) {

@@ -98,8 +98,8 @@ UNROLL
   /* K and V arrive while the warps compute (FETCH_TILE, mma.cl), in
    * FlashAttention-2's order: V of this tile during S = Q K^T, K of the
    * next during the softmax and O += P V. One tile of each in local memory. */
-#define K_TILE_ROWS(k0) TILE_START(k_rows, k, p.k, k0)
-#define V_TILE_ROWS(k0) TILE_START(v_rows, v, p.v, k0)
+#define K_TILE_ROWS(k0) TILE_START(k_rows, k, p.k, k_stride, k0)
+#define V_TILE_ROWS(k0) TILE_START(v_rows, v, p.v, v_stride, k0)
   if (first_tile < end_tile) {
     const int k0 = first_tile * BLOCK_K;
     FETCH_TILE(k_tile, K_TILE_ROWS(k0), min(BLOCK_K, nk - k0), BLOCK_K, k_stride);
