@@ -463,6 +463,10 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
 /** A source's file name in cl/, and its prelude's (NULL if none). */
 const char *fcl__source_file(fcl__source source);
 const char *fcl__source_prelude_file(fcl__source source);
+/** A fingerprint of every kernel source built into the library (FNV-1a,
+ *  64 bits, as 16 hex digits): tuned plans are measurements of these
+ *  kernels, and a database of other kernels is stale (tuning.c). */
+void fcl__kernels_fingerprint(char out[17]);
 
 /** Builds (or takes from the context's cache) the program for `source`
  *  with `opts` plus the context-wide options (I/O counting, vendor

@@ -68,6 +68,19 @@ static const struct {
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }
 const char *fcl__source_prelude_file(fcl__source source) { return sources[source].prelude_file; }
 
+static uint64_t fnv1a(uint64_t h, const char *text) {
+  for (const unsigned char *s = (const unsigned char *)text; s && *s; ++s)
+    h = (h ^ *s) * 0x100000001b3ull;
+  return h;
+}
+
+void fcl__kernels_fingerprint(char out[17]) {
+  uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, fcl__cl_params), fcl__cl_common);
+  for (int i = 0; i < FCL_SRC_COUNT; ++i)
+    h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
 /* A kernel object kept with its program between calls: creating one
  * costs microseconds on NVIDIA's driver and over a hundred on PoCL's, a
  * decode call's whole budget. A call leases it exclusively (its arguments

@@ -7,11 +7,12 @@
  * causal x size class; its entry in a device's database is a tiling hint
  * (the nonzero fields of an fcl_plan). The database is a JSON file per
  * device, named and keyed by platform and device name and checked against
- * the driver's version. A context loads its device's file at creation
+ * the driver's version and, for a user's file, the kernels' fingerprint. A context loads its device's file at creation
  * (fcl__tuning_load): from $FLASHCL_TUNING_DIR, else $XDG_CACHE_HOME/flashcl
  * (~/.cache/flashcl), else the databases built into the library from
- * the files of tuning/. A file that cannot be read, is another device's or an
- * older driver's, or an entry that no longer plans on the device's limits,
+ * the files of tuning/. A file that cannot be read, is another device's, an
+ * older driver's or (a user's) other kernels', or an entry that no longer
+ * plans on the device's limits,
  * is skipped with a line in the context's log, never a failure.
  */
 #include <ctype.h>
@@ -313,7 +314,7 @@ static int json_object(json *j, int (*member)(json *, const char *key, void *), 
 /* ---- the database file ---------------------------------------------------- */
 
 typedef struct file_header {
-  char format[32], platform[128], device[128], driver[64];
+  char format[32], platform[128], device[128], driver[64], library[32], kernels[32];
   double version;
 } file_header;
 
@@ -411,6 +412,10 @@ static int file_member(json *j, const char *key, void *arg) {
     return json_string(j, r->head.platform, sizeof r->head.platform);
   if (strcmp(key, "device") == 0) return json_string(j, r->head.device, sizeof r->head.device);
   if (strcmp(key, "driver") == 0) return json_string(j, r->head.driver, sizeof r->head.driver);
+  if (strcmp(key, "library") == 0)
+    return json_string(j, r->head.library, sizeof r->head.library);
+  if (strcmp(key, "kernels") == 0)
+    return json_string(j, r->head.kernels, sizeof r->head.kernels);
   if (strcmp(key, "plans") == 0) {
     r->have_plans = 1;
     return plans_array(j, r->db);
@@ -443,6 +448,20 @@ int fcl__tuning_parse(const char *text, const fcl_device_info *dev, int require_
   }
   if (strcmp(r.head.platform, dev->platform) != 0 || strcmp(r.head.device, dev->name) != 0) {
     fcl__say(why, why_len, "for another device (%s on %s)", r.head.device, r.head.platform);
+    db->count = 0;
+    return 0;
+  }
+  /* A user's database measured other kernels than these (another flashcl):
+   * stale as after a driver update. The library's own are checked against
+   * the rules when the kernels change (docs/design.md, "Tuned plans"). */
+  char kernels[17];
+  fcl__kernels_fingerprint(kernels);
+  if (require_driver && strcmp(r.head.kernels, kernels) != 0) {
+    fcl__say(why, why_len,
+             "tuned with other kernels (flashcl %s, kernels %s; these are %s): stale, run "
+             "flashcl-tune again",
+             r.head.library[0] ? r.head.library : "?",
+             r.head.kernels[0] ? r.head.kernels : "not recorded", kernels);
     db->count = 0;
     return 0;
   }
@@ -506,7 +525,10 @@ int fcl__tuning_write(FILE *f, const fcl_device_info *dev, const char *when,
   json_put_string(f, dev->name);
   fputs(",\n  \"driver\": ", f);
   json_put_string(f, dev->driver);
-  fprintf(f, ",\n  \"library\": \"%s\",\n  \"tuned\": ", fcl_version_string());
+  char kernels[17];
+  fcl__kernels_fingerprint(kernels);
+  fprintf(f, ",\n  \"library\": \"%s\",\n  \"kernels\": \"%s\",\n  \"tuned\": ",
+          fcl_version_string(), kernels);
   json_put_string(f, when ? when : "");
   fputs(",\n  \"plans\": [", f);
   for (size_t i = 0; i < n; ++i) {

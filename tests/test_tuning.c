@@ -188,8 +188,12 @@ START_TEST(corrupt_databases_are_refused) {
   snprintf(dev.platform, sizeof dev.platform, "P");
   snprintf(dev.name, sizeof dev.name, "D");
   snprintf(dev.driver, sizeof dev.driver, "1");
-  const char *head = "{\"format\": \"flashcl-tuning\", \"version\": 1, \"platform\": \"P\", "
-                     "\"device\": \"D\", \"driver\": \"1\", \"plans\": [";
+  char kernels[17], head[256];
+  fcl__kernels_fingerprint(kernels);
+  snprintf(head, sizeof head,
+           "{\"format\": \"flashcl-tuning\", \"version\": 1, \"platform\": \"P\", "
+           "\"device\": \"D\", \"driver\": \"1\", \"kernels\": \"%s\", \"plans\": [",
+           kernels);
   static const char *const plans[] = {
       "{\"bucket\": \"fwd.f32.d64.full.large\", \"kernel\": \"simt\", \"wg_size\": 64}]}",
       /* and the broken ones */
@@ -370,6 +374,17 @@ START_TEST(bad_databases_are_skipped_with_a_warning) {
   char *stale = database_text(&older, &e, 1);
   ck_assert_uint_eq(load(ctx, dir, stale, log, sizeof log), 0);
   ck_assert_ptr_nonnull(strstr(log, "stale"));
+  /* stale: measured on other kernels (another flashcl's), or not recorded */
+  char *other_kernels = strdup(good);
+  char *at = strstr(other_kernels, "\"kernels\": \"");
+  ck_assert_ptr_nonnull(at);
+  at[strlen("\"kernels\": \"")] ^= 1;  /* one hex digit changed */
+  ck_assert_uint_eq(load(ctx, dir, other_kernels, log, sizeof log), 0);
+  ck_assert_ptr_nonnull(strstr(log, "other kernels"));
+  memcpy(at, "\"kernelz", 8);  /* a file without the fingerprint */
+  ck_assert_uint_eq(load(ctx, dir, other_kernels, log, sizeof log), 0);
+  ck_assert_ptr_nonnull(strstr(log, "not recorded"));
+  free(other_kernels);
   /* foreign: another device's, under this device's name */
   fcl_device_info foreign = dev;
   snprintf(foreign.name, sizeof foreign.name, "Another GPU");

@@ -19,8 +19,10 @@ info="${3:?usage: tune.sh FLASHCL_BENCH FLASHCL_TUNE FLASHCL_INFO}"
 db_dir="$tmp/db"
 
 "$tune" --help | grep -q -- '--budget SECONDS' || fail "--help does not list --budget"
+"$tune" --help | grep -q -- '--confirm N' || fail "--help does not list --confirm"
 for bad in "--budget 0" "--budget 1x" "--buckets fwd.f64.*.*.*" "--buckets fwd.f32" \
-           "--margin 51" "--repeat 0" "--bogus" "--out" "--out ''"; do
+           "--margin 51" "--repeat 0" "--confirm 16" "--confirm -1" "--confirm" "--bogus" \
+           "--out" "--out ''"; do
   rc=0
   eval "\"\$tune\" $bad" > /dev/null 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || fail "flashcl-tune $bad: exit status $rc, want 2"

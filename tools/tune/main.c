@@ -16,8 +16,11 @@
  * by the geometric mean of its times over the rules', if it is faster than
  * the rules on every shape and by --margin overall; it is then checked
  * against the float64 reference (flashcl-bench's check: within twice the
- * naive algorithm's error) on a small odd shape of the bucket, and the
- * next one taken if it fails. A bucket whose rules win keeps no entry.
+ * naive algorithm's error) on a small odd shape of the bucket, and timed
+ * against the rules again in --confirm rounds of alternating order, which
+ * it must win every one of (by --margin in the median round); the next one
+ * is taken if it fails either, twice at most. A bucket whose rules win
+ * keeps no entry.
  */
 #include <flashcl.h>
 
@@ -36,6 +39,8 @@
 
 #define MAX_PATTERNS 32
 #define MAX_CANDIDATES 160
+#define MAX_CONFIRM 15
+#define MAX_REFUSED 2   /* winners refused (inaccurate or not confirmed) before the rules stay */
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
@@ -55,13 +60,14 @@ typedef struct options {
   const char *out_dir;
   double margin;    /* a winner's geometric mean over the rules' at most 1 - margin */
   int repeat;       /* 0: 7 on a GPU, 3 elsewhere */
+  int confirm;      /* rounds against the rules for a winner; -1: 2 on a GPU, 3 elsewhere */
   int without_rules;  /* never keep the rules' plan (for tests of the database path) */
   int dry_run, quiet;
 } options;
 
 static const char usage_text[] =
     "usage: flashcl-tune [--device SEL] [--buckets LIST] [--budget SECONDS] [--out DIR]\n"
-    "                    [--margin PCT] [--repeat N] [--dry-run] [--quiet]\n"
+    "                    [--margin PCT] [--repeat N] [--confirm N] [--dry-run] [--quiet]\n"
     "Times the tilings the planner allows on a device, per problem bucket, and\n"
     "writes the fastest to the device's tuning database, which flashcl then\n"
     "uses on that device (fcl_context_set_tuning_dir).\n"
@@ -84,6 +90,10 @@ static const char usage_text[] =
     "                    the bucket's shapes (default 3)\n"
     "  --repeat N        timed runs per candidate and shape (default 7 on a GPU,\n"
     "                    3 elsewhere); the median counts\n"
+    "  --confirm N       rounds in which a winner is timed against the rules again,\n"
+    "                    in alternating order; it must win every round, and by\n"
+    "                    --margin in the median one, or the next candidate is\n"
+    "                    tried (default 2 on a GPU, 3 elsewhere; 0: none)\n"
     "  --dry-run         list the buckets, their shapes and candidates; time nothing\n"
     "  --quiet           no progress on stderr\n"
     "  --without-rules   (tests) keep the best candidate other than the rules'\n"
@@ -108,6 +118,7 @@ static int parse(int argc, char **argv, options *o, char *why, size_t why_len) {
   memset(o, 0, sizeof *o);
   o->budget_s = 480;
   o->margin = 0.03;
+  o->confirm = -1;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     const int has_value = i + 1 < argc;
@@ -121,7 +132,8 @@ static int parse(int argc, char **argv, options *o, char *why, size_t why_len) {
       o->without_rules = 1;
     } else if (!has_value && (strcmp(a, "--device") == 0 || strcmp(a, "--buckets") == 0 ||
                               strcmp(a, "--budget") == 0 || strcmp(a, "--out") == 0 ||
-                              strcmp(a, "--margin") == 0 || strcmp(a, "--repeat") == 0)) {
+                              strcmp(a, "--margin") == 0 || strcmp(a, "--repeat") == 0 ||
+                              strcmp(a, "--confirm") == 0)) {
       snprintf(why, why_len, "%s needs a value", a);
       return -1;
     } else if (strcmp(a, "--device") == 0) {
@@ -138,6 +150,9 @@ static int parse(int argc, char **argv, options *o, char *why, size_t why_len) {
     } else if (strcmp(a, "--margin") == 0) {
       if (fclu_parse_u64(argv[++i], 0, 50, &v, why, why_len) != 0) return -1;
       o->margin = (double)v / 100.0;
+    } else if (strcmp(a, "--confirm") == 0) {
+      if (fclu_parse_u64(argv[++i], 0, MAX_CONFIRM, &v, why, why_len) != 0) return -1;
+      o->confirm = (int)v;
     } else if (strcmp(a, "--repeat") == 0) {
       if (fclu_parse_u64(argv[++i], 1, 1000, &v, why, why_len) != 0) return -1;
       o->repeat = (int)v;
@@ -433,12 +448,49 @@ typedef struct run {
   fcl_context *ctx;
   fcl_device_info dev;
   const options *opts;
-  int repeat;
+  int repeat, confirm;
   double deadline;
   buffers bufs[FCL__TUNING_DTYPES];
   fcl__tuned_entry *won;
   size_t n_won;
 } run;
+
+/* The winner x against the rules again, r->confirm rounds, the side timed
+ * first alternating: on a machine whose neighbours move one timing by more
+ * than the difference between two plans, a single win decides nothing.
+ * Confirmed when x's geometric mean over the rules' is under 1 in every
+ * round and at most 1 - margin in the median one; *median is that round's,
+ * and x->ms and rules_ms[] become each side's fastest over the rounds. */
+static int confirmed(run *r, const fcl__bucket *b, const fcl_attention_desc *shapes,
+                     size_t n_shapes, const candidate *rules, candidate *x, double *rules_ms,
+                     double *median) {
+  cl_mem *m = r->bufs[b->dtype].mem;
+  double g[MAX_CONFIRM], best[2][2] = {{INFINITY, INFINITY}, {INFINITY, INFINITY}};
+  int all_won = 1;
+  for (int k = 0; k < r->confirm; ++k) {
+    double ms[2][2];
+    for (int turn = 0; turn < 2; ++turn) {
+      const int side = (k + turn) % 2;  /* 0: the rules, 1: x */
+      for (size_t s = 0; s < n_shapes; ++s) {
+        if (time_on(r->ctx, b, &shapes[s], side ? x : rules, m, r->repeat, &ms[side][s]) !=
+            FCL_SUCCESS)
+          return 0;
+        best[side][s] = fmin(best[side][s], ms[side][s]);
+      }
+    }
+    double log_sum = 0;
+    for (size_t s = 0; s < n_shapes; ++s) log_sum += log(ms[1][s] / ms[0][s]);
+    g[k] = exp(log_sum / (double)n_shapes);
+    all_won &= g[k] < 1.0;
+  }
+  qsort(g, (size_t)r->confirm, sizeof g[0], cmp_double);
+  *median = g[r->confirm / 2];
+  for (size_t s = 0; s < n_shapes; ++s) {
+    x->ms[s] = best[1][s];
+    rules_ms[s] = best[0][s];
+  }
+  return all_won && *median <= 1.0 - r->opts->margin;
+}
 
 /* Tunes one bucket within `seconds`; appends its winner, if any, to run->won. */
 static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
@@ -496,11 +548,12 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
       x->score = INFINITY;
   }
   if (r->opts->without_rules) c[0].score = INFINITY;
-  for (;;) {
+  double rules_ms[2] = {c[0].ms[0], n_shapes > 1 ? c[0].ms[1] : NAN};
+  for (int refused = 0;; ++refused) {
     size_t best = 0;
     for (size_t i = 1; i < timed; ++i)
       if (c[i].score < c[best].score) best = i;
-    if (best == 0 || !isfinite(c[best].score)) {
+    if (best == 0 || !isfinite(c[best].score) || refused == MAX_REFUSED) {
       progress("  %zu timed in %.0f s; the rules' plan stays (%.4g ms)\n", timed,
                now_s() - start, c[0].ms[0]);
       return 0;
@@ -513,20 +566,29 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
       c[best].score = INFINITY;
       continue;
     }
+    double median = c[best].score;
+    if (!r->opts->without_rules && r->confirm > 0 &&
+        !confirmed(r, b, shapes, n_shapes, &c[0], &c[best], rules_ms, &median)) {
+      progress("  %s: %.3fx the rules' time at first, %.3fx in the median of %d rounds "
+               "again: not confirmed, next\n",
+               what, c[best].score, median, r->confirm);
+      c[best].score = INFINITY;
+      continue;
+    }
     fcl__tuned_entry *e = &r->won[r->n_won++];
     memset(e, 0, sizeof *e);
     e->bucket = *b;
     e->hint = c[best].hint;
     for (size_t s = 0; s < n_shapes; ++s) {
       e->ms += c[best].ms[s];
-      e->rules_ms += c[0].ms[s];
+      e->rules_ms += rules_ms[s];
       char shape[64];
       describe_shape(&shapes[s], shape, sizeof shape);
       const size_t used = strlen(e->shapes);
       snprintf(e->shapes + used, sizeof e->shapes - used, "%s%s", s ? "; " : "", shape);
     }
     progress("  %zu timed in %.0f s; %s: %.3fx the rules' time (error ratio %.2f)\n", timed,
-             now_s() - start, what, c[best].score, ratio);
+             now_s() - start, what, median, ratio);
     return 0;
   }
 }
@@ -641,6 +703,7 @@ int main(int argc, char **argv) {
   fcl_context_device(r.ctx, &r.dev);
   fcl_context_use_tuned_plans(r.ctx, 0);  /* the rules are the baseline */
   r.repeat = o.repeat ? o.repeat : r.dev.limits.is_gpu ? 7 : 3;
+  r.confirm = o.confirm >= 0 ? o.confirm : r.dev.limits.is_gpu ? 2 : 3;
 
   /* the buckets, their shapes, and the buffers for the largest */
   static size_t chosen[FCL__TUNING_BUCKETS];
