@@ -7,13 +7,13 @@
  * causal x size class; its entry in a device's database is a tiling hint
  * (the nonzero fields of an fcl_plan). The database is a JSON file per
  * device, named and keyed by platform and device name and checked against
- * the driver's version and, for a user's file, the kernels' fingerprint. A context loads its device's file at creation
- * (fcl__tuning_load): from $FLASHCL_TUNING_DIR, else $XDG_CACHE_HOME/flashcl
- * (~/.cache/flashcl), else the databases built into the library from
- * the files of tuning/. A file that cannot be read, is another device's, an
- * older driver's or (a user's) other kernels', or an entry that no longer
- * plans on the device's limits,
- * is skipped with a line in the context's log, never a failure.
+ * the driver's version and, for a user's file, the kernels' fingerprint. A
+ * context loads its device's file at creation (fcl__tuning_load): from
+ * $FLASHCL_TUNING_DIR, else $XDG_CACHE_HOME/flashcl (~/.cache/flashcl),
+ * else the databases built into the library from the files of tuning/. A
+ * file that cannot be read, is another device's, an older driver's or (a
+ * user's) other kernels', or an entry that no longer plans on the device's
+ * limits, is skipped with a line in the context's log, never a failure.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -454,16 +454,18 @@ int fcl__tuning_parse(const char *text, const fcl_device_info *dev, int require_
   /* A user's database measured other kernels than these (another flashcl):
    * stale as after a driver update. The library's own are checked against
    * the rules when the kernels change (docs/design.md, "Tuned plans"). */
-  char kernels[17];
-  fcl__kernels_fingerprint(kernels);
-  if (require_driver && strcmp(r.head.kernels, kernels) != 0) {
-    fcl__say(why, why_len,
-             "tuned with other kernels (flashcl %s, kernels %s; these are %s): stale, run "
-             "flashcl-tune again",
-             r.head.library[0] ? r.head.library : "?",
-             r.head.kernels[0] ? r.head.kernels : "not recorded", kernels);
-    db->count = 0;
-    return 0;
+  if (require_driver) {
+    char kernels[17];
+    fcl__kernels_fingerprint(kernels);
+    if (strcmp(r.head.kernels, kernels) != 0) {
+      fcl__say(why, why_len,
+               "tuned with other kernels (flashcl %s, kernels %s; these are %s): stale, run "
+               "flashcl-tune again",
+               r.head.library[0] ? r.head.library : "?",
+               r.head.kernels[0] ? r.head.kernels : "not recorded", kernels);
+      db->count = 0;
+      return 0;
+    }
   }
   if (strcmp(r.head.driver, dev->driver) != 0) {
     if (require_driver) {
