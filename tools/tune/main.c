@@ -18,8 +18,9 @@
  * against the float64 reference (flashcl-bench's check: within twice the
  * naive algorithm's error) on a small odd shape of the bucket, and timed
  * against the rules again in --confirm rounds of alternating order, which
- * it must win every one of (by --margin in the median round); the next one
- * is taken if it fails either, twice at most. A bucket whose rules win
+ * it must win every one of (by --margin in the median round), and on each
+ * shape in the median of the rounds; the next one is taken if it fails
+ * either check, twice at most. A bucket whose rules win
  * keeps no entry.
  */
 #include <flashcl.h>
@@ -91,9 +92,10 @@ static const char usage_text[] =
     "  --repeat N        timed runs per candidate and shape (default 7 on a GPU,\n"
     "                    3 elsewhere); the median counts\n"
     "  --confirm N       rounds in which a winner is timed against the rules again,\n"
-    "                    in alternating order; it must win every round, and by\n"
-    "                    --margin in the median one, or the next candidate is\n"
-    "                    tried (default 2 on a GPU, 3 elsewhere; 0: none)\n"
+    "                    in alternating order; it must win every round, by\n"
+    "                    --margin in the median one, and on each shape in that\n"
+    "                    shape's median round, or the next candidate is tried\n"
+    "                    (default 2 on a GPU, 3 elsewhere; 0: none)\n"
     "  --dry-run         list the buckets, their shapes and candidates; time nothing\n"
     "  --quiet           no progress on stderr\n"
     "  --without-rules   (tests) keep the best candidate other than the rules'\n"
@@ -459,13 +461,16 @@ typedef struct run {
  * first alternating: on a machine whose neighbours move one timing by more
  * than the difference between two plans, a single win decides nothing.
  * Confirmed when x's geometric mean over the rules' is under 1 in every
- * round and at most 1 - margin in the median one; *median is that round's,
- * and x->ms and rules_ms[] become each side's fastest over the rounds. */
+ * round and at most 1 - margin in the median one, and x is faster on each
+ * shape in that shape's median round (a bucket's plan must not trade one
+ * shape for another); *median is the geometric means' median, and x->ms
+ * and rules_ms[] become each side's fastest over the rounds. */
 static int confirmed(run *r, const fcl__bucket *b, const fcl_attention_desc *shapes,
                      size_t n_shapes, const candidate *rules, candidate *x, double *rules_ms,
-                     double *median) {
+                     double *median, double *shape_median) {
   cl_mem *m = r->bufs[b->dtype].mem;
-  double g[MAX_CONFIRM], best[2][2] = {{INFINITY, INFINITY}, {INFINITY, INFINITY}};
+  double g[MAX_CONFIRM], per_shape[2][MAX_CONFIRM];
+  double best[2][2] = {{INFINITY, INFINITY}, {INFINITY, INFINITY}};
   int all_won = 1;
   for (int k = 0; k < r->confirm; ++k) {
     double ms[2][2];
@@ -479,12 +484,20 @@ static int confirmed(run *r, const fcl__bucket *b, const fcl_attention_desc *sha
       }
     }
     double log_sum = 0;
-    for (size_t s = 0; s < n_shapes; ++s) log_sum += log(ms[1][s] / ms[0][s]);
+    for (size_t s = 0; s < n_shapes; ++s) {
+      per_shape[s][k] = ms[1][s] / ms[0][s];
+      log_sum += log(per_shape[s][k]);
+    }
     g[k] = exp(log_sum / (double)n_shapes);
     all_won &= g[k] < 1.0;
   }
   qsort(g, (size_t)r->confirm, sizeof g[0], cmp_double);
   *median = g[r->confirm / 2];
+  for (size_t s = 0; s < n_shapes; ++s) {
+    qsort(per_shape[s], (size_t)r->confirm, sizeof per_shape[s][0], cmp_double);
+    shape_median[s] = per_shape[s][r->confirm / 2];
+    all_won &= shape_median[s] < 1.0;
+  }
   for (size_t s = 0; s < n_shapes; ++s) {
     x->ms[s] = best[1][s];
     rules_ms[s] = best[0][s];
@@ -566,12 +579,12 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
       c[best].score = INFINITY;
       continue;
     }
-    double median = c[best].score;
+    double median = c[best].score, shape_median[2] = {NAN, NAN};
     if (!r->opts->without_rules && r->confirm > 0 &&
-        !confirmed(r, b, shapes, n_shapes, &c[0], &c[best], rules_ms, &median)) {
+        !confirmed(r, b, shapes, n_shapes, &c[0], &c[best], rules_ms, &median, shape_median)) {
       progress("  %s: %.3fx the rules' time at first, %.3fx in the median of %d rounds "
-               "again: not confirmed, next\n",
-               what, c[best].score, median, r->confirm);
+               "again (per shape %.3fx, %.3fx): not confirmed, next\n",
+               what, c[best].score, median, r->confirm, shape_median[0], shape_median[1]);
       c[best].score = INFINITY;
       continue;
     }
