@@ -451,35 +451,38 @@ int fcl__tuning_parse(const char *text, const fcl_device_info *dev, int require_
     db->count = 0;
     return 0;
   }
-  /* A user's database measured other kernels than these (another flashcl):
-   * stale as after a driver update. The library's own are checked against
-   * the rules when the kernels change (docs/design.md, "Tuned plans"). */
-  if (require_driver) {
-    char kernels[17];
-    fcl__kernels_fingerprint(kernels);
-    if (strcmp(r.head.kernels, kernels) != 0) {
-      fcl__say(why, why_len,
-               "tuned with other kernels (flashcl %s, kernels %s; these are %s): stale, run "
-               "flashcl-tune again",
-               r.head.library[0] ? r.head.library : "?",
-               r.head.kernels[0] ? r.head.kernels : "not recorded", kernels);
-      db->count = 0;
-      return 0;
-    }
+  /* A database measured on other kernels than these (another flashcl): a
+   * user's is stale as after a driver update. The library's own stays in
+   * use, with a note: it is checked against the rules when the kernels
+   * change (docs/design.md, "Tuned plans"), and the note says it is due. */
+  char kernels[17] = "";
+  if (require_driver || r.head.kernels[0]) fcl__kernels_fingerprint(kernels);
+  const int other_kernels = strcmp(r.head.kernels, kernels) != 0;
+  if (require_driver && other_kernels) {
+    fcl__say(why, why_len,
+             "tuned with other kernels (flashcl %s, kernels %s; these are %s): stale, run "
+             "flashcl-tune again",
+             r.head.library[0] ? r.head.library : "?",
+             r.head.kernels[0] ? r.head.kernels : "not recorded", kernels);
+    db->count = 0;
+    return 0;
   }
-  if (strcmp(r.head.driver, dev->driver) != 0) {
-    if (require_driver) {
-      fcl__say(why, why_len,
-               "tuned with driver %s, and the device now runs %s: stale, run flashcl-tune "
-               "again", r.head.driver, dev->driver);
-      db->count = 0;
-      return 0;
-    }
-    fcl__say(why, why_len, "tuned with driver %s (the device runs %s)", r.head.driver,
-             dev->driver);
-  } else {
-    fcl__say(why, why_len, "%s", "");
+  const int other_driver = strcmp(r.head.driver, dev->driver) != 0;
+  if (require_driver && other_driver) {
+    fcl__say(why, why_len,
+             "tuned with driver %s, and the device now runs %s: stale, run flashcl-tune again",
+             r.head.driver, dev->driver);
+    db->count = 0;
+    return 0;
   }
+  char driver_note[400] = "";
+  if (other_driver)
+    fcl__say(driver_note, sizeof driver_note, "tuned with driver %s (the device runs %s)",
+             r.head.driver, dev->driver);
+  fcl__say(why, why_len, "%s%s%s", driver_note, other_driver && other_kernels ? "; " : "",
+           other_kernels ? "tuned with other kernels than these: its plans may no longer beat "
+                           "the rules"
+                         : "");
   return 1;
 }
 

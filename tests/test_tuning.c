@@ -182,12 +182,18 @@ START_TEST(database_written_and_read_back) {
 }
 END_TEST
 
-START_TEST(corrupt_databases_are_refused) {
+/* A device named "D" on platform "P", driver "1": the parser's tests. */
+static fcl_device_info device_p_d_1(void) {
   fcl_device_info dev;
   memset(&dev, 0, sizeof dev);
   snprintf(dev.platform, sizeof dev.platform, "P");
   snprintf(dev.name, sizeof dev.name, "D");
   snprintf(dev.driver, sizeof dev.driver, "1");
+  return dev;
+}
+
+START_TEST(corrupt_databases_are_refused) {
+  const fcl_device_info dev = device_p_d_1();
   char kernels[17], head[256];
   fcl__kernels_fingerprint(kernels);
   snprintf(head, sizeof head,
@@ -233,6 +239,45 @@ START_TEST(corrupt_databases_are_refused) {
       "[]", "null", "{", "\x01\x02\x03"};
   for (size_t i = 0; i < sizeof heads / sizeof heads[0]; ++i)
     ck_assert_msg(!fcl__tuning_parse(heads[i], &dev, 1, &db, why, sizeof why), "head %zu", i);
+}
+END_TEST
+
+/* The library's own database (require_driver 0) stays in use across driver
+ * and kernel changes; a note says which, the cue to check it again. */
+START_TEST(shipped_database_notes_other_kernels) {
+  const fcl_device_info dev = device_p_d_1();
+  char kernels[17], other[17];
+  fcl__kernels_fingerprint(kernels);
+  snprintf(other, sizeof other, "%s", kernels);
+  other[0] = other[0] == '0' ? '1' : '0';
+  static const struct {
+    const char *driver, *kernels, *note;
+  } cases[] = {
+      {"1", NULL, NULL},  /* NULL kernels: these */
+      {"1", "", NULL},    /* not recorded: no note */
+      {"1", "other", "other kernels"},
+      {"2", NULL, "driver 2"},
+      {"2", "other", "driver 2 (the device runs 1); tuned with other kernels"},
+  };
+  static fcl__tuning db;
+  char text[1024], why[400];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    const char *k = !cases[i].kernels ? kernels : *cases[i].kernels ? other : "";
+    snprintf(text, sizeof text,
+             "{\"format\": \"flashcl-tuning\", \"version\": 1, \"platform\": \"P\", "
+             "\"device\": \"D\", \"driver\": \"%s\", \"kernels\": \"%s\", \"plans\": "
+             "[{\"bucket\": \"fwd.f32.d64.full.large\", \"kernel\": \"simt\"}]}",
+             cases[i].driver, k);
+    ck_assert_msg(fcl__tuning_parse(text, &dev, 0, &db, why, sizeof why), "case %zu: %s", i, why);
+    ck_assert_uint_eq(db.count, 1);
+    if (cases[i].note)
+      ck_assert_msg(strstr(why, cases[i].note), "case %zu: '%s'", i, why);
+    else
+      ck_assert_msg(why[0] == '\0', "case %zu: '%s'", i, why);
+    /* a user's file of other kernels or another driver is stale */
+    ck_assert_int_eq(fcl__tuning_parse(text, &dev, 1, &db, why, sizeof why),
+                     !cases[i].note && cases[i].kernels == NULL);
+  }
 }
 END_TEST
 
@@ -435,6 +480,7 @@ int main(void) {
   tcase_add_test(tc, buckets_classify_calls);
   tcase_add_test(tc, database_written_and_read_back);
   tcase_add_test(tc, corrupt_databases_are_refused);
+  tcase_add_test(tc, shipped_database_notes_other_kernels);
   tcase_add_test(tc, tuned_plan_is_what_runs);
   tcase_add_test(tc, bad_databases_are_skipped_with_a_warning);
   suite_add_tcase(s, tc);
