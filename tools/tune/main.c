@@ -497,8 +497,6 @@ static int confirmed(run *r, const fcl__bucket *b, const fcl_attention_desc *sha
     qsort(per_shape[s], (size_t)r->confirm, sizeof per_shape[s][0], cmp_double);
     shape_median[s] = per_shape[s][r->confirm / 2];
     all_won &= shape_median[s] < 1.0;
-  }
-  for (size_t s = 0; s < n_shapes; ++s) {
     x->ms[s] = best[1][s];
     rules_ms[s] = best[0][s];
   }
