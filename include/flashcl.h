@@ -607,6 +607,14 @@ typedef struct fcl_plan {
    *  problem's bucket (fcl_context_set_tuning_dir), 0 when the planner's
    *  rules or a tiling hint made it. Ignored in a hint. */
   unsigned tuned;
+  /** The MMA backward's buffers for the side it streams (Q and dO in
+   *  dK/dV, K and V in dQ): 2 where a tile's block_q rows come in two
+   *  halves, each fetched while the warps compute on the other (NVIDIA's
+   *  cp.async); 1 where the whole tile is loaded and then used. Both take
+   *  the same local memory. The planner takes 2 where the instructions are
+   *  native and a block has at least 32 rows. 0 in a hint: the planner's
+   *  choice; 0 in other plans. */
+  unsigned tile_buffers;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for
