@@ -88,7 +88,8 @@ UNROLL
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  for (int member = 0; member < group; ++member) {
+  /* a block that sees no query row reads nothing of its heads, slopes included */
+  for (int member = 0; member < group && first_tile < end_tile; ++member) {
     const int head = kv_head * group + member;
     const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
     const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);

@@ -88,7 +88,8 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
     for (int c = 0; c < VECS; ++c) dk_acc[r][c] = dv_acc[r][c] = (float16)(0.0f);
 
   const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
-  for (int member = 0; member < group; ++member) {
+  /* a block that sees no query row reads nothing of its heads, slopes included */
+  for (int member = 0; member < group && first_tile < end_tile; ++member) {
     const int head = kv_head * group + member;
     __global const store_t *q_base = q + fcl_at(p.q, batch, kb.seq.q_start, head);
     __global const store_t *do_base = dout + fcl_at(p.dout, batch, kb.seq.q_start, head);

@@ -244,9 +244,10 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
                     q0_);                                                       \
   }
 
+  float slope = 0.0f;
   PIPELINE_BEGIN(kb.group * parts)
     const int q0 = PART_Q0(step);
-    const float slope = ALIBI_SLOPE(batch, PART_HEAD(step));
+    if (step % parts == 0) slope = ALIBI_SLOPE(batch, PART_HEAD(step));  // a head's first
     FINISH_ROW_STATS(lse2_tile[buf], LO_TILE, HI_TILE, q0);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int masked = q0 < kb.full_lo || q0 + STREAM_ROWS > kb.full_hi;  // uniform over the group

@@ -126,13 +126,13 @@ static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) 
   const fcl__bytes kv_slices = (fcl__bytes)count * sh->desc.heads_kv;
   const fcl__bytes group = sh->group, wg = plan->wg_size;
   /* dK/dV: K and V of the block once; Q, dO, LSE and D of every query tile
-   * it sees, for each query head of the group (and their slopes); dK and
-   * dV once. */
+   * it sees, for each query head of the group (and, where it sees one, their
+   * slopes); dK and dV once. */
   for (size_t k0 = 0; k0 < nk; k0 += plan->block_k) {
     const size_t keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
     const fcl__bytes queries = block_queries_loaded(sh, nq, nk, k0, keys, plan->block_q);
     m->io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats) +
-                                wg * (ragged_bytes(sh) + group * slope_bytes(sh)));
+                                wg * (ragged_bytes(sh) + (queries ? group * slope_bytes(sh) : 0)));
     m->io.stores += kv_slices * keys * 2 * row;
   }
   /* dQ: Q, dO, LSE and D of the block once; K and V of every key tile it
