@@ -89,7 +89,8 @@ UNROLL
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* a block that sees no query row reads nothing of its heads, slopes included */
-  for (int member = 0; member < group && first_tile < end_tile; ++member) {
+  const int members = first_tile < end_tile ? group : 0;
+  for (int member = 0; member < members; ++member) {
     const int head = kv_head * group + member;
     const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
     const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
