@@ -292,12 +292,11 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);
   plan.splits = plan.packed_heads = 1;
   /* Halves of the streamed tiles, each in flight while the warps compute
-   * on the other, where cp.async makes the fetch asynchronous; a half holds
-   * whole steps of SUB_TILES * 8 rows. */
+   * on the other where cp.async makes the fetch asynchronous, are a hint's
+   * (tile_buffers 2) until timed on a GPU: whole tiles by default. A half
+   * holds whole steps of SUB_TILES * 8 rows. */
   const unsigned halves_from = 2 * 8 * FCL__MMA_BWD_SUB_TILES;
-  const unsigned buffers = hint && hint->tile_buffers ? hint->tile_buffers
-                           : !emulate && plan.block_q >= halves_from ? 2
-                                                                     : 1;
+  const unsigned buffers = hint && hint->tile_buffers ? hint->tile_buffers : 1;
   if (buffers == 2 && plan.block_q < halves_from) {
     fcl__say(why, why_len,
              "tile_buffers = 2 streams halves of the MMA backward's %u-row tiles; they need "

@@ -611,9 +611,10 @@ typedef struct fcl_plan {
    *  dK/dV, K and V in dQ): 2 where a tile's block_q rows come in two
    *  halves, each fetched while the warps compute on the other (NVIDIA's
    *  cp.async); 1 where the whole tile is loaded and then used. Both take
-   *  the same local memory. The planner takes 2 where the instructions are
-   *  native and a block has at least 32 rows. 0 in a hint: the planner's
-   *  choice; 0 in other plans. */
+   *  the same local memory and give the same bits; 2 needs blocks of at
+   *  least 32 rows. The planner takes 1 (halves are not yet timed on a
+   *  GPU: docs/performance.md, v18). 0 in a hint: the planner's choice; 0
+   *  in other plans. */
   unsigned tile_buffers;
 } fcl_plan;
 

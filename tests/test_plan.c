@@ -510,9 +510,8 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               ck_assert_uint_eq(plan.block_k % 16, 0);
               if (pass == FCL_PASS_BACKWARD) {
                 ck_assert_uint_eq(plan.block_k, plan.block_q);
-                /* halves in flight where cp.async makes them so (native),
-                 * each of whole 16-row steps */
-                ck_assert_uint_eq(plan.tile_buffers, sm && plan.block_q >= 32 ? 2 : 1);
+                /* whole tiles unless a hint asks for halves */
+                ck_assert_uint_eq(plan.tile_buffers, 1);
               }
               ck_assert_uint_ge(plan.head_dim_padded, d);
               ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(pass, &plan, !sm, &desc));
@@ -569,10 +568,10 @@ START_TEST(mma_plans_fit_every_made_up_device) {
       fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &halves_16, &plan, why, sizeof why),
       FCL_ERROR_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(why, "tile_buffers"));
-  const fcl_plan whole_32 = {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 32, .tile_buffers = 1};
-  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &whole_32, &plan, NULL, 0),
+  const fcl_plan halves_32 = {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 32, .tile_buffers = 2};
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &halves_32, &plan, NULL, 0),
                    FCL_SUCCESS);
-  ck_assert_uint_eq(plan.tile_buffers, 1);
+  ck_assert_uint_eq(plan.tile_buffers, 2);
   const fcl_plan three_buffers = {.kernel = FCL_FLASH_KERNEL_MMA, .tile_buffers = 3};
   ck_assert_int_eq(fcl__check_tiling_hint_why(&three_buffers, NULL, 0),
                    FCL_ERROR_INVALID_ARGUMENT);
