@@ -89,7 +89,8 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
 
   const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
   /* a block that sees no query row reads nothing of its heads, slopes included */
-  for (int member = 0; member < group && first_tile < end_tile; ++member) {
+  const int members = first_tile < end_tile ? group : 0;
+  for (int member = 0; member < members; ++member) {
     const int head = kv_head * group + member;
     __global const store_t *q_base = q + fcl_at(p.q, batch, kb.seq.q_start, head);
     __global const store_t *do_base = dout + fcl_at(p.dout, batch, kb.seq.q_start, head);
