@@ -3,15 +3,19 @@
  * (fcl_merge_states): LSE = log sum_p exp(LSE_p), O = sum_p exp(LSE_p -
  * LSE) O_p.
  *
- * A work-group holds ROWS rows of LANES work-items; each lane owns four
- * columns. The parts go by LANES at a time: every lane brings one part's
- * LSE into local memory, then each lane raises its running max to the
- * chunk's, rescales its sum and accumulator (the flash forward's online
- * softmax, over parts instead of keys) and adds the chunk's weighted O_p
- * columns. Each LSE and each element of O_p is loaded once; a lane's
- * loads of PART_LOADS parts are issued together, then added in order (a
- * split decode merges 32 parts a row: one load at a time left a lane
- * waiting on 32 round trips).
+ * A row is merged by PART_GROUPS groups of LANES work-items; each lane
+ * owns four columns, and each group a share of the parts. The parts go by
+ * LANES * PART_GROUPS at a time: every work-item of the row brings one
+ * part's LSE into local memory, then each lane raises its running max to
+ * its share's, rescales its sum and accumulator (the flash forward's
+ * online softmax, over parts instead of keys) and adds the share's
+ * weighted O_p columns. The groups' states are then merged in group order
+ * by the first group (same inputs, same bits). Each LSE and each element
+ * of O_p is loaded once; a lane's loads of PART_LOADS parts are issued
+ * together, then added in order. (A split decode merges 32-64 parts a row
+ * over few rows: one group loading one part at a time left each lane
+ * waiting on 32-64 round trips, eight at a time on 4-8; the groups divide
+ * those by PART_GROUPS.)
  */
 
 #ifndef HEAD_DIM_MAX
@@ -23,11 +27,15 @@
 #ifndef PART_LOADS
 #define PART_LOADS 8        // parts whose O columns a lane loads before adding them (host: merge.c)
 #endif
+#ifndef PART_GROUPS
+#define PART_GROUPS 1       // lane groups sharing one row's parts (host: merge.c)
+#endif
 #define LANES (HEAD_DIM_MAX / 4)
-#define ROWS (WG_SIZE / LANES)
+#define ROW_LANES (LANES * PART_GROUPS)
+#define ROWS (WG_SIZE / ROW_LANES)
 
-#if WG_SIZE % LANES != 0
-#error "WG_SIZE must be a multiple of HEAD_DIM_MAX / 4"
+#if WG_SIZE % ROW_LANES != 0
+#error "WG_SIZE must be a multiple of HEAD_DIM_MAX / 4 * PART_GROUPS"
 #endif
 
 /* A lane's four columns of one part's O (those past head_dim 0). */
@@ -51,9 +59,15 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void merge_states(__global const store_t *o_parts, __global const float *lse_parts,
                   __global store_t *o, __global float *lse, const fcl_merge_params p
                   FCL_IO_PARAM) {
-  __local float lse_tile[ROWS][LANES];
+  __local float lse_tile[ROWS][ROW_LANES];
+#if PART_GROUPS > 1
+  __local float4 group_acc[ROWS][PART_GROUPS][LANES];
+  __local float group_m[ROWS][PART_GROUPS], group_sum[ROWS][PART_GROUPS];
+  __local int group_bad[ROWS][PART_GROUPS];
+#endif
   FCL_IO_INIT;
-  const int tid = get_local_id(0), lane = tid % LANES, r = tid / LANES;
+  const int tid = get_local_id(0), r = tid / ROW_LANES, within = tid % ROW_LANES;
+  const int group = within / LANES, lane = within % LANES;
   const ulong row = (ulong)get_group_id(0) * ROWS + r;
   const int live = row < p.rows;
   const int head_dim = (int)p.head_dim, parts = (int)p.parts, c = 4 * lane;
@@ -67,15 +81,18 @@ void merge_states(__global const store_t *o_parts, __global const float *lse_par
   float m = -INFINITY, sum = 0.0f;
   float4 acc = (float4)(0.0f);
   int bad = 0;  // a NaN or +inf LSE
-  for (int p0 = 0; p0 < parts; p0 += LANES) {
-    const int n = min(LANES, parts - p0);
-    if (lane < n)
-      lse_tile[r][lane] = live ? LOAD_F32(lse_parts, (ulong)(p0 + lane) * p.lse_part_stride +
-                                                         lse_at)
-                               : -INFINITY;
+  for (int p0 = 0; p0 < parts; p0 += ROW_LANES) {
+    const int n = min(ROW_LANES, parts - p0);
+    /* this group's share of the chunk: its parts [lo, hi) */
+    const int share = (n + PART_GROUPS - 1) / PART_GROUPS;
+    const int lo = min(n, group * share), hi = min(n, lo + share);
+    if (within < n)
+      lse_tile[r][within] = live ? LOAD_F32(lse_parts, (ulong)(p0 + within) * p.lse_part_stride +
+                                                           lse_at)
+                                 : -INFINITY;
     barrier(CLK_LOCAL_MEM_FENCE);
     float chunk_max = -INFINITY;
-    for (int i = 0; i < n; ++i) {
+    for (int i = lo; i < hi; ++i) {
       const float x = lse_tile[r][i];
       bad |= isnan(x) || x == INFINITY;
       chunk_max = fmax(chunk_max, x);
@@ -87,10 +104,10 @@ void merge_states(__global const store_t *o_parts, __global const float *lse_par
       m = chunk_max;
     }
     if (mine) {
-      for (int i0 = 0; i0 < n; i0 += PART_LOADS) {
+      for (int i0 = lo; i0 < hi; i0 += PART_LOADS) {
         /* a whole batch's loads unconditional; a last, short one's each
          * under its condition */
-        const int batch = min(PART_LOADS, n - i0);
+        const int batch = min(PART_LOADS, hi - i0);
         float4 x[PART_LOADS];
         if (batch == PART_LOADS) {
 UNROLL
@@ -118,7 +135,33 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);  // the next chunk overwrites lse_tile
   }
 
-  if (mine) {
+#if PART_GROUPS > 1
+  /* the groups' states, merged by the first group in group order */
+  if (lane == 0) {
+    group_m[r][group] = m;
+    group_sum[r][group] = sum;
+    group_bad[r][group] = bad;
+  }
+  group_acc[r][group][lane] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (group == 0) {
+    m = -INFINITY;
+    for (int j = 0; j < PART_GROUPS; ++j) {
+      m = fmax(m, group_m[r][j]);
+      bad |= group_bad[r][j];
+    }
+    sum = 0.0f;
+    acc = (float4)(0.0f);
+    for (int j = 0; j < PART_GROUPS; ++j)
+      if (group_sum[r][j] > 0.0f) {  // a group of empty parts (or none) weighs nothing
+        const float w = exp(group_m[r][j] - m);
+        sum += w * group_sum[r][j];
+        acc += w * group_acc[r][j][lane];
+      }
+  }
+#endif
+
+  if (mine && group == 0) {
     const float4 out = bad ? (float4)(NAN) : sum > 0.0f ? acc / sum : (float4)(0.0f);
     const ulong at = p.o.offset + b * p.o.batch + t * p.o.seq + h * p.o.head + c;
     if (p.vec4) {

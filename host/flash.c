@@ -163,10 +163,11 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
+    const fcl__merge_layout merge = fcl__merge_layout_of(limits, desc->head_dim, plan->splits);
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
-                             .wg_size = FCL__MERGE_WG};
-    fcl__merge_options(limits, desc->dtype, desc->head_dim, io_counter, &out[1].opts);
+                             .wg_size = merge.wg_size};
+    fcl__merge_options(&merge, desc->dtype, io_counter, &out[1].opts);
     return 2;
   }
   const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);

@@ -909,21 +909,24 @@ typedef struct fcl__merge_shape {
   int vec4;
   fcl_merge_sizes sizes;
 } fcl__merge_shape;
-/** Work-items per work-group of the merge kernel. */
-#define FCL__MERGE_WG 64
 /** Validates a merge descriptor as fcl_merge_states does. */
 fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *shape,
                                 char *why, size_t why_len);
-/** The head_dim bucket the merge kernel is built for: a power of two, at
- *  least 16. */
-unsigned fcl__merge_head_dim_max(size_t head_dim);
-/** The merge kernel's build options for a device. */
-void fcl__merge_options(const fcl_device_limits *limits, fcl_dtype dtype, size_t head_dim,
-                        cl_mem io_counter, fcl__options *opts);
+/** How the merge kernel (cl/merge.cl) is built for a device, a head_dim
+ *  and a number of parts: work-group size, head_dim bucket (a power of
+ *  two, at least 16), parts a lane loads at once, lane groups per row. */
+typedef struct fcl__merge_layout {
+  unsigned wg_size, head_dim_max, part_loads, part_groups;
+} fcl__merge_layout;
+fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
+                                       size_t parts);
+/** The merge kernel's build options for a layout. */
+void fcl__merge_options(const fcl__merge_layout *layout, fcl_dtype dtype, cl_mem io_counter,
+                        fcl__options *opts);
 /** The merge kernel with its arguments set, ready to launch. */
 typedef struct fcl__merge_run {
   cl_kernel kernel;
-  size_t global;
+  size_t global, local;
 } fcl__merge_run;
 /** Builds the merge kernel and sets its arguments (lse NULL: no merged
  *  LSE), so that launching it later costs one enqueue. */

@@ -102,12 +102,6 @@ fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_sizes *o
   return FCL_SUCCESS;
 }
 
-unsigned fcl__merge_head_dim_max(size_t head_dim) {
-  unsigned bucket = 16;
-  while (bucket < head_dim) bucket *= 2;
-  return bucket;
-}
-
 /* Parts whose O a lane loads before adding them (cl/merge.cl). On the H200
  * 8 made a 32-part merge 4-5 us faster (docs/performance.md, v16); Intel's
  * compiler spilled 4 and 8 (ocloc pvc: 192-576 bytes), so one there. */
@@ -115,13 +109,31 @@ static unsigned merge_part_loads(const fcl_device_limits *limits) {
   return limits->vendor == FCL_VENDOR_INTEL ? 1u : 8u;
 }
 
-void fcl__merge_options(const fcl_device_limits *limits, fcl_dtype dtype, size_t head_dim,
-                        cl_mem io_counter, fcl__options *opts) {
+/* Rows of a work-group of 128 (64 where a device allows no more), each
+ * merged by enough lane groups that a lane loads its share of the parts in
+ * one batch, as far as the work-group holds them: a split decode's few rows
+ * of 32-64 parts then wait on one or two round trips, not four to eight. */
+fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
+                                       size_t parts) {
+  fcl__merge_layout l = {.wg_size = limits->max_work_group_size >= 128 ? 128u : 64u,
+                         .head_dim_max = 16,
+                         .part_loads = merge_part_loads(limits),
+                         .part_groups = 1};
+  while (l.head_dim_max < head_dim) l.head_dim_max *= 2;
+  const size_t batches = (parts + l.part_loads - 1) / l.part_loads;
+  const unsigned row_groups = l.wg_size / (l.head_dim_max / 4);
+  while (l.part_groups < batches && 2 * l.part_groups <= row_groups) l.part_groups *= 2;
+  return l;
+}
+
+void fcl__merge_options(const fcl__merge_layout *layout, fcl_dtype dtype, cl_mem io_counter,
+                        fcl__options *opts) {
   fcl__options_init(opts);
   fcl__options_define(opts, "FCL_DTYPE", (long)dtype);
-  fcl__options_define(opts, "HEAD_DIM_MAX", (long)fcl__merge_head_dim_max(head_dim));
-  fcl__options_define(opts, "WG_SIZE", FCL__MERGE_WG);
-  fcl__options_define(opts, "PART_LOADS", (long)merge_part_loads(limits));
+  fcl__options_define(opts, "HEAD_DIM_MAX", (long)layout->head_dim_max);
+  fcl__options_define(opts, "WG_SIZE", (long)layout->wg_size);
+  fcl__options_define(opts, "PART_LOADS", (long)layout->part_loads);
+  fcl__options_define(opts, "PART_GROUPS", (long)layout->part_groups);
   fcl__options_count_io(opts, io_counter);
 }
 
@@ -129,16 +141,17 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
                               cl_mem lse_parts, cl_mem o, cl_mem lse, cl_mem io_counter,
                               fcl__merge_run *run) {
   run->kernel = NULL;
-  const unsigned head_dim_max = fcl__merge_head_dim_max(sh->desc.head_dim);
-  const size_t rows_per_group = FCL__MERGE_WG / (head_dim_max / 4);
-  FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < FCL__MERGE_WG,
-                FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %d; %s allows %zu",
-                FCL__MERGE_WG, ctx->info.name, ctx->info.limits.max_work_group_size);
+  const fcl__merge_layout layout =
+      fcl__merge_layout_of(&ctx->info.limits, sh->desc.head_dim, sh->desc.parts);
+  const size_t rows_per_group = layout.wg_size / (layout.head_dim_max / 4 * layout.part_groups);
+  FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < layout.wg_size,
+                FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %u; %s allows %zu",
+                layout.wg_size, ctx->info.name, ctx->info.limits.max_work_group_size);
   const size_t groups = (sh->rows + rows_per_group - 1) / rows_per_group;
   FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
                 "the merge needs %zu work-groups; at most %d fit", groups, INT32_MAX);
   fcl__options opts;
-  fcl__merge_options(&ctx->info.limits, sh->desc.dtype, sh->desc.head_dim, io_counter, &opts);
+  fcl__merge_options(&layout, sh->desc.dtype, io_counter, &opts);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_MERGE, &opts, "merge_states", &kernel));
   const fcl_merge_params p = {.o_parts = fcl__view_of(&sh->o_parts),
@@ -159,13 +172,13 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
     return status;
   }
   run->kernel = kernel;
-  run->global = groups * FCL__MERGE_WG;
+  run->global = groups * layout.wg_size;
+  run->local = layout.wg_size;
   return FCL_SUCCESS;
 }
 
 fcl_status fcl__merge_launch(fcl_context *ctx, const fcl__merge_run *run) {
-  const size_t local = FCL__MERGE_WG;
-  return fcl__launch(ctx, run->kernel, "merge_states", 1, &run->global, &local);
+  return fcl__launch(ctx, run->kernel, "merge_states", 1, &run->global, &run->local);
 }
 
 void fcl__merge_release(fcl_context *ctx, fcl__merge_run *run) {

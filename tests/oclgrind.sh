@@ -14,7 +14,8 @@
 # split over work-items, eight a row in one run), 2-byte local tiles (forced for simt f16, the
 # planner's choice on this device in the other 16-bit runs), a forward in
 # three key splits and their merge (--splits 3), the decode kernel (a few
-# packed rows, split, f16; and on a paged cache of 64-token pages in a
+# packed rows, in ten splits of 600 keys, whose merge shares a row's parts
+# between two lane groups, f16; and on a paged cache of 64-token pages in a
 # shuffled order, f32), the decode kernel on (emulated) matrix instructions
 # (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache, the CPU
 # kernels (d 72, f16, causal and not, both passes; and the forward of packed rows,
@@ -77,7 +78,7 @@ runs=(
   "mma-bf16-d128|--algo flash --kernel mma --dtype bf16 --heads 1 --head-dim 128|1|-"
   "naive-f32-d24|--algo naive --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal|1|-"
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
-  "decode-f16-d72-split3|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 3|2|-"
+  "decode-f16-d72-split10|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --seqlen-k 600 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 10|2|-"
   "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
   "decode-mma-bf16-d40-paged|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 64 --splits 2|1|-"
   "simt-bf16-d24-paged|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 64|2|-"
