@@ -16,10 +16,13 @@
  *     H200 that was 6-34% faster in every dtype, d and mask measured,
  *     docs/performance.md v3e), halved down to one while the launch has
  *     fewer than two work-groups per compute unit, as in the SIMT rule;
+ *     4 over 128-key tiles in 16-bit types at d <= 64 with a causal mask
+ *     (below);
  *   - Bc, from the registers first: a lane keeps its Q fragments (d/2
  *     floats in f32, d/4 words in 16-bit types), its accumulator (d/2
  *     floats) and Bc/2 scores. 64 keys fit everywhere but f32 beyond
  *     d = 64, where q and the accumulator already take 128 registers: 32;
+ *     the 16-bit causal rule's 4 warps take 128 at d <= 64;
  *   - then local memory: two tiles of Bc rows of HEAD_DIM_MAX + pad
  *     elements in the storage type (f32: 4 floats of pad, 16-bit: 8),
  *     halved down to 16 keys until they fit. At d = 128 that is 33 KiB (f32,
@@ -197,14 +200,22 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
     return FCL_ERROR_UNSUPPORTED;
   }
   const int fixed_wg = hint && hint->wg_size, fixed_bk = hint && hint->block_k;
+  /* 16-bit, causal, d <= 64: 4 warps over 128-key tiles (half the rows
+   * past the diagonal, twice the keys between barriers): 1.16-1.27x the
+   * 8 warps over 64 on an H100 in f16 and bf16, 1.00-1.03x without the
+   * mask (docs/performance.md, v19); the H200's tuned f16 plan (v17). */
+  const int causal_short = desc->dtype != FCL_DTYPE_F32 && desc->causal &&
+                           mma_head_dim_padded(desc) <= 64;
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc,
                             fixed_wg ? hint->wg_size
-                                     : mma_wg(limits, MMA_WARPS, 1, query_blocks, desc),
+                                     : mma_wg(limits, causal_short ? MMA_WARPS / 2 : MMA_WARPS,
+                                              1, query_blocks, desc),
                             4, &plan, why, why_len));
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   plan.block_k = fixed_bk                                               ? hint->block_k
+                 : causal_short                                          ? 128
                  : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
                                                                          : 64;
   /* Smaller key tiles, then (for the emulation's scratch) fewer warps. */
@@ -293,8 +304,9 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   plan.splits = plan.packed_heads = 1;
   /* Halves of the streamed tiles, each in flight while the warps compute
    * on the other where cp.async makes the fetch asynchronous, are a hint's
-   * (tile_buffers 2) until timed on a GPU: whole tiles by default. A half
-   * holds whole steps of SUB_TILES * 8 rows. */
+   * (tile_buffers 2): on an H100 they ran 0.91-0.97x whole tiles in f16
+   * fwd+bwd (docs/performance.md, v18). A half holds whole steps of
+   * SUB_TILES * 8 rows. */
   const unsigned halves_from = 2 * 8 * FCL__MMA_BWD_SUB_TILES;
   const unsigned buffers = hint && hint->tile_buffers ? hint->tile_buffers : 1;
   if (buffers == 2 && plan.block_q < halves_from) {
