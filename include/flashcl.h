@@ -954,7 +954,8 @@ FCL_API fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_
  *  its keys) weighs nothing, whatever its O holds; a row whose parts are
  *  all empty gets zeros and LSE = -INFINITY. A NaN or +INFINITY among a
  *  row's LSEs makes its O and LSE NaN. Otherwise the result's error is a
- *  few float roundings of each weighted sum.
+ *  few float roundings of each weighted sum; the same inputs on the same
+ *  device give the same bits (the parts are summed in a fixed order).
  *  Buffers as for fcl_attention_forward: of the context, large enough
  *  (fcl_merge_buffer_sizes), outputs sharing no byte with another argument
  *  and not CL_MEM_READ_ONLY; on failure the outputs are untouched.
