@@ -35,14 +35,6 @@
  * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
  * work-group, the other side once per tile it does not skip.
- *
- * The other side's BLOCK rows of a tile stream through local memory in
- * TILE_BUFFERS parts of STREAM_ROWS rows, in the same local memory: with
- * 2, each part is fetched (FETCH_TILE: cp.async on NVIDIA) while the warps
- * compute on the one before, where with 1 the work-group waits for its
- * loads before every tile. Parts run in order across the tiles and, in
- * dK/dV, across the heads of the group, so the pipeline never drains
- * between them.
  */
 
 #ifndef WARPS
@@ -57,9 +49,6 @@
 #ifndef TILE_LOADS_UNROLL
 #define TILE_LOADS_UNROLL 8  // loads in flight per work-item (mma.cl's LOAD_TILE)
 #endif
-#ifndef TILE_BUFFERS
-#define TILE_BUFFERS 1      // 2: the next part of the other side arrives during this one
-#endif
 
 #define WG_SIZE (32 * WARPS)
 #define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps, or pairs, that own 16 rows
@@ -70,9 +59,8 @@
 #if (HEAD_SPLIT != 1 && HEAD_SPLIT != 2) || WARPS % HEAD_SPLIT != 0
 #error "HEAD_SPLIT must be 1 or 2 and divide WARPS"
 #endif
-#define STREAM_ROWS (BLOCK / TILE_BUFFERS)  // rows of the other side per part
-#if SUB_TILES % 2 != 0 || STREAM_ROWS % SUB != 0 || (TILE_BUFFERS != 1 && TILE_BUFFERS != 2)
-#error "SUB_TILES must be even, TILE_BUFFERS 1 or 2, and 8 * SUB_TILES divide BLOCK / TILE_BUFFERS"
+#if SUB_TILES % 2 != 0 || BLOCK % SUB != 0
+#error "SUB_TILES must be even and 8 * SUB_TILES divide BLOCK"
 #endif
 #if PART_WIDTH % 2 != 0 || (FCL_DTYPE == 0 && PART_WIDTH % MMA_PART_STEPS != 0)
 #error "HEAD_DIM_MAX / HEAD_SPLIT must hold whole k-steps and partial sums"
@@ -144,64 +132,15 @@
 #define JOIN_HALVES(s, dp)
 #endif
 
-/* The parts' pipeline over `steps` parts: FETCH_PART(i, buffer) starts
- * part i's loads; the loop body, with `step` and `buf`, finds part `step`
- * whole in buffer `buf` after the barrier, and the barrier at its end frees
- * the buffer for the part after next. */
-#if TILE_BUFFERS == 2
-#define PIPELINE_BEGIN(steps)                                                   \
-  if ((steps) > 0) FETCH_PART(0, 0);                                            \
-  FETCH_COMMIT();                                                               \
-  for (int step = 0; step < (steps); ++step) {                                  \
-    const int buf = step & 1;                                                   \
-    if (step + 1 < (steps)) FETCH_PART(step + 1, buf ^ 1);                      \
-    FETCH_COMMIT();                                                             \
-    FETCH_WAIT(1);  /* this part's, not the next one's */
-#else
-#define PIPELINE_BEGIN(steps)                                                   \
-  for (int step = 0; step < (steps); ++step) {                                  \
-    const int buf = 0;                                                          \
-    FETCH_PART(step, 0);                                                        \
-    FETCH_COMMIT();                                                             \
-    FETCH_WAIT(0);
-#endif
-#define PIPELINE_END()                                                          \
-    barrier(CLK_LOCAL_MEM_FENCE); /* the buffer's next part may come */         \
-  }
-
-/* LSE and D of query rows [q0, q0 + STREAM_ROWS) from `stat` on, as stored
- * (FETCH_ROW_STATS, with the part's tiles); then, once this work-item's
- * fetches have arrived, what the products read (FINISH_ROW_STATS: LSE in
- * log2 units, rows from nq on LSE -inf and D 0, with ROW_KEYS_IN_LOCAL the
- * keys each row sees). Each work-item finishes the rows it fetched, so the
- * barrier after makes them the work-group's. */
-#define FETCH_ROW_STATS(lse_dst, d_dst, stat, q0)                               \
-  for (int i_ = tid; i_ < STREAM_ROWS; i_ += WG_SIZE) {                         \
-    const int live_ = (q0) + i_ < nq;                                           \
-    FETCH_F32(&(lse_dst)[i_], live_ ? lse + (stat) + (q0) + i_ : lse, live_);   \
-    FETCH_F32(&(d_dst)[i_], live_ ? dsum + (stat) + (q0) + i_ : dsum, live_);   \
-  }
-#define FINISH_ROW_STATS(lse_dst, lo_dst, hi_dst, q0)                          \
-  for (int i_ = tid; i_ < STREAM_ROWS; i_ += WG_SIZE) {                         \
-    const int row_ = (q0) + i_, live_ = row_ < nq;                              \
-    (lse_dst)[i_] = live_ ? (lse_dst)[i_] * M_LOG2E_F : -INFINITY;              \
-    ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk);                    \
-  }
-
 /* ---- dK, dV --------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
-  __local tile_t q_tile[TILE_BUFFERS][STREAM_ROWS * TILE_LD] __attribute__((aligned(16)));
-  __local tile_t do_tile[TILE_BUFFERS][STREAM_ROWS * TILE_LD] __attribute__((aligned(16)));
-  __local float lse2_tile[TILE_BUFFERS][STREAM_ROWS], d_tile[TILE_BUFFERS][STREAM_ROWS];
+  __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local float lse2_tile[BLOCK], d_tile[BLOCK];
 #if ROW_KEYS_IN_LOCAL
-  __local int lo_tile[TILE_BUFFERS][STREAM_ROWS], hi_tile[TILE_BUFFERS][STREAM_ROWS];
-#define LO_TILE lo_tile[buf]
-#define HI_TILE hi_tile[buf]
-#else
-#define LO_TILE 0
-#define HI_TILE 0
+  __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
 #endif
   DECLARE_PAIR_SUMS();
   MMA_DECLARE_PRODUCT_SCRATCH(WARPS);  // no quad reductions here
@@ -224,64 +163,53 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   ZERO_ACC(dv_acc);
 
   const int diag = nk - nq;
-  /* The query rows the block sees, in whole tiles of BLOCK rows, taken a
-   * part at a time: for each head of the group, parts first_part.. */
-  const int first_part = kb.q_lo / BLOCK * TILE_BUFFERS;
-  const int parts = ((kb.q_hi + BLOCK - 1) / BLOCK) * TILE_BUFFERS - first_part;
-  /* Part i: head member i / parts, query rows from q0. */
-#define PART_HEAD(i) (kb.kv_head * kb.group + (i) / parts)
-#define PART_Q0(i) ((first_part + (i) % parts) * STREAM_ROWS)
-#define FETCH_PART(i, b)                                                        \
-  {                                                                             \
-    const int head_ = PART_HEAD(i), q0_ = PART_Q0(i), rows_ = min(STREAM_ROWS, nq - q0_); \
-    FETCH_TILE(q_tile[b], q + fcl_at(p.q, batch, kb.seq.q_start, head_) + (size_t)q0_ * p.q.seq, \
-               rows_, STREAM_ROWS, p.q.seq);                                    \
-    FETCH_TILE(do_tile[b],                                                      \
-               dout + fcl_at(p.dout, batch, kb.seq.q_start, head_) + (size_t)q0_ * p.dout.seq, \
-               rows_, STREAM_ROWS, p.dout.seq);                                 \
-    FETCH_ROW_STATS(lse2_tile[b], d_tile[b],                                    \
-                    (size_t)batch * p.lse_batch + (size_t)head_ * p.lse_head + kb.seq.q_start, \
-                    q0_);                                                       \
-  }
+  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
 
-  float slope = 0.0f;
-  PIPELINE_BEGIN(kb.group * parts)
-    const int q0 = PART_Q0(step);
-    if (step % parts == 0) slope = ALIBI_SLOPE(batch, PART_HEAD(step));  // a head's first
-    FINISH_ROW_STATS(lse2_tile[buf], LO_TILE, HI_TILE, q0);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int masked = q0 < kb.full_lo || q0 + STREAM_ROWS > kb.full_hi;  // uniform over the group
+  /* a block that sees no query row reads nothing of its heads, slopes included */
+  const int members = first_tile < end_tile ? kb.group : 0;
+  for (int member = 0; member < members; ++member) {
+    const int head = kb.kv_head * kb.group + member;
+    const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
+    const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
+    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
+    const float slope = ALIBI_SLOPE(batch, head);
+    for (int tile = first_tile; tile < end_tile; ++tile) {
+      const int q0 = tile * BLOCK;
+      const int rows = min(BLOCK, nq - q0);
+      LOAD_TILE(q_tile, q + q_off + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
+      LOAD_TILE(do_tile, dout + do_off + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, stat, q0, BLOCK, nq, nk);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
-    for (int sb = 0; sb < STREAM_ROWS; sb += SUB) {
-      __local const tile_t *q_sub = q_tile[buf] + sb * TILE_LD + col0;
-      __local const tile_t *do_sub = do_tile[buf] + sb * TILE_LD + col0;
-      float s[SUB_TILES][4], dp[SUB_TILES][4];
-      MMA_SCORES(s, SUB_TILES, ka, PART_WIDTH, q_sub, split_tf32);
-      MMA_SCORES(dp, SUB_TILES, va, PART_WIDTH, do_sub, split_tf32);
-      JOIN_HALVES(s, dp);
-      /* s[n][i]: key key_g + 8 (i >> 1), query q0 + sb + 8 n + 2 t + (i & 1) */
+      for (int sb = 0; sb < BLOCK; sb += SUB) {
+        __local const tile_t *q_sub = q_tile + sb * TILE_LD + col0;
+        __local const tile_t *do_sub = do_tile + sb * TILE_LD + col0;
+        float s[SUB_TILES][4], dp[SUB_TILES][4];
+        MMA_SCORES(s, SUB_TILES, ka, PART_WIDTH, q_sub, split_tf32);
+        MMA_SCORES(dp, SUB_TILES, va, PART_WIDTH, do_sub, split_tf32);
+        JOIN_HALVES(s, dp);
+        /* s[n][i]: key key_g + 8 (i >> 1), query q0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
-      for (int n = 0; n < SUB_TILES; ++n)
+        for (int n = 0; n < SUB_TILES; ++n)
 UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const int qi = sb + 8 * n + 2 * t + (i & 1), key = key_g + 8 * (i >> 1);
-          const float lse2_i = lse2_tile[buf][qi];
-          int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
-          if (masked) seen = seen && KEY_SEEN_BY(key, q0 + qi, nq, nk, LO_TILE[qi], HI_TILE[qi]);
-          float dscale;
-          const float pr = fcl_prob(s[n][i], p, lse2_i, slope, q0 + qi + diag - key, &dscale);
-          s[n][i] = seen ? pr : 0.0f;
-          dp[n][i] = s[n][i] * (dp[n][i] - d_tile[buf][qi]) * dscale;
-        }
-      MMA_ACCUMULATE(dv_acc, PART_WIDTH, s, SUB_TILES, do_sub);
-      MMA_ACCUMULATE(dk_acc, PART_WIDTH, dp, SUB_TILES, q_sub);
+          for (int i = 0; i < 4; ++i) {
+            const int qi = sb + 8 * n + 2 * t + (i & 1), key = key_g + 8 * (i >> 1);
+            const float lse2_i = lse2_tile[qi];
+            int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
+            if (masked)
+              seen = seen && KEY_SEEN_BY(key, q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
+            float dscale;
+            const float pr = fcl_prob(s[n][i], p, lse2_i, slope, q0 + qi + diag - key, &dscale);
+            s[n][i] = seen ? pr : 0.0f;
+            dp[n][i] = s[n][i] * (dp[n][i] - d_tile[qi]) * dscale;
+          }
+        MMA_ACCUMULATE(dv_acc, PART_WIDTH, s, SUB_TILES, do_sub);
+        MMA_ACCUMULATE(dk_acc, PART_WIDTH, dp, SUB_TILES, q_sub);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
     }
-  PIPELINE_END()
-#undef FETCH_PART
-#undef PART_HEAD
-#undef PART_Q0
-#undef LO_TILE
-#undef HI_TILE
+  }
 
   STORE_ROWS(dk_acc, dk + fcl_at(p.dk, batch, kb.seq.k_start, kb.kv_head), key_g, nk, p.dk.seq,
              p.scale);
@@ -294,8 +222,8 @@ UNROLL
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
-  __local tile_t k_tile[TILE_BUFFERS][STREAM_ROWS * TILE_LD] __attribute__((aligned(16)));
-  __local tile_t v_tile[TILE_BUFFERS][STREAM_ROWS * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
 #if ROW_KEYS_IN_LOCAL
   __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
@@ -336,29 +264,23 @@ UNROLL
   }
 
   const int diag = nk - nq;
-  /* The keys the block sees, in whole tiles of BLOCK keys, a part at a time. */
-  const int first_part = qb.k_lo / BLOCK * TILE_BUFFERS;
-  const int parts = ((qb.k_hi + BLOCK - 1) / BLOCK) * TILE_BUFFERS - first_part;
+  const int first_tile = qb.k_lo / BLOCK, end_tile = (qb.k_hi + BLOCK - 1) / BLOCK;
   __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
   __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
-#define PART_K0(i) ((first_part + (i)) * STREAM_ROWS)
-#define FETCH_PART(i, b)                                                        \
-  {                                                                             \
-    const int k0_ = PART_K0(i), keys_ = min(STREAM_ROWS, nk - k0_);             \
-    FETCH_TILE(k_tile[b], k_rows + (size_t)k0_ * p.k.seq, keys_, STREAM_ROWS, p.k.seq); \
-    FETCH_TILE(v_tile[b], v_rows + (size_t)k0_ * p.v.seq, keys_, STREAM_ROWS, p.v.seq); \
-  }
 
-  PIPELINE_BEGIN(parts)
-    const int k0 = PART_K0(step);
+  for (int tile = first_tile; tile < end_tile; ++tile) {
+    const int k0 = tile * BLOCK;
+    const int keys = min(BLOCK, nk - k0);
+    LOAD_TILE(k_tile, k_rows + (size_t)k0 * p.k.seq, keys, BLOCK, p.k.seq);
+    LOAD_TILE(v_tile, v_rows + (size_t)k0 * p.v.seq, keys, BLOCK, p.v.seq);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int masked = k0 < qb.full_lo || k0 + STREAM_ROWS > qb.full_hi;  // uniform over the group
+    const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;  // uniform over the group
 
-    for (int sb = 0; sb < STREAM_ROWS; sb += SUB) {
-      __local const tile_t *k_sub = k_tile[buf] + sb * TILE_LD + col0;
+    for (int sb = 0; sb < BLOCK; sb += SUB) {
+      __local const tile_t *k_sub = k_tile + sb * TILE_LD + col0;
       float s[SUB_TILES][4], dp[SUB_TILES][4];
       MMA_SCORES(s, SUB_TILES, qa, PART_WIDTH, k_sub, split_tf32);
-      MMA_SCORES(dp, SUB_TILES, doa, PART_WIDTH, v_tile[buf] + sb * TILE_LD + col0, split_tf32);
+      MMA_SCORES(dp, SUB_TILES, doa, PART_WIDTH, v_tile + sb * TILE_LD + col0, split_tf32);
       JOIN_HALVES(s, dp);
       /* s[n][i]: row row_g + 8 (i >> 1), key k0 + sb + 8 n + 2 t + (i & 1) */
 UNROLL
@@ -375,9 +297,8 @@ UNROLL
         }
       MMA_ACCUMULATE(dq_acc, PART_WIDTH, dp, SUB_TILES, k_sub);
     }
-  PIPELINE_END()
-#undef FETCH_PART
-#undef PART_K0
+    barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites K and V
+  }
 
   STORE_ROWS(dq_acc, dq + fcl_at(p.dq, qb.batch, qb.seq.q_start, qb.head), row_g, nq, p.dq.seq,
              p.scale);

@@ -413,8 +413,7 @@ typedef ushort4 chunk_t;
 
 /* FETCH_TILE: LOAD_TILE, started and left in flight on NVIDIA (PTX
  * cp.async: global to local memory without passing through registers, so
- * the work-group computes while the tile arrives); FETCH_F32 the same for
- * one float (0 where !valid). FETCH_COMMIT closes the
+ * the work-group computes while the tile arrives). FETCH_COMMIT closes the
  * fetches started since the last one into a group; FETCH_WAIT(n) returns
  * once at most the n latest groups of this work-item are in flight, and a
  * barrier after it makes the tiles whole for the work-group. Elsewhere,
@@ -433,18 +432,12 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
                :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
 #endif
 }
-inline void fetch_f32(__local float *dst, __global const float *src, int valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
-               :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
 #define FETCH_TILE(tile, src, rows, tile_rows, stride) \
   TILE_CHUNKS_BY(fetch_chunk, tile, src, rows, tile_rows, stride)
-#define FETCH_F32(dst, src, valid) fetch_f32(dst, src, valid)
 #define FETCH_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define FETCH_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
 #else
 #define FETCH_TILE(tile, src, rows, tile_rows, stride) LOAD_TILE(tile, src, rows, tile_rows, stride)
-#define FETCH_F32(dst, src, valid) (*(dst) = (valid) ? LOAD_F32(src, 0) : 0.0f)
 #define FETCH_COMMIT() ((void)0)
 #define FETCH_WAIT(n) ((void)0)
 #endif

@@ -98,7 +98,6 @@ static void backward_options(const fcl_device_limits *limits, const fcl_plan *pl
     mma_options(limits, plan, desc, io_counter, opts);
     fcl__options_define(opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
     fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
-    fcl__options_define(opts, "TILE_BUFFERS", (long)plan->tile_buffers);
     return;
   }
   if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
@@ -462,8 +461,7 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .tile_elem_size = hint->tile_elem_size,
                       .kernel = hint->kernel,
                       .splits = hint->splits,
-                      .packed_heads = hint->packed_heads,
-                      .tile_buffers = hint->tile_buffers};
+                      .packed_heads = hint->packed_heads};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

@@ -340,10 +340,6 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
              FCL_MAX_SPLITS);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (hint->tile_buffers > 2) {
-    fcl__say(why, why_len, "tile_buffers = %u; it must be 0, 1 or 2", hint->tile_buffers);
-    return FCL_ERROR_INVALID_ARGUMENT;
-  }
   return FCL_SUCCESS;
 }
 

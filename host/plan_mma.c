@@ -302,21 +302,6 @@ fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
   plan.local_bytes = fcl__flash_bwd_mma_local_bytes(&plan, emulate, row_keys);
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "backward", why, why_len);
   plan.splits = plan.packed_heads = 1;
-  /* Halves of the streamed tiles, each in flight while the warps compute
-   * on the other where cp.async makes the fetch asynchronous, are a hint's
-   * (tile_buffers 2): on an H100 they ran 0.91-0.97x whole tiles in f16
-   * fwd+bwd (docs/performance.md, v18). A half holds whole steps of
-   * SUB_TILES * 8 rows. */
-  const unsigned halves_from = 2 * 8 * FCL__MMA_BWD_SUB_TILES;
-  const unsigned buffers = hint && hint->tile_buffers ? hint->tile_buffers : 1;
-  if (buffers == 2 && plan.block_q < halves_from) {
-    fcl__say(why, why_len,
-             "tile_buffers = 2 streams halves of the MMA backward's %u-row tiles; they need "
-             "blocks of at least %u rows",
-             plan.block_q, halves_from);
-    return FCL_ERROR_UNSUPPORTED;
-  }
-  plan.tile_buffers = buffers;
   *out = plan;
   return FCL_SUCCESS;
 }

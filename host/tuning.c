@@ -361,7 +361,6 @@ static int entry_member(json *j, const char *key, void *arg) {
       {"tile_elem_size", offsetof(fcl_plan, tile_elem_size), 4},
       {"splits", offsetof(fcl_plan, splits), FCL_MAX_SPLITS},
       {"packed_heads", offsetof(fcl_plan, packed_heads), 1024},
-      {"tile_buffers", offsetof(fcl_plan, tile_buffers), 2},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i)
     if (strcmp(key, fields[i].name) == 0)
@@ -718,8 +717,7 @@ void fcl__tuning_release(fcl_context *ctx) {
 
 int fcl__hint_given(const fcl_plan *h) {
   return h && (h->block_k || h->wg_size || h->threads_per_row || h->rows_per_thread ||
-               h->tile_elem_size || h->kernel || h->splits || h->packed_heads ||
-               h->tile_buffers);
+               h->tile_elem_size || h->kernel || h->splits || h->packed_heads);
 }
 
 fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl_attention_desc *desc,

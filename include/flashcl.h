@@ -607,15 +607,6 @@ typedef struct fcl_plan {
    *  problem's bucket (fcl_context_set_tuning_dir), 0 when the planner's
    *  rules or a tiling hint made it. Ignored in a hint. */
   unsigned tuned;
-  /** The MMA backward's buffers for the side it streams (Q and dO in
-   *  dK/dV, K and V in dQ): 2 where a tile's block_q rows come in two
-   *  halves, each fetched while the warps compute on the other (NVIDIA's
-   *  cp.async); 1 where the whole tile is loaded and then used. Both take
-   *  the same local memory and give the same bits; 2 needs blocks of at
-   *  least 32 rows. The planner takes 1: on an H100 halves ran 0.91-0.97x
-   *  whole tiles in f16 fwd+bwd (docs/performance.md, v18). 0 in a hint:
-   *  the planner's choice; 0 in other plans. */
-  unsigned tile_buffers;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for

@@ -41,9 +41,7 @@
 # within 4 minutes on 2 cores, the mma runs, Oclgrind's slowest (f32's
 # 3xTF32 products above all), take one mask each and 2 heads on 1 (1 head at
 # d 128), and at d 24 and 72 work-groups of 64 (--tiling 0,64,0,0: two
-# warps, two query tiles; faster there, slower at d 128), whose backward
-# streams its tiles in halves (--tile-buffers 2, NVIDIA's pipeline; d 128
-# keeps whole tiles, the planner's choice here). The naive runs
+# warps, two query tiles; faster there, slower at d 128). The naive runs
 # (CLBlast's GEMMs, simulated in seconds per head) take one mask and the
 # shape of an mma run with few heads.
 # Usage: tests/oclgrind.sh path/to/flashcl-bench
@@ -73,8 +71,8 @@ runs=(
   "simt-bf16-d128|--algo flash --kernel simt --dtype bf16 --heads 2 --heads-kv 1 --head-dim 128 --causal|1|-"
   "simt-f32-d72-rows8|--algo flash --kernel simt --dtype f32 ${gqa[*]} --head-dim 72 --causal --tiling 16,64,8,1|1|-"
   "simt-f16-d24-split3|--algo flash --kernel simt --dtype f16 ${gqa[*]} --head-dim 24 --causal --splits 3|1|-"
-  "mma-f32-d24|--algo flash --kernel mma --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal --tiling 0,64,0,0 --tile-buffers 2|1|-"
-  "mma-f16-d72|--algo flash --kernel mma --dtype f16 --heads 2 --heads-kv 1 --head-dim 72 --causal --tiling 0,64,0,0 --tile-buffers 2|1|-"
+  "mma-f32-d24|--algo flash --kernel mma --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal --tiling 0,64,0,0|1|-"
+  "mma-f16-d72|--algo flash --kernel mma --dtype f16 --heads 2 --heads-kv 1 --head-dim 72 --causal --tiling 0,64,0,0|1|-"
   "mma-bf16-d128|--algo flash --kernel mma --dtype bf16 --heads 1 --head-dim 128|1|-"
   "naive-f32-d24|--algo naive --dtype f32 --heads 2 --heads-kv 1 --head-dim 24 --causal|1|-"
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"

@@ -305,21 +305,17 @@ START_TEST(backward_counted_bytes_equal_the_model) {
   th_problem_init(&p, ctx, &desc, 310, 1.0);
   th_grad_inputs g;
   th_grad_inputs_init(&g, ctx, &p, 310);
-  for (unsigned tpr = 4; tpr <= 8; tpr += 4)
-    for (unsigned buffers = 1; buffers <= 2; ++buffers) {
-      const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = 128,
-                            .threads_per_row = tpr, .tile_buffers = buffers};
-      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
-      th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
-      ck_assert_msg(run.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-      ck_assert_uint_eq(run.info.plan.tile_buffers, buffers);
-      ck_assert_msg(run.info.bytes_counted == run.info.bytes_model,
-                    "MMA, threads_per_row %u, %u tile buffers: counted %llu bytes, the model "
-                    "says %llu",
-                    tpr, buffers, (unsigned long long)run.info.bytes_counted,
-                    (unsigned long long)run.info.bytes_model);
-      th_backward_free(&run);
-    }
+  for (unsigned tpr = 4; tpr <= 8; tpr += 4) {
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA, .threads_per_row = tpr};
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
+    th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
+    ck_assert_msg(run.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+    ck_assert_msg(run.info.bytes_counted == run.info.bytes_model,
+                  "MMA, threads_per_row %u: counted %llu bytes, the model says %llu", tpr,
+                  (unsigned long long)run.info.bytes_counted,
+                  (unsigned long long)run.info.bytes_model);
+    th_backward_free(&run);
+  }
   th_grad_inputs_free(&g);
   th_problem_free(&p);
   fcl_context_release(ctx);
@@ -498,62 +494,6 @@ START_TEST(flash_backward_tiling_override_gives_the_same_answer) {
 }
 END_TEST
 
-/* The MMA backward's tiles in halves (tile_buffers 2: on NVIDIA each half
- * arrives while the warps compute on the other) take the same products in
- * the same order as whole tiles: the same bits, over causal and windowed
- * masks (whose visible keys the kernels keep per row), GQA, one warp per
- * 16 rows and warp pairs, f32 and 16-bit storage. The whole tiles' answers
- * are the other tests'. */
-START_TEST(mma_backward_in_halves_gives_the_same_bits) {
-  static const struct {
-    size_t heads, heads_kv, nq, nk, d;
-    fcl_dtype dtype;
-    int causal, left, right;
-    unsigned wg, tpr;
-  } cases[] = {
-      {3, 1, 70, 90, 64, FCL_DTYPE_F32, 1, -1, -1, 128, 4},
-      {2, 2, 77, 61, 64, FCL_DTYPE_F32, 0, -1, -1, 128, 8},
-      {4, 2, 90, 70, 40, FCL_DTYPE_F16, 0, 17, 3, 64, 4},
-      {2, 1, 45, 100, 32, FCL_DTYPE_BF16, 0, 30, 0, 64, 4},
-  };
-  fcl_context *ctx = th_context();
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
-    fcl_attention_desc desc;
-    fcl_attention_desc_init(&desc, 2, cases[c].heads, cases[c].heads_kv, cases[c].nq,
-                            cases[c].nk, cases[c].d);
-    desc.dtype = cases[c].dtype;
-    desc.causal = cases[c].causal;
-    desc.window_left = cases[c].left;
-    desc.window_right = cases[c].right;
-    th_problem p;
-    th_problem_init(&p, ctx, &desc, 330 + c, 1.0);
-    th_grad_inputs g;
-    th_grad_inputs_init(&g, ctx, &p, 330 + c);
-    th_backward whole = {0};
-    for (unsigned buffers = 1; buffers <= 2; ++buffers) {
-      const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = cases[c].wg,
-                            .threads_per_row = cases[c].tpr, .tile_buffers = buffers};
-      ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
-      th_backward run = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
-      ck_assert_msg(run.status == FCL_SUCCESS, "case %zu: %s", c, fcl_context_last_error(ctx));
-      ck_assert_uint_eq(run.info.plan.tile_buffers, buffers);
-      if (buffers == 1) {
-        whole = run;
-        continue;
-      }
-      ck_assert_msg(!memcmp(whole.dq, run.dq, p.q_elems * sizeof(float)), "case %zu: dQ", c);
-      ck_assert_msg(!memcmp(whole.dk, run.dk, p.kv_elems * sizeof(float)), "case %zu: dK", c);
-      ck_assert_msg(!memcmp(whole.dv, run.dv, p.kv_elems * sizeof(float)), "case %zu: dV", c);
-      th_backward_free(&run);
-    }
-    th_backward_free(&whole);
-    th_grad_inputs_free(&g);
-    th_problem_free(&p);
-  }
-  fcl_context_release(ctx);
-}
-END_TEST
-
 int main(void) {
   Suite *s = suite_create("backward");
   TCase *tc = th_tcase("backward");
@@ -569,7 +509,6 @@ int main(void) {
                       FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_loop_test(tc, flash_backward_in_half_storage, 0, 3);
   tcase_add_test(tc, flash_backward_tiling_override_gives_the_same_answer);
-  tcase_add_test(tc, mma_backward_in_halves_gives_the_same_bits);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

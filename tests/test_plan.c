@@ -513,11 +513,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               ck_assert_uint_eq(plan.wg_size % (8 * tpr), 0);
               ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
               ck_assert_uint_eq(plan.block_k % 16, 0);
-              if (pass == FCL_PASS_BACKWARD) {
-                ck_assert_uint_eq(plan.block_k, plan.block_q);
-                /* whole tiles unless a hint asks for halves */
-                ck_assert_uint_eq(plan.tile_buffers, 1);
-              }
+              if (pass == FCL_PASS_BACKWARD) ck_assert_uint_eq(plan.block_k, plan.block_q);
               ck_assert_uint_ge(plan.head_dim_padded, d);
               ck_assert_uint_eq(plan.local_bytes, mma_local_bytes(pass, &plan, !sm, &desc));
               ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
@@ -567,19 +563,6 @@ START_TEST(mma_plans_fit_every_made_up_device) {
                    FCL_SUCCESS);
   ck_assert_uint_eq(plan.wg_size, 64);
   ck_assert_uint_eq(plan.block_k, 32);
-  /* halves of a streamed tile hold whole steps of 16 rows: blocks of 32 */
-  const fcl_plan halves_16 = {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 16, .tile_buffers = 2};
-  ck_assert_int_eq(
-      fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &halves_16, &plan, why, sizeof why),
-      FCL_ERROR_UNSUPPORTED);
-  ck_assert_ptr_nonnull(strstr(why, "tile_buffers"));
-  const fcl_plan halves_32 = {.kernel = FCL_FLASH_KERNEL_MMA, .block_k = 32, .tile_buffers = 2};
-  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &halves_32, &plan, NULL, 0),
-                   FCL_SUCCESS);
-  ck_assert_uint_eq(plan.tile_buffers, 2);
-  const fcl_plan three_buffers = {.kernel = FCL_FLASH_KERNEL_MMA, .tile_buffers = 3};
-  ck_assert_int_eq(fcl__check_tiling_hint_why(&three_buffers, NULL, 0),
-                   FCL_ERROR_INVALID_ARGUMENT);
   desc.dtype = FCL_DTYPE_F32;
   const fcl_plan three_rows = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
   ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three_rows, &plan, NULL, 0),

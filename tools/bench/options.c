@@ -108,9 +108,6 @@ static const char usage[] =
     "  --packed-heads G  the forward's blocks hold the rows of the G query heads\n"
     "                    of a KV head (K and V read once for them): G =\n"
     "                    heads / heads-kv, 1 = never, 0 = the planner's\n"
-    "  --tile-buffers T  the MMA backward's streamed tiles: 2 = in halves, each\n"
-    "                    fetched while the other is used; 1 = loaded whole,\n"
-    "                    then used; 0 = the planner's (default)\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -271,7 +268,7 @@ static int parse_varlen(parser *ps, const char *text, bench_options *o) {
 
 int bench_tiling_given(const fcl_plan *t) {
   return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
-         t->tile_elem_size || t->kernel || t->splits || t->packed_heads || t->tile_buffers;
+         t->tile_elem_size || t->kernel || t->splits || t->packed_heads;
 }
 
 static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
@@ -281,7 +278,6 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
     return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
   const unsigned kernel = hint->kernel, splits = hint->splits, packed = hint->packed_heads;
-  const unsigned buffers = hint->tile_buffers;
   memset(hint, 0, sizeof *hint);
   hint->block_k = (unsigned)v[0];
   hint->wg_size = (unsigned)v[1];
@@ -291,7 +287,6 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   hint->kernel = kernel;
   hint->splits = splits;
   hint->packed_heads = packed;
-  hint->tile_buffers = buffers;
   return 0;
 }
 
@@ -412,13 +407,6 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
         return refuse(ps, "--packed-heads needs 0 (the planner's), 1 (never) or heads / "
                           "heads-kv: %s", vwhy);
       o->tiling.packed_heads = (unsigned)packed;
-    } else if (!strcmp(a, "--tile-buffers")) {
-      VALUE(val);
-      char vwhy[FCLU_WHY_LEN];
-      uint64_t buffers;
-      if (fclu_parse_u64(val, 0, 2, &buffers, vwhy, sizeof vwhy) != 0)
-        return refuse(ps, "--tile-buffers needs 0 (the planner's), 1 or 2: %s", vwhy);
-      o->tiling.tile_buffers = (unsigned)buffers;
     } else if (!strcmp(a, "--paged")) {
       VALUE(val);
       uint64_t ps_tokens;
