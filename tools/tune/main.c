@@ -288,9 +288,11 @@ static size_t enumerate(const fcl_device_limits *lim, const fcl__bucket *b,
     }
   } else {
     if (native_mma) {
-      static const unsigned block_ks[] = {0, 32, 64, 128};
+      /* 16: fewer score registers a lane, where f32 at d 128 spills with 32
+       * (docs/performance.md, v19) */
+      static const unsigned block_ks[] = {0, 16, 32, 64, 128};
       for (int w = 0; w < 3; ++w)
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 5; ++k) {
           const fcl_plan h = {.kernel = FCL_FLASH_KERNEL_MMA, .wg_size = wgs[w],
                               .block_k = block_ks[k]};
           consider(lim, b, shapes, n_shapes, &h, out, &n);
