@@ -560,7 +560,19 @@ typedef struct fcl_key_block {
   /* Query rows [q_lo, q_hi) see some key of the block, [full_lo, full_hi)
    * all of them (params.h, fcl_block_queries). */
   int q_lo, q_hi, full_lo, full_hi;
+  /* The query tiles of block_k rows it streams, [first_tile, end_tile), and
+   * the heads of its group it reads them for: none where it sees no query
+   * row, so that such a block reads nothing of them, slopes included (as
+   * host/iomodel.c counts). */
+  int first_tile, end_tile, heads;
 } fcl_key_block;
+
+/* Head `member` of a key block's group: its index, and where its rows of Q
+ * and dO (elements) and of LSE and D (floats) start. */
+typedef struct fcl_group_head {
+  int head;
+  size_t q, dout, stats;
+} fcl_group_head;
 
 inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int *seqs,
                                           __global const int *work, int block_k IO_LOADS) {
@@ -590,7 +602,19 @@ inline fcl_key_block fcl_locate_key_block(const fcl_params p, __global const int
   if (b.keys > 0)
     fcl_block_queries(b.seq.nq, b.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), b.k0, b.keys,
                       &b.q_lo, &b.q_hi, &b.full_lo, &b.full_hi);
+  b.first_tile = b.q_lo / block_k;
+  b.end_tile = (b.q_hi + block_k - 1) / block_k;
+  b.heads = b.first_tile < b.end_tile ? b.group : 0;
   return b;
+}
+
+inline fcl_group_head fcl_group_head_of(const fcl_params p, const fcl_key_block kb, int member) {
+  fcl_group_head h;
+  h.head = kb.kv_head * kb.group + member;
+  h.q = fcl_at(p.q, kb.batch, kb.seq.q_start, h.head);
+  h.dout = fcl_at(p.dout, kb.batch, kb.seq.q_start, h.head);
+  h.stats = (size_t)kb.batch * p.lse_batch + (size_t)h.head * p.lse_head + kb.seq.q_start;
+  return h;
 }
 
 /* The ALiBi slope of (batch, head), 0 without ALiBi. */

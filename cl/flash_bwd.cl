@@ -59,7 +59,7 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
-  const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head, group = kb.group;
+  const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head;
   const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
   const size_t k_off = fcl_at(p.k, batch, kb.seq.k_start, kv_head);
   const size_t v_off = fcl_at(p.v, batch, kb.seq.k_start, kv_head);
@@ -84,27 +84,22 @@ UNROLL
 
   /* Keys past the sequence need no mask: their gradients are never stored. */
   const int diag = nk - nq;
-  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
   const int slice_base4 = slice * (SLICE_STRIDE / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* a block that sees no query row reads nothing of its heads, slopes included */
-  const int members = first_tile < end_tile ? group : 0;
-  for (int member = 0; member < members; ++member) {
-    const int head = kv_head * group + member;
-    const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
-    const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
-    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
-    const float slope = ALIBI_SLOPE(batch, head);
-    for (int tile = first_tile; tile < end_tile; ++tile) {
+  for (int member = 0; member < kb.heads; ++member) {
+    const fcl_group_head gh = fcl_group_head_of(p, kb, member);
+    const float slope = ALIBI_SLOPE(batch, gh.head);
+    for (int tile = kb.first_tile; tile < kb.end_tile; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, nq - q0);
 
       /* ---- Q, dO, LSE, D and the rows' keys of this query tile ---- */
-      load_tile_pair(q_tile, do_tile, q + q_off + (size_t)q0 * p.q.seq,
-                     dout + do_off + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
+      load_tile_pair(q_tile, do_tile, q + gh.q + (size_t)q0 * p.q.seq,
+                     dout + gh.dout + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
                      head_dim, p.vec4 IO_LOADS_ARG);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, stat, q0, BLOCK, nq, nk);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
+                     nk);
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 

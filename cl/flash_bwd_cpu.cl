@@ -54,7 +54,7 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
   FCL_IO_INIT;
 
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
-  const int batch = kb.batch, kv_head = kb.kv_head, group = kb.group;
+  const int batch = kb.batch, kv_head = kb.kv_head;
   const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
   const int diag = nk - nq;
   __global const store_t *k_base = k + fcl_at(p.k, batch, kb.seq.k_start, kv_head);
@@ -87,27 +87,22 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
   for (int r = 0; r < BLOCK; ++r)
     for (int c = 0; c < VECS; ++c) dk_acc[r][c] = dv_acc[r][c] = (float16)(0.0f);
 
-  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
-  /* a block that sees no query row reads nothing of its heads, slopes included */
-  const int members = first_tile < end_tile ? group : 0;
-  for (int member = 0; member < members; ++member) {
-    const int head = kv_head * group + member;
-    __global const store_t *q_base = q + fcl_at(p.q, batch, kb.seq.q_start, head);
-    __global const store_t *do_base = dout + fcl_at(p.dout, batch, kb.seq.q_start, head);
-    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
-    const float slope = ALIBI_SLOPE(batch, head);
-    for (int tile = first_tile; tile < end_tile; ++tile) {
+  for (int member = 0; member < kb.heads; ++member) {
+    const fcl_group_head gh = fcl_group_head_of(p, kb, member);
+    __global const store_t *q_base = q + gh.q, *do_base = dout + gh.dout;
+    const float slope = ALIBI_SLOPE(batch, gh.head);
+    for (int tile = kb.first_tile; tile < kb.end_tile; ++tile) {
       const int q0 = tile * BLOCK, rows = min(BLOCK, nq - q0);
       fcl_cpu_tile(q_tile, BLOCK, q_base + (size_t)q0 * p.q.seq, p.q.seq, rows, head_dim,
                    vec IO_LOADS_ARG);
       fcl_cpu_tile(do_tile, BLOCK, do_base + (size_t)q0 * p.dout.seq, p.dout.seq, rows, head_dim,
                    vec IO_LOADS_ARG);
-      if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
+      if (tile + 1 < kb.end_tile)  // the next tile on its way into the cache (cpu.cl)
         FCL_CPU_PREFETCH_TILES(q_base + (size_t)(q0 + BLOCK) * p.q.seq, p.q.seq,
                                do_base + (size_t)(q0 + BLOCK) * p.dout.seq, p.dout.seq,
                                min(BLOCK, nq - q0 - BLOCK), head_dim);
       float lse2[BLOCK], d[BLOCK];
-      fcl_cpu_row_stats(lse2, d, lse, dsum, stat, q0, BLOCK, nq IO_LOADS_ARG);
+      fcl_cpu_row_stats(lse2, d, lse, dsum, gh.stats, q0, BLOCK, nq IO_LOADS_ARG);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;
 
       for (int ch = 0; ch < CHUNKS; ++ch)

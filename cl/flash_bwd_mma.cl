@@ -163,22 +163,17 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   ZERO_ACC(dv_acc);
 
   const int diag = nk - nq;
-  const int first_tile = kb.q_lo / BLOCK, end_tile = (kb.q_hi + BLOCK - 1) / BLOCK;
 
-  /* a block that sees no query row reads nothing of its heads, slopes included */
-  const int members = first_tile < end_tile ? kb.group : 0;
-  for (int member = 0; member < members; ++member) {
-    const int head = kb.kv_head * kb.group + member;
-    const size_t q_off = fcl_at(p.q, batch, kb.seq.q_start, head);
-    const size_t do_off = fcl_at(p.dout, batch, kb.seq.q_start, head);
-    const size_t stat = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + kb.seq.q_start;
-    const float slope = ALIBI_SLOPE(batch, head);
-    for (int tile = first_tile; tile < end_tile; ++tile) {
+  for (int member = 0; member < kb.heads; ++member) {
+    const fcl_group_head gh = fcl_group_head_of(p, kb, member);
+    const float slope = ALIBI_SLOPE(batch, gh.head);
+    for (int tile = kb.first_tile; tile < kb.end_tile; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, nq - q0);
-      LOAD_TILE(q_tile, q + q_off + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
-      LOAD_TILE(do_tile, dout + do_off + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, stat, q0, BLOCK, nq, nk);
+      LOAD_TILE(q_tile, q + gh.q + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
+      LOAD_TILE(do_tile, dout + gh.dout + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
+                     nk);
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
