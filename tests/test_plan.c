@@ -384,31 +384,31 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
   lim.compute_units = 132;
   lim.nvidia_sm = 90;
   for (int causal = 0; causal < 2; ++causal)
-  for (size_t t = 0; t < 3; ++t)
-    for (size_t d = 16; d <= 256; d += 8) {
-      fcl_attention_desc desc;
-      fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, d);
-      desc.dtype = all_dtypes[t];
-      desc.causal = causal;
-      fcl_plan plan;
-      ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
-                       FCL_SUCCESS);
-      if (d > 128 || (t == 0 && d < 64)) {  /* f32 below 64: unmeasured */
-        ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
-        continue;
+    for (size_t t = 0; t < 3; ++t)
+      for (size_t d = 16; d <= 256; d += 8) {
+        fcl_attention_desc desc;
+        fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, d);
+        desc.dtype = all_dtypes[t];
+        desc.causal = causal;
+        fcl_plan plan;
+        ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0),
+                         FCL_SUCCESS);
+        if (d > 128 || (t == 0 && d < 64)) {  /* f32 below 64: unmeasured */
+          ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+          continue;
+        }
+        /* 16-bit causal up to 64: 4 warps over 128 keys; else 8 over 64 (f32
+         * past 64: 32) */
+        const int causal_short = causal && t > 0 && d <= 64;
+        ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
+        ck_assert_uint_eq(plan.wg_size, causal_short ? 128 : 256);
+        ck_assert_uint_eq(plan.block_q, causal_short ? 64 : 128);
+        ck_assert_uint_eq(plan.block_k, causal_short ? 128 : t == 0 && d > 64 ? 32 : 64);
+        ck_assert_uint_eq(plan.head_dim_padded, (d + 15) / 16 * 16);
+        ck_assert_uint_eq(plan.tile_elem_size, fcl_dtype_size(desc.dtype));
+        ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
+        ck_assert_uint_eq(plan.local_bytes, fcl__flash_mma_local_bytes(&plan, 0));
       }
-      /* 16-bit causal up to 64: 4 warps over 128 keys; else 8 over 64 (f32
-       * past 64: 32) */
-      const int causal_short = causal && t > 0 && d <= 64;
-      ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_MMA);
-      ck_assert_uint_eq(plan.wg_size, causal_short ? 128 : 256);
-      ck_assert_uint_eq(plan.block_q, causal_short ? 64 : 128);
-      ck_assert_uint_eq(plan.block_k, causal_short ? 128 : t == 0 && d > 64 ? 32 : 64);
-      ck_assert_uint_eq(plan.head_dim_padded, (d + 15) / 16 * 16);
-      ck_assert_uint_eq(plan.tile_elem_size, fcl_dtype_size(desc.dtype));
-      ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
-      ck_assert_uint_eq(plan.local_bytes, fcl__flash_mma_local_bytes(&plan, 0));
-    }
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 4, 16, 16, 4096, 4096, 60);
   desc.dtype = FCL_DTYPE_F16;
