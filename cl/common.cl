@@ -549,6 +549,161 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
                 sum_ == 0.0f ? -INFINITY : top_ * p.lse_factor + log(sum_));    \
   }
 
+/* ---- merging attention states ------------------------------------------
+ * Parts p over disjoint keys, with natural LSE_p and O_p, merge to
+ * O = sum_p w_p O_p / sum_p w_p and LSE = m + log(sum_p w_p), w_p =
+ * exp(LSE_p - m) for the largest LSE m (merge.cl, and the merge in a split
+ * launch below). A part of LSE -inf weighs nothing, whatever its O (a
+ * split that saw no key); a NaN or +inf LSE makes the row NaN; no weight
+ * at all gives zeros and -inf. */
+inline int fcl_merge_bad(float lse_part) { return isnan(lse_part) || lse_part == INFINITY; }
+
+inline void fcl_merge_add(float lse_part, float4 o_part, float m, float *sum, float4 *acc) {
+  if (lse_part != -INFINITY) {
+    const float w = exp(lse_part - m);
+    *sum += w;
+    *acc += w * o_part;
+  }
+}
+
+inline float4 fcl_merged_o(float4 acc, float sum, int bad) {
+  return bad ? (float4)(NAN) : sum > 0.0f ? acc / sum : (float4)(0.0f);
+}
+
+inline float fcl_merged_lse(float m, float sum, int bad) {
+  return bad ? NAN : sum > 0.0f ? m + log(sum) : -INFINITY;
+}
+
+/* ---- a split forward's merge in its own launch --------------------------
+ * MERGE_LAST_SPLIT = 1 (SPLIT_KV decode kernels; fcl_plan.merge): each
+ * work-group, its partial O and LSE stored, fences them device-wide and
+ * counts itself done in arrivals[block]; the one whose count completes the
+ * block (whichever split it ran) merges the block's splits exactly, as
+ * fcl_merge_states does, into o_merged and lse_merged, and sets the count
+ * back to 0. Nothing waits for another work-group, so nothing depends on
+ * which run at once. It adds the splits in their order: the same bits
+ * whichever finishes last. Each partial LSE and O element is loaded once,
+ * as by the merge kernel, so the I/O model is the same (the count is not
+ * counted). docs/design.md, "The merge", says why the fences suffice. */
+#ifndef MERGE_LAST_SPLIT
+#define MERGE_LAST_SPLIT 0
+#endif
+#if MERGE_LAST_SPLIT && !SPLIT_KV
+#error "MERGE_LAST_SPLIT merges the splits of a SPLIT_KV forward"
+#endif
+#if MERGE_LAST_SPLIT
+#define MERGE_LOADS 16  // parts whose O a work-item loads before adding them (v20: 16 for 8)
+
+/* Orders this work-item's global loads and stores against other compute
+ * units': NVIDIA's membar.gl, by name (fence.sc.gpu in the PTX memory
+ * model); elsewhere OpenCL's global fence. */
+inline void fcl_fence_device(void) {
+#if FCL_NVIDIA_PTX
+  asm volatile("membar.gl;" ::: "memory");
+#else
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+/* The merge of block qb's p.splits partial states, by the work-group
+ * (wg_size items, all of them calling; rows and head_dim_max are the
+ * kernel's BLOCK_Q and HEAD_DIM_MAX): its LSEs staged in `stage` (rows x
+ * p.splits floats of local memory the kernel is done with; the planner
+ * keeps splits within it), then four columns of a row a work-item. */
+inline void fcl_merge_block_splits(const fcl_params p, const fcl_query_block qb, int tid,
+                                   int wg_size, int rows, int head_dim_max,
+                                   __global const store_t *o_parts,
+                                   __global const float *lse_parts,
+                                   __global store_t *o_merged, __global float *lse_merged,
+                                   __local float *stage IO_LOADS IO_STORES) {
+  IO_HELPER_INIT;
+  const int splits = p.splits, slots = qb.seq.nq * PACK_GQA, quads = head_dim_max / 4;
+  const size_t lse0 = (size_t)qb.batch * p.lse_batch + (size_t)qb.head * p.lse_head + qb.seq.q_start;
+  __global const store_t *part_rows = o_parts + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head);
+  __global store_t *o_rows = o_merged + fcl_at(p.o_merged, qb.batch, qb.seq.q_start, qb.head);
+  /* A work-item's first batch of O parts is loaded with the LSEs, so that
+   * the two wait on one round trip (a split decode has 32-64 parts). */
+  float4 x[MERGE_LOADS];
+  {
+    const int r = tid / quads, c = (tid - r * quads) * 4, slot = qb.q0 + r;
+    if (r < rows && slot < slots && c < p.head_dim) {
+      const size_t at = (size_t)SLOT_TOKEN(slot) * p.o.seq + (size_t)SLOT_HEAD(slot) * p.o.head + c;
+UNROLL
+      for (int j = 0; j < MERGE_LOADS; ++j)
+        x[j] = j < splits ? LOAD4(part_rows, at + (size_t)j * p.o_split) : (float4)(0.0f);
+    }
+  }
+  for (int i = tid; i < rows * splits; i += wg_size) {  // [row][split]
+    const int r = i / splits, s = i - r * splits, slot = qb.q0 + r;
+    stage[i] = slot < slots ? LOAD_F32(lse_parts, lse0 + (size_t)s * p.lse_split +
+                                                      (size_t)SLOT_HEAD(slot) * p.lse_head +
+                                                      SLOT_TOKEN(slot))
+                            : -INFINITY;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = tid; i < rows * quads; i += wg_size) {
+    const int r = i / quads, c = (i - r * quads) * 4, slot = qb.q0 + r;
+    if (slot >= slots || c >= p.head_dim) continue;
+    __local const float *row_lse = stage + r * splits;
+    float m = -INFINITY, sum = 0.0f;
+    int bad = 0;  // a NaN or +inf LSE
+    for (int s = 0; s < splits; ++s) {
+      bad |= fcl_merge_bad(row_lse[s]);
+      m = fmax(m, row_lse[s]);
+    }
+    const size_t part_at = (size_t)SLOT_TOKEN(slot) * p.o.seq + (size_t)SLOT_HEAD(slot) * p.o.head + c;
+    float4 acc = (float4)(0.0f);
+    for (int s0 = 0; s0 < splits; s0 += MERGE_LOADS) {
+      if (i != tid || s0 != 0) {  // (the first batch is in)
+UNROLL
+        for (int j = 0; j < MERGE_LOADS; ++j)
+          x[j] = s0 + j < splits ? LOAD4(part_rows, part_at + (size_t)(s0 + j) * p.o_split)
+                                 : (float4)(0.0f);
+      }
+UNROLL
+      for (int j = 0; j < MERGE_LOADS; ++j)
+        fcl_merge_add(s0 + j < splits ? row_lse[s0 + j] : -INFINITY, x[j], m, &sum, &acc);
+    }
+    STORE4(o_rows, (size_t)SLOT_TOKEN(slot) * p.o_merged.seq +
+                       (size_t)SLOT_HEAD(slot) * p.o_merged.head + c,
+           fcl_merged_o(acc, sum, bad));
+    if (FCL_STORES_LSE(lse_merged) && c == 0)
+      STORE_F32(lse_merged, lse0 + (size_t)SLOT_HEAD(slot) * p.lse_head + SLOT_TOKEN(slot),
+                fcl_merged_lse(m, sum, bad));
+  }
+  IO_HELPER_LOADS_DONE();
+  IO_HELPER_STORES_DONE();
+}
+
+/* The arrival, and the merge by the block's last split: a statement macro
+ * at kernel scope after the partial state's stores (FCL_DECODE_STORE),
+ * with qb, tid, o, lse, o_merged, lse_merged and arrivals in scope. The
+ * fences before the count and after it are the release and acquire of
+ * the PTX memory model's fence-and-atomic patterns; thread 0's, either
+ * side of the barriers, carry the work-group's stores and loads. */
+#define FCL_MERGE_LAST_SPLIT(stage)                                              \
+  fcl_fence_device();                                                           \
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE); /* stage read: free */   \
+  if (tid == 0) {                                                               \
+    const int block_ = get_group_id(0) % (get_num_groups(0) / p.splits);       \
+    fcl_fence_device();                                                         \
+    const int last_ = atomic_inc(arrivals + block_) == p.splits - 1;           \
+    if (last_) atomic_xchg(arrivals + block_, 0);                               \
+    fcl_fence_device();                                                         \
+    (stage)[0] = last_ ? 1.0f : 0.0f; /* the verdict, in local memory it has */ \
+  }                                                                             \
+  barrier(CLK_LOCAL_MEM_FENCE);                                                  \
+  const int merge_last_ = (stage)[0] != 0.0f;                                   \
+  barrier(CLK_LOCAL_MEM_FENCE); /* read by all before the merge stages LSEs */  \
+  if (merge_last_) {                                                            \
+    fcl_fence_device();                                                         \
+    fcl_merge_block_splits(p, qb, tid, WG_SIZE, BLOCK_Q, HEAD_DIM_MAX, o, lse, o_merged, \
+                           lse_merged, (stage) IO_LOADS_ARG IO_STORES_ARG);     \
+  }
+#else
+#define FCL_MERGE_LAST_SPLIT(stage)
+#endif
+
 /* ---- the key-block grid ----------------------------------------------------
  * The backward's dK/dV kernels own a block of keys of one (batch, kv head)
  * and stream the query tiles of every query head of its group. Key blocks

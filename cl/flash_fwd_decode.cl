@@ -18,6 +18,9 @@
  * The I/O is the other forwards': Q once per block (through local memory,
  * each element loaded by one work-item), the keys of whole BLOCK_K tiles
  * from the first any row sees to the last, O and LSE once per row.
+ *
+ * Split (SPLIT_KV), the block's last split may merge the splits in this
+ * launch (MERGE_LAST_SPLIT, cl/common.cl), in the local state.
  */
 
 #ifndef HEAD_DIM_MAX
@@ -213,5 +216,6 @@ UNROLL
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   FCL_DECODE_STORE(state, KEY_GROUPS);
+  FCL_MERGE_LAST_SPLIT(state);
   FCL_IO_COMMIT();
 }

@@ -37,8 +37,10 @@
  * f16 and bf16 storage (f32 takes flash_fwd_decode.cl); head_dim up to
  * HEAD_DIM_MAX, a multiple of 32, and a multiple of 4 (vec4 views). The
  * I/O is the other decode kernel's: Q once per block, the keys of whole
- * BLOCK_K tiles, O and LSE once per row. Emulated (MMA_EMULATE) it runs
- * anywhere, for tests: every warp then takes the same number of steps.
+ * BLOCK_K tiles, O and LSE once per row; split, its merge may run in this
+ * launch as there (MERGE_LAST_SPLIT, cl/common.cl). Emulated (MMA_EMULATE)
+ * it runs anywhere, for tests: every warp then takes the same number of
+ * steps.
  */
 
 #ifndef BLOCK_Q
@@ -231,5 +233,6 @@ UNROLL
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   FCL_DECODE_STORE(state, WARPS);
+  FCL_MERGE_LAST_SPLIT(state);
   FCL_IO_COMMIT();
 }

@@ -94,7 +94,7 @@ void merge_states(__global const store_t *o_parts, __global const float *lse_par
     float chunk_max = -INFINITY;
     for (int i = lo; i < hi; ++i) {
       const float x = lse_tile[r][i];
-      bad |= isnan(x) || x == INFINITY;
+      bad |= fcl_merge_bad(x);
       chunk_max = fmax(chunk_max, x);
     }
     if (chunk_max > m) {  // exp(-inf) = 0 for the first finite max
@@ -122,14 +122,8 @@ UNROLL
                                          c, head_dim, p.vec4 IO_LOADS_ARG);
         }
 UNROLL
-        for (int j = 0; j < PART_LOADS; ++j) {
-          const float l = j < batch ? lse_tile[r][i0 + j] : -INFINITY;
-          if (l != -INFINITY) {  // an empty part weighs nothing, whatever its O
-            const float w = exp(l - m);
-            sum += w;
-            acc += w * x[j];
-          }
-        }
+        for (int j = 0; j < PART_LOADS; ++j)
+          fcl_merge_add(j < batch ? lse_tile[r][i0 + j] : -INFINITY, x[j], m, &sum, &acc);
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);  // the next chunk overwrites lse_tile
@@ -162,7 +156,7 @@ UNROLL
 #endif
 
   if (mine && group == 0) {
-    const float4 out = bad ? (float4)(NAN) : sum > 0.0f ? acc / sum : (float4)(0.0f);
+    const float4 out = fcl_merged_o(acc, sum, bad);
     const ulong at = p.o.offset + b * p.o.batch + t * p.o.seq + h * p.o.head + c;
     if (p.vec4) {
       STORE4(o, at, out);
@@ -173,7 +167,7 @@ UNROLL
       if (c + 3 < head_dim) STORE1(o, at + 3, out.w);
     }
     if (FCL_STORES_LSE(lse) && lane == 0)
-      STORE_F32(lse, lse_at, bad ? NAN : sum > 0.0f ? m + log(sum) : -INFINITY);
+      STORE_F32(lse, lse_at, fcl_merged_lse(m, sum, bad));
   }
   FCL_IO_COMMIT();
 }

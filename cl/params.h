@@ -38,6 +38,10 @@ typedef struct fcl_view {
 
 typedef struct fcl_params {
   fcl_view q, k, v, o, dout, dq, dk, dv;
+  /* A split forward that merges in its own launch (MERGE_LAST_SPLIT): the
+   * caller's O, which a block's last split writes; o is then the splits'
+   * packed partial O. */
+  fcl_view o_merged;
   /* LSE and the backward's D = rowsum(dO * O), floats: row i of (b, h)
    * at b * lse_batch + h * lse_head + token (token as above). */
   FCL_U64 lse_batch, lse_head;
@@ -118,7 +122,10 @@ typedef struct fcl_append_params {
   X(alibi, const float)   /* ALiBi slopes [batch or 1][heads_q] */            \
   X(seqs, const int)      /* ragged: per batch q_start, nq, k_start, nk */   \
   X(work, const int)      /* ragged: (batch, block) per work item */          \
-  X(pages, const int)     /* paged: the block table [batch][pages_per_seq] */
+  X(pages, const int)     /* paged: the block table [batch][pages_per_seq] */ \
+  X(o_merged, store_t)    /* MERGE_LAST_SPLIT: the caller's O, by p.o_merged */\
+  X(lse_merged, float)    /* ... and its LSE, as lse (NULL: none wanted) */   \
+  X(arrivals, int)        /* ... splits done per block; 0 between launches */
 
 /* ---- the mask ----------------------------------------------------------
  * Every visibility decision of the library comes from these three

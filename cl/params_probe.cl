@@ -10,8 +10,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void params_probe(FCL_ATTENTION_PARAMS) {
   __global ulong *out = (__global ulong *)o;
   int n = 0;
-  const fcl_view views[8] = {p.q, p.k, p.v, p.o, p.dout, p.dq, p.dk, p.dv};
-  for (int i = 0; i < 8; ++i) {
+  const fcl_view views[9] = {p.q, p.k, p.v, p.o, p.dout, p.dq, p.dk, p.dv, p.o_merged};
+  for (int i = 0; i < 9; ++i) {
     out[n++] = views[i].offset;
     out[n++] = views[i].batch;
     out[n++] = views[i].seq;
@@ -47,4 +47,7 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = (ulong)seqs[0];
   out[n++] = (ulong)work[0];
   out[n++] = (ulong)pages[0];
+  out[n++] = as_uint(o_merged[0]);
+  out[n++] = as_uint(lse_merged[0]);
+  out[n++] = (ulong)arrivals[0];
 }

@@ -65,7 +65,7 @@ static const char *const bench_numeric[] = {"--batch",  "--heads",    "--heads-k
 static const char *const bench_values[] = {
     "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--head-dim", "--warmup",
     "--repeat", "--device", "--algo", "--pass", "--dtype", "--tiling", "--kernel", "--json",
-    "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", "--splits",
+    "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", "--splits", "--merge",
     "--packed-heads", "--cache-lens", NULL};
 static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
                                            "--seqlen", "--seqlen-k", "--head-dim", NULL};

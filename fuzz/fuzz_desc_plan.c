@@ -50,7 +50,8 @@
  *   FCL_MAX_SPLITS + 2: one past the largest) and packed_heads (byte,
  *   modulo 10); a merge's part count (byte) and part stride (size), for
  *   the merge descriptor's checks over the same sizes and q's layout; a
- *   paged cache's flags byte and sizes (see there). Fields were appended in that
+ *   paged cache's flags byte and sizes (see there); the hint's merge (byte,
+ *   modulo 4: 3 is no fcl_split_merge). Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -183,7 +184,8 @@ static int same_plan(const fcl_plan *a, const fcl_plan *b) {
   return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
          a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
          a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
-         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel;
+         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
+         a->splits == b->splits && a->merge == b->merge;
 }
 
 static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *desc,
@@ -194,6 +196,15 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   /* Key splits cover the keys in whole tiles, none empty; packing is a
    * group's heads or none; the backward does neither. */
   CHECK(plan->splits >= 1 && plan->splits <= FCL_MAX_SPLITS && (forward || plan->splits == 1));
+  /* A split one merges one way, in its launch with a decode kernel only,
+   * as the hint asks where it asks; an unsplit one not at all. */
+  const int in_launch =
+      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+  CHECK(plan->splits > 1 ? plan->merge == FCL_SPLIT_MERGE_KERNEL ||
+                               (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT && in_launch &&
+                                plan->splits <= fcl__decode_state_row_floats(plan))
+                         : plan->merge == FCL_SPLIT_MERGE_AUTO);
+  if (hint && hint->merge && plan->splits > 1) CHECK(plan->merge == hint->merge);
   if (forward) {
     const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
     CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
@@ -421,6 +432,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     given.desc.pages_per_seq = (size_t)take(&r, 2);
     given.desc.num_pages = (size_t)take(&r, 2);
   }
+  hint.merge = (unsigned)take(&r, 1) % 4;
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
@@ -483,7 +495,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_why(why, why_len);
     if (st == FCL_SUCCESS) {
       /* forward: the attention, and a split one's merge; backward: D, then dK/dV and dQ */
-      CHECK(count == (pass == FCL_PASS_FORWARD ? (plan.splits > 1 ? 2u : 1u) : 2u));
+      CHECK(count == (pass == FCL_PASS_FORWARD
+                          ? (plan.merge == FCL_SPLIT_MERGE_KERNEL ? 2u : 1u)
+                          : 2u));
       const fcl_program_info *main = &programs[pass == FCL_PASS_FORWARD ? 0 : 1];
       CHECK(main->local_bytes == plan.local_bytes && main->wg_size == plan.wg_size);
       for (unsigned i = 0; i < count; ++i) {

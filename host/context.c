@@ -456,6 +456,15 @@ static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_i
                 "than context");
   FCL_RETURN_IF(ctx, queue_device != device, FCL_ERROR_INVALID_ARGUMENT,
                 "fcl_context_wrap: queue runs on another device than device");
+  /* A call's commands, the kept scratch's leases and the split forward's
+   * arrival counts (scratch.c) rely on one command finishing before the
+   * next starts. */
+  cl_command_queue_properties props = 0;
+  err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  FCL_RETURN_IF(ctx, err == CL_SUCCESS && (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE),
+                FCL_ERROR_INVALID_ARGUMENT,
+                "fcl_context_wrap: queue executes out of order; flashcl needs an in-order "
+                "queue");
   err = clGetContextInfo(context, CL_CONTEXT_NUM_DEVICES, sizeof context_devices,
                          &context_devices, NULL);
   FCL_RETURN_IF(ctx, err != CL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT,

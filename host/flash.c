@@ -162,6 +162,10 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
+    if (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT) {
+      fcl__options_define(&out[0].opts, "MERGE_LAST_SPLIT", 1);
+      return 1;
+    }
     const fcl__merge_layout merge = fcl__merge_layout_of(limits, desc->head_dim, plan->splits);
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
@@ -235,16 +239,17 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
 
 /* The split forward's scratch: every split's partial O (storage type,
  * packed) and LSE, leased from the context (scratch.c), and the merge that
- * combines them into the caller's O and LSE, prepared before the timer
- * starts so that the call's time holds its launch only. */
+ * combines them into the caller's O and LSE: the merge kernel, prepared
+ * before the timer starts so that the call's time holds its launch only,
+ * or the arrival counts of the merge in the split launch. */
 typedef struct split_run {
-  cl_mem o, lse;
+  cl_mem o, lse, arrivals;
   fcl__merge_shape merge;
   fcl__merge_run merge_run;
 } split_run;
 
 static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fcl_plan *plan,
-                                fcl_params *params, fcl__attention_buffers *bufs,
+                                size_t blocks, fcl_params *params, fcl__attention_buffers *bufs,
                                 split_run *run) {
   const fcl_attention_desc *desc = &sh->desc;
   const size_t splits = plan->splits;
@@ -270,11 +275,19 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
   const fcl_tensor_layout packed = {0};
   const fcl_tensor_layout scratch = fcl__resolve_layout(&packed, desc->batch, desc->seqlen_q,
                                                         desc->heads_q, desc->head_dim, sh->ragged);
+  params->o_merged = params->o;
   params->o = fcl__view_of(&scratch);
   params->o_split = sh->q_elems;
   params->lse_split = sh->lse_elems;
   params->splits = (cl_int)splits;
   params->split_keys = (cl_int)fcl__split_keys(plan, desc->seqlen_k);
+  if (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT) {
+    /* a count per block: the launch's work-groups of one split */
+    FCL_FORWARD_IF(fcl__arrivals_lease(ctx, blocks, &run->arrivals));
+    bufs->o_merged = bufs->o;
+    bufs->lse_merged = bufs->lse;
+    bufs->arrivals = run->arrivals;
+  }
   bufs->o = run->o;
   bufs->lse = run->lse;
   return FCL_SUCCESS;
@@ -289,9 +302,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
                                      &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
                 ctx->info.name, why);
-  if (sh->lse_elems == 0) call->plan.splits = 1;  /* a ragged batch without queries */
+  if (sh->lse_elems == 0) {  /* a ragged batch without queries */
+    call->plan.splits = 1;
+    call->plan.merge = FCL_SPLIT_MERGE_AUTO;
+  }
   const fcl_plan *plan = &call->plan;
-  const int split = plan->splits > 1;
+  const int split = plan->splits > 1, merge_kernel = plan->merge == FCL_SPLIT_MERGE_KERNEL;
 
   flash_program programs[2];
   flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->io_counter, programs);
@@ -308,9 +324,11 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
                                  .lse = call->lse, .alibi = desc->alibi_slopes,
                                  .seqs = ragged.seqs, .work = ragged.work_q,
                                  .pages = desc->block_table};
+  const size_t blocks = block_groups(sh, ragged.items_q, desc->seqlen_q * plan->packed_heads,
+                                     desc->heads_q / plan->packed_heads, plan->block_q);
   if (status == FCL_SUCCESS && split)
-    status = split_prepare(ctx, sh, plan, &params, &bufs, &parts);
-  if (status == FCL_SUCCESS && split)
+    status = split_prepare(ctx, sh, plan, blocks, &params, &bufs, &parts);
+  if (status == FCL_SUCCESS && merge_kernel)
     status = fcl__merge_prepare(ctx, &parts.merge, parts.o, parts.lse, call->o, call->lse,
                                 call->io_counter, &parts.merge_run);
   size_t groups = 0;
@@ -319,22 +337,18 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   if (status == FCL_SUCCESS)
     status = fcl__set_attention_args(ctx, kernel, name, &bufs, &params, call->io_counter);
   if (status == FCL_SUCCESS)
-    status = checked_groups(ctx, block_groups(sh, ragged.items_q,
-                                              desc->seqlen_q * plan->packed_heads,
-                                              desc->heads_q / plan->packed_heads,
-                                              plan->block_q) *
-                                     plan->splits,
-                            "flash forward", &groups);
+    status = checked_groups(ctx, blocks * plan->splits, "flash forward", &groups);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
   if (status == FCL_SUCCESS && groups) {
     size_t global = groups * plan->wg_size, local = plan->wg_size;
     status = fcl__launch(ctx, kernel, name, 1, &global, &local);
   }
-  /* The caller's O and LSE are written by the merge alone. */
-  if (status == FCL_SUCCESS && split) status = fcl__merge_launch(ctx, &parts.merge_run);
+  /* Split, the caller's O and LSE are written by the merge alone. */
+  if (status == FCL_SUCCESS && merge_kernel) status = fcl__merge_launch(ctx, &parts.merge_run);
   fcl__merge_release(ctx, &parts.merge_run);
   fcl__scratch_return(ctx, &parts.o);
   fcl__scratch_return(ctx, &parts.lse);
+  fcl__release_mem(&parts.arrivals);
   fcl__ragged_release(&ragged);
   fcl__kernel_return(ctx, &kernel);
   return status;
@@ -461,7 +475,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .tile_elem_size = hint->tile_elem_size,
                       .kernel = hint->kernel,
                       .splits = hint->splits,
-                      .packed_heads = hint->packed_heads};
+                      .packed_heads = hint->packed_heads,
+                      .merge = hint->merge};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

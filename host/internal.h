@@ -77,6 +77,10 @@ struct fcl_context {
   long inject_ops;        /* operations of the armed kinds seen so far */
   /* Device scratch kept between calls (scratch.c). */
   fcl__scratch_slot scratch[FCL__SCRATCH_SLOTS];
+  /* The split forward's arrival counts (scratch.c): `arrival_counts`
+   * ints, all 0 between launches. */
+  cl_mem arrivals;
+  size_t arrival_counts;
   /* Tuned plans (tuning.c): the device's database, NULL until one is
    * loaded or tuned plans are switched; and the context's log of
    * warnings (NUL-terminated lines, at most FCL__LOG_MAX bytes). */
@@ -97,6 +101,11 @@ fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what, 
 /** Gives a leased buffer back (after the call's last enqueue that uses
  *  it) and sets *mem to NULL; NULL is a no-op. */
 void fcl__scratch_return(fcl_context *ctx, cl_mem *mem);
+/** The split forward's arrival counts (cl/common.cl, MERGE_LAST_SPLIT):
+ *  at least `count` ints, all 0, as every launch that uses them leaves
+ *  them. A retained reference, given back with fcl__release_mem after the
+ *  call's last enqueue. */
+fcl_status fcl__arrivals_lease(fcl_context *ctx, size_t count, cl_mem *out);
 /** Releases the kept buffers (the context's release). */
 void fcl__scratch_release(fcl_context *ctx);
 
@@ -197,8 +206,6 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/** 1 when a tiling hint sets any field (NULL: 0). */
-int fcl__hint_given(const fcl_plan *h);
 /** A call's plan: the context's tiling hint where one is set; else the
  *  tuned plan of its bucket where the database has one that plans it
  *  (plan->tuned = 1); else the rules. */
@@ -312,6 +319,9 @@ void fcl__release_mem(cl_mem *mem);
  *  as fcl__buffer on failure. */
 cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char *what,
                    fcl_status *status);
+/** A read-write device buffer of `bytes` zeros; as fcl__buffer on failure. */
+cl_mem fcl__zeroed_buffer(fcl_context *ctx, size_t bytes, const char *what,
+                          fcl_status *status);
 
 /** Enqueues a 1–3 dimensional NDRange; `name` labels errors. */
 fcl_status fcl__launch(fcl_context *ctx, cl_kernel kernel, const char *name,
@@ -829,6 +839,10 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
  *  device (whose partial sums may go through local memory, and whose
  *  matrix instructions may be emulated). */
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
+/** Floats per block row of either decode kernel's local state (key groups
+ *  or warps x (HEAD_DIM_MAX + 2)): how many splits' LSEs a row of the
+ *  merge in the split launch stages there (cl/common.cl). */
+size_t fcl__decode_state_row_floats(const fcl_plan *plan);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */
 fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,

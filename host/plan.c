@@ -340,12 +340,21 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
              FCL_MAX_SPLITS);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (hint->merge > FCL_SPLIT_MERGE_LAST_SPLIT) {
+    fcl__say(why, why_len, "merge = %u is not an fcl_split_merge", hint->merge);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
   return FCL_SUCCESS;
 }
 
 const char *fcl_flash_kernel_name(unsigned kernel) {
   static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu"};
   return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
+}
+
+const char *fcl_split_merge_name(unsigned merge) {
+  static const char *const names[] = {"auto", "kernel", "last-split"};
+  return merge < sizeof names / sizeof names[0] ? names[merge] : "unknown";
 }
 
 unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
@@ -403,6 +412,51 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   plan->splits = (unsigned)splits;
   const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
   plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
+}
+
+/* How a split forward merges (fcl_plan.merge says the rule). The merge in
+ * the split launch saves the host a second launch (5-7 us on NVIDIA's
+ * driver, v10) but ends each work-group on a device-wide fence and its
+ * block on one work-group's merge: on an H100, back to back, B 1 calls
+ * that read 4-32 MiB of K and V (bound by the host's launches) ran 15-20
+ * us where two launches ran 19-31, and those that read 64-128 MiB ran
+ * 0.92-0.99x the merge kernel's speed (docs/performance.md, v20). So
+ * it is taken where the call reads at most MERGE_IN_LAUNCH_BYTES_PER_CU of
+ * K and V per compute unit, and only where its fence and count were proven:
+ * NVIDIA's driver and CPUs (PoCL; their decode kernels are asked for, never
+ * planned). */
+#define MERGE_IN_LAUNCH_BYTES_PER_CU ((size_t)256 << 10)
+static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                               const fcl_plan *hint, fcl_plan *plan, char *why,
+                               size_t why_len) {
+  plan->merge = FCL_SPLIT_MERGE_AUTO;
+  if (plan->splits <= 1) return FCL_SUCCESS;
+  const int decode =
+      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+  const size_t row_floats = decode ? fcl__decode_state_row_floats(plan) : 0;
+  const int fits = decode && plan->splits <= row_floats;
+  const unsigned wanted = hint ? hint->merge : FCL_SPLIT_MERGE_AUTO;
+  if (wanted == FCL_SPLIT_MERGE_LAST_SPLIT) {
+    FCL_WHY_IF(!decode, FCL_ERROR_UNSUPPORTED,
+               "merge = last split: only the decode kernels merge in their own launch, not "
+               "the %s kernel",
+               fcl_flash_kernel_name(plan->kernel));
+    FCL_WHY_IF(!fits, FCL_ERROR_UNSUPPORTED,
+               "merge = last split: a row's %u split LSEs do not fit the %zu floats of the "
+               "kernel's local state",
+               plan->splits, row_floats);
+  }
+  /* K and V's bytes, in doubles: no overflow */
+  const double kv_bytes = 2.0 * (double)desc->batch * (double)desc->seqlen_k *
+                          (double)desc->heads_kv * (double)desc->head_dim *
+                          (double)fcl_dtype_size(desc->dtype);
+  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const int short_call = kv_bytes <= (double)cus * (double)MERGE_IN_LAUNCH_BYTES_PER_CU;
+  const int proven = limits->nvidia_ptx || !limits->is_gpu;
+  plan->merge = wanted ? wanted
+                : fits && proven && short_call ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                               : FCL_SPLIT_MERGE_KERNEL;
+  return FCL_SUCCESS;
 }
 
 /* A paged forward's key tiles each within one page (cl/common.cl, PAGED):
@@ -510,6 +564,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                  : fcl__plan_forward_mma(limits, desc, hint, &planned, why, why_len));
     FCL_FORWARD_IF(check_pages_fit(&shape, &planned, why, why_len));
     choose_splits(limits, desc, hint, &planned);
+    FCL_FORWARD_IF(choose_merge(limits, desc, hint, &planned, why, why_len));
     planned.packed_heads = packed;
     *out = planned;
     return FCL_SUCCESS;
@@ -632,6 +687,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   plan.local_bytes = fcl__flash_local_bytes(&plan, limits);
   FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
   choose_splits(limits, desc, hint, &plan);
+  FCL_FORWARD_IF(choose_merge(limits, desc, hint, &plan, why, why_len));
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;

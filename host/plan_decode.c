@@ -21,8 +21,8 @@
  *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
  *     work-groups per compute unit (one wave), at most DECODE_MAX_SPLITS:
  *     a decode launch has few blocks, and only every compute unit busy
- *     keeps the memory busy; the merge walks a row's splits one after
- *     another.
+ *     keeps the memory busy; and how they merge (choose_merge): in the
+ *     split launch where the kernel's local state holds a block's LSEs.
  * The one on matrix instructions has the MMA layout: each warp holds the
  * block's rows (a power of two up to 16) and takes 16 keys of a step;
  * four warps (block_k 64, within a page of any allowed size); the same
@@ -90,6 +90,12 @@ static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
   if (emulate)
     bytes += warps * (16 * 16 + 16 * 8) * sizeof(float) + plan->wg_size * sizeof(float);
   return bytes;
+}
+
+size_t fcl__decode_state_row_floats(const fcl_plan *plan) {
+  const size_t groups =
+      plan->wg_size / (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 32 : plan->threads_per_row);
+  return groups * (plan->head_dim_padded + 2);
 }
 
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {

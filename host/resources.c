@@ -108,6 +108,20 @@ cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char 
                        status);
 }
 
+cl_mem fcl__zeroed_buffer(fcl_context *ctx, size_t bytes, const char *what,
+                          fcl_status *status) {
+  void *zeros = fcl__calloc(ctx, bytes ? bytes : 1, 1);
+  if (!zeros) {
+    *status = fcl__fail(ctx, FCL_ERROR_OUT_OF_MEMORY, "allocating %zu bytes of zeros for %s failed",
+                        bytes, what);
+    return NULL;
+  }
+  cl_mem mem = create_buffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes ? bytes : 1,
+                             zeros, what, status);
+  fcl__free(zeros);
+  return mem;
+}
+
 void fcl__release_mem(cl_mem *mem) {
   if (*mem) clReleaseMemObject(*mem);
   *mem = NULL;

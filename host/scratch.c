@@ -70,7 +70,38 @@ void fcl__scratch_return(fcl_context *ctx, cl_mem *mem) {
   fcl__release_mem(mem);  /* a buffer of the caller's own */
 }
 
+/* Kept for the context's life, grown by a new buffer of zeros: the counts
+ * are never cleared by a command, each block's last split sets its count
+ * back (cl/common.cl), so a buffer that one launch has used is all zeros
+ * for the next. The old one may still be counted in by commands in flight,
+ * which OpenCL lets finish before freeing it. */
+fcl_status fcl__arrivals_lease(fcl_context *ctx, size_t count, cl_mem *out) {
+  *out = NULL;
+  fcl_status status = FCL_SUCCESS;
+  cl_mem outgrown = NULL;
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->arrival_counts < count) {
+    const size_t grown = count < 256 ? 256 : count;
+    cl_mem mem = fcl__zeroed_buffer(ctx, grown * sizeof(cl_int),
+                                    "the split forward's arrival counts", &status);
+    if (mem) {
+      outgrown = ctx->arrivals;
+      ctx->arrivals = mem;
+      ctx->arrival_counts = grown;
+    }
+  }
+  if (status == FCL_SUCCESS && clRetainMemObject(ctx->arrivals) == CL_SUCCESS)
+    *out = ctx->arrivals;
+  else if (status == FCL_SUCCESS)
+    status = fcl__fail(ctx, FCL_ERROR_OPENCL, "retaining the split forward's arrival counts");
+  pthread_mutex_unlock(&ctx->lock);
+  fcl__release_mem(&outgrown);
+  return status;
+}
+
 void fcl__scratch_release(fcl_context *ctx) {
+  fcl__release_mem(&ctx->arrivals);
+  ctx->arrival_counts = 0;
   for (unsigned i = 0; i < FCL__SCRATCH_SLOTS; ++i) {
     fcl__release_mem(&ctx->scratch[i].mem);
     ctx->scratch[i].bytes = 0;

@@ -715,15 +715,15 @@ void fcl__tuning_release(fcl_context *ctx) {
   ctx->log = NULL;
 }
 
-int fcl__hint_given(const fcl_plan *h) {
+int fcl_tiling_hint_given(const fcl_plan *h) {
   return h && (h->block_k || h->wg_size || h->threads_per_row || h->rows_per_thread ||
-               h->tile_elem_size || h->kernel || h->splits || h->packed_heads);
+               h->tile_elem_size || h->kernel || h->splits || h->packed_heads || h->merge);
 }
 
 fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl_attention_desc *desc,
                           fcl_pass pass, fcl_plan *plan, char *why, size_t why_len) {
   const fcl_device_limits *limits = &ctx->info.limits;
-  const int hinted = fcl__hint_given(hint);
+  const int hinted = fcl_tiling_hint_given(hint);
   fcl__bucket b;
   if (!hinted && fcl__bucket_of(limits, desc, pass, &b)) {
     const size_t at = fcl__bucket_index(&b);

@@ -249,8 +249,8 @@ FCL_API fcl_status fcl_context_create(const char *selector, fcl_context **ctx);
  *  that fcl_context_last_error() can say which argument was wrong; release
  *  it either way. *ctx is NULL only if it could not be allocated.
  *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL, a NULL or
- *          invalid handle, a queue of another context or device),
- *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
+ *          invalid handle, a queue of another context or device, an
+ *          out-of-order queue), FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
                             cl_command_queue queue, fcl_context **ctx);
 
@@ -536,6 +536,23 @@ typedef enum fcl_flash_kernel {
  *  of 16 rows. */
 #define FCL_DECODE_MMA_MAX_ROWS 16
 
+/** How a split forward's partial states become the caller's O and LSE
+ *  (fcl_plan.merge). */
+typedef enum fcl_split_merge {
+  FCL_SPLIT_MERGE_AUTO = 0,      /**< in a tiling hint: the planner's choice; in a plan
+                                      without splits */
+  FCL_SPLIT_MERGE_KERNEL = 1,    /**< fcl_merge_states' kernel, a second launch */
+  /** In the split launch: each split's work-group counts itself done, and
+   *  the one that finishes a block's last split merges that block's
+   *  splits (a device-wide fence before the count; nothing waits). The
+   *  decode kernels only. */
+  FCL_SPLIT_MERGE_LAST_SPLIT = 2,
+} fcl_split_merge;
+
+/** An fcl_split_merge's name: "auto", "kernel", "last-split", or "unknown"
+ *  for any other value. Never NULL. */
+FCL_API const char *fcl_split_merge_name(unsigned merge);
+
 /** An fcl_flash_kernel's name: "auto", "simt", "mma", "decode",
  *  "decode-mma", "cpu", or "unknown" for any other value. Never NULL. */
 FCL_API const char *fcl_flash_kernel_name(unsigned kernel);
@@ -581,16 +598,15 @@ typedef struct fcl_plan {
   /** The forward's key splits (split-KV, Flash-Decoding): each (sequence,
    *  head, query block) runs as `splits` work-groups over consecutive
    *  ranges of whole key tiles, each writing a partial O and LSE to
-   *  scratch, and fcl_merge_states' kernel combines them exactly. 1: not
+   *  scratch, merged exactly as fcl_plan.merge says. 1: not
    *  split. The planner splits only where the unsplit grid would not
    *  fill the device: fewer work-groups than compute units; then into
    *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
    *  ranges, at most FCL_MAX_SPLITS (the decode kernels, whose work-groups
-   *  are few: 8 * compute_units / work-groups, or 2 * for DECODE_MMA,
-   *  rounded down to a power of two, at most 64), each a whole number of
-   *  tiles, and
-   *  fewer if the keys run out. The backward is never split (1). In a
-   *  tiling hint: the count wanted, which the keys' tiles may lower. */
+   *  are few: 2 * compute_units / work-groups rounded down to a power of
+   *  two, at most 64), each a whole number of tiles, and fewer if the keys
+   *  run out. The backward is never split (1). In a tiling hint: the count
+   *  wanted, which the keys' tiles may lower. */
   unsigned splits;
   /** Query heads whose rows one forward block packs (FA3's pack_gqa,
    *  flash-attn's seqlenq_ngroups_swapped): heads_q / heads_kv when the
@@ -607,6 +623,17 @@ typedef struct fcl_plan {
    *  problem's bucket (fcl_context_set_tuning_dir), 0 when the planner's
    *  rules or a tiling hint made it. Ignored in a hint. */
   unsigned tuned;
+  /** fcl_split_merge of a split forward; AUTO (0) when not split. The
+   *  planner merges in the split launch (LAST_SPLIT) with the decode
+   *  kernels, on NVIDIA's driver and on CPUs (where its fence and count
+   *  were shown to hold: docs/design.md, "Split-KV"), for a call that reads
+   *  at most 256 KiB of K and V per compute unit (one whose second launch
+   *  costs the host more than the merge costs the device), when a block's
+   *  LSEs fit the kernel's local state (splits <= key groups x
+   *  (head_dim_padded + 2)); else by the merge kernel. In a tiling hint:
+   *  AUTO, or the one wanted (LAST_SPLIT with another kernel, or more
+   *  splits than fit: FCL_ERROR_UNSUPPORTED). */
+  unsigned merge;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for
@@ -686,8 +713,8 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
- *  tile_elem_size, kernel, splits and packed_heads of `hint` replace the planner's choices; the
- *  others stay the planner's. NULL restores the planner. A combination that
+ *  tile_elem_size, kernel, splits, packed_heads and merge of `hint` replace the planner's
+ *  choices; the others stay the planner's. NULL restores the planner. A combination that
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
  *  An MMA hint takes only block_k (a multiple of 16), wg_size (a power of
@@ -705,8 +732,15 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
  *          wg_size not a power of two up to 1024 or not a multiple of
  *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
- *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS). */
+ *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS, merge not
+ *          an fcl_split_merge). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
+
+/** 1 when `hint` sets any field a tiling hint takes (block_k, wg_size,
+ *  threads_per_row, rows_per_thread, tile_elem_size, kernel, splits,
+ *  packed_heads, merge): a context with it runs that hint's plan instead of
+ *  a tuned one; 0 when it sets none, or is NULL (the planner's choice). */
+FCL_API int fcl_tiling_hint_given(const fcl_plan *hint);
 
 /** Where a context's tuned plans come from (fcl_context_tuning). */
 typedef struct fcl_tuning_info {

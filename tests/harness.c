@@ -37,6 +37,12 @@ uint64_t th_seed(void) {
   return seed;
 }
 
+int th_reruns(int fallback) {
+  const char *env = getenv("FLASHCL_TEST_RERUNS");
+  const long n = env && *env ? strtol(env, NULL, 10) : 0;
+  return n > 0 && n < 1000000 ? (int)n : fallback;
+}
+
 fcl_context *th_context(void) {
   const char *selector = getenv("FLASHCL_TEST_DEVICE");
   fcl_context *ctx = NULL;

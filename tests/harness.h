@@ -145,6 +145,10 @@ int th_count_io(fcl_context *ctx);
  *  clock, so every run sees fresh inputs; printed once so that a failure can
  *  be reproduced. */
 uint64_t th_seed(void);
+/** How many times a test reruns a call whose bits must not change: the
+ *  environment's FLASHCL_TEST_RERUNS (1 to 999999; more catch a race on a
+ *  GPU), else `fallback`. */
+int th_reruns(int fallback);
 
 /** A short description of a problem for failure messages. */
 const char *th_describe(const fcl_attention_desc *desc, char *buf, size_t len);

@@ -33,6 +33,10 @@
 # the flash run of the same shape (the host emulation of the naive
 # algorithm's rounding, or the bench's floor).
 #
+# Not run: the merge in the split launch (fcl_plan.merge LAST_SPLIT), which
+# Oclgrind's decode device does not plan: OpenCL 1.2 orders nothing between
+# work-groups, so Oclgrind reports its loads of the other splits' states as
+# races (docs/design.md, "Split-KV"); test_decode runs it on PoCL.
 # Not run: the naive algorithm in f16. Oclgrind 21.10's device does not
 # report cl_khr_fp16 and the naive f16 path needs CLBlast's half GEMMs, so
 # the bench reports it FCL_ERROR_UNSUPPORTED; flash f16 runs, since its

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS (8 * 4 + 7 + 14 + 4 + 2)
-#define BUFFERS 13
+#define FIELDS (9 * 4 + 7 + 14 + 4 + 2)
+#define BUFFERS 16
 
 static cl_mem one_value(fcl_context *ctx, float value) {
   cl_mem mem = fclu_upload(ctx, &value, 1, FCL_DTYPE_F32);
@@ -47,8 +47,8 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   memset(&p, 0, sizeof p);
   cl_ulong want[FIELDS + BUFFERS];
   int n = 0;
-  fcl_view *views[8] = {&p.q, &p.k, &p.v, &p.o, &p.dout, &p.dq, &p.dk, &p.dv};
-  for (int i = 0; i < 8; ++i) {
+  fcl_view *views[9] = {&p.q, &p.k, &p.v, &p.o, &p.dout, &p.dq, &p.dk, &p.dv, &p.o_merged};
+  for (int i = 0; i < 9; ++i) {
     cl_ulong *fields[4] = {&views[i]->offset, &views[i]->batch, &views[i]->seq,
                            &views[i]->head};
     for (int f = 0; f < 4; ++f) want[n++] = *fields[f] = fclu_next(&rng);
@@ -98,6 +98,16 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   want[n++] = 12;
   b.pages = one_int(ctx, 13);
   want[n++] = 13;
+  cl_mem *after_pages[2] = {&b.o_merged, &b.lse_merged};
+  for (int i = 0; i < 2; ++i) {
+    *after_pages[i] = one_value(ctx, (float)(i + 14));
+    float f = (float)(i + 14);
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    want[n++] = bits;
+  }
+  b.arrivals = one_int(ctx, 16);
+  want[n++] = 16;
 
   cl_kernel kernel = probe_kernel(ctx);
   ck_assert_int_eq(fcl__set_attention_args(ctx, kernel, "params_probe", &b, &p, NULL),
@@ -114,8 +124,9 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   printf("args: %d fields of the %zu-byte parameter block and %d buffers arrive as set\n",
          FIELDS, sizeof p, BUFFERS + 1);
   fcl__kernel_return(ctx, &kernel);
-  cl_mem all[] = {b.q, b.k, b.v, b.lse, b.dout, b.dsum, b.dq, b.dk, b.dv, b.alibi, b.seqs,
-                  b.work, b.pages, out};
+  cl_mem all[] = {b.q,    b.k,    b.v,     b.lse,   b.dout,     b.dsum,       b.dq,
+                  b.dk,   b.dv,   b.alibi, b.seqs,  b.work,     b.pages,      b.o_merged,
+                  b.lse_merged, b.arrivals, out};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
   fcl_context_release(ctx);
 }

@@ -127,6 +127,34 @@ static void assert_lse(const th_forward *r, const double *want, size_t n, const 
                   r->info.plan.splits, r->info.plan.packed_heads, j, (double)r->lse[j], want[j]);
 }
 
+/* A case of one family against the reference: its problem on the device,
+ * the float64 reference, and the flash rule's terms (the naive algorithm's
+ * error and the floor: flash within 2 x naive + floor). */
+typedef struct reference_case {
+  fcl_attention_desc desc;
+  th_problem p;
+  th_reference ref;
+  double naive_err, floor;
+  char what[200];
+} reference_case;
+
+static void reference_case_init(reference_case *rc, fcl_context *ctx, size_t i, int family,
+                                uint64_t seed) {
+  rc->desc = case_desc(&cases[i], family);
+  th_problem_init(&rc->p, ctx, &rc->desc, seed, 1.0);
+  rc->ref = th_reference_forward(&rc->p);
+  float *naive = th_naive_output(ctx, &rc->p);
+  rc->naive_err = fclu_max_abs_err(naive, rc->ref.o, rc->p.q_elems);
+  free(naive);
+  rc->floor = err_floor(&rc->desc, rc->ref.o, rc->p.q_elems);
+  th_describe(&rc->desc, rc->what, sizeof rc->what);
+}
+
+static void reference_case_free(reference_case *rc) {
+  th_reference_free(&rc->ref);
+  th_problem_free(&rc->p);
+}
+
 START_TEST(split_forward_matches_reference) {
   const int family = _i;
   fcl_context *ctx = th_context();
@@ -134,37 +162,131 @@ START_TEST(split_forward_matches_reference) {
   for (size_t i = 0; i < N_CASES; ++i) {
     if (matrix_family(family) && i % 2) continue;  /* emulated, slow on a CPU */
     if (!family_takes(family, cases[i].nq, 1)) continue;
-    const fcl_attention_desc desc = case_desc(&cases[i], family);
-    th_problem p;
-    th_problem_init(&p, ctx, &desc, 10 + i, 1.0);
-    th_reference ref = th_reference_forward(&p);
-    float *naive = th_naive_output(ctx, &p);
-    const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
-    const double floor = err_floor(&desc, ref.o, p.q_elems);
-    char what[200];
-    th_describe(&desc, what, sizeof what);
+    reference_case rc;
+    reference_case_init(&rc, ctx, i, family, 10 + i);
+    const char *what = rc.what;
     for (size_t f = 0; f < N_FORCED; ++f) {
-      force(ctx, family, forced[f], &desc);
-      th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, f % 2 == 0);
+      force(ctx, family, forced[f], &rc.desc);
+      th_forward r = th_run_forward(ctx, &rc.p, FCL_ALGO_FLASH, f % 2 == 0);
       ck_assert_msg(r.status == FCL_SUCCESS, "%s, %u splits: %s", what, forced[f],
                     fcl_context_last_error(ctx));
-      const unsigned want = expected_splits(&r.info, desc.seqlen_k, forced[f]);
+      const unsigned want = expected_splits(&r.info, rc.desc.seqlen_k, forced[f]);
       ck_assert_msg(r.info.plan.splits == want, "%s: %u splits asked, %u run, %u expected", what,
                     forced[f], r.info.plan.splits, want);
-      const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
-      ck_assert_msg(err <= 2 * naive_err + floor,
+      const double err = fclu_max_abs_err(r.o, rc.ref.o, rc.p.q_elems);
+      ck_assert_msg(err <= 2 * rc.naive_err + rc.floor,
                     "%s, %u splits: flash error %g > 2 x naive error %g + %g", what,
-                    r.info.plan.splits, err, naive_err, floor);
-      if (err / (naive_err + floor) > worst) worst = err / (naive_err + floor);
-      assert_lse(&r, ref.lse, p.lse_elems, what);
+                    r.info.plan.splits, err, rc.naive_err, rc.floor);
+      if (err / (rc.naive_err + rc.floor) > worst) worst = err / (rc.naive_err + rc.floor);
+      assert_lse(&r, rc.ref.lse, rc.p.lse_elems, what);
       th_forward_free(&r);
     }
-    free(naive);
-    th_reference_free(&ref);
-    th_problem_free(&p);
+    reference_case_free(&rc);
   }
   printf("decode (%s): split forwards, worst flash/(naive + floor) error ratio %.3f\n",
          family_name(family), worst);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* The context's arrival counts are all 0, as every launch must leave them. */
+static void assert_arrivals_zero(fcl_context *ctx, const char *what) {
+  const size_t n = ctx->arrival_counts;
+  cl_int *counts = malloc(n * sizeof *counts);
+  ck_assert_ptr_nonnull(counts);
+  ck_assert_int_eq(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), ctx->arrivals, CL_TRUE, 0,
+                                       n * sizeof *counts, counts, 0, NULL, NULL),
+                   CL_SUCCESS);
+  for (size_t j = 0; j < n; ++j)
+    ck_assert_msg(counts[j] == 0, "%s: arrival count %zu is %d after the launch", what, j,
+                  counts[j]);
+  free(counts);
+}
+
+/* The merge in the split launch (fcl_plan.merge = LAST_SPLIT: the block's
+ * last split to finish merges it) against the merge kernel, in both decode
+ * kernels: within the flash rule of the reference, each a plan that says
+ * which ran; the in-launch one bit for bit on reruns, its bytes the
+ * model's, and the arrival counts all 0 after it, as the next launch needs
+ * them (FLASHCL_TEST_RERUNS reruns, to catch a race between work-groups).
+ * A hint for it is refused with the other kernels and with more splits
+ * than a row's local state stages. */
+START_TEST(merge_in_the_split_launch_matches_the_merge_kernel) {
+  const int family = _i ? FAMILY_DECODE_MMA : FAMILY_DECODE;
+  fcl_context *ctx = th_context();
+  const int count = th_count_io(ctx);
+  const unsigned merges[2] = {FCL_SPLIT_MERGE_KERNEL, FCL_SPLIT_MERGE_LAST_SPLIT};
+  const unsigned splits[3] = {2, 7, 64};
+  const int reruns = th_reruns(1);
+  for (size_t i = 0; i < N_CASES; ++i) {
+    if (family == FAMILY_DECODE_MMA && i % 2) continue;  /* emulated, slow on a CPU */
+    if (!family_takes(family, cases[i].nq, 1)) continue;
+    reference_case rc;
+    reference_case_init(&rc, ctx, i, family, 40 + i);
+    const th_problem *p = &rc.p;
+    const char *what = rc.what;
+    for (size_t f = 0; f < 3; ++f)
+      for (int m = 0; m < 2; ++m) {
+        fcl_plan hint = family_hint(family, splits[f], 0, &rc.desc);
+        hint.merge = merges[m];
+        ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+        th_forward a = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+        const char *merge = fcl_split_merge_name(merges[m]);
+        ck_assert_msg(a.status == FCL_SUCCESS, "%s, %u splits, merge %s: %s", what, splits[f],
+                      merge, fcl_context_last_error(ctx));
+        const unsigned ran = a.info.plan.splits;
+        const int in_launch = merges[m] == FCL_SPLIT_MERGE_LAST_SPLIT && ran > 1;
+        ck_assert_uint_eq(a.info.plan.merge, ran > 1 ? merges[m] : FCL_SPLIT_MERGE_AUTO);
+        const double err = fclu_max_abs_err(a.o, rc.ref.o, p->q_elems);
+        ck_assert_msg(err <= 2 * rc.naive_err + rc.floor, "%s, %u splits, merge %s: error %g > %g",
+                      what, ran, merge, err, 2 * rc.naive_err + rc.floor);
+        assert_lse(&a, rc.ref.lse, p->lse_elems, what);
+        for (int rerun = 0; in_launch && rerun < reruns; ++rerun) {
+          th_forward b = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+          ck_assert_int_eq(b.status, FCL_SUCCESS);
+          ck_assert_msg(memcmp(a.o, b.o, p->q_elems * sizeof *a.o) == 0 &&
+                            memcmp(a.lse, b.lse, p->lse_elems * sizeof *a.lse) == 0,
+                        "%s, %u splits: rerun %d of the merge in the launch differs", what, ran,
+                        rerun);
+          th_forward_free(&b);
+        }
+        if (in_launch && count)
+          ck_assert_msg(a.info.bytes_counted == a.info.bytes_model,
+                        "%s, %u splits: counted %llu bytes, the model says %llu", what, ran,
+                        (unsigned long long)a.info.bytes_counted,
+                        (unsigned long long)a.info.bytes_model);
+        if (in_launch) assert_arrivals_zero(ctx, what);
+        th_forward_free(&a);
+      }
+    reference_case_free(&rc);
+  }
+  /* refused: another kernel, and more splits than a row stages */
+  const fcl_attention_desc desc = case_desc(&cases[0], family);
+  fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_SIMT, .splits = 4,
+                   .merge = FCL_SPLIT_MERGE_LAST_SPLIT};
+  fcl_plan plan;
+  char why[256];
+  const fcl_device_limits *limits = &ctx->info.limits;
+  ck_assert_int_eq(fcl_plan_flash_hinted(limits, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
+                                         sizeof why),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "decode kernels") != NULL, "%s", why);
+  hint = family_hint(family, FCL_MAX_SPLITS, 0, &desc);
+  ck_assert_int_eq(fcl_plan_flash_hinted(limits, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
+                                         sizeof why),
+                   FCL_SUCCESS);
+  const size_t row_floats = fcl__decode_state_row_floats(&plan);
+  if (plan.splits > row_floats) {
+    ck_assert_uint_eq(plan.merge, FCL_SPLIT_MERGE_KERNEL);
+    hint.merge = FCL_SPLIT_MERGE_LAST_SPLIT;
+    ck_assert_int_eq(fcl_plan_flash_hinted(limits, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
+                                           sizeof why),
+                     FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, "do not fit") != NULL, "%s", why);
+  }
+  printf("decode (%s): the merge in the split launch and the merge kernel within the rule; "
+         "reruns same bits, counts 0 after\n",
+         family_name(family));
   fcl_context_release(ctx);
 }
 END_TEST
@@ -216,10 +338,10 @@ START_TEST(kept_scratch_and_kernels_change_no_bit) {
     ck_assert_int_eq(r.status, FCL_SUCCESS);
     th_forward_free(&r);
   }
-  /* the first call made its two buffers, the second grew one (its
-   * partial O; its LSE fits in the first's 64 KiB), the third fits in what
-   * is kept */
-  ck_assert_msg(ops[0][0] == 2 && ops[1][0] == 1 && ops[2][0] == 0,
+  /* the first call made its two buffers and the arrival counts (CPUs merge
+   * in the split launch), the second grew one (its partial O; its LSE fits
+   * in the first's 64 KiB), the third fits in what is kept */
+  ck_assert_msg(ops[0][0] == 3 && ops[1][0] == 1 && ops[2][0] == 0,
                 "device allocations of the three calls: %ld, %ld, %ld", ops[0][0], ops[1][0],
                 ops[2][0]);
   ck_assert_msg(ops[0][1] == 0 && ops[1][1] == 0 && ops[2][1] == 0,
@@ -905,13 +1027,21 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
       want = (unsigned)((tiles + per - 1) / per);
     }
     ck_assert_msg(plan.splits == want, "row %zu: %u splits, want %u", i, plan.splits, want);
+    /* on NVIDIA, merged in the split launch where the call reads at most
+     * 256 KiB of K and V a compute unit */
+    const double kv = 2.0 * rows[i].b * rows[i].nk * 8 * rows[i].d * fcl_dtype_size(d.dtype);
+    ck_assert_uint_eq(plan.merge, want == 1            ? FCL_SPLIT_MERGE_AUTO
+                                  : kv <= 132.0 * 262144 ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                                         : FCL_SPLIT_MERGE_KERNEL);
     ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
                      FCL_SUCCESS);
     ck_assert_uint_lt(plan.kernel, FCL_FLASH_KERNEL_DECODE);
   }
-  /* The programs: the decode kernel, split, then the merge. */
-  fcl_attention_desc dec;
+  /* The programs: the decode kernel, split, then the merge kernel; for a
+   * short call, merged in the split launch, one program. */
+  fcl_attention_desc dec, short_dec;
   fcl_attention_desc_init(&dec, 1, 32, 8, 1, 32768, 128);
+  fcl_attention_desc_init(&short_dec, 1, 32, 8, 1, 1024, 128);
   fcl_program_info programs[FCL_MAX_PASS_PROGRAMS];
   unsigned count = 0;
   char why[256];
@@ -920,10 +1050,23 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   ck_assert_uint_eq(count, 2);
   ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
   ck_assert_str_eq(programs[0].kernels[0], "flash_fwd_decode");
-  ck_assert(strstr(programs[0].options, "-DKEY_LANES=16") && strstr(programs[0].options, "-DSPLIT_KV=1"));
+  ck_assert(strstr(programs[0].options, "-DKEY_LANES=16") &&
+            strstr(programs[0].options, "-DSPLIT_KV=1") &&
+            !strstr(programs[0].options, "MERGE_LAST_SPLIT"));
   ck_assert_str_eq(programs[1].file, "merge.cl");
-  /* Every GPU profile takes it too, with its sums through local memory;
-   * a CPU does not. */
+  ck_assert_int_eq(fcl_flash_programs(&limits, &short_dec, FCL_PASS_FORWARD, programs, &count,
+                                      why, sizeof why), FCL_SUCCESS);
+  ck_assert_uint_eq(count, 1);
+  ck_assert(strstr(programs[0].options, "-DSPLIT_KV=1") &&
+            strstr(programs[0].options, "-DMERGE_LAST_SPLIT=1"));
+  const fcl_plan by_kernel = {.merge = FCL_SPLIT_MERGE_KERNEL};
+  ck_assert_int_eq(fcl_flash_programs_hinted(&limits, &short_dec, FCL_PASS_FORWARD, &by_kernel,
+                                             programs, &count, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(count, 2);
+  /* Every GPU profile takes it too, with its sums through local memory,
+   * and merges a short call in the launch on NVIDIA only; a CPU does not
+   * take it. */
   size_t n_profiles;
   const fcl_device_profile *profiles = fcl_device_profiles(&n_profiles);
   fcl_plan plan;
@@ -933,6 +1076,16 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                      FCL_SUCCESS);
     ck_assert_msg(plan.kernel == FCL_FLASH_KERNEL_DECODE, "%s: %s", profiles[i].key,
                   fcl_flash_kernel_name(plan.kernel));
+    ck_assert_uint_eq(plan.merge, FCL_SPLIT_MERGE_KERNEL);
+    fcl_plan short_plan;
+    ck_assert_int_eq(fcl_plan_flash(&profiles[i].info.limits, &short_dec, FCL_PASS_FORWARD,
+                                    &short_plan, why, sizeof why),
+                     FCL_SUCCESS);
+    if (short_plan.splits > 1)
+      ck_assert_msg(short_plan.merge == (profiles[i].info.limits.nvidia_ptx
+                                             ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                             : FCL_SPLIT_MERGE_KERNEL),
+                    "%s: merge %s", profiles[i].key, fcl_split_merge_name(short_plan.merge));
     ck_assert_uint_eq(plan.local_bytes,
                       fcl__flash_decode_local_bytes(&plan, &profiles[i].info.limits));
   }
@@ -966,6 +1119,12 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE), "decode");
   ck_assert_str_eq(fcl_flash_kernel_name(FCL_FLASH_KERNEL_DECODE_MMA), "decode-mma");
   ck_assert_str_eq(fcl_flash_kernel_name(99), "unknown");
+  ck_assert_str_eq(fcl_split_merge_name(FCL_SPLIT_MERGE_LAST_SPLIT), "last-split");
+  ck_assert_str_eq(fcl_split_merge_name(3), "unknown");
+  const fcl_plan bad_merge = {.merge = 3};
+  ck_assert_int_eq(fcl_plan_flash_hinted(&cpu, &dec, FCL_PASS_FORWARD, &bad_merge, &plan, why,
+                                         sizeof why),
+                   FCL_ERROR_INVALID_ARGUMENT);
 }
 END_TEST
 
@@ -1051,6 +1210,7 @@ int main(void) {
   tcase_add_loop_test(tc, packed_heads_in_a_ragged_batch, 0, FAMILIES);
   tcase_add_test(tc, packing_refused_where_it_cannot_be);
   tcase_add_test(tc, kept_scratch_and_kernels_change_no_bit);
+  tcase_add_loop_test(tc, merge_in_the_split_launch_matches_the_merge_kernel, 0, 2);
   tcase_add_loop_test(tc, cache_lengths_match_reference, 0, FAMILIES);
   tcase_add_test(tc, cache_lengths_count_bytes_and_refuse_bad_ones);
   tcase_add_test(tc, append_writes_only_the_new_rows);

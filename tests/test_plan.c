@@ -822,6 +822,25 @@ START_TEST(every_profile_plans_every_pass) {
 }
 END_TEST
 
+/* fcl_tiling_hint_given: each field a hint takes, alone, makes a hint; the
+ * plan's other fields (what the planner reports) and NULL do not. */
+START_TEST(a_hint_is_given_by_the_fields_a_hint_takes) {
+  ck_assert_int_eq(fcl_tiling_hint_given(NULL), 0);
+  const fcl_plan none = {0};
+  ck_assert_int_eq(fcl_tiling_hint_given(&none), 0);
+  const fcl_plan hints[] = {{.block_k = 16},         {.wg_size = 64},
+                            {.threads_per_row = 2},  {.rows_per_thread = 1},
+                            {.tile_elem_size = 2},   {.kernel = FCL_FLASH_KERNEL_SIMT},
+                            {.splits = 2},           {.packed_heads = 1},
+                            {.merge = FCL_SPLIT_MERGE_KERNEL}};
+  for (size_t i = 0; i < sizeof hints / sizeof hints[0]; ++i)
+    ck_assert_msg(fcl_tiling_hint_given(&hints[i]) == 1, "hint %zu not seen as given", i);
+  const fcl_plan reported = {.block_q = 64, .head_dim_padded = 64, .local_bytes = 1024,
+                             .tuned = 1};
+  ck_assert_int_eq(fcl_tiling_hint_given(&reported), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = th_tcase("planner");
@@ -842,6 +861,7 @@ int main(void) {
   tcase_add_test(tc, tile_element_hints);
   tcase_add_test(tc, a_block_k_hint_below_the_minimum_names_it);
   tcase_add_test(tc, io_model_refuses_counts_past_64_bits);
+  tcase_add_test(tc, a_hint_is_given_by_the_fields_a_hint_takes);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -73,9 +73,6 @@ enum {
   BENCH_EXIT_UNSUPPORTED = 3,
 };
 
-/** --tiling or --kernel asked for something other than the planner's. */
-int bench_tiling_given(const fcl_plan *tiling);
-
 typedef struct bench_device {
   fcl_device_info info;
   fcl_peaks peaks;          /* zeros when not measured */

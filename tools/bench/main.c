@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
     if (dev->status == FCL_SUCCESS) dev->status = fcl_context_device(ctx, &dev->info);
     if (dev->status == FCL_SUCCESS && opts.no_tuning)
       dev->status = fcl_context_use_tuned_plans(ctx, 0);
-    if (dev->status == FCL_SUCCESS && bench_tiling_given(&opts.tiling))
+    if (dev->status == FCL_SUCCESS && fcl_tiling_hint_given(&opts.tiling))
       dev->status = fcl_context_set_flash_tiling(ctx, &opts.tiling);
     if (dev->status != FCL_SUCCESS) {
       snprintf(dev->message, sizeof dev->message, "%s", fcl_context_last_error(ctx));

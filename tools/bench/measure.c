@@ -512,7 +512,7 @@ static void run_algo(fcl_context *ctx, const bench_options *opts, int is_gpu,
    * work-items). */
   if (r->pass == PASS_BWD) {
     st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);
-    if (st == FCL_ERROR_UNSUPPORTED && bench_tiling_given(&opts->tiling)) {
+    if (st == FCL_ERROR_UNSUPPORTED && fcl_tiling_hint_given(&opts->tiling)) {
       const fcl_plan family = {.kernel = opts->tiling.kernel};
       st = fcl_context_set_flash_tiling(ctx, &family);
       if (st == FCL_SUCCESS) st = run_pass(ctx, r->algo, PASS_FWD, in, &out, NULL);

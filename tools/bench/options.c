@@ -105,6 +105,9 @@ static const char usage[] =
     "                    over key ranges, merged), 1 = none, 0 = the\n"
     "                    planner's (default); decode is --seqlen 1..16 with a\n"
     "                    long --seqlen-k\n"
+    "  --merge M         how split states merge: kernel (a second launch),\n"
+    "                    last-split (the block's last split merges them in\n"
+    "                    the same launch; decode kernels) or auto (default)\n"
     "  --packed-heads G  the forward's blocks hold the rows of the G query heads\n"
     "                    of a KV head (K and V read once for them): G =\n"
     "                    heads / heads-kv, 1 = never, 0 = the planner's\n"
@@ -266,18 +269,14 @@ static int parse_varlen(parser *ps, const char *text, bench_options *o) {
   return 0;
 }
 
-int bench_tiling_given(const fcl_plan *t) {
-  return t->block_k || t->wg_size || t->threads_per_row || t->rows_per_thread ||
-         t->tile_elem_size || t->kernel || t->splits || t->packed_heads;
-}
-
 static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   uint64_t v[5] = {0, 0, 0, 0, 0};
   size_t n = 0;
   char why[FCLU_WHY_LEN];
   if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
     return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
-  const unsigned kernel = hint->kernel, splits = hint->splits, packed = hint->packed_heads;
+  const unsigned kernel = hint->kernel, splits = hint->splits, packed = hint->packed_heads,
+                 merge = hint->merge;
   memset(hint, 0, sizeof *hint);
   hint->block_k = (unsigned)v[0];
   hint->wg_size = (unsigned)v[1];
@@ -287,6 +286,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   hint->kernel = kernel;
   hint->splits = splits;
   hint->packed_heads = packed;
+  hint->merge = merge;
   return 0;
 }
 
@@ -396,6 +396,13 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       if (fclu_parse_u64(val, 0, FCL_MAX_SPLITS, &splits, vwhy, sizeof vwhy) != 0)
         return refuse(ps, "--splits needs 0 (the planner's) to %d: %s", FCL_MAX_SPLITS, vwhy);
       o->tiling.splits = (unsigned)splits;
+    } else if (!strcmp(a, "--merge")) {
+      VALUE(val);
+      unsigned m = FCL_SPLIT_MERGE_AUTO;
+      while (m <= FCL_SPLIT_MERGE_LAST_SPLIT && strcmp(val, fcl_split_merge_name(m))) ++m;
+      if (m > FCL_SPLIT_MERGE_LAST_SPLIT)
+        return refuse(ps, "--merge needs kernel, last-split or auto, not '%s'", val);
+      o->tiling.merge = m;
     } else if (!strcmp(a, "--cache-lens")) {
       VALUE(val);
       TRY(parse_cache_lens(ps, val, o));

@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "flashcl.h"
 #include "info.h"
-#include "internal.h" /* fcl__hint_given, as the library decides it */
+#include "internal.h" /* fcl__kernel_forward_only, as the library decides it */
 
 /* One pass's flash plan and the bytes both algorithms would move. With a
  * context (a device, not a profile) and no hint, the plan a call would
@@ -20,7 +20,7 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
   const char *name = pass == FCL_PASS_FORWARD ? "forward" : "backward";
   char why[256] = "";
   fcl_plan plan;
-  const int from_context = ctx && !fcl__hint_given(hint);
+  const int from_context = ctx && !fcl_tiling_hint_given(hint);
   fcl_status st = from_context
                       ? fcl_context_plan(ctx, d, pass, &plan, why, sizeof why)
                       : fcl_plan_flash_hinted(&dev->limits, d, pass, hint, &plan, why, sizeof why);
