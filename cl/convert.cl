@@ -111,7 +111,7 @@ inline size_t view_element(const fcl_view view, const ulong e, const int heads,
 #if PAGED
 /* A paged pool's element for packed element e of K or V (the naive
  * algorithm's gather): entry b of the block table gives the page of token
- * t, clamped into the pool as the flash kernels clamp it (common.cl). */
+ * t, clamped into the pool as the flash kernels clamp it (blocks.cl). */
 #define PAGE_PARAMS \
   , __global const int *pages, const ulong table_batch, const int page_size, const int num_pages
 inline size_t paged_element(const fcl_view view, const ulong e, const int heads,

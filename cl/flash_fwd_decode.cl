@@ -13,14 +13,14 @@
  * they are used. A key group's partial dot products are summed over its lanes
  * (warp shuffles on NVIDIA, local memory elsewhere), each group keeps its
  * own running max, sum and accumulator, and the groups' states are merged
- * once at the end, exactly (FCL_DECODE_STORE, common.cl).
+ * once at the end, exactly (FCL_DECODE_STORE, blocks.cl).
  *
  * The I/O is the other forwards': Q once per block (through local memory,
  * each element loaded by one work-item), the keys of whole BLOCK_K tiles
  * from the first any row sees to the last, O and LSE once per row.
  *
  * Split (SPLIT_KV), the block's last split may merge the splits in this
- * launch (MERGE_LAST_SPLIT, cl/common.cl), in the local state.
+ * launch (MERGE_LAST_SPLIT, blocks.cl), in the local state.
  */
 
 #ifndef HEAD_DIM_MAX

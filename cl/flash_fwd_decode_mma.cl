@@ -10,7 +10,7 @@
  * block's rows (at most 16: one m16 fragment) and takes its own WARP_KEYS
  * keys of each step; S = Q K^T and O += P V are matrix instructions, so a
  * key costs a warp a few instructions, and the work-group's warps merge
- * their states once at the end (FCL_DECODE_STORE, common.cl).
+ * their states once at the end (FCL_DECODE_STORE, blocks.cl).
  *
  * No local memory on the way: K and V go from global memory straight into
  * the instructions' B fragments. The order of head_dim within a dot
@@ -38,7 +38,7 @@
  * HEAD_DIM_MAX, a multiple of 32, and a multiple of 4 (vec4 views). The
  * I/O is the other decode kernel's: Q once per block, the keys of whole
  * BLOCK_K tiles, O and LSE once per row; split, its merge may run in this
- * launch as there (MERGE_LAST_SPLIT, cl/common.cl). Emulated (MMA_EMULATE)
+ * launch as there (MERGE_LAST_SPLIT, blocks.cl). Emulated (MMA_EMULATE)
  * it runs anywhere, for tests: every warp then takes the same number of
  * steps.
  */

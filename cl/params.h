@@ -51,7 +51,7 @@ typedef struct fcl_params {
   /* Split-KV forward: split s of the keys writes its partial O and LSE
    * o_split and lse_split elements past split 0's (0 without splits). */
   FCL_U64 o_split, lse_split;
-  /* A paged cache (cl/common.cl, PAGED): entries between two sequences'
+  /* A paged cache (cl/blocks.cl, PAGED): entries between two sequences'
    * rows of the block table (fcl_attention_desc.pages_per_seq); K and V's
    * views are pools, whose batch stride is between pages. 0 when not paged. */
   FCL_U64 table_batch;

@@ -101,7 +101,7 @@ fcl_status fcl__scratch_lease(fcl_context *ctx, size_t bytes, const char *what, 
 /** Gives a leased buffer back (after the call's last enqueue that uses
  *  it) and sets *mem to NULL; NULL is a no-op. */
 void fcl__scratch_return(fcl_context *ctx, cl_mem *mem);
-/** The split forward's arrival counts (cl/common.cl, MERGE_LAST_SPLIT):
+/** The split forward's arrival counts (cl/blocks.cl, MERGE_LAST_SPLIT):
  *  at least `count` ints, all 0, as every launch that uses them leaves
  *  them. A retained reference, given back with fcl__release_mem after the
  *  call's last enqueue. */
@@ -424,7 +424,7 @@ fcl_status fcl__check_local_bytes(fcl_context *ctx, cl_kernel kernel, const char
 
 /* ---- programs ----------------------------------------------------------- */
 
-/** The embedded kernel sources; each is compiled after common.cl. */
+/** The embedded kernel sources; each is compiled after common.cl and blocks.cl. */
 typedef enum fcl__source {
   FCL_SRC_FLASH_FWD = 0,
   FCL_SRC_SOFTMAX,
@@ -841,7 +841,7 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
 /** Floats per block row of either decode kernel's local state (key groups
  *  or warps x (HEAD_DIM_MAX + 2)): how many splits' LSEs a row of the
- *  merge in the split launch stages there (cl/common.cl). */
+ *  merge in the split launch stages there (cl/blocks.cl). */
 size_t fcl__decode_state_row_floats(const fcl_plan *plan);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */

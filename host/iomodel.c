@@ -20,7 +20,7 @@ int fcl__io_fits(fcl__io io) {
 }
 
 /* Bytes each work-item loads to find its block, as fcl_locate_query_block
- * and fcl_locate_key_block do (common.cl): with a sequence table (ragged
+ * and fcl_locate_key_block do (blocks.cl): with a sequence table (ragged
  * batches, a cache's lengths) the work item and the sequence; and per query head it works on, its ALiBi slope. */
 static fcl__bytes ragged_bytes(const fcl__shape *sh) { return sh->tabled ? 8 + 16 : 0; }
 static fcl__bytes slope_bytes(const fcl__shape *sh) { return sh->desc.alibi_slopes ? 4 : 0; }
@@ -96,7 +96,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
       tiles += visited;
     }
   const int with_lse = m->with_lse || splits > 1;
-  /* paged: every work-item reads a tile's page for K and for V (common.cl, TILE_ROWS) */
+  /* paged: every work-item reads a tile's page for K and for V (blocks.cl, TILE_ROWS) */
   const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
   m->io.loads += slices * (splits * slots * row + 2 * keys * row + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));

@@ -459,7 +459,7 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
   return FCL_SUCCESS;
 }
 
-/* A paged forward's key tiles each within one page (cl/common.cl, PAGED):
+/* A paged forward's key tiles each within one page (cl/blocks.cl, PAGED):
  * page_size, a multiple of 64, is one of block_k's, which the planners keep
  * to powers of two up to 64; a hint's may not be. */
 static fcl_status check_pages_fit(const fcl__shape *sh, const fcl_plan *plan, char *why,

@@ -17,6 +17,7 @@
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
 extern const char fcl__cl_params[];
 extern const char fcl__cl_common[];
+extern const char fcl__cl_blocks[];
 extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
 extern const char fcl__cl_flash_fwd_decode[];
@@ -37,8 +38,8 @@ extern const char fcl__cl_params_probe[];
 extern const char fcl__cl_merge[];
 extern const char fcl__cl_cache[];
 
-/* Each program is params.h, common.cl, the source's prelude if it has
- * one, and the source. */
+/* Each program is params.h, common.cl, blocks.cl, the source's prelude if
+ * it has one, and the source. */
 static const struct {
   const char *text;
   const char *file;
@@ -75,7 +76,8 @@ static uint64_t fnv1a(uint64_t h, const char *text) {
 }
 
 void fcl__kernels_fingerprint(char out[17]) {
-  uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull, fcl__cl_params), fcl__cl_common);
+  uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, fcl__cl_params), fcl__cl_common),
+                     fcl__cl_blocks);
   for (int i = 0; i < FCL_SRC_COUNT; ++i)
     h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
   snprintf(out, 17, "%016llx", (unsigned long long)h);
@@ -242,8 +244,8 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
-  const char *texts[4] = {fcl__cl_params, fcl__cl_common};
-  cl_uint n_texts = 2;
+  const char *texts[5] = {fcl__cl_params, fcl__cl_common, fcl__cl_blocks};
+  cl_uint n_texts = 3;
   if (sources[source].prelude) texts[n_texts++] = sources[source].prelude;
   texts[n_texts++] = sources[source].text;
   cl_program program;

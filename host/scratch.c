@@ -72,7 +72,7 @@ void fcl__scratch_return(fcl_context *ctx, cl_mem *mem) {
 
 /* Kept for the context's life, grown by a new buffer of zeros: the counts
  * are never cleared by a command, each block's last split sets its count
- * back (cl/common.cl), so a buffer that one launch has used is all zeros
+ * back (cl/blocks.cl), so a buffer that one launch has used is all zeros
  * for the next. The old one may still be counted in by commands in flight,
  * which OpenCL lets finish before freeing it. */
 fcl_status fcl__arrivals_lease(fcl_context *ctx, size_t count, cl_mem *out) {

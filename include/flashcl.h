@@ -672,9 +672,9 @@ FCL_API fcl_status fcl_plan_flash_hinted(const fcl_device_limits *limits,
 #define FCL_MAX_PASS_PROGRAMS 2
 
 /** One OpenCL program the library builds for a flash pass. Its text is, in
- *  this order, the library's cl/params.h, cl/common.cl, `prelude` when not
- *  NULL, and `file` (all embedded in the library, and in the source tree's
- *  cl/ folder). */
+ *  this order, the library's cl/params.h, cl/common.cl, cl/blocks.cl,
+ *  `prelude` when not NULL, and `file` (all embedded in the library, and
+ *  in the source tree's cl/ folder). */
 typedef struct fcl_program_info {
   const char *file;          /**< the kernels' source, e.g. "flash_fwd.cl" */
   const char *prelude;       /**< a source compiled in front of it, or NULL */

@@ -12,13 +12,13 @@ failures=0 builds=0
 check() {  # file, options...
   local file="$1" prelude=()
   shift
-  # as host/program.c builds them: params.h, common.cl, a prelude, the kernel
+  # as host/program.c builds them: params.h, common.cl, blocks.cl, a prelude, the kernel
   case "$file" in
     flash_fwd_mma.cl | flash_bwd_mma.cl | flash_fwd_decode_mma.cl | mma_probe.cl)
       prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
   esac
-  cat cl/params.h cl/common.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
+  cat cl/params.h cl/common.cl cl/blocks.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \
       -Werror "$@" "$tmp/k.cl" 2> "$tmp/log"; then

@@ -97,7 +97,7 @@ compile_one() {
   [ "$prelude" != "-" ] && pre=("cl/$prelude")
   local text
   text="$(mktemp -p "$work" XXXXXX.cl)"
-  cat cl/params.h cl/common.cl "${pre[@]}" "cl/$file" > "$text"
+  cat cl/params.h cl/common.cl cl/blocks.cl "${pre[@]}" "cl/$file" > "$text"
   local hash
   hash="$( (cat "$text"; echo "$target $options ${FCL_INTEL_OPTIONS:-}"; echo "$versions") |
     sha256sum | cut -c1-32)"

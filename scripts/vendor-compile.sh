@@ -8,7 +8,7 @@
 # Usage: scripts/vendor-compile.sh [--header] TARGET FILE.cl [OPTIONS...]
 #        scripts/vendor-compile.sh --header        (the header line alone)
 #   FILE.cl  an assembled program, as host/program.c builds it: cl/params.h,
-#            cl/common.cl, the prelude if any (cl/mma.cl, cl/flash_bwd_rows.cl)
+#            cl/common.cl, cl/blocks.cl, the prelude if any (cl/mma.cl, cl/flash_bwd_rows.cl)
 #            and the kernel file, concatenated by the caller
 #   OPTIONS  the build options (-DNAME=VALUE ..., -cl-std=CL1.2)
 #   TARGET   dg2      Intel Arc A770 (Xe-HPG), ocloc -device dg2
