@@ -29,6 +29,13 @@ from sdpa import BACKENDS, DTYPES, time_ms
 SIZES = {"f32": 4, "f16": 2, "bf16": 2}
 
 
+def splits_of(plan):
+    """The plan's key splits, and how they merge where it says ("in launch":
+    the block's last split merges them in the same launch)."""
+    splits = plan.get("splits", "-")
+    return f"{splits} (in launch)" if plan.get("merge") == "last-split" else str(splits)
+
+
 def moved_bytes(r):
     """Q, K, V and O once, in the storage type."""
     q = r["batch"] * r["seqlen_q"] * r["heads"] * r["head_dim"]
@@ -95,10 +102,10 @@ def main():
         flash_gbps = gb / (r["ms_median"] * 1e-3)
         rows.append([r["dtype"], f'{r["batch"]} x {r["seqlen_k"]}', f'{r["heads"]}/{r["heads_kv"]}',
                      f'{r["ms_median"]:.3f}', f"{flash_gbps:.0f}",
-                     f"{flash_gbps / peak:.0%}" if peak else "-", str(r["plan"].get("splits", "-")),
+                     f"{flash_gbps / peak:.0%}" if peak else "-", splits_of(r["plan"]),
                      f"{ms:.3f}" if ms else status, f"{gb / (ms * 1e-3):.0f}" if ms else "-",
                      name, f'{ms / r["ms_median"]:.2f}' if ms else "-"])
-    print("| type | B x cache | Hq/Hkv | flashcl ms | GB/s | of copy peak | splits | "
+    print("| type | B x cache | Hq/Hkv | flashcl ms | GB/s | of copy peak | splits (merge) | "
           "torch ms | GB/s | backend | flashcl / torch (speed) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
