@@ -812,7 +812,8 @@ static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
          a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
          a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
          a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
-         a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned;
+         a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned &&
+         a->merge == b->merge;
 }
 /** Whether a kernel family has a forward only (the decode kernels). */
 static inline int fcl__kernel_forward_only(unsigned kernel) {

@@ -286,6 +286,18 @@ static size_t enumerate(const fcl_device_limits *lim, const fcl__bucket *b,
           consider(lim, b, shapes, n_shapes, &h, out, &n);
         }
     }
+    /* The SIMT decode kernel with two keys a key group a step (Intel's
+     * rule) where the rules take four: fewer registers a lane, where f32
+     * at B 1 runs two work-groups a multiprocessor (docs/performance.md,
+     * v20). block_k 16 is that at head_dim 128 (8 key groups), 32 at 64
+     * (16); elsewhere they are other plans, or the rules' (not kept twice). */
+    static const unsigned two_keys_steps[] = {16, 32};
+    for (int k = 0; k < 2; ++k)
+      for (int s = 0; s < 5; ++s) {
+        const fcl_plan h = {.kernel = FCL_FLASH_KERNEL_DECODE, .wg_size = 128,
+                            .block_k = two_keys_steps[k], .splits = splits[s]};
+        consider(lim, b, shapes, n_shapes, &h, out, &n);
+      }
   } else {
     if (native_mma) {
       /* 16: fewer score registers a lane, where f32 at d 128 spills with 32
