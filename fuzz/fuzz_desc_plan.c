@@ -179,15 +179,6 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
   CHECK(shape->group == desc->heads_q / desc->heads_kv);
 }
 
-/* Field by field: the struct's padding carries no meaning. */
-static int same_plan(const fcl_plan *a, const fcl_plan *b) {
-  return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
-         a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
-         a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
-         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
-         a->splits == b->splits && a->merge == b->merge;
-}
-
 static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *desc,
                        fcl_pass pass, const fcl_plan *hint, const fcl_plan *plan) {
   const int forward = pass == FCL_PASS_FORWARD;
@@ -198,13 +189,13 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
   CHECK(plan->splits >= 1 && plan->splits <= FCL_MAX_SPLITS && (forward || plan->splits == 1));
   /* A split one merges one way, in its launch with a decode kernel only,
    * as the hint asks where it asks; an unsplit one not at all. */
-  const int in_launch =
-      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
   CHECK(plan->splits > 1 ? plan->merge == FCL_SPLIT_MERGE_KERNEL ||
-                               (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT && in_launch &&
+                               (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT &&
+                                fcl__decode_kernel_family(plan->kernel) &&
                                 plan->splits <= fcl__decode_state_row_floats(plan))
                          : plan->merge == FCL_SPLIT_MERGE_AUTO);
   if (hint && hint->merge && plan->splits > 1) CHECK(plan->merge == hint->merge);
+  CHECK(strcmp(fcl_split_merge_name(plan->merge), "unknown") != 0);
   if (forward) {
     const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
     CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
@@ -467,7 +458,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(desc_st == FCL_SUCCESS);
     CHECK(pass == FCL_PASS_FORWARD || pass == FCL_PASS_BACKWARD);
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
-    CHECK(same_plan(&plan, &again));
+    CHECK(fcl__same_plan(&plan, &again));
     check_plan(&lim, &shape.desc, pass, h, &plan);
     /* The model walks the query blocks: keep the fuzzer's units quick. */
     if (shape.desc.seqlen_q * plan.packed_heads / plan.block_q * plan.splits < 100000 &&

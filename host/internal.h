@@ -815,9 +815,13 @@ static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
          a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned &&
          a->merge == b->merge;
 }
-/** Whether a kernel family has a forward only (the decode kernels). */
-static inline int fcl__kernel_forward_only(unsigned kernel) {
+/** Whether a kernel family is one of the two decode kernels. */
+static inline int fcl__decode_kernel_family(unsigned kernel) {
   return kernel == FCL_FLASH_KERNEL_DECODE || kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+}
+/** Whether a kernel family has a forward only: the decode kernels. */
+static inline int fcl__kernel_forward_only(unsigned kernel) {
+  return fcl__decode_kernel_family(kernel);
 }
 /* The decode forward's planner (plan_decode.c). */
 /** The planner's default decode kernel for a forward of `packed_rows` rows

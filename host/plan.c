@@ -393,8 +393,7 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
  * that reproduces the counts measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                           const fcl_plan *hint, fcl_plan *plan) {
-  const int decode =
-      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+  const int decode = fcl__decode_kernel_family(plan->kernel);
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
       desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
@@ -431,8 +430,7 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
                                size_t why_len) {
   plan->merge = FCL_SPLIT_MERGE_AUTO;
   if (plan->splits <= 1) return FCL_SUCCESS;
-  const int decode =
-      plan->kernel == FCL_FLASH_KERNEL_DECODE || plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+  const int decode = fcl__decode_kernel_family(plan->kernel);
   const size_t row_floats = decode ? fcl__decode_state_row_floats(plan) : 0;
   const int fits = decode && plan->splits <= row_floats;
   const unsigned wanted = hint ? hint->merge : FCL_SPLIT_MERGE_AUTO;
@@ -544,9 +542,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   /* 0, or which decode kernel */
   const unsigned decode =
       hint && hint->kernel
-          ? (hint->kernel == FCL_FLASH_KERNEL_DECODE || hint->kernel == FCL_FLASH_KERNEL_DECODE_MMA
-                 ? hint->kernel
-                 : FCL_FLASH_KERNEL_AUTO)
+          ? (fcl__decode_kernel_family(hint->kernel) ? hint->kernel : FCL_FLASH_KERNEL_AUTO)
       : simt_hint ? FCL_FLASH_KERNEL_AUTO
                   : fcl__decode_kernel(limits, &shape, desc->seqlen_q);
   /* The CPU forward: asked for, or the rule's on CPU devices (plan_cpu.c). */

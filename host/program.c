@@ -38,8 +38,11 @@ extern const char fcl__cl_params_probe[];
 extern const char fcl__cl_merge[];
 extern const char fcl__cl_cache[];
 
-/* Each program is params.h, common.cl, blocks.cl, the source's prelude if
- * it has one, and the source. */
+/* Each program is these texts, then the source's prelude if it has one,
+ * and the source. */
+static const char *const shared_texts[] = {fcl__cl_params, fcl__cl_common, fcl__cl_blocks};
+#define N_SHARED_TEXTS (sizeof shared_texts / sizeof shared_texts[0])
+
 static const struct {
   const char *text;
   const char *file;
@@ -76,8 +79,8 @@ static uint64_t fnv1a(uint64_t h, const char *text) {
 }
 
 void fcl__kernels_fingerprint(char out[17]) {
-  uint64_t h = fnv1a(fnv1a(fnv1a(0xcbf29ce484222325ull, fcl__cl_params), fcl__cl_common),
-                     fcl__cl_blocks);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < N_SHARED_TEXTS; ++i) h = fnv1a(h, shared_texts[i]);
   for (int i = 0; i < FCL_SRC_COUNT; ++i)
     h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
   snprintf(out, 17, "%016llx", (unsigned long long)h);
@@ -244,8 +247,9 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
-  const char *texts[5] = {fcl__cl_params, fcl__cl_common, fcl__cl_blocks};
-  cl_uint n_texts = 3;
+  const char *texts[N_SHARED_TEXTS + 2];
+  cl_uint n_texts = 0;
+  for (size_t i = 0; i < N_SHARED_TEXTS; ++i) texts[n_texts++] = shared_texts[i];
   if (sources[source].prelude) texts[n_texts++] = sources[source].prelude;
   texts[n_texts++] = sources[source].text;
   cl_program program;

@@ -521,7 +521,7 @@ typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_MMA = 2,
   FCL_FLASH_KERNEL_DECODE = 3,  /**< forward only */
   FCL_FLASH_KERNEL_DECODE_MMA = 4,  /**< forward only */
-  FCL_FLASH_KERNEL_CPU = 5,  /**< forward only */
+  FCL_FLASH_KERNEL_CPU = 5,  /**< forward and backward */
 } fcl_flash_kernel;
 
 /** How many fcl_flash_kernel values there are (AUTO included). */
