@@ -34,7 +34,9 @@
  *
  * The entry points are rows of a table (forward, backward, the forward in
  * key splits, the merge of attention states, the append to a KV cache,
- * the append and the forward in one call):
+ * the append and the forward in one call, and that call on the decode
+ * kernel in key splits merged in their own launch, whose arrival counts
+ * are a buffer of their own):
  * each names its outputs and a function that calls it.
  */
 #include "harness.h"
@@ -211,6 +213,18 @@ static fcl_status attend_call(fcl_context *ctx, fixture *f, fcl_algo algo, int i
                                        f->out[3], instrumented ? &info : NULL);
 }
 
+/* The same on the decode kernel in key splits (32 work-items: tiles of 16
+ * keys, so 2 or 3 splits of the fixtures' caches), merged in the split
+ * launch. */
+static fcl_status attend_in_launch_call(fcl_context *ctx, fixture *f, fcl_algo algo,
+                                        int instrumented) {
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_DECODE, .wg_size = 32, .splits = 3,
+                         .merge = FCL_SPLIT_MERGE_LAST_SPLIT};
+  fcl_status st = fcl_context_set_flash_tiling(ctx, &hint);
+  if (st != FCL_SUCCESS) return st;
+  return attend_call(ctx, f, algo, instrumented);
+}
+
 static const entry entries[] = {
     {"forward", 1, forward_setup, forward_call},
     {"backward", 1, backward_setup, backward_call},
@@ -218,6 +232,7 @@ static const entry entries[] = {
     {"merge", 0, merge_setup, merge_call},
     {"append", 0, append_setup, append_call},
     {"append-and-attend", 1, attend_setup, attend_call},
+    {"append-and-attend-in-launch", 0, attend_setup, attend_in_launch_call},
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 
