@@ -7,8 +7,9 @@
  * comes from flash_bwd_pre.cl.
  *
  * Each warp owns 16 rows, held as A fragments; the other side streams
- * through local memory in tiles of BLOCK rows, taken SUB_TILES * 8 rows at
- * a time so that only those scores sit in registers:
+ * through local memory in tiles of BLOCK rows (one buffer each: two do not
+ * fit NVIDIA's 47 KiB at d 128 in 16-bit; ASYNC_TILES below), taken
+ * SUB_TILES * 8 rows at a time so that only those scores sit in registers:
  *   flash_bwd_dkdv_mma  rows = keys. S^T = K Q^T and dP^T = V dO^T, then
  *                       P^T = e^(scale S^T - LSE), dS^T = P^T (dP^T - D),
  *                       dV += P^T dO and dK += dS^T Q; a key block sees the
@@ -50,6 +51,21 @@
 #define TILE_LOADS_UNROLL 8  // loads in flight per work-item (mma.cl's LOAD_TILE)
 #endif
 
+#ifndef ASYNC_TILES
+/* 16-bit tiles come by cp.async (mma.cl's FETCH_TILE), a tile's loads all
+ * in flight at once and none held in registers: on the H200 the backward
+ * ran 1.46-1.62x as fast at d 128 and 1.12-1.16x at d 64. f32 ran
+ * 0.97-1.02x and keeps its loads through registers (docs/performance.md,
+ * v21). */
+#define ASYNC_TILES (FCL_DTYPE != 0)
+#endif
+#if ASYNC_TILES
+#define BWD_TILE FETCH_TILE
+#define BWD_TILES_WHOLE() FETCH_COMMIT(); FETCH_WAIT(0)  /* then a barrier */
+#else
+#define BWD_TILE LOAD_TILE
+#define BWD_TILES_WHOLE() ((void)0)
+#endif
 #define WG_SIZE (32 * WARPS)
 #define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps, or pairs, that own 16 rows
 #define BLOCK (16 * ROW_WARPS)  // rows a work-group owns, and rows per tile
@@ -170,10 +186,11 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
     for (int tile = kb.first_tile; tile < kb.end_tile; ++tile) {
       const int q0 = tile * BLOCK;
       const int rows = min(BLOCK, nq - q0);
-      LOAD_TILE(q_tile, q + gh.q + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
-      LOAD_TILE(do_tile, dout + gh.dout + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
+      BWD_TILE(q_tile, q + gh.q + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
+      BWD_TILE(do_tile, dout + gh.dout + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
       LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
                      nk);
+      BWD_TILES_WHOLE();
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
@@ -266,8 +283,9 @@ UNROLL
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK;
     const int keys = min(BLOCK, nk - k0);
-    LOAD_TILE(k_tile, k_rows + (size_t)k0 * p.k.seq, keys, BLOCK, p.k.seq);
-    LOAD_TILE(v_tile, v_rows + (size_t)k0 * p.v.seq, keys, BLOCK, p.v.seq);
+    BWD_TILE(k_tile, k_rows + (size_t)k0 * p.k.seq, keys, BLOCK, p.k.seq);
+    BWD_TILE(v_tile, v_rows + (size_t)k0 * p.v.seq, keys, BLOCK, p.v.seq);
+    BWD_TILES_WHOLE();
     barrier(CLK_LOCAL_MEM_FENCE);
     const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;  // uniform over the group
 
