@@ -44,6 +44,22 @@
 #define TILE_LOADS_UNROLL 8
 #endif
 #endif
+#ifndef TILE_BARRIERS
+/* Barriers a key tile. 4: one before and one after each product. 2
+ * (FlashAttention-2's order): the barrier that makes K whole also frees
+ * V's buffer, V's fetch starting after it, and the one that makes V whole
+ * (waited for before the softmax) frees K's. On the H200 in f16, 2 ran
+ * 1.01-1.04x with tiles of 64 keys and 0.88-0.93x with 128 (16-bit causal
+ * d <= 64); f32 is unmeasured (docs/performance.md, v21). */
+#if FCL_DTYPE != 0 && BLOCK_K <= 64
+#define TILE_BARRIERS 2
+#else
+#define TILE_BARRIERS 4
+#endif
+#endif
+#if TILE_BARRIERS != 2 && TILE_BARRIERS != 4
+#error "TILE_BARRIERS must be 2 or 4"
+#endif
 #define WG_SIZE (32 * WARPS)
 #define BLOCK_Q (16 * WARPS)  // Br
 #define K_TILES (BLOCK_K / 8)
@@ -95,9 +111,10 @@ UNROLL
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 
-  /* K and V arrive while the warps compute (FETCH_TILE, mma.cl), in
-   * FlashAttention-2's order: V of this tile during S = Q K^T, K of the
-   * next during the softmax and O += P V. One tile of each in local memory. */
+  /* K and V arrive while the warps compute (FETCH_TILE, mma.cl), one tile
+   * of each in local memory: V of this tile during S = Q K^T, K of the
+   * next during the softmax and O += P V. TILE_BARRIERS (above) says how
+   * the work-group knows a tile whole and a buffer free. */
 #define K_TILE_ROWS(k0) TILE_START(k_rows, k, p.k, k_stride, k0)
 #define V_TILE_ROWS(k0) TILE_START(v_rows, v, p.v, v_stride, k0)
   if (first_tile < end_tile) {
@@ -108,14 +125,24 @@ UNROLL
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, nk - k0);
+#if TILE_BARRIERS == 2
+    FETCH_WAIT(0);  // this tile's K
+    barrier(CLK_LOCAL_MEM_FENCE);  // K whole, and every warp done with the last V
+#endif
     FETCH_TILE(v_tile, V_TILE_ROWS(k0), keys, BLOCK_K, v_stride);
     FETCH_COMMIT();
+#if TILE_BARRIERS == 4
     FETCH_WAIT(1);  // this tile's K
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
     /* ---- S = Q K^T ---- */
     float s[K_TILES][4];
     MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
+#if TILE_BARRIERS == 2
+    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
+    FETCH_WAIT(0);  // this tile's V
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with K: the next may come
     if (tile + 1 < end_tile) {
       const int k1 = k0 + BLOCK_K;
@@ -124,15 +151,21 @@ UNROLL
     FETCH_COMMIT();
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
+#if TILE_BARRIERS == 4
     MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
+#endif
 UNROLL
     for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
 
     /* ---- O += P V ---- */
+#if TILE_BARRIERS == 4
     FETCH_WAIT(1);  // this tile's V
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
     MMA_ACCUMULATE(acc, D_TILES, s, K_TILES, v_tile);
+#if TILE_BARRIERS == 4
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's V overwrites this one
+#endif
   }
 #undef K_TILE_ROWS
 #undef V_TILE_ROWS
