@@ -10,7 +10,9 @@
  *     read from local memory feed two instructions, for twice the
  *     registers of Q, the accumulator and the scores: on the H200 that ran
  *     0.6-0.8x as fast in every case measured (docs/performance.md, v3e),
- *     and was dropped;
+ *     and with ldmatrix on an H100 0.69-0.84x in 16-bit (243-255
+ *     registers; f32 d = 64 alone 1.09x, spilling: v21), so it is not in
+ *     the kernel;
  *   - warps per work-group: 8 (Br = 128 rows sharing each K/V tile, so K
  *     and V are read from global memory half as often as with 4: on the
  *     H200 that was 6-34% faster in every dtype, d and mask measured,
