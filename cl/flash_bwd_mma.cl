@@ -61,7 +61,7 @@
 #endif
 #if ASYNC_TILES
 #define BWD_TILE FETCH_TILE
-#define BWD_TILES_WHOLE() FETCH_COMMIT(); FETCH_WAIT(0)  /* then a barrier */
+#define BWD_TILES_WHOLE() do { FETCH_COMMIT(); FETCH_WAIT(0); } while (0)  /* then a barrier */
 #else
 #define BWD_TILE LOAD_TILE
 #define BWD_TILES_WHOLE() ((void)0)
