@@ -32,10 +32,12 @@
 #endif
 #define LANES (HEAD_DIM_MAX / 4)
 #define ROW_LANES (LANES * PART_GROUPS)
-#define ROWS (WG_SIZE / ROW_LANES)
+#ifndef ROWS
+#define ROWS (WG_SIZE / ROW_LANES)  // rows a work-group merges (host: merge.c, its grid)
+#endif
 
-#if WG_SIZE % ROW_LANES != 0
-#error "WG_SIZE must be a multiple of HEAD_DIM_MAX / 4 * PART_GROUPS"
+#if ROWS * ROW_LANES != WG_SIZE
+#error "WG_SIZE must be ROWS rows of HEAD_DIM_MAX / 4 * PART_GROUPS lanes"
 #endif
 
 /* A lane's four columns of one part's O (those past head_dim 0). */

@@ -933,9 +933,10 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *sh
                                 char *why, size_t why_len);
 /** How the merge kernel (cl/merge.cl) is built for a device, a head_dim
  *  and a number of parts: work-group size, head_dim bucket (a power of
- *  two, at least 16), parts a lane loads at once, lane groups per row. */
+ *  two, at least 16), parts a lane loads at once, lane groups per row, and
+ *  rows per work-group (given to the kernel, which checks it). */
 typedef struct fcl__merge_layout {
-  unsigned wg_size, head_dim_max, part_loads, part_groups;
+  unsigned wg_size, head_dim_max, part_loads, part_groups, rows;
 } fcl__merge_layout;
 fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
                                        size_t parts);

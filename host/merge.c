@@ -123,6 +123,7 @@ fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t h
   const size_t batches = (parts + l.part_loads - 1) / l.part_loads;
   const unsigned row_groups = l.wg_size / (l.head_dim_max / 4);
   while (l.part_groups < batches && 2 * l.part_groups <= row_groups) l.part_groups *= 2;
+  l.rows = row_groups / l.part_groups;
   return l;
 }
 
@@ -134,6 +135,7 @@ void fcl__merge_options(const fcl__merge_layout *layout, fcl_dtype dtype, cl_mem
   fcl__options_define(opts, "WG_SIZE", (long)layout->wg_size);
   fcl__options_define(opts, "PART_LOADS", (long)layout->part_loads);
   fcl__options_define(opts, "PART_GROUPS", (long)layout->part_groups);
+  fcl__options_define(opts, "ROWS", (long)layout->rows);
   fcl__options_count_io(opts, io_counter);
 }
 
@@ -143,11 +145,10 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
   run->kernel = NULL;
   const fcl__merge_layout layout =
       fcl__merge_layout_of(&ctx->info.limits, sh->desc.head_dim, sh->desc.parts);
-  const size_t rows_per_group = layout.wg_size / (layout.head_dim_max / 4 * layout.part_groups);
   FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < layout.wg_size,
                 FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %u; %s allows %zu",
                 layout.wg_size, ctx->info.name, ctx->info.limits.max_work_group_size);
-  const size_t groups = (sh->rows + rows_per_group - 1) / rows_per_group;
+  const size_t groups = (sh->rows + layout.rows - 1) / layout.rows;
   FCL_RETURN_IF(ctx, groups > (size_t)INT32_MAX, FCL_ERROR_INVALID_SHAPE,
                 "the merge needs %zu work-groups; at most %d fit", groups, INT32_MAX);
   fcl__options opts;

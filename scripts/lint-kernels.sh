@@ -9,6 +9,7 @@ clang="${1:-clang}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 failures=0 builds=0
+declare -A linted=()
 check() {  # file, options...
   local file="$1" prelude=()
   shift
@@ -17,7 +18,9 @@ check() {  # file, options...
     flash_fwd_mma.cl | flash_bwd_mma.cl | flash_fwd_decode_mma.cl | mma_probe.cl)
       prelude=(cl/mma.cl) ;;
     flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
+    flash_fwd_cpu.cl | flash_bwd_cpu.cl) prelude=(cl/cpu.cl) ;;
   esac
+  linted[$file]=1
   cat cl/params.h cl/common.cl cl/blocks.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \
@@ -27,6 +30,10 @@ check() {  # file, options...
     failures=$((failures + 1))
   fi
 }
+# NVIDIA's native kernels: clang's PTX target, which spells the driver's asm
+# as __asm__ and declares the half loads (vloada_half) only with cl_khr_fp16
+nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
+       -Xclang -cl-ext=+cl_khr_int64_base_atomics -Xclang -cl-ext=+cl_khr_fp16)
 for dtype in 0 1 2; do
   # local tiles in floats; for the 16-bit types also in the storage type
   tiles=(0)
@@ -52,10 +59,7 @@ for dtype in 0 1 2; do
               -DROWS_PER_THREAD=$2
           done
         done
-        # the MMA kernels, emulated and (for NVIDIA, with clang's PTX
-        # target, which spells the driver's asm as __asm__) native
-        nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
-               -Xclang -cl-ext=+cl_khr_int64_base_atomics)
+        # the MMA kernels, emulated and native
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
           -DWARPS=1 -DMMA_CHAIN=0
@@ -71,14 +75,23 @@ for dtype in 0 1 2; do
           -DHEAD_SPLIT=2
         # the decode kernels, split, paged and (without ALiBi) packed
         decode=(-DSPLIT_KV=1 -DPAGED=1 -DPACK_GQA=$((transform ? 1 : 4)))
-        check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 \
-          -DBLOCK_K=32 -DWG_SIZE=128 -DKEY_LANES=16
-        if [ "$dtype" -ne 0 ]; then
-          check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
-            -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
-          check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 \
-            -DBLOCK_Q=16
-        fi
+        # the splits merged in their own launch, or in this one
+        for last in 0 1; do
+          check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
+            -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DBLOCK_K=32 -DWG_SIZE=128 -DKEY_LANES=16
+          if [ "$dtype" -ne 0 ]; then
+            check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
+              -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
+            check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+              -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=128 -DBLOCK_Q=16
+          fi
+        done
+        # the CPU kernels (their -D options as plan_cpu.c gives them), the
+        # forward also split over a paged cache
+        check flash_fwd_cpu.cl "${common[@]}" -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DBLOCK_Q=64
+        check flash_fwd_cpu.cl "${common[@]}" "${decode[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=16 \
+          -DBLOCK_Q=16
+        check flash_bwd_cpu.cl "${common[@]}" -DHEAD_DIM_MAX=64 -DBLOCK=32
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done
@@ -99,13 +112,33 @@ for dtype in 1 2; do
     done
   done
 done
+for dtype in 0 1 2; do
+  for io in "" -DFCL_COUNT_IO=1; do
+    # the merge's lane groups and part loads (merge.c), and the cache append
+    for layout in "64 64 1 1" "128 128 8 1" "128 128 8 4" "16 128 8 8" "256 128 8 2"; do
+      set -- $layout
+      check merge.cl -DFCL_DTYPE=$dtype $io -DHEAD_DIM_MAX=$1 -DWG_SIZE=$2 -DPART_LOADS=$3 \
+        -DPART_GROUPS=$4
+    done
+    for paged in 0 1; do
+      check cache.cl -DFCL_DTYPE=$dtype $io -DPAGED=$paged
+    done
+  done
+done
 check peaks.cl
 check params_probe.cl
-nvptx=(-DFCL_NVIDIA_PTX=1 -target nvptx64-nvidia-nvcl -Dasm=__asm__
-       -Xclang -cl-ext=+cl_khr_int64_base_atomics)
 for split in 0 1; do
   check mma_probe.cl -DFCL_DTYPE=0 -DMMA_EMULATE=1 -DSPLIT=$split
   check mma_probe.cl -DFCL_DTYPE=0 "${nvptx[@]}" -DSPLIT=$split
+done
+# every kernel file, once at least: a new one is not silently left out
+for path in cl/*.cl; do
+  file="${path#cl/}"
+  grep -q '__kernel' "$path" || continue  # a prelude, linted with its kernels
+  if [ -z "${linted[$file]:-}" ]; then
+    echo "FAILED: $file has kernels and no check in scripts/lint-kernels.sh"
+    failures=$((failures + 1))
+  fi
 done
 echo "lint-kernels: $builds builds, $failures failed"
 [ "$failures" -eq 0 ]

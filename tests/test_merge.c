@@ -5,8 +5,9 @@
  * head_dim from 1 to 256, strided views and parts with gaps between them
  * (elements outside the views stay untouched); the merge of attention over
  * two halves of the keys against attention over all of them; NaN and +inf
- * LSEs; counted bytes against the I/O model; reruns bit for bit; and bad
- * descriptors and buffers refused with nothing written.
+ * LSEs; counted bytes against the I/O model; reruns bit for bit; bad
+ * descriptors and buffers refused with nothing written; and the layout's
+ * rows, which the kernel checks.
  */
 #include "harness.h"
 #include "internal.h"
@@ -461,6 +462,44 @@ START_TEST(merge_refuses_bad_input) {
 }
 END_TEST
 
+/* The merge's layout on every profile and on the test device: whole rows
+ * of whole lane groups fill the work-group; and the kernel itself refuses
+ * a row count that does not (the host gives ROWS, the kernel checks it). */
+static void check_layouts(const fcl_device_limits *limits, const char *name) {
+  const size_t head_dims[] = {1, 16, 17, 64, 100, 128, 256};
+  const size_t parts[] = {1, 2, 8, 9, 33, 64, 65, 512};
+  for (size_t i = 0; i < sizeof head_dims / sizeof *head_dims; ++i)
+    for (size_t j = 0; j < sizeof parts / sizeof *parts; ++j) {
+      const fcl__merge_layout l = fcl__merge_layout_of(limits, head_dims[i], parts[j]);
+      ck_assert_msg(l.rows >= 1 && l.head_dim_max >= head_dims[i] && l.part_groups >= 1 &&
+                        (l.part_groups & (l.part_groups - 1)) == 0 &&
+                        l.rows * (l.head_dim_max / 4) * l.part_groups == l.wg_size &&
+                        l.wg_size <= limits->max_work_group_size,
+                    "%s, head_dim %zu, %zu parts: %u rows of %u lanes x %u groups in %u",
+                    name, head_dims[i], parts[j], l.rows, l.head_dim_max / 4, l.part_groups,
+                    l.wg_size);
+    }
+}
+
+START_TEST(merge_layout_fills_its_work_group) {
+  size_t n = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  for (size_t i = 0; i < n; ++i) check_layouts(&profiles[i].info.limits, profiles[i].key);
+  fcl_context *ctx = th_context();
+  check_layouts(&ctx->info.limits, ctx->info.name);
+  fcl__merge_layout l = fcl__merge_layout_of(&ctx->info.limits, 64, 33);
+  l.rows += 1;
+  fcl__options opts;
+  fcl__merge_options(&l, FCL_DTYPE_F32, NULL, &opts);
+  cl_kernel kernel = NULL;
+  ck_assert_int_eq(fcl__kernel(ctx, FCL_SRC_MERGE, &opts, "merge_states", &kernel),
+                   FCL_ERROR_BUILD_FAILED);
+  ck_assert_ptr_null(kernel);
+  ck_assert_ptr_nonnull(strstr(fcl_context_last_error(ctx), "ROWS rows"));
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("merge");
   TCase *tc = th_tcase("merge");
@@ -470,6 +509,7 @@ int main(void) {
   tcase_add_test(tc, merge_propagates_nan_and_inf);
   tcase_add_test(tc, merge_counts_its_bytes_and_reruns_bit_for_bit);
   tcase_add_test(tc, merge_refuses_bad_input);
+  tcase_add_test(tc, merge_layout_fills_its_work_group);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }
