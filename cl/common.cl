@@ -174,6 +174,8 @@ typedef float4 tile4_t;
  * absent lanes is undefined, so the work-group must fill sub-groups. */
 #define FCL_SUMS_BY_SHUFFLE(wg, lanes) \
   (FCL_SHUFFLE != 0 && (wg) >= FCL_SHUFFLE_WIDTH && (lanes) <= FCL_SHUFFLE_WIDTH)
+/* Whether they are summed through local memory instead (more than one). */
+#define FCL_SUMS_IN_LOCAL(wg, lanes) ((lanes) > 1 && !FCL_SUMS_BY_SHUFFLE(wg, lanes))
 
 /* x from the lane whose id differs in the bits of `mask` (butterfly). */
 #if FCL_SHUFFLE == 1

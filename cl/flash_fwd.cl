@@ -77,11 +77,7 @@
 
 /* How the THREADS_PER_ROW partial dot products of a row are summed:
  * sub-group shuffles where the device has them, else through local memory. */
-#if THREADS_PER_ROW > 1 && !FCL_SUMS_BY_SHUFFLE(WG_SIZE, THREADS_PER_ROW)
-#define ROW_SUM_IN_LOCAL 1
-#else
-#define ROW_SUM_IN_LOCAL 0
-#endif
+#define ROW_SUM_IN_LOCAL FCL_SUMS_IN_LOCAL(WG_SIZE, THREADS_PER_ROW)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd(FCL_ATTENTION_PARAMS) {
