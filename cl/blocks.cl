@@ -39,10 +39,11 @@ inline size_t fcl_at(const fcl_view v, int b, int token, int head) {
 /* ---- a paged cache ---------------------------------------------------------
  * PAGED = 1: K and V are pools of pages (fcl_attention_desc.block_table),
  * their views' batch stride the stride between pages. A forward's key tile
- * [k0, k0 + BLOCK_K) lies in one page (page_size is a multiple of every
- * tile the planner makes), so TILE_ROWS gives the row of key k0 of the
- * block's (batch, KV head), from which a kernel steps by the seq stride,
- * and KEY_IN_TILE a key's row past it. Unpaged, they are the block's rows
+ * [k0, k0 + BLOCK_K) lies in one page (the planners keep tiles within the
+ * largest power of two dividing page_size; the decode kernel on matrix
+ * instructions looks pages up a warp's 16 keys at a time), so TILE_ROWS
+ * gives the row of key k0 of the block's (batch, KV head), from which a
+ * kernel steps by the seq stride, and KEY_IN_TILE a key's row past it. Unpaged, they are the block's rows
  * and the key itself: the kernels' arithmetic as before paging existed.
  * They need the kernel's `qb` and `pages` in scope. */
 #ifndef PAGED

@@ -75,12 +75,17 @@
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
 
+/* A paged cache's page is looked up a warp's step at a time (16 keys, the
+ * smallest page's multiple); a step past the last key (of the last tile)
+ * looks up the last key's, which the table names, and loads nothing. */
+#define STEP_ROWS(rows, tensor, view, kw) TILE_ROWS(rows, tensor, view, min(kw, nk - 1))
+
 /* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
  * kw + 8 + g, columns 16 j + 4 t .. + 3 of k-step j (B fragments as
  * loaded); keys past nk and columns past head_dim are 0. */
 #define LOAD_K_STEP(kx, kw)                                                          \
   do {                                                                               \
-    __global const store_t *k_step_ = TILE_ROWS(k_rows, k, p.k, kw);                \
+    __global const store_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
     UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
       const int key_ = (kw) + 8 * n_ + g;                                            \
       __global const store_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
@@ -96,7 +101,7 @@
  * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3. */
 #define LOAD_V_STEP(vx, kw)                                                          \
   do {                                                                               \
-    __global const store_t *v_step_ = TILE_ROWS(v_rows, v, p.v, kw);                \
+    __global const store_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
     UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
       const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
       __global const store_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \

@@ -2,8 +2,9 @@
  * cache.c — fcl_kv_cache_append: new K and V rows copied into a KV cache
  * at each entry's current length (cl/cache.cl), checked as the attention
  * calls check theirs: the cache as the descriptor lays it out, the new
- * rows' views, every append within the capacity, and no output sharing
- * bytes with an input.
+ * rows' views, every append within the capacity, no output sharing bytes
+ * with an input, and (paged, unless turned off) every block-table entry
+ * the append writes through naming a page of the pool.
  */
 #include "internal.h"
 
@@ -39,6 +40,44 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
     status = fcl__launch_items(ctx, kernel, "kv_append", items, APPEND_WG);
   fcl__release_mem(&lens);
   fcl__kernel_return(ctx, &kernel);
+  return status;
+}
+
+/* The block-table entries an append writes through, read back in one
+ * rectangle (the columns every entry's new rows span) and checked: a row
+ * written through an entry outside the pool would land in another
+ * sequence's page (the kernel would skip it; this says so, before anything
+ * is written). */
+static fcl_status check_append_pages(fcl_context *ctx, const fcl_attention_desc *d,
+                                     size_t new_tokens) {
+  size_t lo = SIZE_MAX, hi = 0;
+  for (size_t b = 0; b < d->batch; ++b) {
+    const size_t first = (size_t)d->seqlens_k[b] / d->page_size;
+    const size_t last = ((size_t)d->seqlens_k[b] + new_tokens - 1) / d->page_size;
+    if (first < lo) lo = first;
+    if (last > hi) hi = last;
+  }
+  const size_t cols = hi - lo + 1;  /* within pages_per_seq: the capacity was checked */
+  int32_t *entries = fcl__malloc(ctx, d->batch * cols * sizeof *entries);
+  FCL_RETURN_IF(ctx, !entries, FCL_ERROR_OUT_OF_MEMORY,
+                "allocating %zu bytes for the block table's entries failed",
+                d->batch * cols * sizeof *entries);
+  fcl_status status =
+      fcl__read_rect(ctx, d->block_table, d->pages_per_seq * sizeof *entries, lo * sizeof *entries,
+                     cols * sizeof *entries, d->batch, entries, "reading the block table");
+  for (size_t b = 0; b < d->batch && status == FCL_SUCCESS; ++b) {
+    const size_t first = (size_t)d->seqlens_k[b] / d->page_size;
+    const size_t last = ((size_t)d->seqlens_k[b] + new_tokens - 1) / d->page_size;
+    for (size_t i = first; i <= last && status == FCL_SUCCESS; ++i) {
+      const int32_t entry = entries[b * cols + (i - lo)];
+      if (entry < 0 || (size_t)entry >= d->num_pages)
+        status = fcl__fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                           "block_table[%zu][%zu] = %d is outside the pool of num_pages = %zu: "
+                           "entry %zu's new rows would be written there; nothing was written",
+                           b, i, (int)entry, d->num_pages, b);
+    }
+  }
+  fcl__free(entries);
   return status;
 }
 
@@ -88,6 +127,8 @@ fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
       {k_cache, "k_cache", sh.sizes.k, 0, fcl__tensor_view(&sh, FCL__K)},
       {v_cache, "v_cache", sh.sizes.v, 0, fcl__tensor_view(&sh, FCL__V)}};
   FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5));
+  if (sh.paged && !fcl__context_settings(ctx).table_unchecked)
+    FCL_FORWARD_IF(check_append_pages(ctx, d, new_tokens));
 
   call->params = (fcl_append_params){
       .k_new = fcl__view_of(&k_l),

@@ -552,6 +552,16 @@ uint64_t fcl__scratch_limit(const fcl_context *ctx) {
   return fcl__default_scratch_limit(&ctx->info.limits);
 }
 
+fcl_status fcl_context_set_block_table_checks(fcl_context *ctx, int enable) {
+  FCL_FORWARD_IF(fcl__check_context(ctx));
+  FCL_RETURN_IF(ctx, enable != 0 && enable != 1, FCL_ERROR_INVALID_ARGUMENT,
+                "block table checks must be 0 or 1, got %d", enable);
+  pthread_mutex_lock(&ctx->lock);
+  ctx->settings.table_unchecked = !enable;
+  pthread_mutex_unlock(&ctx->lock);
+  return FCL_SUCCESS;
+}
+
 fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable) {
   FCL_FORWARD_IF(fcl__check_context(ctx));
   FCL_RETURN_IF(ctx, enable != 0 && enable != 1, FCL_ERROR_INVALID_ARGUMENT,

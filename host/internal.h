@@ -10,6 +10,7 @@
 #include "flashcl.h"
 #include "params.h"  /* cl/params.h: the kernels' parameter block and mask */
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ typedef struct fcl__error_slot fcl__error_slot;
 typedef struct fcl__settings {
   uint64_t scratch_limit; /* 0: default */
   int count_io;
+  int table_unchecked;    /* fcl_context_set_block_table_checks(ctx, 0) */
   fcl_plan tiling_hint;   /* nonzero fields override the planner */
 } fcl__settings;
 
@@ -339,6 +341,10 @@ fcl_status fcl__fill(fcl_context *ctx, cl_mem mem, const void *pattern,
                      size_t pattern_size, size_t bytes, const char *what);
 fcl_status fcl__read(fcl_context *ctx, cl_mem mem, void *out, size_t bytes,
                      const char *what);
+/** `rows` rows of `row_bytes` from byte `col` of each `pitch`-byte row of
+ *  mem into out, packed; blocking. */
+fcl_status fcl__read_rect(fcl_context *ctx, cl_mem mem, size_t pitch, size_t col,
+                          size_t row_bytes, size_t rows, void *out, const char *what);
 fcl_status fcl__marker(fcl_context *ctx, cl_event *event, const char *what);
 
 /** OpenCL objects the library creates for itself. */
@@ -745,6 +751,18 @@ static inline unsigned fcl__floor_pow2(size_t x) {
   while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
   return p;
 }
+/** The most keys a paged forward's tile may hold, so that no tile
+ *  straddles two pages (tiles start at multiples of their size): the
+ *  largest power of two dividing page_size, FCL_PAGE_SIZE_MULTIPLE at
+ *  least; without a block table, no limit. Every forward planner keeps
+ *  its block_k within it. */
+static inline unsigned fcl__page_tile_cap(const fcl_attention_desc *desc) {
+  if (!desc->block_table || !desc->page_size) return UINT_MAX;
+  return (unsigned)(desc->page_size & (~desc->page_size + 1));  /* page_size <= INT_MAX */
+}
+/** Keys the decode kernel on matrix instructions reads a warp a step, from
+ *  one page of a paged cache (cl/flash_fwd_decode_mma.cl). */
+#define FCL__DECODE_MMA_WARP_KEYS 16u
 /** The local memory a flash kernel may declare: the device's less the 1 KiB
  *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local
  *  arrays work, 48 fail); elsewhere the margin costs nothing. Both

@@ -457,15 +457,18 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
   return FCL_SUCCESS;
 }
 
-/* A paged forward's key tiles each within one page (cl/blocks.cl, PAGED):
- * page_size, a multiple of 64, is one of block_k's, which the planners keep
- * to powers of two up to 64; a hint's may not be. */
+/* A paged forward reads each page lookup's keys from one page (cl/blocks.cl,
+ * PAGED): a tile's, or a warp's step in the decode kernel on matrix
+ * instructions. The planners keep tiles within fcl__page_tile_cap; a
+ * hint's may not be. */
 static fcl_status check_pages_fit(const fcl__shape *sh, const fcl_plan *plan, char *why,
                                   size_t why_len) {
-  FCL_WHY_IF(sh->paged && sh->desc.page_size % plan->block_k != 0, FCL_ERROR_UNSUPPORTED,
+  const unsigned keys = plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? FCL__DECODE_MMA_WARP_KEYS
+                                                                     : plan->block_k;
+  FCL_WHY_IF(sh->paged && sh->desc.page_size % keys != 0, FCL_ERROR_UNSUPPORTED,
              "block_k = %u keys a tile do not divide page_size = %zu: a tile would straddle "
              "two pages",
-             plan->block_k, sh->desc.page_size);
+             keys, sh->desc.page_size);
   return FCL_SUCCESS;
 }
 
@@ -643,6 +646,7 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
   /* Registers first: 2 * slice + rows * Bc private floats. */
   unsigned bk_cap = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
+  if (bk_cap > fcl__page_tile_cap(desc)) bk_cap = fcl__page_tile_cap(desc);
   const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
   while (!cpu_rule && bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
     bk_cap /= 2;

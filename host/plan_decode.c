@@ -25,17 +25,16 @@
  *     split launch where the kernel's local state holds a block's LSEs.
  * The one on matrix instructions has the MMA layout: each warp holds the
  * block's rows (a power of two up to 16) and takes 16 keys of a step;
- * four warps (block_k 64, within a page of any allowed size); the same
- * split rule.
+ * four warps (block_k 64; a paged cache's page is looked up a warp's 16
+ * keys at a time, so any allowed page size takes it); the same split rule.
  */
 #include "internal.h"
 
 #define DECODE_WG 128u
 #define DECODE_MAX_LANES 32u
 #define DECODE_MAX_GROUPS 32u   /* block_k = groups x 4 within the tiles' 128 keys */
-#define DECODE_MMA_WARPS 4u     /* block_k = 64: a tile within any page */
+#define DECODE_MMA_WARPS 4u     /* block_k = 64 */
 #define DECODE_MMA_MAX_HEAD_DIM 128u
-#define DECODE_MMA_WARP_KEYS 16u
 
 /* Keys a key group takes each step. The kernel holds a step's V and the
  * next step's K at once; with 4 keys Intel's compiler spilled that (IGC
@@ -132,8 +131,9 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = fcl__floor_pow2(limits->max_work_group_size);
-  /* paged: block_k = groups x 4 within a page's 64-key multiple */
-  const unsigned max_groups = sh->paged ? DECODE_MAX_GROUPS / 2 : DECODE_MAX_GROUPS;
+  /* paged: a step's keys within a page (fcl__page_tile_cap) */
+  const unsigned page_groups = fcl__page_tile_cap(desc) / decode_keys_per_group(limits);
+  const unsigned max_groups = page_groups < DECODE_MAX_GROUPS ? page_groups : DECODE_MAX_GROUPS;
   if (!(hint && hint->wg_size) && wg > max_groups * lanes) wg = max_groups * lanes;
   if (!(hint && hint->wg_size) && wg < lanes) wg = lanes;
   FCL_WHY_IF(wg % lanes != 0 || wg / lanes > DECODE_MAX_GROUPS, FCL_ERROR_UNSUPPORTED,
@@ -222,7 +222,7 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
   const uint64_t budget = fcl__local_budget(limits);
   for (;;) {
     plan.wg_size = wg;
-    plan.block_k = DECODE_MMA_WARP_KEYS * (wg / 32);
+    plan.block_k = FCL__DECODE_MMA_WARP_KEYS * (wg / 32);
     plan.local_bytes = decode_mma_local_bytes(&plan, emulate);
     if (plan.local_bytes <= budget) break;
     FCL_WHY_IF(fixed_wg || wg == 32, FCL_ERROR_UNSUPPORTED,

@@ -191,6 +191,16 @@ fcl_status fcl__read(fcl_context *ctx, cl_mem mem, void *out, size_t bytes,
   return enqueued(ctx, err, what);
 }
 
+fcl_status fcl__read_rect(fcl_context *ctx, cl_mem mem, size_t pitch, size_t col,
+                          size_t row_bytes, size_t rows, void *out, const char *what) {
+  const size_t from[3] = {col, 0, 0}, to[3] = {0, 0, 0}, region[3] = {row_bytes, rows, 1};
+  cl_int err = CL_OUT_OF_RESOURCES;
+  if (!fcl__injected(ctx, FCL_INJECT_ENQUEUE))
+    err = clEnqueueReadBufferRect(ctx->queue, mem, CL_TRUE, from, to, region, pitch, 0,
+                                  row_bytes, 0, out, 0, NULL, NULL);
+  return enqueued(ctx, err, what);
+}
+
 fcl_status fcl__marker(fcl_context *ctx, cl_event *event, const char *what) {
   cl_int err = CL_OUT_OF_RESOURCES;
   *event = NULL;

@@ -293,6 +293,22 @@ FCL_API cl_command_queue fcl_context_cl_queue(const fcl_context *ctx);
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed). */
 FCL_API fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes);
 
+/** Whether appends into a paged cache (fcl_kv_cache_append,
+ *  fcl_attention_forward_kvcache) check the block-table entries they write
+ *  through: 1 (the default) reads them back before anything is enqueued
+ *  and refuses an entry outside the pool with FCL_ERROR_INVALID_ARGUMENT,
+ *  the cache untouched. The read waits for the context's queue, a sync
+ *  per append; an engine that keeps its table valid may turn it off (0):
+ *  a row whose entry is outside the pool is then left unwritten, without
+ *  a status, and no other page is touched. The forwards never read the
+ *  table on the host (a check would read every page of the call and wait):
+ *  their kernels clamp an entry into the pool, so a bad one reads a wrong
+ *  page, never outside the pools. Applies to calls that start after it
+ *  returns.
+ *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed,
+ *          enable not 0 or 1). */
+FCL_API fcl_status fcl_context_set_block_table_checks(fcl_context *ctx, int enable);
+
 /** Enables (1) or disables (0) I/O counting: the library's own kernels are
  *  then built with instrumentation that counts every global-memory element
  *  they load and store, reported in fcl_run_info.bytes_counted. Slower; for
@@ -428,8 +444,10 @@ typedef struct fcl_attention_desc {
    *  packed [num_pages][page_size][heads_kv][head_dim]). seqlen_k is the
    *  capacity, at most pages_per_seq page_size; seqlens_k gives the
    *  lengths. page_size a multiple of FCL_PAGE_SIZE_MULTIPLE; the table's
-   *  entries must be below num_pages (the kernels clamp them into the
-   *  pool, so a bad entry reads a wrong page, never outside the buffers).
+   *  entries must be below num_pages: the forwards' kernels clamp them into
+   *  the pool (a bad entry reads a wrong page, never outside the buffers),
+   *  and an append refuses one it would write through
+   *  (fcl_context_set_block_table_checks).
    *  The forward only, not with cu_seqlens. NULL (default): not paged,
    *  and the three sizes below must be 0. */
   cl_mem block_table;
@@ -439,9 +457,12 @@ typedef struct fcl_attention_desc {
 } fcl_attention_desc;
 
 /** What a paged cache's page_size must be a multiple of
- *  (fcl_attention_desc.block_table): the flash kernels' key tiles (at most
- *  64 keys) then never straddle two pages. */
-#define FCL_PAGE_SIZE_MULTIPLE 64
+ *  (fcl_attention_desc.block_table): the smallest key tile of the flash
+ *  kernels. The planners keep a paged forward's tiles within a page (the
+ *  largest power of two dividing page_size), so pages of 16 or 48 tokens
+ *  run 16-key tiles, and 64 or more the tiles they would run unpaged, up
+ *  to that power of two. */
+#define FCL_PAGE_SIZE_MULTIPLE 16
 
 /** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded
  *  down (about 2.36e38). The flash kernels take exponentials as
@@ -1007,13 +1028,16 @@ FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc
  *  copied bit for bit. Then raise each seqlens_k[b] by new_tokens and run
  *  the forward with seqlen_q = new_tokens: causal, the new queries see the
  *  cache and themselves. A paged cache (desc->block_table) takes each row
- *  at its token's page, which the table must already name. Writes only the
- *  appended rows; on failure the
- *  cache is untouched. `info` as for the attention calls (flops 0).
+ *  at its token's page, which the table must already name: the entries
+ *  the append writes through are read back and checked first (a sync;
+ *  fcl_context_set_block_table_checks). Writes only the appended rows; on
+ *  failure the cache is untouched. `info` as for the attention calls
+ *  (flops 0).
  *  @return FCL_SUCCESS; FCL_ERROR_INVALID_ARGUMENT (ctx, desc or a buffer
  *          NULL or bad, seqlens_k NULL, cu_seqlens set, new_tokens 0,
  *          views that overlap, k_cache or v_cache sharing bytes with k_new
- *          or v_new); FCL_ERROR_INVALID_SHAPE (an append past the capacity:
+ *          or v_new, a block-table entry the append writes through outside
+ *          the pool: the message names it); FCL_ERROR_INVALID_SHAPE (an append past the capacity:
  *          the message names the entry; the descriptor's own checks);
  *          FCL_ERROR_BUFFER_TOO_SMALL; FCL_ERROR_UNSUPPORTED;
  *          FCL_ERROR_OUT_OF_MEMORY; FCL_ERROR_BUILD_FAILED; FCL_ERROR_OPENCL. */

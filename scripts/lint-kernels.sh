@@ -64,6 +64,9 @@ for dtype in 0 1 2; do
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
           -DWARPS=1 -DMMA_CHAIN=0
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=64
+        # over pages of 16 keys: the smallest tiles, paged
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16
+        check flash_fwd.cl "${common[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DWARPS=4
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1 \
           -DMMA_EMULATE_ALIGN=1 -DMMA_CHAIN=0

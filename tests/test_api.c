@@ -353,6 +353,8 @@ START_TEST(context_options_are_validated) {
   ck_assert_int_eq(fcl_context_set_count_io(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_count_io(ctx, 2), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_scratch_limit(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_block_table_checks(ctx, -1), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert(strstr(fcl_context_last_error(ctx), "0 or 1"));
   fcl_plan bad = {0};
   bad.threads_per_row = 3;
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &bad), FCL_ERROR_INVALID_ARGUMENT);
@@ -388,6 +390,7 @@ START_TEST(every_function_takes_null) {
   ck_assert_ptr_null(fcl_context_cl_queue(NULL));
   ck_assert_int_eq(fcl_context_set_scratch_limit(NULL, 0), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_count_io(NULL, 0), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_block_table_checks(NULL, 1), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_set_flash_tiling(NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_create("cpu", NULL), FCL_ERROR_INVALID_ARGUMENT);
   ck_assert_int_eq(fcl_context_wrap(NULL, NULL, NULL, NULL), FCL_ERROR_INVALID_ARGUMENT);

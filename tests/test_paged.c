@@ -1,12 +1,14 @@
 /*
  * test_paged.c — a paged KV cache (fcl_attention_desc.block_table): K and V
  * as pools of pages in a shuffled order, with spare pages, packed and
- * strided pools. Against the float64 reference on random inputs, both
- * algorithms (the naive one gathers the pages), the four forward kernels
- * (those on matrix instructions emulated off NVIDIA, the decode one's in
- * f16 and bf16), caches of different lengths, splits,
- * packed heads and 16-bit storage; a paged run is bit-identical to the
- * same problem with contiguous K and V under the same plan. Counted bytes
+ * strided pools, pages of 16, 48, 64 and 256 tokens. Against the float64
+ * reference on random inputs, both algorithms (the naive one gathers the
+ * pages), the four forward kernels (those on matrix instructions emulated
+ * off NVIDIA, the decode one's in f16 and bf16), caches of different
+ * lengths, splits, packed heads and 16-bit storage, and a 16-bit causal
+ * prefill over pages smaller than its unpaged tiles; a paged run takes
+ * tiles within a page and is bit-identical to the same problem with
+ * contiguous K and V under the same plan. Counted bytes
  * equal the I/O model; reruns are bit-identical; bad table entries stay
  * inside the pools; every refusal is a documented status with a reason and
  * nothing written; fcl_kv_cache_append writes into the pages.
@@ -84,14 +86,35 @@ static void paged_free(paged *pg) {
   memset(pg, 0, sizeof *pg);
 }
 
-/* The family, split count and packing; the decode kernel's work-group
- * pinned at 64, so that a paged plan (at most 64 keys a step) is the
- * contiguous one. */
+/* The family, split count and packing. */
 static void set_hint(fcl_context *ctx, int family, unsigned splits, unsigned packed) {
   const fcl_plan hint = {.kernel = family_kernel[family], .splits = splits,
-                         .packed_heads = packed,
-                         .wg_size = family == FAMILY_DECODE ? 64 : 0};
+                         .packed_heads = packed};
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+}
+
+/* The family's paged run (the planner's tiles within a page), then the
+ * contiguous problem under that plan, which it must match bit for bit. */
+static void run_paged_and_flat(fcl_context *ctx, int family, unsigned splits, unsigned packed,
+                               const th_problem *p, const paged *pg, th_forward *r,
+                               th_forward *flat) {
+  set_hint(ctx, family, splits, packed);
+  *r = th_run_forward(ctx, &pg->run, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(r->status == FCL_SUCCESS, "paged (%s): %s",
+                fcl_flash_kernel_name(family_kernel[family]), fcl_context_last_error(ctx));
+  const fcl_plan *used = &r->info.plan;
+  ck_assert_uint_eq(pg->run.desc.page_size % (used->kernel == FCL_FLASH_KERNEL_DECODE_MMA
+                                                  ? FCL__DECODE_MMA_WARP_KEYS
+                                                  : used->block_k),
+                    0);
+  const fcl_plan same = {.kernel = used->kernel, .block_k = used->block_k,
+                         .wg_size = used->wg_size, .splits = used->splits,
+                         .packed_heads = used->packed_heads, .merge = used->merge,
+                         .tile_elem_size = family == FAMILY_SIMT ? used->tile_elem_size : 0};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &same), FCL_SUCCESS);
+  *flat = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(flat->status == FCL_SUCCESS, "contiguous (%s) under the paged plan: %s",
+                fcl_flash_kernel_name(family_kernel[family]), fcl_context_last_error(ctx));
 }
 
 typedef struct pcase {
@@ -102,9 +125,10 @@ typedef struct pcase {
 
 static const int32_t lens3[3] = {0, 1, 300}, lens2[2] = {130, 64};
 static const pcase cases[] = {
-    {3, 8, 2, 1, 300, 64, 64, 1, -1, lens3},  /* decode over caches of 0, 1 and 300 keys */
-    {2, 4, 4, 3, 200, 32, 128, 1, -1, NULL},  /* a few rows, one page and a half */
+    {3, 8, 2, 1, 300, 64, 16, 1, -1, lens3},  /* decode over caches of 0, 1 and 300 keys */
+    {2, 4, 4, 3, 400, 32, 256, 1, -1, NULL},  /* a few rows, one page and a half */
     {2, 4, 1, 2, 130, 40, 64, 1, 50, lens2},  /* a window, MQA */
+    {1, 4, 2, 5, 100, 16, 48, 0, -1, NULL},   /* pages of three 16-key tiles */
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -128,9 +152,46 @@ static double err_floor(const fcl_attention_desc *d, const double *ref, size_t n
   return (d->dtype == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8) * fclu_max_abs(ref, n) + ERR_FLOOR;
 }
 
-/* Every family, split and not: within the flash suites' rule of the
- * reference (2x the naive algorithm's error), and bit for bit the run with
- * contiguous K and V under the same plan; LSE alike. */
+/* One problem over pages of `page` tokens in one family, with `max_splits`
+ * splits and with one (1 and 3, or 1): within the flash suites' rule of
+ * the reference (2x the naive algorithm's error), and bit for bit the run
+ * with contiguous K and V under the same plan; LSE alike. */
+static void check_paged_problem(fcl_context *ctx, int family, const fcl_attention_desc *desc,
+                                size_t page, unsigned packed, unsigned max_splits,
+                                uint64_t seed, const char *name) {
+  th_problem p;
+  th_problem_init(&p, ctx, desc, 300 + seed, 1.0);
+  const fcl_tensor_layout packed_pool = {0};
+  paged pg = make_paged(ctx, &p, page, 3, packed_pool, 40 + seed);
+  th_reference ref = th_reference_forward(&p);
+  float *naive = th_naive_output(ctx, &pg.run);  /* (f16 on PoCL: emulated) */
+  const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
+  const double floor = err_floor(desc, ref.o, p.q_elems);
+  ck_assert_msg(naive_err < (desc->dtype == FCL_DTYPE_F32 ? 1e-4 : 1e-2),
+                "%s: the paged naive algorithm is off by %g", name, naive_err);
+  for (unsigned splits = 1; splits <= max_splits; splits += 2) {
+    th_forward r, flat;
+    run_paged_and_flat(ctx, family, splits, packed, &p, &pg, &r, &flat);
+    ck_assert_uint_eq(r.info.plan.kernel, family_kernel[family]);
+    const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
+    ck_assert_msg(err <= 2 * naive_err + floor,
+                  "%s (%s), %u splits: error %g > 2 x naive %g + %g", name,
+                  fcl_flash_kernel_name(family_kernel[family]), r.info.plan.splits, err,
+                  naive_err, floor);
+    ck_assert_msg(memcmp(r.o, flat.o, p.q_elems * sizeof *r.o) == 0 &&
+                      memcmp(r.lse, flat.lse, p.lse_elems * sizeof *r.lse) == 0,
+                  "%s (%s), %u splits: paged and contiguous differ", name,
+                  fcl_flash_kernel_name(family_kernel[family]), r.info.plan.splits);
+    th_forward_free(&r);
+    th_forward_free(&flat);
+  }
+  free(naive);
+  th_reference_free(&ref);
+  paged_free(&pg);
+  th_problem_free(&p);
+}
+
+/* Every family over every case, split and not. */
 START_TEST(paged_forward_matches_contiguous_and_reference) {
   const int family = _i;
   fcl_context *ctx = th_context();
@@ -141,39 +202,28 @@ START_TEST(paged_forward_matches_contiguous_and_reference) {
     const size_t group = c->hq / c->hkv;
     const unsigned packed = family == FAMILY_DECODE && c->nq * group > FCL_DECODE_MAX_ROWS ? 1 : 0;
     const fcl_attention_desc desc = case_desc(c, family);
-    th_problem p;
-    th_problem_init(&p, ctx, &desc, 300 + i, 1.0);
-    const fcl_tensor_layout packed_pool = {0};
-    paged pg = make_paged(ctx, &p, c->page, 3, packed_pool, 40 + i);
-    th_reference ref = th_reference_forward(&p);
-    float *naive = th_naive_output(ctx, &pg.run);  /* (f16 on PoCL: emulated) */
-    const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
-    const double floor = err_floor(&desc, ref.o, p.q_elems);
-    ck_assert_msg(naive_err < (desc.dtype == FCL_DTYPE_F32 ? 1e-4 : 1e-2),
-                  "case %zu: the paged naive algorithm is off by %g", i, naive_err);
-    for (unsigned splits = 1; splits <= 3; splits += 2) {
-      set_hint(ctx, family, splits, packed);
-      th_forward flat = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-      th_forward r = th_run_forward(ctx, &pg.run, FCL_ALGO_FLASH, 1);
-      ck_assert_msg(r.status == FCL_SUCCESS && flat.status == FCL_SUCCESS, "case %zu (%s): %s",
-                    i, fcl_flash_kernel_name(family_kernel[family]), fcl_context_last_error(ctx));
-      ck_assert_uint_eq(r.info.plan.kernel, family_kernel[family]);
-      const double err = fclu_max_abs_err(r.o, ref.o, p.q_elems);
-      ck_assert_msg(err <= 2 * naive_err + floor,
-                    "case %zu (%s), %u splits: error %g > 2 x naive %g + %g", i,
-                    fcl_flash_kernel_name(family_kernel[family]), r.info.plan.splits, err,
-                    naive_err, floor);
-      ck_assert_msg(memcmp(r.o, flat.o, p.q_elems * sizeof *r.o) == 0 &&
-                        memcmp(r.lse, flat.lse, p.lse_elems * sizeof *r.lse) == 0,
-                    "case %zu (%s), %u splits: paged and contiguous differ", i,
-                    fcl_flash_kernel_name(family_kernel[family]), r.info.plan.splits);
-      th_forward_free(&r);
-      th_forward_free(&flat);
-    }
-    free(naive);
-    th_reference_free(&ref);
-    paged_free(&pg);
-    th_problem_free(&p);
+    char name[32];
+    snprintf(name, sizeof name, "case %zu", i);
+    check_paged_problem(ctx, family, &desc, c->page, packed, 3, i, name);
+  }
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* A 16-bit causal prefill at head_dim 64, whose unpaged MMA plan takes
+ * 128-key tiles: over pages of 16 and 64 tokens the planner's tiles fit the
+ * pages (run_paged_and_flat checks), one split. */
+START_TEST(mma_prefill_over_small_pages) {
+  fcl_context *ctx = th_context();
+  const size_t pages[2] = {16, 64};
+  for (size_t i = 0; i < 2; ++i) {
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 1, 4, 2, 40, 200, 64);
+    desc.causal = 1;
+    desc.dtype = FCL_DTYPE_F16;
+    char name[32];
+    snprintf(name, sizeof name, "prefill, pages of %zu", pages[i]);
+    check_paged_problem(ctx, FAMILY_MMA, &desc, pages[i], 0, 1, 10 + i, name);
   }
   fcl_context_release(ctx);
 }
@@ -196,11 +246,8 @@ START_TEST(strided_pools_and_half_types) {
     for (int family = 0; family < FAMILIES; ++family) {
       /* SIMT and the decode kernels (the one on matrix instructions: 16-bit) */
       if (family == FAMILY_MMA || (family == FAMILY_DECODE_MMA && t == 0)) continue;
-      set_hint(ctx, family, 2, 0);
-      th_forward flat = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-      th_forward r = th_run_forward(ctx, &pg.run, FCL_ALGO_FLASH, 1);
-      ck_assert_msg(r.status == FCL_SUCCESS && flat.status == FCL_SUCCESS, "%s: %s",
-                    fcl_dtype_name(types[t]), fcl_context_last_error(ctx));
+      th_forward r, flat;
+      run_paged_and_flat(ctx, family, 2, 0, &p, &pg, &r, &flat);
       ck_assert_msg(memcmp(r.o, flat.o, p.q_elems * sizeof *r.o) == 0, "%s (%s): differ",
                     fcl_dtype_name(types[t]), fcl_flash_kernel_name(family_kernel[family]));
       th_forward_free(&r);
@@ -303,7 +350,7 @@ START_TEST(paged_refusals_write_nothing) {
     const char *says;
   } bad[7];
   for (int i = 0; i < 7; ++i) bad[i].d = pg.run.desc;
-  bad[0].d.page_size = 48, bad[0].want = FCL_ERROR_INVALID_SHAPE, bad[0].says = "FCL_PAGE_SIZE_MULTIPLE";
+  bad[0].d.page_size = 40, bad[0].want = FCL_ERROR_INVALID_SHAPE, bad[0].says = "FCL_PAGE_SIZE_MULTIPLE";
   bad[1].d.pages_per_seq = 4, bad[1].want = FCL_ERROR_INVALID_SHAPE, bad[1].says = "pages_per_seq";
   bad[2].d.num_pages = 0, bad[2].want = FCL_ERROR_INVALID_SHAPE, bad[2].says = "num_pages";
   bad[3].d = desc, bad[3].d.page_size = 64, bad[3].want = FCL_ERROR_INVALID_ARGUMENT,
@@ -352,12 +399,16 @@ END_TEST
 
 /* Appending to a paged cache writes each row at its token's page: the
  * pools, read back through the table, equal the contiguous cache after the
- * same append, bit for bit, rows crossing a page boundary among them; the
+ * same append, bit for bit, in pages of 16, 64 and 256 tokens: appends
+ * that fill a page exactly (13 to 16 in pages of 16, 253 to 256 in all)
+ * and that cross into the next (62 to 65 in pages of 16 and 64); the
  * counted bytes are the model's; attention after it matches too. */
+static const size_t append_pages[] = {16, 64, 256};
+
 START_TEST(append_into_pages) {
   fcl_context *ctx = th_context();
   const int count = th_count_io(ctx);
-  const int32_t before[3] = {5, 62, 130}, after[3] = {8, 65, 133};
+  const int32_t before[3] = {13, 62, 253}, after[3] = {16, 65, 256};
   const size_t n_new = 3;
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 3, 8, 2, n_new, 300, 32);
@@ -366,7 +417,7 @@ START_TEST(append_into_pages) {
   th_problem p;
   th_problem_init(&p, ctx, &desc, 990, 1.0);
   const fcl_tensor_layout packed_pool = {0};
-  paged pg = make_paged(ctx, &p, 64, 2, packed_pool, 99);
+  paged pg = make_paged(ctx, &p, append_pages[_i], 2, packed_pool, 99);
   const size_t new_n = desc.batch * n_new * desc.heads_kv * desc.head_dim;
   float *kn = malloc(new_n * sizeof *kn), *vn = malloc(new_n * sizeof *vn);
   ck_assert(kn && vn);
@@ -406,11 +457,8 @@ START_TEST(append_into_pages) {
   }
   /* attention after the append, paged against contiguous */
   p.desc.seqlens_k = pg.run.desc.seqlens_k = after;
-  set_hint(ctx, FAMILY_SIMT, 1, 0);
-  th_forward a = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-  th_forward r = th_run_forward(ctx, &pg.run, FCL_ALGO_FLASH, 1);
-  ck_assert_int_eq(a.status, FCL_SUCCESS);
-  ck_assert_int_eq(r.status, FCL_SUCCESS);
+  th_forward a, r;
+  run_paged_and_flat(ctx, FAMILY_SIMT, 1, 0, &p, &pg, &r, &a);
   ck_assert(memcmp(a.o, r.o, p.q_elems * sizeof *a.o) == 0);
   th_forward_free(&a);
   th_forward_free(&r);
@@ -427,15 +475,139 @@ START_TEST(append_into_pages) {
 }
 END_TEST
 
+/* Both pools' bytes as the device holds them. */
+static unsigned char *pool_bytes(fcl_context *ctx, const paged *pg, size_t *bytes) {
+  fcl_buffer_sizes sz;
+  ck_assert_int_eq(fcl_attention_buffer_sizes(&pg->run.desc, &sz, NULL, 0), FCL_SUCCESS);
+  unsigned char *x = malloc(2 * sz.k);
+  ck_assert_ptr_nonnull(x);
+  const cl_mem pools[2] = {pg->run.dk, pg->run.dv};
+  for (int i = 0; i < 2; ++i)
+    ck_assert_int_eq(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), pools[i], CL_TRUE, 0, sz.k,
+                                         x + i * sz.k, 0, NULL, NULL),
+                     CL_SUCCESS);
+  *bytes = 2 * sz.k;
+  return x;
+}
+
+/* The device's block table, from `table` (the host copy stays). */
+static void write_table(fcl_context *ctx, const paged *pg, const int32_t *table) {
+  const size_t bytes = pg->run.desc.batch * pg->run.desc.pages_per_seq * sizeof *table;
+  ck_assert_int_eq(clEnqueueWriteBuffer(fcl_context_cl_queue(ctx), pg->d_table, CL_TRUE, 0, bytes,
+                                        table, 0, NULL, NULL),
+                   CL_SUCCESS);
+}
+
+/* An append through a block-table entry outside the pool: refused with
+ * FCL_ERROR_INVALID_ARGUMENT naming the entry, alone and in the one-call
+ * decode step, the pools and O untouched; an entry the append does not
+ * write through is not its business. With the checks off, the kernel
+ * writes nothing through such entries and touches no other page. */
+START_TEST(append_refuses_a_page_outside_the_pool) {
+  fcl_context *ctx = th_context();
+  const int32_t lens[2] = {30, 47};  /* pages of 16: rows 30-31 and 32 of entry 0, 47-49 of 1 */
+  const size_t n_new = 3;
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 2, 4, 2, n_new, 100, 32);
+  desc.causal = 1;
+  desc.seqlens_k = lens;
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 1100, 1.0);
+  const fcl_tensor_layout packed_pool = {0};
+  paged pg = make_paged(ctx, &p, 16, 2, packed_pool, 110);
+  const size_t new_n = desc.batch * n_new * desc.heads_kv * desc.head_dim;
+  float *kn = malloc(new_n * sizeof *kn);
+  ck_assert_ptr_nonnull(kn);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 1101);
+  fclu_fill_normal(&rng, kn, new_n, 1.0, desc.dtype);
+  cl_mem dkn = fclu_upload(ctx, kn, new_n, desc.dtype), dvn = fclu_upload(ctx, kn, new_n, desc.dtype);
+  const size_t per_seq = pg.run.desc.pages_per_seq;
+  const int32_t outside[2] = {-1, (int32_t)pg.run.desc.num_pages};
+  size_t bytes;
+  unsigned char *before = pool_bytes(ctx, &pg, &bytes);
+  for (int k = 0; k < 2; ++k) {
+    /* entry 1's second page (its rows 48 and 49), outside the pool */
+    int32_t *table = malloc(desc.batch * per_seq * sizeof *table);
+    ck_assert_ptr_nonnull(table);
+    memcpy(table, pg.table, desc.batch * per_seq * sizeof *table);
+    table[1 * per_seq + 3] = outside[k];
+    write_table(ctx, &pg, table);
+    ck_assert_int_eq(fcl_kv_cache_append(ctx, &pg.run.desc, n_new, NULL, NULL, dkn, dvn,
+                                         pg.run.dk, pg.run.dv, NULL),
+                     FCL_ERROR_INVALID_ARGUMENT);
+    char want[64];
+    snprintf(want, sizeof want, "block_table[1][3] = %d", (int)outside[k]);
+    ck_assert_msg(strstr(fcl_context_last_error(ctx), want), "%s",
+                  fcl_context_last_error(ctx));
+    cl_mem o = fclu_poisoned_buffer(ctx, p.q_elems * sizeof(float));
+    ck_assert_ptr_nonnull(o);
+    ck_assert_int_eq(fcl_attention_forward_kvcache(ctx, &pg.run.desc, FCL_ALGO_FLASH, p.dq, n_new,
+                                                   NULL, NULL, dkn, dvn, pg.run.dk, pg.run.dv, o,
+                                                   NULL, NULL),
+                     FCL_ERROR_INVALID_ARGUMENT);
+    float *o_back = malloc(p.q_elems * sizeof *o_back);
+    ck_assert_ptr_nonnull(o_back);
+    ck_assert_int_eq(fclu_download(ctx, o, o_back, p.q_elems, FCL_DTYPE_F32), 0);
+    for (size_t j = 0; j < p.q_elems; ++j) ck_assert_msg(isnan(o_back[j]), "O[%zu] written", j);
+    free(o_back);
+    clReleaseMemObject(o);
+    size_t n;
+    unsigned char *after = pool_bytes(ctx, &pg, &n);
+    ck_assert(n == bytes && memcmp(before, after, bytes) == 0);
+    free(after);
+    free(table);
+  }
+  /* a bad entry past the rows the append writes: not refused */
+  int32_t *table = malloc(desc.batch * per_seq * sizeof *table);
+  ck_assert_ptr_nonnull(table);
+  memcpy(table, pg.table, desc.batch * per_seq * sizeof *table);
+  table[0 * per_seq + 5] = -7;
+  write_table(ctx, &pg, table);
+  ck_assert_msg(fcl_kv_cache_append(ctx, &pg.run.desc, n_new, NULL, NULL, dkn, dvn, pg.run.dk,
+                                    pg.run.dv, NULL) == FCL_SUCCESS,
+                "%s", fcl_context_last_error(ctx));
+  /* unchecked: every entry the append writes through outside the pool, so
+   * that nothing may change */
+  ck_assert_int_eq(fcl_context_set_block_table_checks(ctx, 2), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(fcl_context_set_block_table_checks(ctx, 0), FCL_SUCCESS);
+  write_table(ctx, &pg, pg.table);
+  unsigned char *good = pool_bytes(ctx, &pg, &bytes);
+  for (size_t b = 0; b < desc.batch; ++b)
+    for (size_t i = (size_t)lens[b] / 16; i <= ((size_t)lens[b] + n_new - 1) / 16; ++i)
+      table[b * per_seq + i] = b ? (int32_t)pg.run.desc.num_pages + 3 : -1;
+  write_table(ctx, &pg, table);
+  ck_assert_int_eq(fcl_kv_cache_append(ctx, &pg.run.desc, n_new, NULL, NULL, dkn, dvn, pg.run.dk,
+                                       pg.run.dv, NULL),
+                   FCL_SUCCESS);
+  size_t n;
+  unsigned char *after = pool_bytes(ctx, &pg, &n);
+  ck_assert(n == bytes && memcmp(good, after, bytes) == 0);
+  free(after);
+  free(good);
+  free(before);
+  free(table);
+  free(kn);
+  clReleaseMemObject(dkn);
+  clReleaseMemObject(dvn);
+  paged_free(&pg);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("paged");
   TCase *tc = th_tcase("paged");
   tcase_add_loop_test(tc, paged_forward_matches_contiguous_and_reference, 0, FAMILIES);
   tcase_add_test(tc, strided_pools_and_half_types);
+  tcase_add_test(tc, mma_prefill_over_small_pages);
   tcase_add_test(tc, paged_forward_counts_its_bytes_and_reruns_bit_for_bit);
   tcase_add_test(tc, bad_table_entries_stay_in_the_pools);
   tcase_add_test(tc, paged_refusals_write_nothing);
-  tcase_add_test(tc, append_into_pages);
+  tcase_add_test(tc, append_refuses_a_page_outside_the_pool);
+  tcase_add_loop_test(tc, append_into_pages, 0,
+                      (int)(sizeof append_pages / sizeof append_pages[0]));
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -822,6 +822,84 @@ START_TEST(every_profile_plans_every_pass) {
 }
 END_TEST
 
+/* A paged cache: wherever the contiguous problem plans, every page size
+ * that is a multiple of FCL_PAGE_SIZE_MULTIPLE plans too, for every
+ * forward kernel, with each page lookup's keys (a tile's; a warp's step of
+ * 16 in the decode kernel on matrix instructions) within a page; and where
+ * the contiguous plan's tiles already fit the pages, it is the paged plan.
+ * On NVIDIA's H200 rules, an H200 without PTX, a CPU, and every profile. */
+static void check_paged_plans(const fcl_device_limits *lim, const char *name) {
+  const size_t pages[] = {16, 32, 48, 64, 80, 128, 256, 4096};
+  const size_t dims[] = {32, 64, 128};
+  const size_t rows[] = {1, 4, 40};
+  const unsigned kernels[] = {FCL_FLASH_KERNEL_AUTO,   FCL_FLASH_KERNEL_SIMT,
+                              FCL_FLASH_KERNEL_MMA,    FCL_FLASH_KERNEL_DECODE,
+                              FCL_FLASH_KERNEL_DECODE_MMA, FCL_FLASH_KERNEL_CPU};
+  unsigned planned = 0;
+  for (size_t k = 0; k < sizeof kernels / sizeof *kernels; ++k)
+    for (size_t t = 0; t < 3; ++t)
+      for (size_t di = 0; di < sizeof dims / sizeof *dims; ++di)
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ++ri)
+          for (int causal = 0; causal < 2; ++causal) {
+            fcl_attention_desc desc;
+            fcl_attention_desc_init(&desc, 2, 8, 2, rows[ri], 4096, dims[di]);
+            desc.dtype = all_dtypes[t];
+            desc.causal = causal;
+            const fcl_plan hint = {.kernel = kernels[k]};
+            fcl_plan flat, paged;
+            if (fcl_plan_flash_hinted(lim, &desc, FCL_PASS_FORWARD, &hint, &flat, NULL, 0) !=
+                FCL_SUCCESS)
+              continue;
+            for (size_t pi = 0; pi < sizeof pages / sizeof *pages; ++pi) {
+              desc.block_table = (cl_mem)&desc;  /* planned, never read */
+              desc.page_size = pages[pi];
+              desc.pages_per_seq = (desc.seqlen_k + pages[pi] - 1) / pages[pi];
+              desc.num_pages = desc.batch * desc.pages_per_seq;
+              char why[256] = "";
+              ck_assert_msg(fcl_plan_flash_hinted(lim, &desc, FCL_PASS_FORWARD, &hint, &paged,
+                                                  why, sizeof why) == FCL_SUCCESS,
+                            "%s, %s kernel, %s d %zu, %zu rows, causal %d, pages of %zu: %s",
+                            name, fcl_flash_kernel_name(kernels[k]), fcl_dtype_name(desc.dtype),
+                            dims[di], rows[ri], causal, pages[pi], why);
+              const unsigned step = paged.kernel == FCL_FLASH_KERNEL_DECODE_MMA
+                                        ? FCL__DECODE_MMA_WARP_KEYS
+                                        : paged.block_k;
+              ck_assert_msg(pages[pi] % step == 0, "%s: %u keys a lookup, pages of %zu", name,
+                            step, pages[pi]);
+              const unsigned flat_step = flat.kernel == FCL_FLASH_KERNEL_DECODE_MMA
+                                             ? FCL__DECODE_MMA_WARP_KEYS
+                                             : flat.block_k;
+              if (pages[pi] % flat_step == 0)
+                ck_assert_msg(paged.kernel == flat.kernel && paged.block_k == flat.block_k &&
+                                  paged.wg_size == flat.wg_size && paged.splits == flat.splits,
+                              "%s, %s d %zu, %zu rows, pages of %zu: block_k %u wg %u, "
+                              "unpaged %u, %u",
+                              name, fcl_dtype_name(desc.dtype), dims[di], rows[ri], pages[pi],
+                              paged.block_k, paged.wg_size, flat.block_k, flat.wg_size);
+              ++planned;
+            }
+            desc.block_table = NULL;
+            desc.page_size = desc.pages_per_seq = desc.num_pages = 0;
+          }
+  ck_assert_uint_gt(planned, 0);
+}
+
+START_TEST(paged_plans_keep_tiles_within_a_page) {
+  fcl_device_limits h200 = made_up(48, 1024, 1);
+  h200.compute_units = 132;
+  h200.nvidia_sm = 90;
+  check_paged_plans(&h200, "H200 rules");
+  const fcl_device_limits simt = made_up(48, 1024, 0);
+  check_paged_plans(&simt, "a GPU without PTX");
+  fcl_device_limits cpu = made_up(256, 4096, 0);
+  cpu.is_gpu = 0;
+  check_paged_plans(&cpu, "a CPU");
+  size_t n = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  for (size_t i = 0; i < n; ++i) check_paged_plans(&profiles[i].info.limits, profiles[i].key);
+}
+END_TEST
+
 /* fcl_tiling_hint_given: each field a hint takes, alone, makes a hint; the
  * plan's other fields (what the planner reports) and NULL do not. */
 START_TEST(a_hint_is_given_by_the_fields_a_hint_takes) {
@@ -862,6 +940,7 @@ int main(void) {
   tcase_add_test(tc, a_block_k_hint_below_the_minimum_names_it);
   tcase_add_test(tc, io_model_refuses_counts_past_64_bits);
   tcase_add_test(tc, a_hint_is_given_by_the_fields_a_hint_takes);
+  tcase_add_test(tc, paged_plans_keep_tiles_within_a_page);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

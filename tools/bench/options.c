@@ -84,7 +84,7 @@ static const char usage[] =
     "                    --seqlen-k (the capacity; default the longest L), its\n"
     "                    queries their last positions (forward only)\n"
     "  --paged P         K and V as a paged cache: pools of pages of P tokens (a\n"
-    "                    multiple of 64) named by a block table in a shuffled\n"
+    "                    multiple of 16) named by a block table in a shuffled\n"
     "                    order (forward only)\n"
     "  --layout L        bshd (packed [B,N,H,d], the default), bhsd (PyTorch's\n"
     "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
@@ -418,7 +418,7 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       VALUE(val);
       uint64_t ps_tokens;
       char vwhy[FCLU_WHY_LEN];
-      if (fclu_parse_u64(val, 64, 1u << 30, &ps_tokens, vwhy, sizeof vwhy) != 0 ||
+      if (fclu_parse_u64(val, FCL_PAGE_SIZE_MULTIPLE, 1u << 30, &ps_tokens, vwhy, sizeof vwhy) != 0 ||
           ps_tokens % FCL_PAGE_SIZE_MULTIPLE)
         return refuse(ps, "--paged needs a page size, a multiple of %d tokens: '%s'",
                       FCL_PAGE_SIZE_MULTIPLE, val);
