@@ -201,12 +201,8 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
           plan->splits * keys >= desc->seqlen_k);
   }
-  /* paged: every page lookup's keys within one page (a tile's; a warp's
-   * step in the decode kernel on matrix instructions) */
-  if (forward && desc->block_table)
-    CHECK(desc->page_size % (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA
-                                 ? FCL__DECODE_MMA_WARP_KEYS
-                                 : plan->block_k) == 0);
+  /* paged: every page lookup's keys within one page */
+  if (forward && desc->block_table) CHECK(desc->page_size % fcl__page_lookup_keys(plan) == 0);
   CHECK(plan->packed_heads == 1 ||
         (forward && plan->packed_heads == desc->heads_q / desc->heads_kv && !desc->alibi_slopes));
   /* each kernel's own accounting */

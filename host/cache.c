@@ -43,6 +43,13 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   return status;
 }
 
+/* The table columns entry b's new rows go through: [*first, *last]. */
+static void append_pages_of(const fcl_attention_desc *d, size_t b, size_t new_tokens,
+                            size_t *first, size_t *last) {
+  *first = (size_t)d->seqlens_k[b] / d->page_size;
+  *last = ((size_t)d->seqlens_k[b] + new_tokens - 1) / d->page_size;
+}
+
 /* The block-table entries an append writes through, read back in one
  * rectangle (the columns every entry's new rows span) and checked: a row
  * written through an entry outside the pool would land in another
@@ -50,10 +57,9 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
  * is written). */
 static fcl_status check_append_pages(fcl_context *ctx, const fcl_attention_desc *d,
                                      size_t new_tokens) {
-  size_t lo = SIZE_MAX, hi = 0;
+  size_t lo = SIZE_MAX, hi = 0, first, last;
   for (size_t b = 0; b < d->batch; ++b) {
-    const size_t first = (size_t)d->seqlens_k[b] / d->page_size;
-    const size_t last = ((size_t)d->seqlens_k[b] + new_tokens - 1) / d->page_size;
+    append_pages_of(d, b, new_tokens, &first, &last);
     if (first < lo) lo = first;
     if (last > hi) hi = last;
   }
@@ -66,8 +72,7 @@ static fcl_status check_append_pages(fcl_context *ctx, const fcl_attention_desc 
       fcl__read_rect(ctx, d->block_table, d->pages_per_seq * sizeof *entries, lo * sizeof *entries,
                      cols * sizeof *entries, d->batch, entries, "reading the block table");
   for (size_t b = 0; b < d->batch && status == FCL_SUCCESS; ++b) {
-    const size_t first = (size_t)d->seqlens_k[b] / d->page_size;
-    const size_t last = ((size_t)d->seqlens_k[b] + new_tokens - 1) / d->page_size;
+    append_pages_of(d, b, new_tokens, &first, &last);
     for (size_t i = first; i <= last && status == FCL_SUCCESS; ++i) {
       const int32_t entry = entries[b * cols + (i - lo)];
       if (entry < 0 || (size_t)entry >= d->num_pages)

@@ -763,6 +763,12 @@ static inline unsigned fcl__page_tile_cap(const fcl_attention_desc *desc) {
 /** Keys the decode kernel on matrix instructions reads a warp a step, from
  *  one page of a paged cache (cl/flash_fwd_decode_mma.cl). */
 #define FCL__DECODE_MMA_WARP_KEYS 16u
+/** Keys a plan's kernel reads through one page lookup of a paged cache,
+ *  which page_size must be a multiple of: a tile's, or a warp's step in
+ *  the decode kernel on matrix instructions. */
+static inline unsigned fcl__page_lookup_keys(const fcl_plan *plan) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? FCL__DECODE_MMA_WARP_KEYS : plan->block_k;
+}
 /** The local memory a flash kernel may declare: the device's less the 1 KiB
  *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local
  *  arrays work, 48 fail); elsewhere the margin costs nothing. Both

@@ -36,7 +36,8 @@
  * key splits, the merge of attention states, the append to a KV cache,
  * the append and the forward in one call, and that call on the decode
  * kernel in key splits merged in their own launch, whose arrival counts
- * are a buffer of their own):
+ * are a buffer of their own, and the append into a paged cache, which
+ * reads back the block-table entries it writes through):
  * each names its outputs and a function that calls it.
  */
 #include "harness.h"
@@ -73,6 +74,7 @@ struct fixture {
   th_problem p;
   cl_mem fwd_o, fwd_lse, dout; /* the backward's further inputs */
   cl_mem parts_o, parts_lse;   /* the merge's inputs */
+  cl_mem table;                /* the paged append's block table */
   fcl_attention_desc cache;    /* the append's: desc without its ragged batch and ALiBi */
   size_t n_out;
   cl_mem out[MAX_OUTPUTS];
@@ -180,13 +182,39 @@ static fcl_status merge_call(fcl_context *ctx, fixture *f, fcl_algo algo, int in
  * to different lengths (the last one to its capacity). */
 #define APPEND_ROWS 4
 static const int32_t append_lens[3] = {0, 7, 16};
-static void append_setup(fixture *f) {
+static void cache_setup(fixture *f) {
   f->cache = f->desc;
   f->cache.cu_seqlens_q = f->cache.cu_seqlens_k = NULL;
   f->cache.alibi_slopes = NULL;
   f->cache.seqlens_k = append_lens;
+}
+
+static void append_setup(fixture *f) {
+  cache_setup(f);
   add_output(f, "K cache", f->p.kv_elems * sizeof(float));
   add_output(f, "V cache", f->p.kv_elems * sizeof(float));
+}
+
+/* The same caches as pools of 16-token pages, named in reverse order. */
+static void paged_append_setup(fixture *f) {
+  cache_setup(f);
+  fcl_attention_desc *c = &f->cache;
+  c->page_size = 16;
+  c->pages_per_seq = (c->seqlen_k + c->page_size - 1) / c->page_size;
+  c->num_pages = c->batch * c->pages_per_seq;
+  int32_t *table = malloc(c->num_pages * sizeof *table);
+  ck_assert_ptr_nonnull(table);
+  for (size_t i = 0; i < c->num_pages; ++i) table[i] = (int32_t)(c->num_pages - 1 - i);
+  cl_int err;
+  f->table = clCreateBuffer(f->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                            c->num_pages * sizeof *table, table, &err);
+  free(table);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  c->block_table = f->table;
+  fcl_buffer_sizes sz;
+  ck_assert_int_eq(fcl_attention_buffer_sizes(c, &sz, NULL, 0), FCL_SUCCESS);
+  add_output(f, "K pool", sz.k);
+  add_output(f, "V pool", sz.v);
 }
 
 static fcl_status append_call(fcl_context *ctx, fixture *f, fcl_algo algo, int instrumented) {
@@ -231,6 +259,7 @@ static const entry entries[] = {
     {"split-forward", 0, forward_setup, split_forward_call},
     {"merge", 0, merge_setup, merge_call},
     {"append", 0, append_setup, append_call},
+    {"paged-append", 0, paged_append_setup, append_call},
     {"append-and-attend", 1, attend_setup, attend_call},
     {"append-and-attend-in-launch", 0, attend_setup, attend_in_launch_call},
 };
@@ -379,7 +408,8 @@ static void fixture_free(fixture *f) {
   for (int v = 0; v < N_VARIANTS; ++v)
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
   for (size_t i = 0; i < f->n_out; ++i) clReleaseMemObject(f->out[i]);
-  cl_mem extra[] = {f->fwd_o, f->fwd_lse, f->dout, f->desc.alibi_slopes, f->parts_o, f->parts_lse};
+  cl_mem extra[] = {f->fwd_o,   f->fwd_lse,   f->dout, f->desc.alibi_slopes,
+                    f->parts_o, f->parts_lse, f->table};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; ++i)
     if (extra[i]) clReleaseMemObject(extra[i]);
   th_problem_free(&f->p);

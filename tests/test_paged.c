@@ -103,10 +103,7 @@ static void run_paged_and_flat(fcl_context *ctx, int family, unsigned splits, un
   ck_assert_msg(r->status == FCL_SUCCESS, "paged (%s): %s",
                 fcl_flash_kernel_name(family_kernel[family]), fcl_context_last_error(ctx));
   const fcl_plan *used = &r->info.plan;
-  ck_assert_uint_eq(pg->run.desc.page_size % (used->kernel == FCL_FLASH_KERNEL_DECODE_MMA
-                                                  ? FCL__DECODE_MMA_WARP_KEYS
-                                                  : used->block_k),
-                    0);
+  ck_assert_uint_eq(pg->run.desc.page_size % fcl__page_lookup_keys(used), 0);
   const fcl_plan same = {.kernel = used->kernel, .block_k = used->block_k,
                          .wg_size = used->wg_size, .splits = used->splits,
                          .packed_heads = used->packed_heads, .merge = used->merge,
@@ -405,6 +402,20 @@ END_TEST
  * counted bytes are the model's; attention after it matches too. */
 static const size_t append_pages[] = {16, 64, 256};
 
+/* An append's new rows, [batch][n_new][heads_kv][head_dim], drawn from
+ * rng, on the device. */
+static cl_mem new_rows(fcl_context *ctx, const fcl_attention_desc *d, size_t n_new,
+                       fclu_rng *rng) {
+  const size_t n = d->batch * n_new * d->heads_kv * d->head_dim;
+  float *x = malloc(n * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  fclu_fill_normal(rng, x, n, 1.0, d->dtype);
+  cl_mem mem = fclu_upload(ctx, x, n, d->dtype);
+  free(x);
+  ck_assert_ptr_nonnull(mem);
+  return mem;
+}
+
 START_TEST(append_into_pages) {
   fcl_context *ctx = th_context();
   const int count = th_count_io(ctx);
@@ -418,14 +429,9 @@ START_TEST(append_into_pages) {
   th_problem_init(&p, ctx, &desc, 990, 1.0);
   const fcl_tensor_layout packed_pool = {0};
   paged pg = make_paged(ctx, &p, append_pages[_i], 2, packed_pool, 99);
-  const size_t new_n = desc.batch * n_new * desc.heads_kv * desc.head_dim;
-  float *kn = malloc(new_n * sizeof *kn), *vn = malloc(new_n * sizeof *vn);
-  ck_assert(kn && vn);
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 991);
-  fclu_fill_normal(&rng, kn, new_n, 1.0, desc.dtype);
-  fclu_fill_normal(&rng, vn, new_n, 1.0, desc.dtype);
-  cl_mem dkn = fclu_upload(ctx, kn, new_n, desc.dtype), dvn = fclu_upload(ctx, vn, new_n, desc.dtype);
+  cl_mem dkn = new_rows(ctx, &desc, n_new, &rng), dvn = new_rows(ctx, &desc, n_new, &rng);
   fcl_run_info ri;
   ck_assert_int_eq(fcl_kv_cache_append(ctx, &p.desc, n_new, NULL, NULL, dkn, dvn, p.dk, p.dv, NULL),
                    FCL_SUCCESS);
@@ -465,8 +471,6 @@ START_TEST(append_into_pages) {
   free(want);
   free(got);
   free(image);
-  free(kn);
-  free(vn);
   clReleaseMemObject(dkn);
   clReleaseMemObject(dvn);
   paged_free(&pg);
@@ -515,13 +519,9 @@ START_TEST(append_refuses_a_page_outside_the_pool) {
   th_problem_init(&p, ctx, &desc, 1100, 1.0);
   const fcl_tensor_layout packed_pool = {0};
   paged pg = make_paged(ctx, &p, 16, 2, packed_pool, 110);
-  const size_t new_n = desc.batch * n_new * desc.heads_kv * desc.head_dim;
-  float *kn = malloc(new_n * sizeof *kn);
-  ck_assert_ptr_nonnull(kn);
   fclu_rng rng;
   fclu_rng_seed(&rng, th_seed() + 1101);
-  fclu_fill_normal(&rng, kn, new_n, 1.0, desc.dtype);
-  cl_mem dkn = fclu_upload(ctx, kn, new_n, desc.dtype), dvn = fclu_upload(ctx, kn, new_n, desc.dtype);
+  cl_mem dkn = new_rows(ctx, &desc, n_new, &rng), dvn = new_rows(ctx, &desc, n_new, &rng);
   const size_t per_seq = pg.run.desc.pages_per_seq;
   const int32_t outside[2] = {-1, (int32_t)pg.run.desc.num_pages};
   size_t bytes;
@@ -587,7 +587,6 @@ START_TEST(append_refuses_a_page_outside_the_pool) {
   free(good);
   free(before);
   free(table);
-  free(kn);
   clReleaseMemObject(dkn);
   clReleaseMemObject(dvn);
   paged_free(&pg);

@@ -861,15 +861,10 @@ static void check_paged_plans(const fcl_device_limits *lim, const char *name) {
                             "%s, %s kernel, %s d %zu, %zu rows, causal %d, pages of %zu: %s",
                             name, fcl_flash_kernel_name(kernels[k]), fcl_dtype_name(desc.dtype),
                             dims[di], rows[ri], causal, pages[pi], why);
-              const unsigned step = paged.kernel == FCL_FLASH_KERNEL_DECODE_MMA
-                                        ? FCL__DECODE_MMA_WARP_KEYS
-                                        : paged.block_k;
+              const unsigned step = fcl__page_lookup_keys(&paged);
               ck_assert_msg(pages[pi] % step == 0, "%s: %u keys a lookup, pages of %zu", name,
                             step, pages[pi]);
-              const unsigned flat_step = flat.kernel == FCL_FLASH_KERNEL_DECODE_MMA
-                                             ? FCL__DECODE_MMA_WARP_KEYS
-                                             : flat.block_k;
-              if (pages[pi] % flat_step == 0)
+              if (pages[pi] % fcl__page_lookup_keys(&flat) == 0)
                 ck_assert_msg(paged.kernel == flat.kernel && paged.block_k == flat.block_k &&
                                   paged.wg_size == flat.wg_size && paged.splits == flat.splits,
                               "%s, %s d %zu, %zu rows, pages of %zu: block_k %u wg %u, "
