@@ -37,6 +37,15 @@ uint64_t th_seed(void) {
   return seed;
 }
 
+double th_half_ulp(fcl_dtype t) {
+  return t == FCL_DTYPE_F32 ? 0.0 : t == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+}
+
+double th_err_floor(fcl_dtype t, const double *ref, size_t n) {
+  if (t == FCL_DTYPE_F32) return 1e-6;
+  return th_half_ulp(t) * fclu_max_abs(ref, n) + 1e-6;
+}
+
 int th_reruns(int fallback) {
   const char *env = getenv("FLASHCL_TEST_RERUNS");
   const long n = env && *env ? strtol(env, NULL, 10) : 0;

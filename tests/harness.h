@@ -150,6 +150,15 @@ uint64_t th_seed(void);
  *  GPU), else `fallback`. */
 int th_reruns(int fallback);
 
+/** Half an ulp of storage type t, relative: 2^-11 (f16), 2^-8 (bf16); 0
+ *  for f32, whose rounding the rules' other terms hold. */
+double th_half_ulp(fcl_dtype t);
+/** What the flash suites' rule (2 x the naive algorithm's error) allows
+ *  beyond it for an output whose reference is ref (n values): 1e-6, and in
+ *  16-bit types half an ulp of the output's size (one rounding more, as a
+ *  split's partial O is stored: test_half.c's floor). */
+double th_err_floor(fcl_dtype t, const double *ref, size_t n);
+
 /** A short description of a problem for failure messages. */
 const char *th_describe(const fcl_attention_desc *desc, char *buf, size_t len);
 

@@ -109,14 +109,6 @@ static unsigned expected_splits(const fcl_run_info *info, size_t nk, unsigned wa
   return (unsigned)((tiles + per - 1) / per);
 }
 
-/* The flash suites' rule, 2 x the naive algorithm's error, allows this
- * much more: ERR_FLOOR, and in 16-bit types an ulp of the output's size
- * (test_half.c's floor: a split's partial O is one rounding more). */
-static double err_floor(const fcl_attention_desc *d, const double *ref, size_t n) {
-  if (d->dtype == FCL_DTYPE_F32) return ERR_FLOOR;
-  return (d->dtype == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8) * fclu_max_abs(ref, n) + ERR_FLOOR;
-}
-
 /* LSE within LSE_REL_TOL of the reference (relative, or absolute below
  * 1), and -inf exactly where it is -inf. */
 static void assert_lse(const th_forward *r, const double *want, size_t n, const char *what) {
@@ -146,7 +138,7 @@ static void reference_case_init(reference_case *rc, fcl_context *ctx, size_t i, 
   float *naive = th_naive_output(ctx, &rc->p);
   rc->naive_err = fclu_max_abs_err(naive, rc->ref.o, rc->p.q_elems);
   free(naive);
-  rc->floor = err_floor(&rc->desc, rc->ref.o, rc->p.q_elems);
+  rc->floor = th_err_floor(rc->desc.dtype, rc->ref.o, rc->p.q_elems);
   th_describe(&rc->desc, rc->what, sizeof rc->what);
 }
 
@@ -374,7 +366,7 @@ START_TEST(packed_heads_match_reference) {
     th_reference ref = th_reference_forward(&p);
     float *naive = th_naive_output(ctx, &p);
     const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
-    const double floor = err_floor(&desc, ref.o, p.q_elems);
+    const double floor = th_err_floor(desc.dtype, ref.o, p.q_elems);
     char what[200];
     th_describe(&desc, what, sizeof what);
     const unsigned group = (unsigned)(c->hq / c->hkv), packs[2] = {1, group};
@@ -424,7 +416,7 @@ START_TEST(packed_heads_in_a_ragged_batch) {
   double bound = 1e-5;
   if (desc.dtype != FCL_DTYPE_F32) {
     float *naive = th_naive_output(ctx, &p);
-    bound = 2 * fclu_max_abs_err(naive, ref.o, o_n) + err_floor(&desc, ref.o, o_n);
+    bound = 2 * fclu_max_abs_err(naive, ref.o, o_n) + th_err_floor(desc.dtype, ref.o, o_n);
     free(naive);
   }
   for (int k = 0; k < 4; ++k) {
@@ -517,7 +509,7 @@ START_TEST(cache_lengths_match_reference) {
     const double *o = ref.o, *lse = ref.lse;
     float *naive = th_naive_output(ctx, &p);
     const double naive_err = fclu_max_abs_err(naive, o, p.q_elems);
-    const double floor = err_floor(&desc, o, p.q_elems);
+    const double floor = th_err_floor(desc.dtype, o, p.q_elems);
     ck_assert_msg(naive_err < (desc.dtype == FCL_DTYPE_F32 ? 1e-4 : 1e-2),
                   "case %zu: the naive algorithm is off by %g", i, naive_err);
     const unsigned group = (unsigned)(c->hq / c->hkv);
@@ -852,7 +844,7 @@ START_TEST(split_forward_in_half_types) {
       ck_assert_int_eq(whole.status, FCL_SUCCESS);
       ck_assert_int_eq(split.status, FCL_SUCCESS);
       ck_assert_uint_gt(split.info.plan.splits, 1);
-      const double ulp = types[t] == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+      const double ulp = th_half_ulp(types[t]);
       const double bound = fclu_max_abs_err(whole.o, ref.o, p.q_elems) +
                            2 * ulp * fclu_max_abs(ref.o, p.q_elems) + ERR_FLOOR;
       const double err = fclu_max_abs_err(split.o, ref.o, p.q_elems);
@@ -1181,7 +1173,7 @@ START_TEST(decode_kernel_in_half_types) {
       force(ctx, FAMILY_SIMT, 1, &desc);
       th_forward simt = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
       ck_assert_int_eq(simt.status, FCL_SUCCESS);
-      const double ulp = types[t] == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
+      const double ulp = th_half_ulp(types[t]);
       const double bound = fclu_max_abs_err(simt.o, ref.o, p.q_elems) +
                            2 * ulp * fclu_max_abs(ref.o, p.q_elems) + ERR_FLOOR;
       for (unsigned splits = 1; splits <= 4; splits += 3) {

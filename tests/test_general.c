@@ -330,9 +330,6 @@ static void bwd_free(bwd_out *r) {
 
 /* ---- the rules ----------------------------------------------------------- */
 
-static double half_ulp(fcl_dtype t) {
-  return t == FCL_DTYPE_F32 ? 0.0 : t == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
-}
 
 /* The floor of a case's rule beyond the storage type's: at logits of 1e4
  * an ulp of a logit (2^-10 in [8192, 16384)) moves P by 1e-3 relative,
@@ -404,7 +401,7 @@ static double naive_forward_error(fcl_context *ctx, const gcase *c, const gprobl
   fwd_free(&naive);
   const double bound = p->desc.dtype == FCL_DTYPE_F32
                            ? 1e-3 * (1.0 + ref_max)
-                           : 2.0 * emulated + half_ulp(p->desc.dtype) * ref_max + 1e-6;
+                           : 2.0 * emulated + th_half_ulp(p->desc.dtype) * ref_max + 1e-6;
   ck_assert_msg(err <= bound, "%s %s: the naive forward is off by %g (bound %g)", c->name,
                 fcl_dtype_name(p->desc.dtype), err, bound);
   return p->desc.dtype == FCL_DTYPE_F32 ? err : emulated;
@@ -429,7 +426,7 @@ static void check_forward(const gcase *c, fcl_dtype dtype, unsigned kernel, doub
                           fclu_max_abs_err(flash.lse, ref_lse, ln));
   const double naive = naive_forward_error(ctx, c, &p, ref_o, ref_lse, ref_max);
   const double floor =
-      half_ulp(dtype) * ref_max + 1e-6 * fmax(1.0, ref_max) + logit_floor(c, ref_max);
+      th_half_ulp(dtype) * ref_max + 1e-6 * fmax(1.0, ref_max) + logit_floor(c, ref_max);
   ck_assert_msg(err <= 2.0 * naive + floor,
                 "%s %s %s forward: flash error %g > 2 x naive %g + %g", c->name,
                 fcl_dtype_name(dtype), family, err, naive, floor);
@@ -486,7 +483,7 @@ static void check_backward(const gcase *c, fcl_dtype dtype, unsigned kernel, dou
     const double fe = fclu_max_abs_err(got[i], ref[i], counts[i]);
     const double ne = fclu_max_abs_err(naive[i], ref[i], counts[i]);
     const double floor =
-        half_ulp(dtype) * ref_max + 1e-6 * fmax(1.0, ref_max) + logit_floor(c, ref_max);
+        th_half_ulp(dtype) * ref_max + 1e-6 * fmax(1.0, ref_max) + logit_floor(c, ref_max);
     if (dtype == FCL_DTYPE_F32)
       ck_assert_msg(ne <= 1e-3 * (1.0 + ref_max), "%s: the naive %s is off by %g", c->name,
                     names[i], ne);

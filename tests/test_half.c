@@ -289,8 +289,6 @@ END_TEST
 
 /* ---- attention in half storage -------------------------------------------- */
 
-/* Half an ulp of the storage type, relative: 2^-11 (f16), 2^-8 (bf16). */
-static double half_ulp(fcl_dtype t) { return t == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8; }
 
 static size_t pick_seqlen(fclu_rng *rng) {
   static const size_t special[] = {1, 2, 7, 33, 64, 113, 129, 257};
@@ -351,7 +349,7 @@ static void check_forward(fcl_context *ctx, const th_problem *p, half_errors *e)
   ck_assert_msg(flash.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
   e->fwd = fclu_max_abs_err(flash.o, ref.o, p->q_elems);
   e->fwd_naive = fclu_max_abs_err(naive, ref.o, p->q_elems);
-  const double floor = half_ulp(p->desc.dtype) * fclu_max_abs(ref.o, p->q_elems) + ERR_FLOOR;
+  const double floor = th_err_floor(p->desc.dtype, ref.o, p->q_elems);
   e->fwd_bound = 2 * e->fwd_naive + floor;
   ck_assert_msg(e->fwd <= e->fwd_bound,
                 "%s: flash error %g > 2 x emulated naive error %g + %g", what, e->fwd,
@@ -387,7 +385,7 @@ static void backward_floor(const th_problem *p, const th_grad_inputs *g,
   const double *r[3] = {ref->dq, ref->dk, ref->dv};
   const size_t n[3] = {p->q_elems, p->kv_elems, p->kv_elems};
   for (int i = 0; i < 3; ++i)
-    floor[i] = half_ulp(p->desc.dtype) * fclu_max_abs(r[i], n[i]) + from_d[i] + ERR_FLOOR;
+    floor[i] = th_half_ulp(p->desc.dtype) * fclu_max_abs(r[i], n[i]) + from_d[i] + ERR_FLOOR;
 }
 
 static void check_backward(fcl_context *ctx, const th_problem *p, uint64_t seed,
@@ -666,7 +664,7 @@ START_TEST(naive_bf16_agrees_with_its_emulation) {
     float *emu = emulated_naive_forward(&p);
     th_forward fwd = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
     ck_assert_msg(fwd.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
-    const double floor = half_ulp(desc.dtype) * fclu_max_abs(ref.o, p.q_elems) + ERR_FLOOR;
+    const double floor = th_err_floor(desc.dtype, ref.o, p.q_elems);
     const double dev_err = fclu_max_abs_err(fwd.o, ref.o, p.q_elems);
     const double emu_err = fclu_max_abs_err(emu, ref.o, p.q_elems);
     ck_assert_msg(dev_err <= 2 * emu_err + floor && emu_err <= 2 * dev_err + floor,
@@ -689,7 +687,7 @@ START_TEST(naive_bf16_agrees_with_its_emulation) {
     const double *r[3] = {gref.dq, gref.dk, gref.dv};
     const size_t n[3] = {p.q_elems, p.kv_elems, p.kv_elems};
     for (int i = 0; i < 3; ++i) {
-      const double f = half_ulp(desc.dtype) * fclu_max_abs(r[i], n[i]) + ERR_FLOOR;
+      const double f = th_half_ulp(desc.dtype) * fclu_max_abs(r[i], n[i]) + ERR_FLOOR;
       ck_assert_msg(de[i] <= 2 * ee[i] + f && ee[i] <= 2 * de[i] + f,
                     "%s: naive %s error %g, emulated %g", what, grad_names[i], de[i], ee[i]);
     }

@@ -22,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ERR_FLOOR 1e-6
-
 enum { FAMILY_SIMT, FAMILY_MMA, FAMILY_DECODE, FAMILY_DECODE_MMA, FAMILIES };
 static const unsigned family_kernel[FAMILIES] = {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA,
                                                  FCL_FLASH_KERNEL_DECODE,
@@ -142,13 +140,6 @@ static fcl_attention_desc case_desc(const pcase *c, int family) {
   return d;
 }
 
-/* The flash suites' rule allows 2 x the naive algorithm's error and this:
- * in 16-bit types an ulp of the output's size more (test_half.c's floor). */
-static double err_floor(const fcl_attention_desc *d, const double *ref, size_t n) {
-  if (d->dtype == FCL_DTYPE_F32) return ERR_FLOOR;
-  return (d->dtype == FCL_DTYPE_F16 ? 0x1p-11 : 0x1p-8) * fclu_max_abs(ref, n) + ERR_FLOOR;
-}
-
 /* One problem over pages of `page` tokens in one family, with `max_splits`
  * splits and with one (1 and 3, or 1): within the flash suites' rule of
  * the reference (2x the naive algorithm's error), and bit for bit the run
@@ -163,7 +154,7 @@ static void check_paged_problem(fcl_context *ctx, int family, const fcl_attentio
   th_reference ref = th_reference_forward(&p);
   float *naive = th_naive_output(ctx, &pg.run);  /* (f16 on PoCL: emulated) */
   const double naive_err = fclu_max_abs_err(naive, ref.o, p.q_elems);
-  const double floor = err_floor(desc, ref.o, p.q_elems);
+  const double floor = th_err_floor(desc->dtype, ref.o, p.q_elems);
   ck_assert_msg(naive_err < (desc->dtype == FCL_DTYPE_F32 ? 1e-4 : 1e-2),
                 "%s: the paged naive algorithm is off by %g", name, naive_err);
   for (unsigned splits = 1; splits <= max_splits; splits += 2) {
