@@ -201,8 +201,8 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     const int r_ = i_ / (HEAD_DIM_MAX / 4), c_ = (i_ - r_ * (HEAD_DIM_MAX / 4)) * 4; \
     const int slot_ = qb.q0 + r_;                                               \
     if (slot_ >= qb.seq.nq * PACK_GQA) continue;                                \
-    __local const float *row_ = (state) + r_ * (HEAD_DIM_MAX + 2);              \
-    const int group_stride_ = BLOCK_Q * (HEAD_DIM_MAX + 2);                     \
+    __local const float *row_ = (state) + r_ * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);  \
+    const int group_stride_ = BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);  \
     float top_ = FCL_MAX_INIT;                                                  \
     for (int g_ = 0; g_ < (groups); ++g_) top_ = fmax(top_, row_[g_ * group_stride_]); \
     float sum_ = 0.0f;                                                          \

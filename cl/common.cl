@@ -173,7 +173,7 @@ typedef float4 tile4_t;
  * shuffles: the host's fcl__sums_by_shuffle (internal.h). A shuffle over
  * absent lanes is undefined, so the work-group must fill sub-groups. */
 #define FCL_SUMS_BY_SHUFFLE(wg, lanes) \
-  (FCL_SHUFFLE != 0 && (wg) >= FCL_SHUFFLE_WIDTH && (lanes) <= FCL_SHUFFLE_WIDTH)
+  (FCL_SHUFFLE != 0 && FCL_SUMS_BY_SHUFFLE_OF(FCL_SHUFFLE_WIDTH, wg, lanes))
 /* Whether they are summed through local memory instead (more than one). */
 #define FCL_SUMS_IN_LOCAL(wg, lanes) ((lanes) > 1 && !FCL_SUMS_BY_SHUFFLE(wg, lanes))
 

@@ -68,7 +68,7 @@
 #endif
 #define WG_SIZE (32 * WARPS)
 #define ROW_WARPS (WARPS / HEAD_SPLIT)  // warps, or pairs, that own 16 rows
-#define BLOCK (16 * ROW_WARPS)  // rows a work-group owns, and rows per tile
+#define BLOCK FCL_MMA_BWD_BLOCK(WARPS, HEAD_SPLIT)  // rows a work-group owns, and rows per tile
 #define SUB (8 * SUB_TILES)
 #define PART_WIDTH (D_TILES / HEAD_SPLIT)  // 8-column groups a warp holds
 

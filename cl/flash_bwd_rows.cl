@@ -23,23 +23,19 @@
 #define SUB_ROWS 8          // streamed rows whose scores are in registers at once
 #endif
 
+/* The sizes derived from the tunables (traits.h). */
 #define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
 /* Rows a work-group keeps (keys in dK/dV, queries in dQ) and rows of each
  * tile it streams (queries in dK/dV, keys in dQ). */
-#define BLOCK (ROW_GROUPS * ROWS_PER_THREAD)
-#define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
+#define BLOCK FCL_SIMT_BLOCK(WG_SIZE, THREADS_PER_ROW, ROWS_PER_THREAD)
+#define D_SLICE FCL_SIMT_SLICE(HEAD_DIM_MAX, THREADS_PER_ROW)
 #define D_SLICE4 (D_SLICE / 4)
-/* Slices sit 4 elements apart beyond their width, so the THREADS_PER_ROW
- * different addresses a warp reads at once fall into different banks. */
-#define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
-#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per row in a tile
+#define SLICE_STRIDE FCL_SIMT_SLICE_STRIDE(HEAD_DIM_MAX, THREADS_PER_ROW)
+#define TILE_LD FCL_SIMT_TILE_LD(HEAD_DIM_MAX, THREADS_PER_ROW) // elements per row in a tile
 #define TILE_LD4 (TILE_LD / 4)
 
-#if WG_SIZE % THREADS_PER_ROW != 0
-#error "WG_SIZE must be a multiple of THREADS_PER_ROW"
-#endif
-#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4 && THREADS_PER_ROW != 8
-#error "THREADS_PER_ROW must be 1, 2, 4 or 8"
+#if !FCL_SIMT_LANES_VALID(WG_SIZE, THREADS_PER_ROW)
+#error "THREADS_PER_ROW must be 1, 2, 4 or 8 and divide WG_SIZE"
 #endif
 #if D_SLICE * THREADS_PER_ROW < HEAD_DIM_MAX
 #error "the slices must cover HEAD_DIM_MAX"

@@ -45,15 +45,13 @@
 #define ROWS_PER_THREAD 1   // query rows per work-item
 #endif
 
+/* The sizes derived from the tunables (traits.h). */
 #define ROW_GROUPS (WG_SIZE / THREADS_PER_ROW)
-#define BLOCK_Q (ROW_GROUPS * ROWS_PER_THREAD) // Br
-/* Each slice is a whole number of float4s. */
-#define D_SLICE ((HEAD_DIM_MAX / THREADS_PER_ROW + 3) / 4 * 4)
+#define BLOCK_Q FCL_SIMT_BLOCK(WG_SIZE, THREADS_PER_ROW, ROWS_PER_THREAD) // Br
+#define D_SLICE FCL_SIMT_SLICE(HEAD_DIM_MAX, THREADS_PER_ROW)
 #define D_SLICE4 (D_SLICE / 4)
-/* Slices sit 4 elements apart beyond their width, so the THREADS_PER_ROW
- * different addresses a warp reads at once fall into different banks. */
-#define SLICE_STRIDE (D_SLICE + (THREADS_PER_ROW > 1 ? 4 : 0))
-#define TILE_LD (SLICE_STRIDE * THREADS_PER_ROW) // elements per key in a tile
+#define SLICE_STRIDE FCL_SIMT_SLICE_STRIDE(HEAD_DIM_MAX, THREADS_PER_ROW)
+#define TILE_LD FCL_SIMT_TILE_LD(HEAD_DIM_MAX, THREADS_PER_ROW) // elements per key in a tile
 #define TILE_LD4 (TILE_LD / 4)
 /* Accumulator chains per dot product: 8 (two float4s) where a slice is
  * long enough to pay for the longer final sum, else 4. */
@@ -62,13 +60,10 @@
 #endif
 #define DOT_VECS (DOT_LANES / 4)
 
-#if WG_SIZE % THREADS_PER_ROW != 0
-#error "WG_SIZE must be a multiple of THREADS_PER_ROW"
+#if !FCL_SIMT_LANES_VALID(WG_SIZE, THREADS_PER_ROW)
+#error "THREADS_PER_ROW must be 1, 2, 4 or 8 and divide WG_SIZE"
 #endif
-#if THREADS_PER_ROW != 1 && THREADS_PER_ROW != 2 && THREADS_PER_ROW != 4 && THREADS_PER_ROW != 8
-#error "THREADS_PER_ROW must be 1, 2, 4 or 8"
-#endif
-#if HEAD_DIM_MAX % (4 * THREADS_PER_ROW) != 0
+#if !FCL_SIMT_FWD_HEAD_VALID(HEAD_DIM_MAX, THREADS_PER_ROW)
 #error "HEAD_DIM_MAX must split into float4 slices"
 #endif
 #if DOT_LANES != 4 && DOT_LANES != 8

@@ -41,22 +41,16 @@
 
 #define ELEMS (HEAD_DIM_MAX / KEY_LANES)      // of head_dim per work-item
 #define ELEMS4 (ELEMS / 4)
-#define KEY_GROUPS (WG_SIZE / KEY_LANES)
-#define KEYS_PER_GROUP (BLOCK_K / KEY_GROUPS)
+#define KEY_GROUPS FCL_DECODE_KEY_GROUPS(WG_SIZE, KEY_LANES)
+#define KEYS_PER_GROUP FCL_DECODE_KEYS_PER_GROUP(BLOCK_K, WG_SIZE, KEY_LANES)
 #define HD4 (HEAD_DIM_MAX / 4)
 #define DECODE_STORE4(dst, x) STORE4(dst, 0, x)
 /* A group's lanes are adjacent, within one sub-group where it has as
  * many: butterfly shuffles sum them where the device has them. */
 #define SUM_BY_SHUFFLE FCL_SUMS_BY_SHUFFLE(WG_SIZE, KEY_LANES)
 
-#if ELEMS % 4 != 0 || HEAD_DIM_MAX % KEY_LANES != 0
-#error "HEAD_DIM_MAX must split into KEY_LANES slices of float4s"
-#endif
-#if WG_SIZE % KEY_LANES != 0 || BLOCK_K % KEY_GROUPS != 0
-#error "WG_SIZE must be whole key groups, BLOCK_K whole keys per group"
-#endif
-#if (KEY_LANES & (KEY_LANES - 1)) != 0
-#error "KEY_LANES must be a power of two"
+#if !FCL_DECODE_VALID(HEAD_DIM_MAX, BLOCK_K, WG_SIZE, KEY_LANES)
+#error "KEY_LANES (a power of two) must split HEAD_DIM_MAX into float4s and WG_SIZE into key groups that split BLOCK_K"
 #endif
 
 /* This key group's rows of a tile of K or V from key k0: keys
@@ -80,7 +74,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
   __local float4 q_local[BLOCK_Q * HD4];
   /* the key groups' states: m, l, then the accumulator, per row */
-  __local float state[KEY_GROUPS * BLOCK_Q * (HEAD_DIM_MAX + 2)];
+  __local float state[KEY_GROUPS * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX)];
 #if !SUM_BY_SHUFFLE
   __local float part[WG_SIZE * KEYS_PER_GROUP * BLOCK_Q];  // [group][key][row][lane]
 #endif
@@ -203,10 +197,10 @@ UNROLL
   }
 
   /* ---- the key groups' states to local memory, merged, O and LSE stored ---- */
-  __local float *mine = state + group * BLOCK_Q * (HEAD_DIM_MAX + 2);
+  __local float *mine = state + group * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);
 UNROLL
   for (int r = 0; r < BLOCK_Q; ++r) {
-    __local float *st = mine + r * (HEAD_DIM_MAX + 2);
+    __local float *st = mine + r * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);
     if (lane == 0) {
       st[0] = m[r];
       st[1] = l[r];

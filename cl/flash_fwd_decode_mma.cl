@@ -50,7 +50,7 @@
 #define WARPS 4             // warps per work-group, each its own keys of a step
 #endif
 #define WG_SIZE (32 * WARPS)
-#define WARP_KEYS 16                    // keys of a warp's step: one k-step of P V
+#define WARP_KEYS FCL_DECODE_MMA_WARP_KEYS  // keys of a warp's step: one k-step of P V
 #define BLOCK_K (WARP_KEYS * WARPS)     // keys of the work-group's step (a tile)
 #define K_STEPS (HEAD_DIM_MAX / 16)     // k-steps of Q K^T
 #define V_GROUPS (HEAD_DIM_MAX / 32)    // a lane's 4-column groups of a V row
@@ -122,7 +122,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __local ushort q_local[BLOCK_Q * HEAD_DIM_MAX] __attribute__((aligned(16)));
   /* the warps' states: m, l, then the accumulator, per row (FCL_DECODE_STORE) */
-  __local float state[WARPS * BLOCK_Q * (HEAD_DIM_MAX + 2)];
+  __local float state[WARPS * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX)];
   MMA_DECLARE_SCRATCH(WARPS);
   FCL_IO_INIT;
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
@@ -226,7 +226,7 @@ UNROLL
     const float l_row = quad_sum(l[h] MMA_ARGS);
     const int r = g + 8 * h;
     if (r >= BLOCK_Q) continue;
-    __local float *st = state + (warp * BLOCK_Q + r) * (HEAD_DIM_MAX + 2);
+    __local float *st = state + (warp * BLOCK_Q + r) * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);
     if (t == 0) {
       st[0] = m[h];
       st[1] = l_row;

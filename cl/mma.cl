@@ -342,25 +342,24 @@ inline float quad_sum(float x MMA_SCRATCH) {
 #endif
 #define D_TILES (HEAD_DIM_MAX / 8)  // 8-column groups of a row
 
-/* Tiles: rows TILE_PAD elements longer than HEAD_DIM_MAX, so that the 32
+/* Tiles: rows FCL_MMA_TILE_PAD elements longer than HEAD_DIM_MAX, so that the 32
  * lanes of a fragment read hit 32 different banks (or share a word). */
+#define FCL_MMA_TILE_ELEM (FCL_DTYPE == 0 ? 4 : 2)  // bytes of a tile element
 #if FCL_DTYPE == 0
 typedef float tile_t;
-#define TILE_PAD 4
 typedef float4 chunk_t;
 #define LOAD_CHUNK(p, i) LOAD4_F32(p, i)
 #define CHUNK_ZERO ((float4)(0.0f))
 #define TILE_PUT(t, i, x) vstore4((x), 0, (t) + (i))
 #else
 typedef ushort tile_t;     // the storage type's bits
-#define TILE_PAD 8
 typedef ushort4 chunk_t;
 #define LOAD_CHUNK(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const ushort4 *)((__global const ushort *)(p) + (i)))
 #define CHUNK_ZERO ((ushort4)(0))
 #define TILE_PUT(t, i, x) (*(__local ushort4 *)((t) + (i)) = (x))
 #endif
-#define TILE_LD (HEAD_DIM_MAX + TILE_PAD)
+#define TILE_LD FCL_MMA_TILE_LD(HEAD_DIM_MAX, FCL_MMA_TILE_ELEM)  // traits.h
 
 /* `rows` rows from src (`stride` elements apart), columns [0, head_dim),
  * into tile rows [0, tile_rows), by the whole work-group (tid, WG_SIZE);
@@ -453,7 +452,7 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
  * j's row r) replaces four 32-bit reads, or eight 16-bit reads and their
  * packing; the emulation reads the same elements, so the addresses are
  * tested wherever the kernels run. The tiles' rows are 16 bytes past a
- * multiple of 128 apart (TILE_PAD), so that the eight rows of a matrix
+ * multiple of 128 apart (FCL_MMA_TILE_PAD), so that the eight rows of a matrix
  * meet eight different groups of banks. Rows and tiles 16-byte aligned. */
 #define LDSM_ROW(base, j, r, hi, lo) ((base) + ((j) >> 1) * (hi) + ((j) & 1) * (lo) + (r) * TILE_LD)
 inline void ldsm_x4(uint reg[4], __local const tile_t *base, const int hi, const int lo) {

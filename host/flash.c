@@ -2,7 +2,7 @@
  * flash.c — running the flash kernels: plan, build options from the plan,
  * arguments, launch. The tiling itself is chosen in plan.c.
  */
-#include "internal.h"
+#include "families.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -43,78 +43,6 @@ static size_t block_groups(const fcl__shape *sh, size_t items, size_t seqlen, si
   return (sh->tabled ? items : sh->desc.batch * ((seqlen + block - 1) / block)) * heads;
 }
 
-/* The -D options every MMA program (flash_fwd_mma.cl, flash_bwd_mma.cl)
- * takes from its plan. */
-static void mma_options(const fcl_device_limits *limits, const fcl_plan *plan,
-                        const fcl_attention_desc *desc, cl_mem io_counter,
-                        fcl__options *opts) {
-  score_options(desc, io_counter, opts);
-  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
-  fcl__options_define(opts, "WARPS", (long)plan->wg_size / 32);
-  fcl__options_define(opts, "MMA_EMULATE", !fcl__mma_native(limits));
-}
-
-/* The -D options of the forward kernels (flash_fwd.cl, flash_fwd_mma.cl,
- * flash_fwd_decode.cl, flash_fwd_decode_mma.cl, flash_fwd_cpu.cl): one
- * source of truth, the plan. */
-static void forward_options(const fcl_device_limits *limits, const fcl_plan *plan,
-                            const fcl_attention_desc *desc, cl_mem io_counter,
-                            fcl__options *opts) {
-  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
-    mma_options(limits, plan, desc, io_counter, opts);
-    fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
-    return;
-  }
-  if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA) {  /* BLOCK_K follows from WARPS */
-    mma_options(limits, plan, desc, io_counter, opts);
-    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
-    return;
-  }
-  score_options(desc, io_counter, opts);
-  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
-  fcl__options_define(opts, "BLOCK_K", (long)plan->block_k);
-  if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
-    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
-    return;
-  }
-  if (plan->kernel == FCL_FLASH_KERNEL_DECODE) {
-    fcl__options_define(opts, "BLOCK_Q", (long)plan->block_q);
-    fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
-    fcl__options_define(opts, "KEY_LANES", (long)plan->threads_per_row);
-    return;
-  }
-  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
-  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
-  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
-  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
-}
-
-/* The -D options of flash_bwd.cl or flash_bwd_mma.cl, from the backward
- * plan. */
-static void backward_options(const fcl_device_limits *limits, const fcl_plan *plan,
-                             const fcl_attention_desc *desc, cl_mem io_counter,
-                             fcl__options *opts) {
-  if (plan->kernel == FCL_FLASH_KERNEL_MMA) {
-    mma_options(limits, plan, desc, io_counter, opts);
-    fcl__options_define(opts, "SUB_TILES", FCL__MMA_BWD_SUB_TILES);
-    fcl__options_define(opts, "HEAD_SPLIT", (long)plan->threads_per_row / 4);
-    return;
-  }
-  if (plan->kernel == FCL_FLASH_KERNEL_CPU) {
-    score_options(desc, io_counter, opts);
-    fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
-    fcl__options_define(opts, "BLOCK", (long)plan->block_k);
-    return;
-  }
-  score_options(desc, io_counter, opts);
-  fcl__options_define(opts, "HEAD_DIM_MAX", (long)plan->head_dim_padded);
-  fcl__options_define(opts, "WG_SIZE", (long)plan->wg_size);
-  fcl__options_define(opts, "THREADS_PER_ROW", (long)plan->threads_per_row);
-  fcl__options_define(opts, "ROWS_PER_THREAD", (long)plan->rows_per_thread);
-  fcl__options_define(opts, "SUB_ROWS", (long)fcl__flash_bwd_sub_rows(plan, limits));
-  fcl__options_define(opts, "TILE_STORAGE", plan->tile_elem_size == 2);
-}
-
 /* The -D options of flash_bwd_pre.cl: nothing of the plan, so that both
  * kernel families, and both masks, share one build per storage type. */
 static void preprocess_options(const fcl__pre_shape *shape, const fcl_attention_desc *desc,
@@ -142,22 +70,14 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                                const fcl_attention_desc *desc, fcl_pass pass,
                                cl_mem io_counter, flash_program *out) {
   if (pass == FCL_PASS_FORWARD) {
-    static const struct {
-      fcl__source source;
-      const char *kernel;
-    } forwards[] = {
-        [FCL_FLASH_KERNEL_SIMT] = {FCL_SRC_FLASH_FWD, "flash_fwd"},
-        [FCL_FLASH_KERNEL_MMA] = {FCL_SRC_FLASH_FWD_MMA, "flash_fwd_mma"},
-        [FCL_FLASH_KERNEL_DECODE] = {FCL_SRC_FLASH_FWD_DECODE, "flash_fwd_decode"},
-        [FCL_FLASH_KERNEL_DECODE_MMA] = {FCL_SRC_FLASH_FWD_DECODE_MMA, "flash_fwd_decode_mma"},
-        [FCL_FLASH_KERNEL_CPU] = {FCL_SRC_FLASH_FWD_CPU, "flash_fwd_cpu"},
-    };
-    out[0] = (flash_program){.source = forwards[plan->kernel].source,
-                             .kernels = {forwards[plan->kernel].kernel, NULL},
+    const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_FORWARD);
+    out[0] = (flash_program){.source = fp->source,
+                             .kernels = {fp->kernels[0], NULL},
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */
-    forward_options(limits, plan, desc, io_counter, &out[0].opts);
+    score_options(desc, io_counter, &out[0].opts);
+    fcl__family_options(fp, limits, plan, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     if (!split) return 1;
@@ -178,20 +98,13 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                            .kernels = {"flash_bwd_preprocess", NULL},
                            .wg_size = (unsigned)pre.wg_size};
   preprocess_options(&pre, desc, io_counter, &out[0].opts);
-  static const struct {
-    fcl__source source;
-    const char *kernels[2];
-  } backwards[] = {
-      [FCL_FLASH_KERNEL_SIMT] = {FCL_SRC_FLASH_BWD, {"flash_bwd_dkdv", "flash_bwd_dq"}},
-      [FCL_FLASH_KERNEL_MMA] = {FCL_SRC_FLASH_BWD_MMA, {"flash_bwd_dkdv_mma", "flash_bwd_dq_mma"}},
-      [FCL_FLASH_KERNEL_CPU] = {FCL_SRC_FLASH_BWD_CPU, {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"}},
-  };
-  out[1] = (flash_program){
-      .source = backwards[plan->kernel].source,
-      .kernels = {backwards[plan->kernel].kernels[0], backwards[plan->kernel].kernels[1]},
-      .local_bytes = plan->local_bytes,
-      .wg_size = plan->wg_size};
-  backward_options(limits, plan, desc, io_counter, &out[1].opts);
+  const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_BACKWARD);
+  out[1] = (flash_program){.source = fp->source,
+                           .kernels = {fp->kernels[0], fp->kernels[1]},
+                           .local_bytes = plan->local_bytes,
+                           .wg_size = plan->wg_size};
+  score_options(desc, io_counter, &out[1].opts);
+  fcl__family_options(fp, limits, plan, &out[1].opts);
   return 2;
 }
 

@@ -9,6 +9,7 @@
 
 #include "flashcl.h"
 #include "params.h"  /* cl/params.h: the kernels' parameter block and mask */
+#include "traits.h"  /* cl/traits.h: the kernel families' derived sizes */
 
 #include <limits.h>
 #include <pthread.h>
@@ -478,6 +479,13 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
 
 /** A source's file name in cl/, and its prelude's (NULL if none). */
 const char *fcl__source_file(fcl__source source);
+/** The most texts a program is built from: the shared ones, a prelude, the source. */
+#define FCL__PROGRAM_TEXTS_MAX 6
+/** The texts the program of kernel file `file` (e.g. "flash_fwd.cl") is
+ *  built from, in order, as the library builds it: what scripts that
+ *  compile the kernels with other compilers concatenate. @return how many,
+ *  0 for a file that is no program's. */
+size_t fcl__program_texts_of(const char *file, const char *texts[FCL__PROGRAM_TEXTS_MAX]);
 const char *fcl__source_prelude_file(fcl__source source);
 /** A fingerprint of every kernel source built into the library (FNV-1a,
  *  64 bits, as 16 hex digits): tuned plans are measurements of these
@@ -792,12 +800,18 @@ static inline unsigned fcl__shuffle_width(const fcl_device_limits *limits) {
  *  the same test, from the FCL_SHUFFLE options program.c passes. */
 static inline int fcl__sums_by_shuffle(const fcl_device_limits *limits, size_t wg,
                                        unsigned lanes) {
-  const unsigned width = fcl__shuffle_width(limits);
-  return width && wg >= width && lanes <= width;
+  return FCL_SUMS_BY_SHUFFLE_OF((size_t)fcl__shuffle_width(limits), wg, lanes);
 }
 /** Local memory of the flash forward kernel (SIMT) for a tiling on a
  *  device (its row sums through local memory without shuffles). */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
+/** The SIMT kernels' rules (plan_simt.c), as families.h's fcl__planner. */
+fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len);
+fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
+                                   const fcl_attention_desc *desc, const fcl_plan *hint,
+                                   fcl_plan *out, char *why, size_t why_len);
 
 /* The tensor-core forward's planner (plan_mma.c). */
 /** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
@@ -808,7 +822,7 @@ int fcl__mma_native(const fcl_device_limits *limits);
  *  than SIMT (plan_mma.c). */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
 /** The MMA forward's tiling; arguments already checked by fcl__plan_flash. */
-fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
+fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,
                                  fcl_plan *out, char *why, size_t why_len);
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
@@ -820,15 +834,15 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
  *  does not pack heads (`packed` 1). */
 int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed);
 /** The CPU forward's tiling for the packed problem `desc`. */
-fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                                 const fcl_plan *hint, fcl_plan *out, char *why,
-                                 size_t why_len);
+fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
+                                 const fcl_attention_desc *desc, const fcl_plan *hint,
+                                 fcl_plan *out, char *why, size_t why_len);
 /** Whether the rules take the CPU backward: a CPU device. */
 int fcl__cpu_backward_suits(const fcl_device_limits *limits);
 /** The CPU backward's tiling (both kernels). */
-fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                                  const fcl_plan *hint, fcl_plan *out, char *why,
-                                  size_t why_len);
+fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len);
 /** Whether two plans are the same, field by field (fcl_plan has padding,
  *  which memcmp would compare too). */
 static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
@@ -874,7 +888,7 @@ size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limi
 size_t fcl__decode_state_row_floats(const fcl_plan *plan);
 /** The MMA backward's tiling; arguments already checked by
  *  fcl__plan_flash. */
-fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
+fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len);
 /** How the flash kernels are built for a problem's window (common.cl's

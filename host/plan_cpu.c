@@ -96,9 +96,10 @@ static unsigned choose_chunks(const fcl_device_limits *limits, const fcl_plan *h
   return chunks;
 }
 
-fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                                  const fcl_plan *hint, fcl_plan *out, char *why,
-                                  size_t why_len) {
+fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
   fcl_plan plan = cpu_plan();
   plan.splits = plan.packed_heads = 1;
   plan.head_dim_padded = padded_head_dim(desc->head_dim);
@@ -112,9 +113,10 @@ fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl_att
   return FCL_SUCCESS;
 }
 
-fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                                 const fcl_plan *hint, fcl_plan *out, char *why,
-                                 size_t why_len) {
+fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
+                                 const fcl_attention_desc *desc, const fcl_plan *hint,
+                                 fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
   FCL_FORWARD_IF(check_cpu_hint(hint, CPU_LANES, why, why_len));
   fcl_plan plan = cpu_plan();
   plan.block_k = CPU_LANES;

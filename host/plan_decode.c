@@ -84,28 +84,23 @@ unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *s
 /* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in
  * emulation the products' scratch and a float per work-item (mma.cl). */
 static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
-  const size_t warps = plan->wg_size / 32, rows = plan->block_q, hd = plan->head_dim_padded;
-  size_t bytes = rows * hd * 2 + warps * rows * (hd + 2) * sizeof(float);
-  if (emulate)
-    bytes += warps * (16 * 16 + 16 * 8) * sizeof(float) + plan->wg_size * sizeof(float);
-  return bytes;
+  return FCL_DECODE_MMA_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
+                                    (size_t)plan->wg_size / 32, emulate);
 }
 
 size_t fcl__decode_state_row_floats(const fcl_plan *plan) {
   const size_t groups =
       plan->wg_size / (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 32 : plan->threads_per_row);
-  return groups * (plan->head_dim_padded + 2);
+  return groups * FCL_DECODE_STATE_FLOATS((size_t)plan->head_dim_padded);
 }
 
 size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
   if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA)
     return decode_mma_local_bytes(plan, !fcl__mma_native(limits));
   const int sum_by_shuffle = fcl__sums_by_shuffle(limits, plan->wg_size, plan->threads_per_row);
-  const size_t groups = plan->wg_size / plan->threads_per_row, rows = plan->block_q;
-  const size_t hd = plan->head_dim_padded, per_group = plan->block_k / groups;
-  size_t floats = rows * hd + groups * rows * (hd + 2);
-  if (!sum_by_shuffle) floats += (size_t)plan->wg_size * per_group * rows;
-  return floats * sizeof(float);
+  return FCL_DECODE_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
+                                (size_t)plan->block_k, (size_t)plan->wg_size,
+                                (size_t)plan->threads_per_row, sum_by_shuffle);
 }
 
 fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,

@@ -117,19 +117,10 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
   return FCL_SUCCESS;
 }
 
-/* Both passes' two tiles of block_k rows, and in emulation the products'
- * scratch (mma.cl, MMA_PRODUCT_ARRAYS): 1.5 KiB per warp. */
-static size_t mma_tiles_and_scratch(const fcl_plan *plan, int emulate) {
-  const size_t pad = plan->tile_elem_size == 4 ? 4 : 8;
-  size_t bytes = 2 * (size_t)plan->block_k * (plan->head_dim_padded + pad) *
-                 plan->tile_elem_size;
-  if (emulate) bytes += (size_t)plan->wg_size / 32 * (16 * 16 + 16 * 8) * 4;
-  return bytes;
-}
-
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
-  /* ... and the forward's quad reductions: a float per work-item */
-  return mma_tiles_and_scratch(plan, emulate) + (emulate ? (size_t)plan->wg_size * 4 : 0);
+  return FCL_MMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_k,
+                                 (size_t)plan->wg_size / 32, (size_t)plan->tile_elem_size,
+                                 emulate);
 }
 
 /* The planner's work-group: `warps` warps, `per_row` of them to each 16
@@ -192,9 +183,10 @@ static fcl_status too_big(const fcl_attention_desc *desc, const fcl_plan *plan,
   return FCL_ERROR_UNSUPPORTED;
 }
 
-fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
+fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
                                  const fcl_attention_desc *desc, const fcl_plan *hint,
                                  fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
   FCL_FORWARD_IF(check_mma_hint(desc, FCL_PASS_FORWARD, hint, why, why_len));
   if (hint && hint->block_k % 16) {
     fcl__say(why, why_len, "the MMA forward needs block_k a multiple of 16, not %u",
@@ -254,13 +246,10 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits,
  * d = 64 they ran 0.76-0.78x, and in f16, whose fragments take half the
  * registers, 0.62-0.87x at d = 64 and 128 (docs/performance.md, v5). */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys) {
-  const size_t pairs = plan->threads_per_row == 8 ? plan->wg_size / 64 : 0;
-  /* the two tiles (and scratch), LSE, D (and with row_keys the visible
-   * keys) of a query tile's rows, and where warps pair, their exchange: two
-   * slots per pair of a float per lane of each of its s and dp */
-  return mma_tiles_and_scratch(plan, emulate) + 2 * (size_t)plan->block_k * sizeof(float) +
-         (row_keys ? 2 * (size_t)plan->block_k * sizeof(cl_int) : 0) +
-         2 * pairs * 32 * 2 * (size_t)FCL__MMA_BWD_SUB_TILES * 4 * sizeof(float);
+  return FCL_MMA_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->wg_size / 32,
+                                 (size_t)plan->threads_per_row / 4,
+                                 (size_t)FCL__MMA_BWD_SUB_TILES, (size_t)plan->tile_elem_size,
+                                 emulate, row_keys);
 }
 
 static unsigned mma_bwd_threads_per_row(const fcl_attention_desc *desc) {
@@ -270,9 +259,10 @@ static unsigned mma_bwd_threads_per_row(const fcl_attention_desc *desc) {
              : 4;
 }
 
-fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits,
+fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
   FCL_FORWARD_IF(check_mma_hint(desc, FCL_PASS_BACKWARD, hint, why, why_len));
   const unsigned tpr = hint && hint->threads_per_row ? hint->threads_per_row
                                                      : mma_bwd_threads_per_row(desc);

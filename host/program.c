@@ -16,6 +16,7 @@
 
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
 extern const char fcl__cl_params[];
+extern const char fcl__cl_traits[];
 extern const char fcl__cl_common[];
 extern const char fcl__cl_blocks[];
 extern const char fcl__cl_flash_fwd[];
@@ -40,7 +41,8 @@ extern const char fcl__cl_cache[];
 
 /* Each program is these texts, then the source's prelude if it has one,
  * and the source. */
-static const char *const shared_texts[] = {fcl__cl_params, fcl__cl_common, fcl__cl_blocks};
+static const char *const shared_texts[] = {fcl__cl_params, fcl__cl_traits, fcl__cl_common,
+                                           fcl__cl_blocks};
 #define N_SHARED_TEXTS (sizeof shared_texts / sizeof shared_texts[0])
 
 static const struct {
@@ -244,14 +246,26 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
   else fflush(f);
 }
 
+/* The texts of `source`'s program, in order. @return how many. */
+static cl_uint program_texts(fcl__source source, const char *texts[FCL__PROGRAM_TEXTS_MAX]) {
+  cl_uint n = 0;
+  for (size_t i = 0; i < N_SHARED_TEXTS; ++i) texts[n++] = shared_texts[i];
+  if (sources[source].prelude) texts[n++] = sources[source].prelude;
+  texts[n++] = sources[source].text;
+  return n;
+}
+
+size_t fcl__program_texts_of(const char *file, const char *texts[FCL__PROGRAM_TEXTS_MAX]) {
+  for (int i = 0; i < FCL_SRC_COUNT; ++i)
+    if (file && !strcmp(file, sources[i].file)) return program_texts((fcl__source)i, texts);
+  return 0;
+}
+
 /* Compiles one program; records the build log as the error on failure. */
 static fcl_status build(fcl_context *ctx, fcl__source source,
                         const char *options, cl_program *out) {
-  const char *texts[N_SHARED_TEXTS + 2];
-  cl_uint n_texts = 0;
-  for (size_t i = 0; i < N_SHARED_TEXTS; ++i) texts[n_texts++] = shared_texts[i];
-  if (sources[source].prelude) texts[n_texts++] = sources[source].prelude;
-  texts[n_texts++] = sources[source].text;
+  const char *texts[FCL__PROGRAM_TEXTS_MAX];
+  const cl_uint n_texts = program_texts(source, texts);
   cl_program program;
   FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
   cl_int err = fcl__build_program(ctx, program, options);

@@ -2,26 +2,23 @@
 # Compiles every kernel file with clang over a matrix of its -D variants,
 # warnings as errors: what PoCL or a GPU driver would only mention in a
 # build log nobody reads (an unsequenced I/O count, a constant condition).
-# Usage: scripts/lint-kernels.sh [clang]
+# Usage: scripts/lint-kernels.sh [clang] [flashcl-info]
+# Each program's text is the one the library compiles (flashcl-info
+# --program-text: the shared texts, the file's prelude, the file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clang="${1:-clang}"
+info="${2:-build/tools/flashcl-info}"
+[ -x "$info" ] || { echo "lint-kernels: no flashcl-info at $info (build first)" >&2; exit 2; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 failures=0 builds=0
 declare -A linted=()
 check() {  # file, options...
-  local file="$1" prelude=()
+  local file="$1"
   shift
-  # as host/program.c builds them: params.h, common.cl, blocks.cl, a prelude, the kernel
-  case "$file" in
-    flash_fwd_mma.cl | flash_bwd_mma.cl | flash_fwd_decode_mma.cl | mma_probe.cl)
-      prelude=(cl/mma.cl) ;;
-    flash_bwd.cl) prelude=(cl/flash_bwd_rows.cl) ;;
-    flash_fwd_cpu.cl | flash_bwd_cpu.cl) prelude=(cl/cpu.cl) ;;
-  esac
   linted[$file]=1
-  cat cl/params.h cl/common.cl cl/blocks.cl "${prelude[@]}" "cl/$file" > "$tmp/k.cl"
+  "$info" --program-text "$file" > "$tmp/k.cl"
   builds=$((builds + 1))
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -finclude-default-header -fsyntax-only \
       -Werror "$@" "$tmp/k.cl" 2> "$tmp/log"; then

@@ -93,11 +93,9 @@ done | sort -u -t$'\t' -k2,2 -k5,5 -k10 > "$work/programs"
 compile_one() {
   local target file prelude options
   IFS=$'\t' read -r _ target _ _ file prelude _ _ _ options <<< "$1"
-  local pre=()
-  [ "$prelude" != "-" ] && pre=("cl/$prelude")
   local text
   text="$(mktemp -p "$work" XXXXXX.cl)"
-  cat cl/params.h cl/common.cl cl/blocks.cl "${pre[@]}" "cl/$file" > "$text"
+  "$info" --program-text "$file" > "$text"
   local hash
   hash="$( (cat "$text"; echo "$target $options ${FCL_INTEL_OPTIONS:-}"; echo "$versions") |
     sha256sum | cut -c1-32)"
@@ -115,7 +113,7 @@ compile_one() {
   printf '%s\t%s\n' "$1" "$out"
 }
 export -f compile_one
-export work cache versions
+export work cache versions info
 n="$(wc -l < "$work/programs")"
 echo "vendor-check: $n programs over $(cut -f1 "$work/programs" | sed "s/+.*//" | sort -u | wc -l) profiles, $jobs at a time" >&2
 start=$(date +%s)

@@ -7,9 +7,9 @@
 #
 # Usage: scripts/vendor-compile.sh [--header] TARGET FILE.cl [OPTIONS...]
 #        scripts/vendor-compile.sh --header        (the header line alone)
-#   FILE.cl  an assembled program, as host/program.c builds it: cl/params.h,
-#            cl/common.cl, cl/blocks.cl, the prelude if any (cl/mma.cl, cl/flash_bwd_rows.cl)
-#            and the kernel file, concatenated by the caller
+#   FILE.cl  an assembled program, as the library builds it (flashcl-info
+#            --program-text FILE.cl prints it: the shared texts, the prelude
+#            if any and the kernel file)
 #   OPTIONS  the build options (-DNAME=VALUE ..., -cl-std=CL1.2)
 #   TARGET   dg2      Intel Arc A770 (Xe-HPG), ocloc -device dg2
 #            pvc      Intel Data Center GPU Max 1550 (Xe-HPC), ocloc -device pvc

@@ -17,6 +17,7 @@ typedef struct info_options {
   int programs;         /* 1: list the programs each pass builds */
   int shuffle;          /* fcl_shuffle + 1 for profiles planned with it; 0: theirs */
   fcl_plan hint;        /* --kernel, --splits: the plans asked for (zeros: the planner's) */
+  const char *program_text;  /* --program-text FILE: print that program's text, nothing else */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

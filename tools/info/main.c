@@ -174,6 +174,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "flashcl-info: %s\nTry 'flashcl-info --help'.\n", why);
       return 2;
   }
+  if (opts.program_text) {
+    const char *texts[FCL__PROGRAM_TEXTS_MAX];
+    const size_t n_texts = fcl__program_texts_of(opts.program_text, texts);
+    if (!n_texts) {
+      fprintf(stderr, "flashcl-info: '%s' is no kernel file of the library\n", opts.program_text);
+      return 2;
+    }
+    for (size_t i = 0; i < n_texts; ++i) fputs(texts[i], stdout);
+    return 0;
+  }
   /* The shape is judged by the library, as a call would judge it, before
    * any device is listed. */
   fcl_attention_desc descs[2];

@@ -14,6 +14,7 @@ static const char usage[] =
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
     "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
     "                    [--splits S]\n"
+    "       flashcl-info --program-text FILE\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -33,7 +34,12 @@ static const char usage[] =
     "                 mma, decode, decode-mma or cpu (the decode and CPU\n"
     "                 kernels: forward only; the backward then keeps the\n"
     "                 planner's), as fcl_context_set_flash_tiling forces them\n"
-    "  --splits S     the forward's key splits asked for (0: the planner's)\n"
+      "  --splits S     the forward's key splits asked for (0: the planner's)\n"
+    "  --program-text FILE\n"
+    "                 print the whole text the library compiles for kernel file\n"
+    "                 FILE (e.g. flash_fwd.cl: the shared texts, its prelude,\n"
+    "                 the file), as scripts that compile the kernels with other\n"
+    "                 compilers need it, and nothing else\n"
     "\n"
     "Exit status: 0 when the devices were listed, 1 when there is none, 2 when\n"
     "the command line, the shape or the profile is wrong.\n";
@@ -76,6 +82,14 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
         return INFO_PARSE_ERROR;
       }
       o->shuffle = kind + 1;
+      continue;
+    }
+    if (!strcmp(a, "--program-text")) {
+      if (i + 1 >= argc) {
+        snprintf(why, why_len, "%s needs a kernel file", a);
+        return INFO_PARSE_ERROR;
+      }
+      o->program_text = argv[++i];
       continue;
     }
     if (!strcmp(a, "--programs")) {

@@ -1,0 +1,119 @@
+/*
+ * traits.h — each flash kernel family's tunables, the sizes derived from
+ * them and their invariants, written once for the host and the kernels.
+ * Like params.h, the library's C sources include this file and every
+ * kernel program is compiled with its text in front (host/program.c): a
+ * kernel sizes its __local arrays with these macros, and the planner
+ * computes a plan's local bytes with the same ones, which the run checks
+ * against the built kernel (fcl__check_local_bytes).
+ *
+ * Every macro is an integer expression of its arguments alone (no sizeof,
+ * no casts), so that a kernel can test it in #if; the host passes size_t
+ * values. The tunables are the -D options host/families.c writes.
+ */
+#ifndef FCL_TRAITS_H
+#define FCL_TRAITS_H
+
+/* Whether `lanes` adjacent work-items of a `wg`-item work-group sum a
+ * row's partial dot products by sub-group shuffles `width` lanes wide (0:
+ * the device has none): a shuffle over absent lanes is undefined, so the
+ * work-group must fill sub-groups. Otherwise, with more than one lane,
+ * they sum through local memory. */
+#define FCL_SUMS_BY_SHUFFLE_OF(width, wg, lanes) \
+  ((width) != 0 && (wg) >= (width) && (lanes) <= (width))
+#define FCL_SUMS_IN_LOCAL_OF(width, wg, lanes) \
+  ((lanes) > 1 && !FCL_SUMS_BY_SHUFFLE_OF(width, wg, lanes))
+
+/* ---- SIMT: flash_fwd.cl and flash_bwd.cl -----------------------------------
+ * Tunables: HEAD_DIM_MAX (hd), WG_SIZE (wg), THREADS_PER_ROW (lanes: the
+ * work-items sharing a row's head_dim), ROWS_PER_THREAD (rows), BLOCK_K
+ * (the forward's keys a tile), TILE_STORAGE (elem: 4-byte floats or the
+ * 16-bit storage type's 2 bytes in the local tiles), and the backward's
+ * SUB_ROWS (streamed rows whose scores are in registers at once). */
+
+/* A lane's slice of head_dim: a whole number of float4s. */
+#define FCL_SIMT_SLICE(hd, lanes) (((hd) / (lanes) + 3) / 4 * 4)
+/* Slices sit 4 elements apart beyond their width, so that the lanes of a
+ * row read different banks at once. */
+#define FCL_SIMT_SLICE_STRIDE(hd, lanes) (FCL_SIMT_SLICE(hd, lanes) + ((lanes) > 1 ? 4 : 0))
+/* Elements of one row (key, or query in the backward) in a local tile. */
+#define FCL_SIMT_TILE_LD(hd, lanes) (FCL_SIMT_SLICE_STRIDE(hd, lanes) * (lanes))
+/* Rows a work-group keeps: the forward's query block (Br), the backward's
+ * block of keys (dK/dV) or queries (dQ) and the rows of each tile it
+ * streams. */
+#define FCL_SIMT_BLOCK(wg, lanes, rows) ((wg) / (lanes) * (rows))
+#define FCL_SIMT_LANES_VALID(wg, lanes) \
+  ((wg) % (lanes) == 0 && ((lanes) == 1 || (lanes) == 2 || (lanes) == 4 || (lanes) == 8))
+/* The forward's slices are whole float4s that cover head_dim exactly. */
+#define FCL_SIMT_FWD_HEAD_VALID(hd, lanes) ((hd) % (4 * (lanes)) == 0)
+/* flash_fwd.cl: the K and V tiles, and the row sums' partial products. */
+#define FCL_SIMT_FWD_LOCAL_BYTES(hd, lanes, block_k, wg, elem, sums_in_local) \
+  (2 * (block_k) * FCL_SIMT_TILE_LD(hd, lanes) * (elem) +                     \
+   ((sums_in_local) ? (block_k) * (wg) * 4 : 0))
+/* flash_bwd.cl (both kernels declare the same arrays): two streamed tiles,
+ * the rows' LSE and D, with row_keys each row's visible keys' bounds, and
+ * the partial dot products of SUB_ROWS rows' scores and dP. */
+#define FCL_SIMT_BWD_LOCAL_BYTES(hd, lanes, block, wg, elem, row_keys, sums_in_local, sub_rows) \
+  (2 * (block) * FCL_SIMT_TILE_LD(hd, lanes) * (elem) + 2 * (block) * 4 +                       \
+   ((row_keys) ? 2 * (block) * 4 : 0) + ((sums_in_local) ? 2 * (sub_rows) * (wg) * 4 : 0))
+
+/* ---- MMA: flash_fwd_mma.cl, flash_bwd_mma.cl (mma.cl) ---------------------
+ * Tunables: HEAD_DIM_MAX (hd, a multiple of 16), WARPS, the forward's
+ * BLOCK_K, the backward's SUB_TILES and HEAD_SPLIT (warps a 16-row
+ * fragment's columns are split over); tiles in the storage type (elem: 4
+ * for f32, else 2). MMA_EMULATE adds the emulated products' scratch. */
+
+/* Tile rows are this much longer than hd, so that a fragment read's 32
+ * lanes hit 32 banks. */
+#define FCL_MMA_TILE_PAD(elem) ((elem) == 4 ? 4 : 8)
+#define FCL_MMA_TILE_LD(hd, elem) ((hd) + FCL_MMA_TILE_PAD(elem))
+/* Two tiles of `rows` rows: K and V, or the backward's pair. */
+#define FCL_MMA_TILES_BYTES(hd, rows, elem) (2 * (rows) * FCL_MMA_TILE_LD(hd, elem) * (elem))
+/* Emulated, each warp's A and B products in floats (mma.cl). */
+#define FCL_MMA_EMULATE_BYTES(warps) ((warps) * (16 * 16 + 16 * 8) * 4)
+#define FCL_MMA_FWD_LOCAL_BYTES(hd, block_k, warps, elem, emulate) \
+  (FCL_MMA_TILES_BYTES(hd, block_k, elem) +                        \
+   ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
+/* The backward's rows a work-group owns and streams a tile of. */
+#define FCL_MMA_BWD_BLOCK(warps, head_split) (16 * ((warps) / (head_split)))
+/* ... its two tiles, LSE and D (and with row_keys the visible keys) of a
+ * tile's rows and, where warps pair (head_split 2), their exchange: two
+ * slots of each pair's s and dp, a float per lane of SUB_TILES 8-row
+ * groups of 4 fragments. */
+#define FCL_MMA_BWD_LOCAL_BYTES(hd, warps, head_split, sub_tiles, elem, emulate, row_keys) \
+  (FCL_MMA_TILES_BYTES(hd, FCL_MMA_BWD_BLOCK(warps, head_split), elem) +                   \
+   ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) : 0) +                                        \
+   2 * FCL_MMA_BWD_BLOCK(warps, head_split) * 4 +                                          \
+   ((row_keys) ? 2 * FCL_MMA_BWD_BLOCK(warps, head_split) * 4 : 0) +                       \
+   ((head_split) == 2 ? 2 * ((warps) / 2) * (2 * (sub_tiles) * 4) * 32 * 4 : 0))
+
+/* ---- DECODE: flash_fwd_decode.cl -------------------------------------------
+ * Tunables: HEAD_DIM_MAX (hd), BLOCK_Q (rows: packed slots), BLOCK_K (keys
+ * a step of the work-group), WG_SIZE (wg), KEY_LANES (lanes sharing a
+ * key). */
+#define FCL_DECODE_KEY_GROUPS(wg, lanes) ((wg) / (lanes))
+#define FCL_DECODE_KEYS_PER_GROUP(block_k, wg, lanes) \
+  ((block_k) / FCL_DECODE_KEY_GROUPS(wg, lanes))
+#define FCL_DECODE_VALID(hd, block_k, wg, lanes)                                   \
+  ((hd) % (lanes) == 0 && ((hd) / (lanes)) % 4 == 0 && (wg) % (lanes) == 0 &&     \
+   (block_k) % FCL_DECODE_KEY_GROUPS(wg, lanes) == 0 && ((lanes) & ((lanes) - 1)) == 0)
+/* A key group's row state: the accumulator, then m and l. */
+#define FCL_DECODE_STATE_FLOATS(hd) ((hd) + 2)
+/* Q in floats, each key group's states, and without shuffles the lanes'
+ * partial dot products. */
+#define FCL_DECODE_LOCAL_BYTES(hd, rows, block_k, wg, lanes, sums_by_shuffle)       \
+  (4 * ((rows) * (hd) +                                                             \
+        FCL_DECODE_KEY_GROUPS(wg, lanes) * (rows) * FCL_DECODE_STATE_FLOATS(hd) +  \
+        ((sums_by_shuffle) ? 0 : (wg) * FCL_DECODE_KEYS_PER_GROUP(block_k, wg, lanes) * (rows))))
+
+/* ---- DECODE_MMA: flash_fwd_decode_mma.cl -----------------------------------
+ * Tunables: HEAD_DIM_MAX (hd, a multiple of 32 up to 128), BLOCK_Q (rows, at
+ * most 16), WARPS (each its own 16 keys a step). */
+#define FCL_DECODE_MMA_WARP_KEYS 16
+/* Q in the storage type, each warp's states, and emulated the products'
+ * scratch and a float per work-item. */
+#define FCL_DECODE_MMA_LOCAL_BYTES(hd, rows, warps, emulate)             \
+  ((rows) * (hd) * 2 + (warps) * (rows) * FCL_DECODE_STATE_FLOATS(hd) * 4 + \
+   ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
+
+#endif
