@@ -213,14 +213,13 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
       sum_ += w_ * st_[1];                                                      \
       x_ = fma((float4)(w_), vload4(0, st_ + 2 + c_), x_);                      \
     }                                                                           \
-    /* a row that saw no key has l = 0 and acc = 0: zeros */                    \
-    const float inv_ = sum_ > 0.0f ? 1.0f / sum_ : 0.0f;                        \
+    const float inv_ = fcl_row_inv(sum_);                                       \
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
     if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \
-    if (FCL_STORES_LSE(lse) && c_ == 0) /* l is 0 only for a row that saw no key; NaN stays NaN */ \
+    if (FCL_STORES_LSE(lse) && c_ == 0)                                         \
       STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot_) * p.lse_head + SLOT_TOKEN(slot_), \
-                sum_ == 0.0f ? -INFINITY : top_ * p.lse_factor + log(sum_));    \
+                fcl_row_lse(p, top_, sum_));                                    \
   }
 
 /* ---- merging attention states ------------------------------------------

@@ -140,6 +140,24 @@ typedef float4 tile4_t;
 #endif
 #define TILE_ZERO ((tile4_t)(0))  // +0 in every format
 
+/* ---- K and V elements --------------------------------------------------------
+ * The forwards read the call's keys and values (a KV cache's too) through
+ * these, never through the storage type's macros, so that K and V kept in
+ * another form are read, and converted, in this one place: four elements
+ * of a row from column i, or one, as floats (KV_LOAD4, KV_LOAD1); as a
+ * local tile holds them (KV_TILE4, KV_TILE1); the 16-bit bits of four
+ * elements, the matrix instructions' operands (KV_BITS4). Today, the
+ * storage type's. (The MMA forward's tiles arrive by cp.async as storage
+ * bytes, with no conversion on the way: a converting form loads them
+ * through registers, LOAD_TILE in mma.cl.) */
+#define LOAD_BITS4(p, i) \
+  FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
+#define KV_LOAD4(p, i) LOAD4(p, i)
+#define KV_LOAD1(p, i) LOAD1(p, i)
+#define KV_TILE4(p, i) LOAD_TILE4(p, i)
+#define KV_TILE1(p, i) LOAD_TILE1(p, i)
+#define KV_BITS4(p, i) LOAD_BITS4(p, i)
+
 /* ---- helpers -------------------------------------------------------------- */
 
 /* Loops over tile dimensions: unrolled on GPUs, so that per-row arrays stay
@@ -315,6 +333,19 @@ FCL_DEFINE_SCORE(fcl_score16, float16, int16, convert_float16)
   }
 FCL_DEFINE_PROB(fcl_prob, float, int, (float))
 FCL_DEFINE_PROB(fcl_prob16, float16, int16, convert_float16)
+
+/* ---- a row's end -----------------------------------------------------------
+ * Every forward ends a row the same way, from its softmax state: the
+ * running max m (in the kernel's score units; lse_factor takes it to the
+ * natural log) and sum l. Its output is acc times fcl_row_inv(l), 0 for a
+ * row that saw no key (l = 0 and acc = 0: zeros); its LSE is
+ * fcl_row_lse(p, m, l), m + ln l, -inf for such a row (a NaN l, from a NaN
+ * or +inf logit, stays NaN). A term that joins every row's denominator
+ * joins the row here. */
+inline float fcl_row_inv(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
+inline float fcl_row_lse(const fcl_params p, float m, float l) {
+  return l == 0.0f ? -INFINITY : m * p.lse_factor + log(l);
+}
 
 /* ---- counted loads in helpers ------------------------------------------- */
 

@@ -43,22 +43,28 @@
 #define FCL_KEY_IN(key, lo, hi) (((key) - (hi)) & ((lo) - 1 - (key)))
 
 DEFINE_QUAD_LOADER(fcl_cpu_quad, float4, LOAD4, LOAD1)
+DEFINE_QUAD_LOADER(fcl_cpu_kv_quad, float4, KV_LOAD4, KV_LOAD1)
 
-/* Rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX] as floats,
- * row j at rows + j stride; rows from `live` on, and columns past
- * head_dim, are 0 (never stale memory: 0 * NaN is NaN). */
-inline void fcl_cpu_tile(__private float *tile, const int n, __global const store_t *rows,
-                         const size_t stride, const int live, const int head_dim,
-                         const int vec IO_LOADS) {
-  IO_HELPER_INIT;
-  for (int j = 0; j < n; ++j)
-    for (int c = 0; c < HEAD_DIM_MAX; c += 4) {
-      float4 x = (float4)(0.0f);
-      if (j < live) x = fcl_cpu_quad(rows + (size_t)j * stride, c, head_dim, vec IO_LOADS_ARG);
-      vstore4(x, 0, tile + j * HEAD_DIM_MAX + c);
-    }
-  IO_HELPER_LOADS_DONE();
-}
+/* Defines `name`: rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX]
+ * as floats, row j at rows + j stride, each four columns by `quad`; rows
+ * from `live` on, and columns past head_dim, are 0 (never stale memory:
+ * 0 * NaN is NaN). fcl_cpu_tile for queries and dO, fcl_cpu_kv_tile for
+ * keys and values (common.cl's K/V loads). */
+#define DEFINE_CPU_TILE(name, quad)                                                 \
+  inline void name(__private float *tile, const int n, __global const store_t *rows, \
+                   const size_t stride, const int live, const int head_dim,         \
+                   const int vec IO_LOADS) {                                         \
+    IO_HELPER_INIT;                                                                 \
+    for (int j = 0; j < n; ++j)                                                     \
+      for (int c = 0; c < HEAD_DIM_MAX; c += 4) {                                   \
+        float4 x = (float4)(0.0f);                                                  \
+        if (j < live) x = quad(rows + (size_t)j * stride, c, head_dim, vec IO_LOADS_ARG); \
+        vstore4(x, 0, tile + j * HEAD_DIM_MAX + c);                                 \
+      }                                                                             \
+    IO_HELPER_LOADS_DONE();                                                         \
+  }
+DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad)
+DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
 
 /* The next tile's rows on their way into the cache (L2: the tiles, q and
  * the accumulators fill L1) while this tile's products run; without it the

@@ -196,10 +196,10 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
   const int first_tile = qb.k_lo / BLOCK, end_tile = (qb.k_hi + BLOCK - 1) / BLOCK;
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK, keys = min(BLOCK, nk - k0);
-    fcl_cpu_tile(k_tile, BLOCK, k_rows + (size_t)k0 * p.k.seq, p.k.seq, keys, head_dim,
-                 vec IO_LOADS_ARG);
-    fcl_cpu_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim,
-                 vec IO_LOADS_ARG);
+    fcl_cpu_kv_tile(k_tile, BLOCK, k_rows + (size_t)k0 * p.k.seq, p.k.seq, keys, head_dim,
+                    vec IO_LOADS_ARG);
+    fcl_cpu_kv_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim,
+                    vec IO_LOADS_ARG);
     if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
       FCL_CPU_PREFETCH_TILES(k_rows + (size_t)(k0 + BLOCK) * p.k.seq, p.k.seq,
                              v_rows + (size_t)(k0 + BLOCK) * p.v.seq, p.v.seq,

@@ -164,14 +164,14 @@ UNROLL
         const size_t row = (size_t)KEY_IN_TILE(k0 + j, k0);
         const size_t gk = row * k_stride + c, gv = row * v_stride + c;
         if (vec) {
-          kx = LOAD_TILE4(k_tile_rows, gk);
-          vx = LOAD_TILE4(v_tile_rows, gv);
+          kx = KV_TILE4(k_tile_rows, gk);
+          vx = KV_TILE4(v_tile_rows, gv);
         } else {
-          kx.x = LOAD_TILE1(k_tile_rows, gk);
-          vx.x = LOAD_TILE1(v_tile_rows, gv);
-          if (c + 1 < head_dim) { kx.y = LOAD_TILE1(k_tile_rows, gk + 1); vx.y = LOAD_TILE1(v_tile_rows, gv + 1); }
-          if (c + 2 < head_dim) { kx.z = LOAD_TILE1(k_tile_rows, gk + 2); vx.z = LOAD_TILE1(v_tile_rows, gv + 2); }
-          if (c + 3 < head_dim) { kx.w = LOAD_TILE1(k_tile_rows, gk + 3); vx.w = LOAD_TILE1(v_tile_rows, gv + 3); }
+          kx.x = KV_TILE1(k_tile_rows, gk);
+          vx.x = KV_TILE1(v_tile_rows, gv);
+          if (c + 1 < head_dim) { kx.y = KV_TILE1(k_tile_rows, gk + 1); vx.y = KV_TILE1(v_tile_rows, gv + 1); }
+          if (c + 2 < head_dim) { kx.z = KV_TILE1(k_tile_rows, gk + 2); vx.z = KV_TILE1(v_tile_rows, gv + 2); }
+          if (c + 3 < head_dim) { kx.w = KV_TILE1(k_tile_rows, gk + 3); vx.w = KV_TILE1(v_tile_rows, gv + 3); }
         }
       }
       k_tile[at] = kx;
@@ -298,8 +298,7 @@ UNROLL
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     if (row[r] * PACK_GQA + hoff[r] >= slots) continue;
-    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const float inv = fcl_row_inv(l[r]);
     __global store_t *dst = o_rows + (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
@@ -314,12 +313,8 @@ UNROLL
         if (col + 3 < head_dim) STORE1(dst, col + 3, x.w);
       }
     }
-    if (FCL_STORES_LSE(lse) && slice == 0) {
-      /* l is 0 only for a row that saw no key; NaN (a NaN or +inf logit)
-       * must stay NaN, not pass for such a row. */
-      const float value = l[r] == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l[r]);
-      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
-    }
+    if (FCL_STORES_LSE(lse) && slice == 0)
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(p, m[r], l[r]));
   }
   FCL_IO_COMMIT();
 }

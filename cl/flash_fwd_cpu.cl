@@ -78,10 +78,10 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K, keys = min(BLOCK_K, nk - k0);
-    fcl_cpu_tile(k_tile, BLOCK_K, TILE_START(k_rows, k, p.k, p.k.seq, k0), p.k.seq, keys, head_dim,
-                 vec IO_LOADS_ARG);
-    fcl_cpu_tile(v_tile, BLOCK_K, TILE_START(v_rows, v, p.v, p.v.seq, k0), p.v.seq, keys, head_dim,
-                 vec IO_LOADS_ARG);
+    fcl_cpu_kv_tile(k_tile, BLOCK_K, TILE_START(k_rows, k, p.k, p.k.seq, k0), p.k.seq, keys,
+                    head_dim, vec IO_LOADS_ARG);
+    fcl_cpu_kv_tile(v_tile, BLOCK_K, TILE_START(v_rows, v, p.v, p.v.seq, k0), p.v.seq, keys,
+                    head_dim, vec IO_LOADS_ARG);
     if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
       FCL_CPU_PREFETCH_TILES(TILE_START(k_rows, k, p.k, p.k.seq, k0 + BLOCK_K), p.k.seq,
                              TILE_START(v_rows, v, p.v, p.v.seq, k0 + BLOCK_K), p.v.seq,
@@ -134,15 +134,11 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       const int slot = qb.q0 + ch * LANES + r;
       if (slot - qb.q0 >= qb.rows) break;
       const int tok = SLOT_TOKEN(slot), hoff = SLOT_HEAD(slot);
-      /* A row that saw no key has l = 0 and acc = 0: output zeros. */
-      const float inv = lf[r] > 0.0f ? 1.0f / lf[r] : 0.0f;
+      const float inv = fcl_row_inv(lf[r]);
       fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
                         acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
-      if (FCL_STORES_LSE(lse)) {
-        /* l is 0 only for a row that saw no key; NaN stays NaN. */
-        const float value = lf[r] == 0.0f ? -INFINITY : mf[r] * p.lse_factor + log(lf[r]);
-        STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, value);
-      }
+      if (FCL_STORES_LSE(lse))
+        STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, fcl_row_lse(p, mf[r], lf[r]));
     }
   }
   FCL_IO_COMMIT();

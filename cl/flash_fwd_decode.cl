@@ -65,7 +65,7 @@
       UNROLL for (int e_ = 0; e_ < ELEMS4; ++e_) {                             \
         (x)[u_][e_] = (float4)(0.0f);                                          \
         if (key_ < nk && col + 4 * e_ < head_dim)                              \
-          (x)[u_][e_] = LOAD4(tile_rows_ + row_ * (stride), col + 4 * e_);     \
+          (x)[u_][e_] = KV_LOAD4(tile_rows_ + row_ * (stride), col + 4 * e_);  \
       }                                                                        \
     }                                                                          \
   } while (0)

@@ -71,10 +71,6 @@
 #define DECODE_STORE4(dst, four) \
   (STORE_PAIR(dst, (four).s0, (four).s1), STORE_PAIR((dst) + 2, (four).s2, (four).s3))
 
-/* Four elements' bits, one 8-byte load (offsets are multiples of 4). */
-#define LOAD_BITS4(p, i) \
-  FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
-
 /* A paged cache's page is looked up a warp's step at a time (16 keys, the
  * smallest page's multiple); a step past the last key (of the last tile)
  * looks up the last key's, which the table names, and loads nothing. */
@@ -92,7 +88,7 @@
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
         (kx)[n_][j_] = (uint2)(0u);                                                  \
         if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
-          (kx)[n_][j_] = LOAD_BITS4(at_, 16 * j_ + 4 * t);                           \
+          (kx)[n_][j_] = KV_BITS4(at_, 16 * j_ + 4 * t);                             \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -108,7 +104,7 @@
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = (uint2)(0u);                                                  \
         if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
-          (vx)[u_][i_] = LOAD_BITS4(at_, 32 * i_ + 4 * g);                           \
+          (vx)[u_][i_] = KV_BITS4(at_, 32 * i_ + 4 * g);                             \
       }                                                                              \
     }                                                                                \
   } while (0)

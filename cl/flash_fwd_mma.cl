@@ -175,19 +175,15 @@ UNROLL
   for (int r = 0; r < 2; ++r) {
     const float l_row = quad_sum(l[r] MMA_ARGS);
     if (!live[r]) continue;
-    /* A row that saw no key has l = 0 and acc = 0: output zeros. */
-    const float inv = l_row > 0.0f ? 1.0f / l_row : 0.0f;
+    const float inv = fcl_row_inv(l_row);
     const size_t at = (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
       if (8 * n + 2 * t >= head_dim) continue;
       STORE_PAIR(o_rows + at + 8 * n, acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
     }
-    if (FCL_STORES_LSE(lse) && t == 0) {
-      /* l is 0 only for a row that saw no key; NaN stays NaN. */
-      const float value = l_row == 0.0f ? -INFINITY : m[r] * p.lse_factor + log(l_row);
-      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], value);
-    }
+    if (FCL_STORES_LSE(lse) && t == 0)
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(p, m[r], l_row));
   }
   FCL_IO_COMMIT();
 }

@@ -2,7 +2,7 @@
  * mask.c — the host's side of the mask (cl/params.h has the mask itself,
  * shared with the kernels): the sequences of a problem, and how many
  * (query, key) pairs a sequence shows, in closed form, which the FLOP
- * counts and the naive algorithm's I/O model use. Pure.
+ * counts (fcl_attention_flops) and the naive algorithm's I/O model use. Pure.
  */
 #include "internal.h"
 
@@ -71,4 +71,10 @@ double fcl__flops(const fcl__shape *sh, fcl_pass pass) {
   }
   f *= (double)d->heads_q * (double)d->head_dim;
   return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;
+}
+
+double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass) {
+  fcl__shape shape;
+  if (fcl__check_desc(NULL, desc, &shape) != FCL_SUCCESS) return 0.0;
+  return fcl__flops(&shape, pass);
 }

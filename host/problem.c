@@ -1,7 +1,7 @@
 /*
  * problem.c — the words a problem is described in: the version, storage
- * types (size, name), algorithm names, a descriptor's defaults and its
- * FLOP count. Pure; every other part of the library may use them.
+ * types (size, name), algorithm names and a descriptor's defaults. Pure;
+ * every other part of the library may use them.
  */
 #include "internal.h"
 
@@ -59,10 +59,4 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
   desc->causal = 0;
   desc->scale = head_dim ? (float)(1.0 / sqrt((double)head_dim)) : 0.0f;
   desc->window_left = desc->window_right = -1;
-}
-
-double fcl_attention_flops(const fcl_attention_desc *desc, fcl_pass pass) {
-  fcl__shape shape;
-  if (fcl__check_desc(NULL, desc, &shape) != FCL_SUCCESS) return 0.0;
-  return fcl__flops(&shape, pass);
 }

@@ -86,11 +86,19 @@ static void compare_one(fcl_context *ctx, const fcl_attention_desc *desc, uint64
   double fe[3], ne[3];
   grad_errors(&p, &flash, &ref, fe);
   grad_errors(&p, &naive, &ref, ne);
+  /* What flash's reading D from the stored O costs, which the naive
+   * algorithm never pays (th_d_floor): with one key the exact dS is 0 and
+   * the naive error can be 0, while D's rounding moves flash's dK. */
+  th_reference fwd = th_reference_forward(&p);
+  double from_d[3];
+  th_d_floor(&p, &g, fwd.o, from_d);
+  th_reference_free(&fwd);
   for (int i = 0; i < 3; ++i) {
-    ck_assert_msg(fe[i] <= ERR_FACTOR * ne[i] + ERR_FLOOR,
+    const double floor = from_d[i] + ERR_FLOOR;
+    ck_assert_msg(fe[i] <= ERR_FACTOR * ne[i] + floor,
                   "%s: flash %s error %g > %g x naive error %g + %g", what, grad_names[i],
-                  fe[i], ERR_FACTOR, ne[i], ERR_FLOOR);
-    double r = fe[i] / (ne[i] + ERR_FLOOR);
+                  fe[i], ERR_FACTOR, ne[i], floor);
+    double r = fe[i] / (ne[i] + floor);
     if (r > ratio[i]) ratio[i] = r;
   }
   th_backward_free(&flash);
@@ -109,7 +117,7 @@ START_TEST(backward_matches_reference_on_random_shapes) {
     fcl_attention_desc desc = random_desc(&rng, i);
     compare_one(ctx, &desc, 200 + (uint64_t)i, ratio);
   }
-  printf("backward: %d random shapes, worst flash/(naive + 1e-6) error ratio "
+  printf("backward: %d random shapes, worst flash/(naive + floor) error ratio "
          "dQ %.3f dK %.3f dV %.3f\n",
          RANDOM_SHAPES, ratio[0], ratio[1], ratio[2]);
   fcl_context_release(ctx);
