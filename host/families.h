@@ -10,13 +10,6 @@
 
 #include "internal.h"
 
-/** A family's planner of one pass: `sh` the validated problem, `desc` the
- *  problem as the planner sees it (the forward's packed heads' rows as one
- *  head's). Writes `out` on success only; else says why. */
-typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shape *sh,
-                                const fcl_attention_desc *desc, const fcl_plan *hint,
-                                fcl_plan *out, char *why, size_t why_len);
-
 /** A tunable: a -D option a family's kernels take, named as they name it,
  *  and its value from the plan (families.c, tunable_value). */
 typedef enum fcl__tunable {

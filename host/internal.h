@@ -805,13 +805,15 @@ static inline int fcl__sums_by_shuffle(const fcl_device_limits *limits, size_t w
 /** Local memory of the flash forward kernel (SIMT) for a tiling on a
  *  device (its row sums through local memory without shuffles). */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
-/** The SIMT kernels' rules (plan_simt.c), as families.h's fcl__planner. */
-fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
-                                  const fcl_attention_desc *desc, const fcl_plan *hint,
-                                  fcl_plan *out, char *why, size_t why_len);
-fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
-                                   const fcl_attention_desc *desc, const fcl_plan *hint,
-                                   fcl_plan *out, char *why, size_t why_len);
+/** A kernel family's planner of one pass (families.c): `sh` the validated
+ *  problem, `desc` the problem as the planner sees it (the forward's packed
+ *  heads' rows as one head's; arguments already checked by
+ *  fcl__plan_flash). Writes `out` on success only; else says why. */
+typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shape *sh,
+                                const fcl_attention_desc *desc, const fcl_plan *hint,
+                                fcl_plan *out, char *why, size_t why_len);
+/** The SIMT kernels' rules (plan_simt.c). */
+fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
 /* The tensor-core forward's planner (plan_mma.c). */
 /** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
@@ -821,10 +823,8 @@ int fcl__mma_native(const fcl_device_limits *limits);
  *  they run natively, take the head_dim and dtype, and were measured faster
  *  than SIMT (plan_mma.c). */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
-/** The MMA forward's tiling; arguments already checked by fcl__plan_flash. */
-fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
-                                 const fcl_attention_desc *desc, const fcl_plan *hint,
-                                 fcl_plan *out, char *why, size_t why_len);
+/** The MMA forward's tiling. */
+fcl__planner fcl__plan_forward_mma;
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
@@ -834,15 +834,11 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
  *  does not pack heads (`packed` 1). */
 int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed);
 /** The CPU forward's tiling for the packed problem `desc`. */
-fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
-                                 const fcl_attention_desc *desc, const fcl_plan *hint,
-                                 fcl_plan *out, char *why, size_t why_len);
+fcl__planner fcl__plan_forward_cpu;
 /** Whether the rules take the CPU backward: a CPU device. */
 int fcl__cpu_backward_suits(const fcl_device_limits *limits);
 /** The CPU backward's tiling (both kernels). */
-fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl__shape *sh,
-                                  const fcl_attention_desc *desc, const fcl_plan *hint,
-                                  fcl_plan *out, char *why, size_t why_len);
+fcl__planner fcl__plan_backward_cpu;
 /** Whether two plans are the same, field by field (fcl_plan has padding,
  *  which memcmp would compare too). */
 static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
@@ -870,14 +866,9 @@ static inline int fcl__kernel_forward_only(unsigned kernel) {
  *  FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
 unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows);
-/** The decode forward's tiling for the packed problem `desc` of shape `sh`. */
-fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,
-                                    const fcl_attention_desc *desc, const fcl_plan *hint,
-                                    fcl_plan *out, char *why, size_t why_len);
-/** The same for the decode kernel on matrix instructions. */
-fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const fcl__shape *sh,
-                                        const fcl_attention_desc *desc, const fcl_plan *hint,
-                                        fcl_plan *out, char *why, size_t why_len);
+/** The decode forward's tiling for the packed problem `desc` of shape
+ *  `sh`, and the same for the decode kernel on matrix instructions. */
+fcl__planner fcl__plan_forward_decode, fcl__plan_forward_decode_mma;
 /** Local memory of either decode kernel (plan->kernel) for a tiling on a
  *  device (whose partial sums may go through local memory, and whose
  *  matrix instructions may be emulated). */
@@ -886,11 +877,8 @@ size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limi
  *  or warps x (HEAD_DIM_MAX + 2)): how many splits' LSEs a row of the
  *  merge in the split launch stages there (cl/blocks.cl). */
 size_t fcl__decode_state_row_floats(const fcl_plan *plan);
-/** The MMA backward's tiling; arguments already checked by
- *  fcl__plan_flash. */
-fcl_status fcl__plan_backward_mma(const fcl_device_limits *limits, const fcl__shape *sh,
-                                  const fcl_attention_desc *desc, const fcl_plan *hint,
-                                  fcl_plan *out, char *why, size_t why_len);
+/** The MMA backward's tiling. */
+fcl__planner fcl__plan_backward_mma;
 /** How the flash kernels are built for a problem's window (common.cl's
  *  WINDOW): without one, with causal's (no left bound, right bound 0), so
  *  that the compiler folds the mask, or from the parameter block. */

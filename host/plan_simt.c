@@ -127,6 +127,20 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
   return store == 2 ? 2 : 1;
 }
 
+/* The work-group halved (down to `floor` and g) while a launch over `seqs`
+ * sequences of `seqlen` rows, wg / g * rows a work-group, has fewer than
+ * two work-groups per compute unit: small problems still fill the device. */
+static unsigned fill_device(const fcl_device_limits *limits, unsigned wg, unsigned g,
+                            unsigned rows, size_t seqs, size_t seqlen, unsigned floor) {
+  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  for (;;) {
+    const size_t block = (size_t)wg / g * rows;
+    const size_t groups = seqs * ((seqlen + block - 1) / block);
+    if (groups >= want || wg / 2 < floor || wg / 2 < g) return wg;
+    wg /= 2;
+  }
+}
+
 /* The backward's rule (docs/design.md, "The SIMT rules"). */
 fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
                                    const fcl_attention_desc *desc, const fcl_plan *hint,
@@ -156,14 +170,9 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
   plan.threads_per_row = g;
   if (!fixed_wg) {
-    /* Fill the device: at least two dK/dV work-groups per compute unit. */
-    size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
-    for (;;) {
-      size_t rows = (size_t)wg / g * plan.rows_per_thread;
-      size_t groups = desc->batch * desc->heads_kv * ((desc->seqlen_k + rows - 1) / rows);
-      if (groups >= want || wg / 2 < MIN_WG || wg / 2 < g) break;
-      wg /= 2;
-    }
+    /* Fill the device with dK/dV work-groups. */
+    wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_kv,
+                     desc->seqlen_k, MIN_WG);
   }
   const uint64_t budget = fcl__local_budget(limits);
   unsigned elems[2];
@@ -267,15 +276,8 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
     while (wg / 2 >= floor_wg && wg / 2 >= g &&
            (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
       wg /= 2;
-    /* Fill the device: at least two work-groups per compute unit. */
-    const unsigned fill_floor = limits->is_gpu ? gpu_floor : MIN_WG;
-    size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
-    for (;;) {
-      size_t block = (size_t)wg / g * plan.rows_per_thread;
-      size_t groups = desc->batch * desc->heads_q * ((desc->seqlen_q + block - 1) / block);
-      if (groups >= want || wg / 2 < fill_floor || wg / 2 < g) break;
-      wg /= 2;
-    }
+    wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_q,
+                     desc->seqlen_q, limits->is_gpu ? gpu_floor : MIN_WG);
   }
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
