@@ -123,6 +123,7 @@ _SIGNATURES = {
     "fcl_context_cl_device": (_P, [_P]),
     "fcl_context_cl_queue": (_P, [_P]),
     "fcl_context_use_tuned_plans": (c_int, [_P, c_int]),
+    "fcl_context_set_scratch_limit": (c_int, [_P, c_uint64]),
     "fcl_context_tuning": (c_int, [_P, POINTER(TuningInfo)]),
     "fcl_attention_desc_init": (None, [POINTER(AttentionDesc)] + [c_size_t] * 6),
     "fcl_attention_buffer_sizes": (c_int, [POINTER(AttentionDesc), POINTER(BufferSizes),
