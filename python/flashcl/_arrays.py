@@ -63,6 +63,8 @@ def _element_strides(x: Any, axes: Sequence[Optional[int]]) -> Optional[List[int
     fractional strides, two elements at one address)."""
     item = x.dtype.itemsize
     shape, strides = x.shape, x.strides
+    if x.flags.c_contiguous:  # the common case: no overlap to look for
+        return [0 if a is None or shape[a] == 1 else strides[a] // item for a in axes[:3]]
     c = axes[3]
     if shape[c] > 1 and strides[c] != item:
         return None

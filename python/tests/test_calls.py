@@ -159,3 +159,43 @@ def test_bench_records():
     assert rec[0]["seqlen_q"] == 64 and rec.devices
     with pytest.raises(flashcl.InvalidArgumentError):
         flashcl.bench(seqlen="many")
+
+
+def test_prepared_calls_see_new_data_and_new_arrays(ctx, rng):
+    """The second call with the same pyopencl arrays and out= takes the prepared
+    path: it reads the arrays' current contents, and other arrays get their own."""
+    q, k, v = _rand(rng, 1, 1, 4, 32), _rand(rng, 1, 40, 2, 32), _rand(rng, 1, 40, 2, 32)
+    dq, dk, dv = (cla.to_device(ctx.queue, x) for x in (q, k, v))
+    out = cla.empty(ctx.queue, q.shape, np.float32)
+    lse = cla.empty(ctx.queue, (1, 4, 1), np.float32)
+    for _ in range(2):
+        q = _rand(rng, 1, 1, 4, 32)
+        dq.set(q)
+        res, got_lse = flashcl.attention(dq, dk, dv, causal=True, out=out, lse_out=lse,
+                                         return_lse=True, ctx=ctx)
+        assert res is out and got_lse is lse
+        ro, rl = forward(q, k, v, causal=True)
+        assert err(out.get(), ro) < 1e-5 and np.allclose(lse.get(), rl, atol=1e-5)
+    out2 = cla.empty(ctx.queue, q.shape, np.float32)
+    flashcl.attention(dq, dk, dv, causal=True, out=out2, ctx=ctx)
+    assert err(out2.get(), ro) < 1e-5
+    # a call the library refuses raises, leaves out= untouched, and is not
+    # kept as prepared (the second try is refused by the library again)
+    out.set(np.full(q.shape, np.nan, np.float32))
+    for _ in range(2):
+        with pytest.raises(flashcl.InvalidArgumentError):
+            flashcl.attention(dq, dk, dv, softmax_scale=float("inf"), out=out, ctx=ctx)
+        assert np.isnan(out.get()).all()
+
+
+def test_bfloat16_pyopencl_arrays(ctx, rng):
+    ml = pytest.importorskip("ml_dtypes")
+    q, k, v = (rng.standard_normal((1, 24, 2, 16)).astype(ml.bfloat16) for _ in range(3))
+    dev = [cla.to_device(ctx.queue, x) for x in (q, k, v)]
+    o = flashcl.attention(*dev, causal=True, ctx=ctx)
+    assert o.dtype == ml.bfloat16
+    ro, _ = forward(*(x.astype(np.float64) for x in (q, k, v)), causal=True)
+    assert err(o.get().astype(np.float64), ro) <= 2 ** -8 * np.abs(ro).max() * 2 + 1e-6
+    bits = [cla.to_device(ctx.queue, x.view(np.uint16)) for x in (q, k, v)]
+    o2 = flashcl.attention(*bits, causal=True, dtype="bf16", ctx=ctx)
+    assert o2.dtype == np.uint16 and np.array_equal(o2.get(), o.get().view(np.uint16))
