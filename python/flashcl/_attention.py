@@ -179,7 +179,8 @@ def _dims(x: Any, name: str, axes: Sequence[Optional[int]], ndim: int) -> Tuple[
     if shape is None or len(shape) != ndim:
         raise InvalidShapeError(f"{name} must have {ndim} dimensions, not "
                                 f"{None if shape is None else len(shape)}")
-    return tuple(1 if a is None else int(shape[a]) for a in axes)
+    a, b, c, d = axes
+    return (1 if a is None else int(shape[a]), int(shape[b]), int(shape[c]), int(shape[d]))
 
 
 def _axes(layout: str) -> Tuple[int, ...]:
@@ -207,20 +208,30 @@ def make_desc(b: int, hq: int, hkv: int, nq: int, nk: int, d: int, code: int, *,
               causal: bool = False, softmax_scale: Optional[float] = None,
               window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0
               ) -> _lib.AttentionDesc:
-    """An fcl_attention_desc with the shape and the mask (the library checks them)."""
-    desc = _lib.AttentionDesc()
-    lib.fcl_attention_desc_init(ctypes.byref(desc), b, hq, hkv, nq, nk, d)
-    desc.dtype = code
-    desc.causal = 1 if causal else 0
-    if softmax_scale is not None:
-        desc.scale = float(softmax_scale)
-    try:
-        left, right = window_size
-        desc.window_left, desc.window_right = int(left), int(right)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"window_size must be (left, right), not {window_size!r}")
-    desc.softcap = float(softcap)
-    return desc
+    """An fcl_attention_desc with the shape and the mask (the library checks
+    them): a copy of the one made for the same arguments before, if any."""
+    key = (b, hq, hkv, nq, nk, d, code, causal, softmax_scale, tuple(window_size), softcap)
+    made = _DESCS.get(key)
+    if made is None:
+        made = _lib.AttentionDesc()
+        lib.fcl_attention_desc_init(ctypes.byref(made), b, hq, hkv, nq, nk, d)
+        made.dtype = code
+        made.causal = 1 if causal else 0
+        if softmax_scale is not None:
+            made.scale = float(softmax_scale)
+        try:
+            left, right = window_size
+            made.window_left, made.window_right = int(left), int(right)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"window_size must be (left, right), not {window_size!r}")
+        made.softcap = float(softcap)
+        if len(_DESCS) >= 256:
+            _DESCS.clear()
+        _DESCS[key] = made
+    return _lib.AttentionDesc.from_buffer_copy(made)
+
+
+_DESCS: Dict[Any, _lib.AttentionDesc] = {}
 
 
 def _check_sizes(ctx: Context, desc: _lib.AttentionDesc) -> None:
