@@ -150,6 +150,8 @@ def test_devices_plan_io_model_peaks(ctx):
     assert 0 < flash["bytes"] < naive["bytes"] and flash["flops"] == 4 * 1024 ** 2 * 8 * 64
     with pytest.raises(flashcl.InvalidShapeError):
         flashcl.plan(heads=3, heads_kv=2, ctx=ctx)
+    p = flashcl.peaks(ctx)
+    assert p["copy_gbps"] > 0 and p["fma_tflops"] > 0
 
 
 def test_bench_records():
@@ -199,3 +201,22 @@ def test_bfloat16_pyopencl_arrays(ctx, rng):
     bits = [cla.to_device(ctx.queue, x.view(np.uint16)) for x in (q, k, v)]
     o2 = flashcl.attention(*bits, causal=True, dtype="bf16", ctx=ctx)
     assert o2.dtype == np.uint16 and np.array_equal(o2.get(), o.get().view(np.uint16))
+
+
+def test_backward_and_merge_on_pyopencl_arrays(ctx, rng):
+    """The backward and the merge on device arrays give what their numpy calls give."""
+    q, k, v = _rand(rng, 1, 16, 4, 16), _rand(rng, 1, 24, 2, 16), _rand(rng, 1, 24, 2, 16)
+    dout = _rand(rng, 1, 16, 4, 16)
+    o, lse = flashcl.attention(q, k, v, causal=True, return_lse=True, ctx=ctx)
+    want = flashcl.attention_backward(dout, q, k, v, o, lse, causal=True, ctx=ctx)
+    dev = [cla.to_device(ctx.queue, x) for x in (dout, q, k, v, o, lse)]
+    got = flashcl.attention_backward(*dev, causal=True, ctx=ctx)
+    for g, w in zip(got, want):
+        assert isinstance(g, cla.Array) and np.array_equal(g.get(), w)
+    parts = [flashcl.attention(q, k[:, s], v[:, s], return_lse=True, ctx=ctx)
+             for s in (slice(0, 10), slice(10, 24))]
+    o_parts = cla.to_device(ctx.queue, np.stack([p[0] for p in parts]))
+    lse_parts = cla.to_device(ctx.queue, np.stack([p[1] for p in parts]))
+    mo, ml = flashcl.merge_states(o_parts, lse_parts, ctx=ctx)
+    ro, rl = forward(q, k, v)
+    assert err(mo.get(), ro) < 1e-5 and np.allclose(ml.get(), rl, atol=1e-5)
