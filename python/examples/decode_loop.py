@@ -15,7 +15,6 @@ import argparse
 import time
 
 import numpy as np
-import pyopencl as cl
 import pyopencl.array as cla
 
 import flashcl

@@ -15,7 +15,6 @@ from ._context import Context
 from ._errors import InvalidArgumentError, InvalidShapeError
 
 DTYPE_CODES = {"f32": 0, "f16": 1, "bf16": 2}
-ITEMSIZE = {0: 4, 1: 2, 2: 2}
 
 try:  # bfloat16 as numpy knows it, where installed
     import ml_dtypes  # type: ignore

@@ -29,7 +29,6 @@ the call is enqueued on q's queue and returns pyopencl arrays, or writes
 from __future__ import annotations
 
 import ctypes
-import math
 from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -37,7 +36,7 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 from . import _lib
-from ._arrays import (AXES, ITEMSIZE, RAGGED_AXES, HostUploads, Tensor, as_int32_host,
+from ._arrays import (AXES, RAGGED_AXES, HostUploads, Tensor, as_int32_host,
                       device_tensor, is_device_array, output_layout, storage_code)
 from ._context import Context, context_for_queue, default_context
 from ._errors import InvalidArgumentError, InvalidShapeError
