@@ -56,7 +56,7 @@ def storage_code(x: Any, name: str, dtype: Optional[str]) -> int:
     return code
 
 
-def _element_strides(x: Any, axes: Sequence[Optional[int]]) -> Optional[List[int]]:
+def element_strides(x: Any, axes: Sequence[Optional[int]]) -> Optional[List[int]]:
     """Strides in elements for (batch, token, head); None if the library's
     layouts cannot express the array (head_dim not contiguous, negative or
     fractional strides, two elements at one address)."""
@@ -102,7 +102,7 @@ def device_tensor(ctx: Context, x: Any, name: str, axes: Sequence[Optional[int]]
                                    f"every tensor of a call whose q is one (or numpy for all)")
     if x.context.int_ptr != ctx.cl_context.int_ptr:
         raise InvalidArgumentError(f"{name} is an array of another OpenCL context than the call's")
-    strides = _element_strides(x, axes)
+    strides = element_strides(x, axes)
     item = x.dtype.itemsize
     if strides is None or x.offset % item:
         raise InvalidArgumentError(
@@ -140,10 +140,10 @@ class HostUploads:
     def tensor(self, x: np.ndarray, name: str, axes: Sequence[Optional[int]]) -> Tensor:
         if x.size == 0:
             raise InvalidShapeError(f"{name} is empty (shape {x.shape})")
-        strides = _element_strides(x, axes)
+        strides = element_strides(x, axes)
         if strides is None:
             x = np.ascontiguousarray(x)
-            strides = _element_strides(x, axes)
+            strides = element_strides(x, axes)
             assert strides is not None
         item = x.dtype.itemsize
         addr = x.__array_interface__["data"][0]

@@ -37,7 +37,7 @@ import pyopencl.array as cla
 
 from . import _lib
 from ._arrays import (AXES, RAGGED_AXES, HostUploads, Tensor, as_int32_host,
-                      device_tensor, is_device_array, output_layout, storage_code)
+                      device_tensor, element_strides, is_device_array, output_layout, storage_code)
 from ._context import Context, context_for_queue, default_context
 from ._errors import InvalidArgumentError, InvalidShapeError
 from ._lib import lib
@@ -71,7 +71,7 @@ class _Call:
                 if q.queue is None:
                     raise InvalidArgumentError("q has no queue: give it one or pass ctx=")
                 ctx = context_for_queue(q.queue)
-            self.queue = q.queue if q.queue is not None else ctx.queue
+            self.queue = ctx.queue  # q's own queue unless ctx= names another
         elif isinstance(q, np.ndarray):
             ctx = ctx or default_context()
             self.queue = ctx.queue
@@ -485,6 +485,12 @@ def attention_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional
         if _dims(v, "v", axes, 4) != (bn, new, hn, dn) or (bn, hn, dn) != (b, hkv, d):
             raise InvalidShapeError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must be "
                                     f"[batch, new, heads_kv, head_dim] = [{b}, new, {hkv}, {d}]")
+        if isinstance(k_cache, np.ndarray):  # appended in place: no copy may stand in
+            for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+                if not cache.flags.writeable or element_strides(cache, axes) is None:
+                    raise InvalidArgumentError(f"{name} must be a writeable array whose "
+                                               f"strides the library reads in place, to be "
+                                               f"appended to")
     paged = block_table is not None
     if paged:
         bt_shape = tuple(block_table.shape)

@@ -45,6 +45,11 @@ def test_kvcache_append(ctx, rng):
         kl = lens[i] + new
         ro, _ = forward(q[i:i + 1], k_cache[i:i + 1, :kl], v_cache[i:i + 1, :kl], causal=True)
         assert err(o[i], ro[0]) < 1e-5
+    # a cache the library could only read through a copy cannot be appended to
+    wide = _rand(rng, b, cap, hkv, 2 * d)
+    with pytest.raises(flashcl.InvalidArgumentError, match="k_cache"):
+        flashcl.attention_with_kvcache(q, wide[..., ::2], v_cache, k, v, cache_seqlens=lens,
+                                       ctx=ctx)
 
 
 def test_paged_cache_on_pyopencl_arrays(ctx, rng):
