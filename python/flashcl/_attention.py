@@ -2,8 +2,8 @@
 
 Every call takes either numpy arrays (copied to the device and the results
 copied back into new numpy arrays or ``out=``) or pyopencl arrays (no copy:
-the call is enqueued on q's queue and returns pyopencl arrays, or writes
-``out=``). Semantics, the library's (include/flashcl.h):
+the call is enqueued on q's queue, or ctx's when ``ctx=`` is given, and
+returns pyopencl arrays, or writes ``out=``). Semantics, the library's (include/flashcl.h):
 
 * Shapes: q, o, dout, dq ``[batch, seqlen_q, heads_q, head_dim]`` and k, v,
   dk, dv ``[batch, seqlen_k, heads_kv, head_dim]`` with ``layout="bshd"``
