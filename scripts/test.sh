@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test-suite: installs what is missing, builds, runs every test
 # with ctest (the unit suites against the float64 reference, the tools'
-# tests, the kernels' lint, Oclgrind, the vendor check), then the tests not
+# tests, the kernels' lint, Oclgrind, the vendor check), the Python package's
+# tests (python-test.sh), then the tests not
 # labelled "plain" again under AddressSanitizer and UndefinedBehaviorSanitizer
 # and the thread tests under ThreadSanitizer (sanitize.sh), then the fuzzer
 # for a bounded time. The plain run goes first: it fills PoCL's kernel
@@ -17,7 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLASHCL_TEST_SEED="${FLASHCL_TEST_SEED:-$(od -An -N6 -tu8 /dev/urandom | tr -d ' ')}"
 echo "test: FLASHCL_TEST_SEED=$FLASHCL_TEST_SEED reproduces this run"
-./scripts/setup.sh clang libclang-rt-14-dev oclgrind
+./scripts/setup.sh clang libclang-rt-14-dev oclgrind python3-venv
 (cd build && ctest --output-on-failure -j "$(nproc)")
+./scripts/python-test.sh
 ./scripts/sanitize.sh
 ./scripts/fuzz.sh "${FLASHCL_FUZZ_SECONDS:-60}"
