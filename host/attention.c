@@ -130,11 +130,11 @@ fcl_status fcl_attention_forward_kvcache(fcl_context *ctx, const fcl_attention_d
   fcl_status status = forward_prepare(ctx, &after, algo, q, k_cache, v_cache, o, lse, &call);
   if (status == FCL_SUCCESS && algo == FCL_ALGO_FLASH) {
     char why[256] = "";
-    fcl_plan plan;
-    status = fcl__plan_call(ctx, &call.settings.tiling_hint, &after, FCL_PASS_FORWARD, &plan,
-                            why, sizeof why);
+    status = fcl__plan_call(ctx, &call.settings.tiling_hint, &call.shape, FCL_PASS_FORWARD,
+                            &call.plan, why, sizeof why);
     if (status != FCL_SUCCESS)
       status = fcl__fail(ctx, status, "flash forward on %s: %s", ctx->info.name, why);
+    call.planned = status == FCL_SUCCESS;  /* the forward runs this plan */
   }
   fcl_run_info appended, attended;
   if (status == FCL_SUCCESS) status = fcl__append_run(ctx, &append, info ? &appended : NULL);

@@ -211,8 +211,10 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const fcl__shape *sh = &call->shape;
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
-  fcl_status status = fcl__plan_call(ctx, &call->settings.tiling_hint, desc, FCL_PASS_FORWARD,
-                                     &call->plan, why, sizeof why);
+  fcl_status status = call->planned ? FCL_SUCCESS
+                                     : fcl__plan_call(ctx, &call->settings.tiling_hint, sh,
+                                                      FCL_PASS_FORWARD, &call->plan, why,
+                                                      sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash forward on %s: %s",
                 ctx->info.name, why);
   if (sh->lse_elems == 0) {  /* a ragged batch without queries */
@@ -345,8 +347,8 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   fcl_context *ctx = call->ctx;
   const fcl_attention_desc *desc = call->desc;
   char why[256] = "";
-  fcl_status status = fcl__plan_call(ctx, &call->settings.tiling_hint, desc, FCL_PASS_BACKWARD,
-                                     &call->plan, why, sizeof why);
+  fcl_status status = fcl__plan_call(ctx, &call->settings.tiling_hint, &call->shape,
+                                     FCL_PASS_BACKWARD, &call->plan, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "flash backward on %s: %s",
                 ctx->info.name, why);
 

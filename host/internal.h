@@ -209,10 +209,14 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/** A call's plan: the context's tiling hint where one is set; else the
- *  tuned plan of its bucket where the database has one that plans it
+/** The tuned plan of desc's bucket, where the context's database has one
+ *  and tuned plans are on. @return 1 with *out set, else 0. */
+int fcl__tuned_plan(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
+                    fcl_plan *out);
+/** A call's plan (plan.c): the context's tiling hint where one is set;
+ *  else the tuned plan of its bucket where it plans the problem
  *  (plan->tuned = 1); else the rules. */
-fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl_attention_desc *desc,
+fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,
                           fcl_pass pass, fcl_plan *plan, char *why, size_t why_len);
 
 /* ---- errors ------------------------------------------------------------- */
@@ -707,7 +711,8 @@ typedef struct fcl__forward_call {
   cl_mem q, k, v, o, lse;
   cl_mem io_counter; /* NULL unless counting */
   fcl__timer *timer; /* NULL unless the caller wants run info */
-  fcl_plan plan;     /* flash: filled by the algorithm */
+  fcl_plan plan;     /* flash: filled by the algorithm, unless planned */
+  int planned;       /* flash: the caller has put the call's plan in plan */
   unsigned chunks;   /* naive: filled by the algorithm */
 } fcl__forward_call;
 
@@ -746,6 +751,10 @@ typedef struct fcl__backward_call {
 fcl_status fcl__flash_backward(fcl__backward_call *call);
 fcl_status fcl__naive_backward(fcl__backward_call *call);
 
+/** The planner on a validated problem: what fcl__plan_flash does after
+ *  validating its descriptor. */
+fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,
+                           const fcl_plan *hint, fcl_plan *out, char *why, size_t why_len);
 /** The planner, with optional overrides: the nonzero fields of `hint`
  *  replace its choices (fcl_context_set_flash_tiling). */
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,

@@ -245,9 +245,14 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   /* The same checks, and so the same status, as a call with this desc;
    * from here on its whole copy. */
   fcl__shape shape;
-  fcl_status status = fcl__check_desc_why(given, &shape, why, why_len);
-  if (status == FCL_SUCCESS && hint) status = fcl__check_tiling_hint_why(hint, why, why_len);
-  if (status != FCL_SUCCESS) return status;
+  FCL_FORWARD_IF(fcl__check_desc_why(given, &shape, why, why_len));
+  return fcl__plan_shape(limits, &shape, pass, hint, out, why, why_len);
+}
+
+fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,
+                           const fcl_plan *hint, fcl_plan *out, char *why, size_t why_len) {
+  if (hint) FCL_FORWARD_IF(fcl__check_tiling_hint_why(hint, why, why_len));
+  const fcl__shape shape = *sh;
   const fcl_attention_desc *desc = &shape.desc;
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
@@ -286,6 +291,21 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;
+}
+
+fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,
+                          fcl_pass pass, fcl_plan *plan, char *why, size_t why_len) {
+  const fcl_device_limits *limits = &ctx->info.limits;
+  if (fcl_tiling_hint_given(hint)) return fcl__plan_shape(limits, sh, pass, hint, plan, why, why_len);
+  /* A bucket's tuned plan may not suit every shape in it (a head_dim its
+   * threads do not divide): the rules take those. */
+  fcl_plan tuned;
+  if (fcl__tuned_plan(ctx, &sh->desc, pass, &tuned) &&
+      fcl__plan_shape(limits, sh, pass, &tuned, plan, NULL, 0) == FCL_SUCCESS) {
+    plan->tuned = 1;
+    return FCL_SUCCESS;
+  }
+  return fcl__plan_shape(limits, sh, pass, NULL, plan, why, why_len);
 }
 
 fcl_status fcl_plan_flash(const fcl_device_limits *limits,

@@ -720,29 +720,19 @@ int fcl_tiling_hint_given(const fcl_plan *h) {
                h->tile_elem_size || h->kernel || h->splits || h->packed_heads || h->merge);
 }
 
-fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl_attention_desc *desc,
-                          fcl_pass pass, fcl_plan *plan, char *why, size_t why_len) {
-  const fcl_device_limits *limits = &ctx->info.limits;
-  const int hinted = fcl_tiling_hint_given(hint);
+int fcl__tuned_plan(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
+                    fcl_plan *out) {
   fcl__bucket b;
-  if (!hinted && fcl__bucket_of(limits, desc, pass, &b)) {
-    const size_t at = fcl__bucket_index(&b);
-    fcl_plan tuned;
-    int have = 0;
-    pthread_mutex_lock(&ctx->lock);
-    if (ctx->tuning && ctx->tuning->enabled && ctx->tuning->have[at]) {
-      tuned = ctx->tuning->plans[at];
-      have = 1;
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    /* A bucket's plan may not suit every shape in it (a head_dim its
-     * threads do not divide): the rules take those. */
-    if (have && fcl__plan_flash(limits, desc, pass, &tuned, plan, NULL, 0) == FCL_SUCCESS) {
-      plan->tuned = 1;
-      return FCL_SUCCESS;
-    }
+  if (!fcl__bucket_of(&ctx->info.limits, desc, pass, &b)) return 0;
+  const size_t at = fcl__bucket_index(&b);
+  int have = 0;
+  pthread_mutex_lock(&ctx->lock);
+  if (ctx->tuning && ctx->tuning->enabled && ctx->tuning->have[at]) {
+    *out = ctx->tuning->plans[at];
+    have = 1;
   }
-  return fcl__plan_flash(limits, desc, pass, hinted ? hint : NULL, plan, why, why_len);
+  pthread_mutex_unlock(&ctx->lock);
+  return have;
 }
 
 /* ---- public ------------------------------------------------------------------ */
@@ -790,8 +780,14 @@ fcl_status fcl_context_plan(fcl_context *ctx, const fcl_attention_desc *desc, fc
     fcl__say(why, why_len, "%s", ctx ? "the context was not created successfully" : "ctx is NULL");
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (why && why_len) why[0] = '\0';
+  FCL_WHY_IF(!desc || !plan, FCL_ERROR_INVALID_ARGUMENT, "%s is NULL", !desc ? "desc" : "plan");
+  FCL_WHY_IF(pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD, FCL_ERROR_INVALID_ARGUMENT,
+             "pass = %d is not an fcl_pass", (int)pass);
+  fcl__shape shape;
+  FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
   const fcl__settings settings = fcl__context_settings(ctx);
-  return fcl__plan_call(ctx, &settings.tiling_hint, desc, pass, plan, why, why_len);
+  return fcl__plan_call(ctx, &settings.tiling_hint, &shape, pass, plan, why, why_len);
 }
 
 size_t fcl_context_log(fcl_context *ctx, char *out, size_t capacity) {
