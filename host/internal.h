@@ -128,6 +128,17 @@ void fcl__hold_builds(fcl_context *ctx, int hold);
  *  `timeout_ms`. @return 1 if they are, 0 on timeout. */
 int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms);
 
+/* ---- files (file.c) ---------------------------------------------------- */
+
+/** A whole file of at most `max` bytes, NUL-terminated (free() it). NULL
+ *  with `why` and errno set (ENOENT: there is none) where it cannot be
+ *  opened or read, or is not a regular file (a FIFO, a device, a socket, a
+ *  folder: never waited on) or is larger: every file the library reads. */
+char *fcl__read_file(const char *path, size_t max, char *why, size_t why_len);
+/** `path` opened to append, created where absent; NULL with `why` where it
+ *  cannot be, or is not a regular file (never waits on a FIFO). */
+FILE *fcl__append_file(const char *path, char *why, size_t why_len);
+
 /* ---- tuned plans (tuning.c) ---------------------------------------------- */
 
 #define FCL__TUNING_FORMAT "flashcl-tuning"
@@ -138,6 +149,8 @@ int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms);
 /** A forward of at most this many query rows a sequence is a decode. */
 #define FCL__TUNING_DECODE_ROWS 16
 #define FCL__LOG_MAX ((size_t)64 << 10)
+/** The largest database file read: every bucket's entry, many times over. */
+#define FCL__TUNING_FILE_MAX ((size_t)1 << 20)
 
 /** A problem bucket of the tuning database: indices into the bucket
  *  names' parts (fcl__bucket_name: "fwd.f16.d128.causal.large"). */

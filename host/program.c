@@ -235,8 +235,12 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
                             cl_program program) {
   const char *target = build_log_target();
   if (!target) return;
-  FILE *f = strcmp(target, "-") ? fopen(target, "a") : stderr;
-  if (!f) return;
+  char why[600];
+  FILE *f = strcmp(target, "-") ? fcl__append_file(target, why, sizeof why) : stderr;
+  if (!f) {
+    fcl__log(ctx, "FLASHCL_BUILD_LOG: %s", why);
+    return;
+  }
   char *log = build_log(ctx, program);
   fprintf(f, "== %s %s\n%s\n", sources[source].file, options, log ? log : "");
   fcl__free(log);

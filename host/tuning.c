@@ -577,33 +577,6 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...) {
   pthread_mutex_unlock(&ctx->lock);
 }
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 14, n = 0;
-  char *text = malloc(cap);
-  while (text) {
-    n += fread(text + n, 1, cap - 1 - n, f);
-    if (n < cap - 1 || cap >= (1u << 24)) break;
-    char *grown = realloc(text, cap * 2);
-    if (!grown) {
-      free(text);
-      text = NULL;
-      break;
-    }
-    text = grown;
-    cap *= 2;
-  }
-  const int bad = ferror(f);
-  fclose(f);
-  if (text && bad) {
-    free(text);
-    return NULL;
-  }
-  if (text) text[n] = '\0';
-  return text;
-}
-
 /* Drops the entries whose hint no longer plans the bucket's shapes on the
  * device's limits (a tuned plan from a device that reported more local
  * memory, say). */
@@ -663,9 +636,10 @@ static int load_file(fcl_context *ctx, const char *dir) {
     fcl__log(ctx, "tuning: the folder %s is too long a path", dir);
     return 0;
   }
-  char *text = read_text(path);
+  char why[1200];
+  char *text = fcl__read_file(path, FCL__TUNING_FILE_MAX, why, sizeof why);
   if (!text) {
-    if (errno != ENOENT) fcl__log(ctx, "tuning: cannot read %s: %s", path, strerror(errno));
+    if (errno != ENOENT) fcl__log(ctx, "tuning: %s", why);
     return 0;
   }
   const int taken = take_database(ctx, text, path, 1);

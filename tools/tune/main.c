@@ -30,6 +30,7 @@
 #include "hostdata.h"
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -621,15 +622,16 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
 /* Entries of an existing database for this device whose buckets this run
  * does not tune are kept. */
 static void keep_others(run *r, const char *path, const unsigned char *tuned_now) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return;
-  static char text[1 << 20];
-  const size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
+  char why[1200];
+  char *text = fcl__read_file(path, FCL__TUNING_FILE_MAX, why, sizeof why);
+  if (!text) {
+    if (errno != ENOENT) progress("flashcl-tune: %s; it is replaced\n", why);
+    return;
+  }
   static fcl__tuning db;
-  char why[400];
-  if (!fcl__tuning_parse(text, &r->dev, 1, &db, why, sizeof why)) {
+  const int mine = fcl__tuning_parse(text, &r->dev, 1, &db, why, sizeof why);
+  free(text);
+  if (!mine) {
     progress("flashcl-tune: %s is replaced (%s)\n", path, why);
     return;
   }
