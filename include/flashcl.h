@@ -855,14 +855,13 @@ typedef struct fcl_run_info {
  *  shape's bytes (checked with CL_MEM_SIZE). Inputs may be the same buffer;
  *  an output may share no byte with any other buffer of the call (checked,
  *  through sub-buffers and through host memory lent with
- *  CL_MEM_USE_HOST_PTR), nor be the parent buffer or a sub-buffer of
- *  another argument even where their bytes are apart (OpenCL 1.2 leaves
- *  the concurrent use of a buffer and its sub-buffer undefined; sub-buffers
- *  of one parent that do not overlap are fine); memory shared in ways
- *  OpenCL 1.2 cannot report,
+ *  CL_MEM_USE_HOST_PTR; memory shared in ways OpenCL 1.2 cannot report,
  *  such as graphics interop or one allocation imported twice, cannot be
- *  checked), and may not be CL_MEM_READ_ONLY (nor an input
- *  CL_MEM_WRITE_ONLY). Every argument must be a buffer (CL_MEM_TYPE
+ *  checked), may not be the parent buffer or a sub-buffer of another
+ *  argument even where their bytes are apart (OpenCL 1.2 leaves the
+ *  concurrent use of a buffer and its sub-buffer undefined; sub-buffers of
+ *  one parent that do not overlap are fine), and may not be
+ *  CL_MEM_READ_ONLY (nor an input CL_MEM_WRITE_ONLY). Every argument must be a buffer (CL_MEM_TYPE
  *  CL_MEM_OBJECT_BUFFER), not an image or pipe.
  *  On failure, each output buffer is either untouched or completely
  *  written, never half: the call waits for the work it had enqueued
