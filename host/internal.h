@@ -152,6 +152,12 @@ FILE *fcl__append_file(const char *path, char *why, size_t why_len);
 /** The largest database file read: every bucket's entry, many times over. */
 #define FCL__TUNING_FILE_MAX ((size_t)1 << 20)
 
+/** Rows of work that fill a device: a forward's query rows (batch x heads
+ *  x seqlen_q) under this many per compute unit are "small" (a grid of a
+ *  few work-groups a unit, where the split and the work-group size matter
+ *  most); a decode is small under one (sequence, KV head) per unit. */
+#define FCL__SMALL_ROWS_PER_CU 128u
+
 /** A problem bucket of the tuning database: indices into the bucket
  *  names' parts (fcl__bucket_name: "fwd.f16.d128.causal.large"). */
 typedef struct fcl__bucket {
