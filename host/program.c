@@ -78,12 +78,21 @@ static uint64_t fnv1a(uint64_t h, const char *text) {
   return h;
 }
 
-void fcl__kernels_fingerprint(char out[17]) {
+/* Hashed once: the texts are constant, and every database read needs it. */
+static char fingerprint[17];
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+
+static void hash_kernels(void) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < N_SHARED_TEXTS; ++i) h = fnv1a(h, shared_texts[i]);
   for (int i = 0; i < FCL_SRC_COUNT; ++i)
     h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
-  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)h);
+}
+
+void fcl__kernels_fingerprint(char out[17]) {
+  pthread_once(&fingerprint_once, hash_kernels);
+  memcpy(out, fingerprint, sizeof fingerprint);
 }
 
 /* A kernel object kept with its program between calls: creating one
