@@ -120,6 +120,8 @@ uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits);
 /** Test hook: how many programs the context has compiled so far (a cache
  *  hit does not count). */
 long fcl__program_builds(fcl_context *ctx);
+/** Test hook: how many programs the context's cache holds now. */
+long fcl__program_entries(fcl_context *ctx);
 
 /** Test hook: while `hold` is 1, every program build of the context stops
  *  just before compiling and waits until it is 0 again; 0 lets them go. */
@@ -336,6 +338,11 @@ void fcl__free(void *p);
 cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
                    const char *what, fcl_status *status);
 void fcl__release_mem(cl_mem *mem);
+/** clRetainMemObject on one of those, counted as a buffer until released. */
+cl_int fcl__retain_mem(cl_mem mem);
+/** Test hook: device buffers of the library's own (fcl__buffer and its
+ *  kin) not yet released, over every context of the process. */
+long fcl__live_buffers(void);
 /** A read-only device buffer holding a copy of `bytes` of host memory;
  *  as fcl__buffer on failure. */
 cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char *what,

@@ -290,6 +290,14 @@ long fcl__program_builds(fcl_context *ctx) {
   return n;
 }
 
+long fcl__program_entries(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->cache_lock);
+  long n = 0;
+  for (const fcl__program_entry *e = ctx->programs; e; e = e->next) ++n;
+  pthread_mutex_unlock(&ctx->cache_lock);
+  return n;
+}
+
 /* The variant's program: from the cache, after waiting for the thread
  * that builds it, or built here. The cache's lock is never held across a
  * compile, so that a thread whose variant is built, or which builds
