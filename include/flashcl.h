@@ -791,7 +791,10 @@ typedef struct fcl_tuning_info {
  *  call's shape, else the rules' (fcl_run_info.plan.tuned says which). A
  *  file that is corrupt, another device's, from another driver version, or
  *  an entry that no longer fits the device's limits is skipped with a line
- *  in the context's log (fcl_context_log), never a failure.
+ *  in the context's log (fcl_context_log), never a failure; so is anything
+ *  at the file's name but a regular file of at most 1 MiB (a FIFO, a
+ *  device, a socket, a folder, a symbolic-link loop), which is never
+ *  waited on or read.
  *
  *  This function loads the device's database from `dir` (the file
  *  fcl_tuning_info.file_name in it) instead, or from the default folder
