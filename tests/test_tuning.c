@@ -496,17 +496,18 @@ static void remove_any(const char *path) {
   if (unlink(path) != 0) rmdir(path);
 }
 
-/* Whether the context's log has a line with both `a` and `b`. */
-static int log_has(fcl_context *ctx, const char *a, const char *b) {
+/* How many lines of the context's log have both `a` and `b`. */
+static int log_lines(fcl_context *ctx, const char *a, const char *b) {
   static char log[FCL__LOG_MAX + 1];
   fcl_context_log(ctx, log, sizeof log);
+  int n = 0;
   for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
-    if (strstr(line, a) && strstr(line, b)) return 1;
-  return 0;
+    n += strstr(line, a) && strstr(line, b);
+  return n;
 }
 
 /* A FIFO, a device, a folder, a symbolic-link loop or an oversized file at
- * the database's name, or a FIFO as the folder, through the setter, through
+ * the database's name, or one of them as the folder, through the setter, through
  * FLASHCL_TUNING_DIR (the setter's NULL and a new context): each returns at
  * once (an alarm fails the test otherwise) with a line in the log, and
  * nothing is loaded. */
@@ -530,6 +531,7 @@ START_TEST(hostile_files_are_skipped_promptly) {
       ck_assert_msg(files[i].make(path) == 0, "cannot make a %s", files[i].what);
       alarm(60);  /* a blocked open ends the test here, not at Check's timeout */
       fcl_context *c = ctx;
+      const int before = via_env == 2 ? 0 : log_lines(ctx, path, files[i].reason);
       if (via_env) ck_assert_int_eq(setenv("FLASHCL_TUNING_DIR", dir, 1), 0);
       if (via_env == 2)
         c = th_context();
@@ -537,7 +539,8 @@ START_TEST(hostile_files_are_skipped_promptly) {
         ck_assert_int_eq(fcl_context_set_tuning_dir(c, via_env ? NULL : dir), FCL_SUCCESS);
       alarm(0);
       unsetenv("FLASHCL_TUNING_DIR");
-      ck_assert_msg(log_has(c, path, files[i].reason), "no line for a %s (%s) in the log",
+      ck_assert_msg(log_lines(c, path, files[i].reason) > before,
+                    "no line for a %s (%s) in the log",
                     files[i].what, via_env ? "FLASHCL_TUNING_DIR" : "setter");
       fcl_tuning_info ti;
       ck_assert_int_eq(fcl_context_tuning(c, &ti), FCL_SUCCESS);
@@ -545,15 +548,23 @@ START_TEST(hostile_files_are_skipped_promptly) {
       if (c != ctx) fcl_context_release(c);
       remove_any(path);
     }
-  /* the folder itself a FIFO */
-  char fifo[80];
-  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
-  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-  alarm(60);
-  ck_assert_int_eq(fcl_context_set_tuning_dir(ctx, fifo), FCL_SUCCESS);
-  alarm(0);
-  ck_assert(log_has(ctx, fifo, "Not a directory"));
-  unlink(fifo);
+  /* the folder itself one of them (a folder is what it should be) */
+  char folder[80];
+  snprintf(folder, sizeof folder, "%s/folder", dir);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i)
+    for (int via_env = 0; via_env < 2 && files[i].make != make_folder; ++via_env) {
+      ck_assert_msg(files[i].make(folder) == 0, "cannot make a %s", files[i].what);
+      const char *reason = files[i].make == make_loop ? "symbolic links" : "Not a directory";
+      const int before = log_lines(ctx, folder, reason);
+      alarm(60);
+      if (via_env) ck_assert_int_eq(setenv("FLASHCL_TUNING_DIR", folder, 1), 0);
+      ck_assert_int_eq(fcl_context_set_tuning_dir(ctx, via_env ? NULL : folder), FCL_SUCCESS);
+      alarm(0);
+      unsetenv("FLASHCL_TUNING_DIR");
+      ck_assert_msg(log_lines(ctx, folder, reason) > before,
+                    "no line for a %s as the folder in the log", files[i].what);
+      remove_any(folder);
+    }
   rmdir(dir);
   fcl_context_release(ctx);
 }
