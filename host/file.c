@@ -23,7 +23,13 @@ static int open_regular(const char *path, int flags, size_t max, size_t *bytes, 
   const int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int e = errno;
-    snprintf(why, why_len, "cannot open %s: %s", path, strerror(e));
+    /* ENXIO: a FIFO opened to write with no reader (where a blocking open
+     * would wait for one) */
+    if (e == ENXIO)
+      snprintf(why, why_len, "%s is skipped: a FIFO or device with nothing at the other end, "
+               "not a regular file", path);
+    else
+      snprintf(why, why_len, "cannot open %s: %s", path, strerror(e));
     errno = e;
     return -1;
   }
