@@ -779,7 +779,7 @@ int main(int argc, char **argv) {
     char why_none[200];
     no_shape_reason(&r.dev.limits, shapeless, why_none, sizeof why_none);
     if (!n_chosen || !o.quiet)
-      fprintf(stderr, "flashcl-tune: %s%zu bucket%s named ha%s no problem to time on this "
+      fprintf(stderr, "flashcl-tune: %s%zu bucket%s chosen ha%s no problem to time on this "
               "device (%s%s: %s)\n", n_chosen ? "" : "nothing to tune: ", n_shapeless,
               n_shapeless == 1 ? "" : "s", n_shapeless == 1 ? "s" : "ve",
               n_shapeless == 1 ? "" : "e.g. ", shapeless, why_none);
