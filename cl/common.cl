@@ -296,6 +296,19 @@ inline float fcl_shfl_xor(float x, int mask) {
 #endif
 #define SCORES_TRANSFORMED (SOFTCAP || ALIBI)
 
+/* The transforms of a logit (scale q.k, natural units) in place, as
+ * flash-attn applies them: the softcap, then ALiBi's bias, both before the
+ * mask. Every family's forward and backward and the naive algorithm take
+ * them from here, and with them the one rule for non-finite logits
+ * (include/flashcl.h, "Non-finite inputs"): under a softcap a +-inf logit
+ * becomes +-softcap (tanh(+-inf) = +-1), finite and weighed as any other,
+ * and NaN stays NaN; masked keys are -inf after this, so weigh 0. */
+#define FCL_TRANSFORM_LOGIT(logit, p, slope, rel, to_T)                         \
+  do {                                                                          \
+    if (SOFTCAP) (logit) = (p).softcap * tanh((logit) / (p).softcap);           \
+    if (ALIBI) (logit) -= (slope) * fabs(to_T(rel));                            \
+  } while (0)
+
 /* The score of an unscaled dot product s; rel = i + nk - nq - j, the
  * query's distance past the key (ALiBi). One definition for a score
  * (fcl_score) and for 16 rows' scores across a vector's lanes
@@ -304,8 +317,7 @@ inline float fcl_shfl_xor(float x, int mask) {
   inline T name(T s, const fcl_params p, float slope, I rel) {      \
     if (!SCORES_TRANSFORMED) return (void)slope, (void)rel, s;      \
     T logit = p.scale * s;                                          \
-    if (SOFTCAP) logit = p.softcap * tanh(logit / p.softcap);       \
-    if (ALIBI) logit -= slope * fabs(to_T(rel));                    \
+    FCL_TRANSFORM_LOGIT(logit, p, slope, rel, to_T);                \
     return logit * M_LOG2E_F;                                       \
   }
 FCL_DEFINE_SCORE(fcl_score, float, int, (float))
@@ -324,11 +336,10 @@ FCL_DEFINE_SCORE(fcl_score16, float16, int16, convert_float16)
     if (!SCORES_TRANSFORMED) return (void)slope, (void)rel, EXP2(s * p.exp_factor - lse2); \
     T logit = p.scale * s;                                                     \
     if (SOFTCAP) {                                                             \
-      const T th = tanh(logit / p.softcap);                                    \
-      logit = p.softcap * th;                                                  \
+      const T th = tanh(logit / p.softcap); /* the same tanh as the transform */ \
       *dscale = 1.0f - th * th;                                                \
     }                                                                          \
-    if (ALIBI) logit -= slope * fabs(to_T(rel));                               \
+    FCL_TRANSFORM_LOGIT(logit, p, slope, rel, to_T);                           \
     return EXP2(logit * M_LOG2E_F - lse2);                                     \
   }
 FCL_DEFINE_PROB(fcl_prob, float, int, (float))

@@ -56,12 +56,7 @@ inline float group_reduce(float x, __local float *scratch, int is_max) {
 /* The logit of a scaled score x of query i and key j: soft-capped, minus
  * the ALiBi bias (common.cl's transforms, in natural units). */
 inline float naive_logit(float x, const fcl_params p, float slope, int rel) {
-#if SOFTCAP
-  x = p.softcap * tanh(x / p.softcap);
-#endif
-#if ALIBI
-  x -= slope * fabs((float)rel);
-#endif
+  FCL_TRANSFORM_LOGIT(x, p, slope, rel, (float));
   (void)p, (void)slope, (void)rel;
   return x;
 }

@@ -121,6 +121,8 @@ uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits);
 /** Test hook: how many programs the context has compiled so far (a cache
  *  hit does not count). */
 long fcl__program_builds(fcl_context *ctx);
+/** Test hook: how many programs the context's cache holds now. */
+long fcl__program_entries(fcl_context *ctx);
 
 /** Test hook: while `hold` is 1, every program build of the context stops
  *  just before compiling and waits until it is 0 again; 0 lets them go. */
@@ -128,6 +130,17 @@ void fcl__hold_builds(fcl_context *ctx, int hold);
 /** Test hook: waits until at least `n` builds are held, for at most
  *  `timeout_ms`. @return 1 if they are, 0 on timeout. */
 int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms);
+
+/* ---- files (file.c) ---------------------------------------------------- */
+
+/** A whole file of at most `max` bytes, NUL-terminated (free() it). NULL
+ *  with `why` and errno set (ENOENT: there is none) where it cannot be
+ *  opened or read, or is not a regular file (a FIFO, a device, a socket, a
+ *  folder: never waited on) or is larger: every file the library reads. */
+char *fcl__read_file(const char *path, size_t max, char *why, size_t why_len);
+/** `path` opened to append, created where absent; NULL with `why` where it
+ *  cannot be, or is not a regular file (never waits on a FIFO). */
+FILE *fcl__append_file(const char *path, char *why, size_t why_len);
 
 /* ---- tuned plans (tuning.c) ---------------------------------------------- */
 
@@ -139,6 +152,14 @@ int fcl__await_held_builds(fcl_context *ctx, int n, long timeout_ms);
 /** A forward of at most this many query rows a sequence is a decode. */
 #define FCL__TUNING_DECODE_ROWS 16
 #define FCL__LOG_MAX ((size_t)64 << 10)
+/** The largest database file read: every bucket's entry, many times over. */
+#define FCL__TUNING_FILE_MAX ((size_t)1 << 20)
+
+/** Rows of work that fill a device: a forward's query rows (batch x heads
+ *  x seqlen_q) under this many per compute unit are "small" (a grid of a
+ *  few work-groups a unit, where the split and the work-group size matter
+ *  most); a decode is small under one (sequence, KV head) per unit. */
+#define FCL__SMALL_ROWS_PER_CU 128u
 
 /** A problem bucket of the tuning database: indices into the bucket
  *  names' parts (fcl__bucket_name: "fwd.f16.d128.causal.large"). */
@@ -322,6 +343,11 @@ void fcl__free(void *p);
 cl_mem fcl__buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes,
                    const char *what, fcl_status *status);
 void fcl__release_mem(cl_mem *mem);
+/** clRetainMemObject on one of those, counted as a buffer until released. */
+cl_int fcl__retain_mem(cl_mem mem);
+/** Test hook: device buffers of the library's own (fcl__buffer and its
+ *  kin) not yet released, over every context of the process. */
+long fcl__live_buffers(void);
 /** A read-only device buffer holding a copy of `bytes` of host memory;
  *  as fcl__buffer on failure. */
 cl_mem fcl__upload(fcl_context *ctx, const void *host, size_t bytes, const char *what,

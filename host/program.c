@@ -80,12 +80,21 @@ static uint64_t fnv1a(uint64_t h, const char *text) {
   return h;
 }
 
-void fcl__kernels_fingerprint(char out[17]) {
+/* Hashed once: the texts are constant, and every database read needs it. */
+static char fingerprint[17];
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+
+static void hash_kernels(void) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < N_SHARED_TEXTS; ++i) h = fnv1a(h, shared_texts[i]);
   for (int i = 0; i < FCL_SRC_COUNT; ++i)
     h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
-  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)h);
+}
+
+void fcl__kernels_fingerprint(char out[17]) {
+  pthread_once(&fingerprint_once, hash_kernels);
+  memcpy(out, fingerprint, sizeof fingerprint);
 }
 
 /* A kernel object kept with its program between calls: creating one
@@ -237,8 +246,12 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
                             cl_program program) {
   const char *target = build_log_target();
   if (!target) return;
-  FILE *f = strcmp(target, "-") ? fopen(target, "a") : stderr;
-  if (!f) return;
+  char why[600];
+  FILE *f = strcmp(target, "-") ? fcl__append_file(target, why, sizeof why) : stderr;
+  if (!f) {
+    fcl__log(ctx, "FLASHCL_BUILD_LOG: %s", why);
+    return;
+  }
   char *log = build_log(ctx, program);
   fprintf(f, "== %s %s\n%s\n", sources[source].file, options, log ? log : "");
   fcl__free(log);
@@ -287,6 +300,14 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
 long fcl__program_builds(fcl_context *ctx) {
   pthread_mutex_lock(&ctx->cache_lock);
   long n = ctx->program_builds;
+  pthread_mutex_unlock(&ctx->cache_lock);
+  return n;
+}
+
+long fcl__program_entries(fcl_context *ctx) {
+  pthread_mutex_lock(&ctx->cache_lock);
+  long n = 0;
+  for (const fcl__program_entry *e = ctx->programs; e; e = e->next) ++n;
   pthread_mutex_unlock(&ctx->cache_lock);
   return n;
 }

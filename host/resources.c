@@ -74,6 +74,12 @@ void *fcl__realloc(fcl_context *ctx, void *p, size_t bytes) {
 
 void fcl__free(void *p) { free(p); }
 
+/* Live buffers of the library's own, for tests that look for leaks over
+ * long runs (tests/soak.c). */
+static long live_buffers;
+
+long fcl__live_buffers(void) { return __atomic_load_n(&live_buffers, __ATOMIC_RELAXED); }
+
 static cl_mem create_buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes, void *host,
                             const char *what, fcl_status *status) {
   cl_int err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
@@ -91,6 +97,7 @@ static cl_mem create_buffer(fcl_context *ctx, cl_mem_flags flags, size_t bytes, 
                         what, fcl__cl_error_name(err), (int)err);
     return NULL;
   }
+  __atomic_add_fetch(&live_buffers, 1, __ATOMIC_RELAXED);
   *status = FCL_SUCCESS;
   return mem;
 }
@@ -122,8 +129,17 @@ cl_mem fcl__zeroed_buffer(fcl_context *ctx, size_t bytes, const char *what,
   return mem;
 }
 
+cl_int fcl__retain_mem(cl_mem mem) {
+  const cl_int err = clRetainMemObject(mem);
+  if (err == CL_SUCCESS) __atomic_add_fetch(&live_buffers, 1, __ATOMIC_RELAXED);
+  return err;
+}
+
 void fcl__release_mem(cl_mem *mem) {
-  if (*mem) clReleaseMemObject(*mem);
+  if (*mem) {
+    clReleaseMemObject(*mem);
+    __atomic_sub_fetch(&live_buffers, 1, __ATOMIC_RELAXED);
+  }
   *mem = NULL;
 }
 

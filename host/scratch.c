@@ -90,7 +90,7 @@ fcl_status fcl__arrivals_lease(fcl_context *ctx, size_t count, cl_mem *out) {
       ctx->arrival_counts = grown;
     }
   }
-  if (status == FCL_SUCCESS && clRetainMemObject(ctx->arrivals) == CL_SUCCESS)
+  if (status == FCL_SUCCESS && fcl__retain_mem(ctx->arrivals) == CL_SUCCESS)
     *out = ctx->arrivals;
   else if (status == FCL_SUCCESS)
     status = fcl__fail(ctx, FCL_ERROR_OPENCL, "retaining the split forward's arrival counts");

@@ -36,11 +36,6 @@ extern const char *const fcl__tuning_shipped[];
 
 /* ---- buckets --------------------------------------------------------------- */
 
-/* Rows of work that fill a device: a forward's query rows (batch x heads x
- * seqlen_q) under this many per compute unit are "small" (a grid of a few
- * work-groups a unit, where the split and the work-group size matter most). */
-#define SMALL_ROWS_PER_CU 128u
-
 size_t fcl__bucket_index(const fcl__bucket *b) {
   return ((((size_t)b->pass * FCL__TUNING_DTYPES + b->dtype) * FCL__TUNING_DIMS + b->dim) * 2 +
           b->causal) * 2 + b->size;
@@ -122,7 +117,7 @@ int fcl__bucket_of(const fcl_device_limits *limits, const fcl_attention_desc *de
     /* a decode launch's blocks are (sequence, KV head) pairs */
     b.size = desc->batch * desc->heads_kv >= cu;
   } else {
-    b.size = (double)desc->batch * desc->heads_q * desc->seqlen_q >= (double)SMALL_ROWS_PER_CU * cu;
+    b.size = (double)desc->batch * desc->heads_q * desc->seqlen_q >= (double)FCL__SMALL_ROWS_PER_CU * cu;
   }
   *out = b;
   return 1;
@@ -165,7 +160,7 @@ size_t fcl__bucket_shapes(const fcl_device_limits *limits, const fcl__bucket *b,
       size_t batch, seqlen;
       if (b->size == 0) {
         /* one sequence, under the small/large line by 2x and by 8x */
-        const size_t line = (size_t)SMALL_ROWS_PER_CU * cu;
+        const size_t line = (size_t)FCL__SMALL_ROWS_PER_CU * cu;
         seqlen = floor_pow2((line - 1) / heads / (i == 0 ? 2 : 8));
         if (seqlen < 64) break;
         batch = 1;
@@ -577,33 +572,6 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...) {
   pthread_mutex_unlock(&ctx->lock);
 }
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 14, n = 0;
-  char *text = malloc(cap);
-  while (text) {
-    n += fread(text + n, 1, cap - 1 - n, f);
-    if (n < cap - 1 || cap >= (1u << 24)) break;
-    char *grown = realloc(text, cap * 2);
-    if (!grown) {
-      free(text);
-      text = NULL;
-      break;
-    }
-    text = grown;
-    cap *= 2;
-  }
-  const int bad = ferror(f);
-  fclose(f);
-  if (text && bad) {
-    free(text);
-    return NULL;
-  }
-  if (text) text[n] = '\0';
-  return text;
-}
-
 /* Drops the entries whose hint no longer plans the bucket's shapes on the
  * device's limits (a tuned plan from a device that reported more local
  * memory, say). */
@@ -663,9 +631,10 @@ static int load_file(fcl_context *ctx, const char *dir) {
     fcl__log(ctx, "tuning: the folder %s is too long a path", dir);
     return 0;
   }
-  char *text = read_text(path);
+  char why[1200];
+  char *text = fcl__read_file(path, FCL__TUNING_FILE_MAX, why, sizeof why);
   if (!text) {
-    if (errno != ENOENT) fcl__log(ctx, "tuning: cannot read %s: %s", path, strerror(errno));
+    if (errno != ENOENT) fcl__log(ctx, "tuning: %s", why);
     return 0;
   }
   const int taken = take_database(ctx, text, path, 1);

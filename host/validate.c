@@ -389,10 +389,23 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *arg
                   "buffer %s is an input but was created CL_MEM_WRITE_ONLY", args[i].name);
   }
   /* An output that shares bytes with another argument would be read after
-   * it was overwritten, or written twice. */
+   * it was overwritten, or written twice. A buffer and its own sub-buffer
+   * are refused even apart: OpenCL 1.2 leaves writing one while the other
+   * is used undefined (5.2.1; sub-buffers of one parent that do not
+   * overlap are defined, and taken). */
   for (size_t i = n_inputs; i < n; ++i)
     for (size_t j = 0; j < n; ++j) {
       if (j == i || !args[i].mem || !args[j].mem) continue;
+      const cl_mem root = ranges[i].root;
+      if (args[i].mem != args[j].mem && root == ranges[j].root &&
+          (args[i].mem == root || args[j].mem == root))
+        return fcl__fail(ctx, FCL_ERROR_INVALID_ARGUMENT,
+                         "output %s is %s %s (%s): OpenCL leaves their concurrent use "
+                         "undefined",
+                         args[i].name,
+                         args[i].mem == root ? "the parent buffer of" : "a sub-buffer of",
+                         args[j].name,
+                         args[i].mem == root ? "a sub-buffer of it" : "its parent buffer");
       if (!arguments_overlap(&ranges[i], &args[i].view, &ranges[j], &args[j].view)) continue;
       const char *how = args[i].mem == args[j].mem       ? "is the same buffer as"
                         : ranges[i].root == ranges[j].root ? "overlaps buffer"

@@ -405,7 +405,10 @@ typedef struct fcl_attention_desc {
   /* ---- since 0.3 -------------------------------------------------------- */
   int window_left;   /**< keys left of the diagonal a query sees, -1 (default): all */
   int window_right;  /**< keys right of the diagonal a query sees, -1 (default): all */
-  /** > 0: logits are soft-capped at +-softcap; 0 (default): not. Finite. */
+  /** > 0: logits are soft-capped at +-softcap; 0 (default): not. Finite.
+   *  As in flash-attn the cap comes before the mask and applies to every
+   *  logit, infinite ones too: +-inf become +-softcap ("Non-finite inputs"
+   *  at fcl_attention_forward). */
   float softcap;
   /** ALiBi slopes, floats of the call's OpenCL context, [heads_q] or with
    *  alibi_per_batch [batch][heads_q]; NULL (default): no ALiBi. */
@@ -788,7 +791,10 @@ typedef struct fcl_tuning_info {
  *  call's shape, else the rules' (fcl_run_info.plan.tuned says which). A
  *  file that is corrupt, another device's, from another driver version, or
  *  an entry that no longer fits the device's limits is skipped with a line
- *  in the context's log (fcl_context_log), never a failure.
+ *  in the context's log (fcl_context_log), never a failure; so is anything
+ *  at the file's name but a regular file of at most 1 MiB (a FIFO, a
+ *  device, a socket, a folder, a symbolic-link loop), which is never
+ *  waited on or read.
  *
  *  This function loads the device's database from `dir` (the file
  *  fcl_tuning_info.file_name in it) instead, or from the default folder
@@ -857,9 +863,12 @@ typedef struct fcl_run_info {
  *  through sub-buffers and through host memory lent with
  *  CL_MEM_USE_HOST_PTR; memory shared in ways OpenCL 1.2 cannot report,
  *  such as graphics interop or one allocation imported twice, cannot be
- *  checked), and may not be CL_MEM_READ_ONLY (nor an input
- *  CL_MEM_WRITE_ONLY). Every argument must be a buffer (CL_MEM_TYPE
- *  CL_MEM_OBJECT_BUFFER), not an image or pipe.
+ *  checked), may not be the parent buffer or a sub-buffer of another
+ *  argument even where their bytes are apart (OpenCL 1.2 leaves the
+ *  concurrent use of a buffer and its sub-buffer undefined; sub-buffers of
+ *  one parent that do not overlap are fine), and may not be
+ *  CL_MEM_READ_ONLY (nor an input CL_MEM_WRITE_ONLY). Every argument must
+ *  be a buffer (CL_MEM_TYPE CL_MEM_OBJECT_BUFFER), not an image or pipe.
  *  On failure, each output buffer is either untouched or completely
  *  written, never half: the call waits for the work it had enqueued
  *  before returning the failure, so this holds on return.
@@ -880,6 +889,13 @@ typedef struct fcl_run_info {
  *      head; LSE and the other columns are unaffected;
  *    - every other element of O and LSE is bit for bit what it would be if
  *      the non-finite values were replaced by finite ones.
+ *  With softcap > 0 these rules apply to the capped logit
+ *  softcap * tanh(s_ij / softcap), as flash-attn computes it (the cap
+ *  before the mask): a logit of +inf becomes +softcap and one of -inf
+ *  -softcap, finite logits weighed as any other (the row stays finite, and
+ *  a -inf logit's key keeps the weight exp(-softcap) relative to a key at
+ *  logit 0); NaN stays NaN, so a NaN logit still makes the row NaN. Keys
+ *  the mask hides weigh 0 whatever their logit.
  *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
  *  their q holds (subject to the rule for v above).
  *  @return FCL_SUCCESS;

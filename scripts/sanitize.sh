@@ -11,8 +11,8 @@
 # only suppressions, in tests/lsan.supp, are for the OpenCL driver's own
 # kernel compiler (see the file for why).
 #
-# A second build (<build-dir>-tsan) runs the thread tests under
-# ThreadSanitizer, which cannot be combined with AddressSanitizer; set
+# A second build (<build-dir>-tsan) runs the thread tests and the soak
+# under ThreadSanitizer, which cannot be combined with AddressSanitizer; set
 # SANITIZE_TSAN=0 to skip it.
 #
 # Usage: scripts/sanitize.sh [build-dir]   (default: build-asan)
@@ -93,13 +93,14 @@ if [ "${SANITIZE_TSAN:-1}" != 0 ]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFLASHCL_SANITIZE=thread \
     -DFLASHCL_BUILD_TESTS=ON >/dev/null
-  cmake --build "$tsan" -j "$jobs" --target test_threads
+  cmake --build "$tsan" -j "$jobs" --target test_threads soak
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
   export TSAN_OPTIONS
-  (cd "$tsan" && ctest --output-on-failure -R '^threads$') || status=$?
+  # the thread suite, and the soak's decode steps from 4 threads on one context
+  (cd "$tsan" && ctest --output-on-failure -R '^(threads|soak)$') || status=$?
   if [ "$status" -ne 0 ]; then
     echo "sanitize: FAILED under ThreadSanitizer (ctest exit status $status)" >&2
     exit "$status"
   fi
-  echo "sanitize: the thread tests are clean under ThreadSanitizer"
+  echo "sanitize: the thread tests and the soak are clean under ThreadSanitizer"
 fi

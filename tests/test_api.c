@@ -11,6 +11,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 START_TEST(version_and_names) {
   ck_assert_uint_eq(fcl_version_number(), FCL_VERSION_NUMBER);
@@ -676,15 +677,30 @@ START_TEST(forward_checks_buffer_flags_and_overlap) {
   ck_assert(o_sub && lse_sub && clash);
   expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, o_sub, clash,
                  FCL_ERROR_INVALID_ARGUMENT, "output o overlaps buffer lse");
-  /* The whole parent as o: its view ends where LSE's sub-buffer starts, so
-   * the two share no byte; moved by an offset into it, they do. */
-  ck_assert_int_eq(fcl_attention_forward(f.ctx, &f.desc, algo, p->dq, p->dk, p->dv, parent,
-                                         lse_sub, NULL),
-                   FCL_SUCCESS);
-  fcl_attention_desc shifted = f.desc;
-  shifted.o.offset = (lse_at - o_bytes) / sizeof(float) + 1;
-  expect_failure(&f, &shifted, algo, p->dq, p->dk, p->dv, parent, lse_sub,
-                 FCL_ERROR_INVALID_ARGUMENT, "overlaps");
+  /* A buffer and its own sub-buffer, an output among them, are refused
+   * even where their views share no byte (the whole parent as o ends where
+   * LSE's sub-buffer starts): OpenCL leaves their concurrent use undefined.
+   * Both ways round, and with the parent as an input; the parent, poisoned,
+   * is left as it was. */
+  const size_t parent_floats = (lse_at + lse_bytes) / sizeof(float);
+  const float nan_value = NAN;
+  ck_assert_int_eq(clEnqueueFillBuffer(fcl_context_cl_queue(f.ctx), parent, &nan_value,
+                                       sizeof nan_value, 0, parent_floats * sizeof(float), 0,
+                                       NULL, NULL),
+                   CL_SUCCESS);
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, parent, lse_sub,
+                 FCL_ERROR_INVALID_ARGUMENT,
+                 "output o is the parent buffer of lse (a sub-buffer of it)");
+  expect_failure(&f, &f.desc, algo, p->dq, p->dk, p->dv, o_sub, parent,
+                 FCL_ERROR_INVALID_ARGUMENT,
+                 "output o is a sub-buffer of lse (its parent buffer)");
+  expect_failure(&f, &f.desc, algo, parent, p->dk, p->dv, f.o, lse_sub,
+                 FCL_ERROR_INVALID_ARGUMENT,
+                 "output lse is a sub-buffer of q (its parent buffer)");
+  float *untouched = malloc(parent_floats * sizeof *untouched);
+  ck_assert_int_eq(fclu_download(f.ctx, parent, untouched, parent_floats, FCL_DTYPE_F32), 0);
+  for (size_t i = 0; i < parent_floats; ++i) ck_assert(isnan(untouched[i]));
+  free(untouched);
   /* Disjoint sub-buffers of one parent compute the right answer. */
   th_reference ref = th_reference_forward(p);
   ck_assert_int_eq(fcl_attention_forward(f.ctx, &f.desc, algo, p->dq, p->dk, p->dv, o_sub,
@@ -917,6 +933,36 @@ START_TEST(listed_programs_are_the_built_ones) {
 }
 END_TEST
 
+/* FLASHCL_BUILD_LOG naming a FIFO: the build that would append to it goes
+ * on at once (an alarm fails the test otherwise), the call succeeds and the
+ * context's log says why nothing was written (host/file.c). */
+START_TEST(a_fifo_as_the_build_log_is_skipped) {
+  char dir[] = "/tmp/flashcl-build-log-XXXXXX", fifo[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(fifo, sizeof fifo, "%s/log", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  ck_assert_int_eq(setenv("FLASHCL_BUILD_LOG", fifo, 1), 0);
+  fcl_context *ctx = th_context();
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 1, 2, 2, 16, 16, 16);
+  th_problem p;
+  th_problem_init(&p, ctx, &d, 5, 1.0);
+  alarm(300);
+  th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+  alarm(0);
+  ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+  char log[4096];
+  fcl_context_log(ctx, log, sizeof log);
+  ck_assert_msg(strstr(log, "FLASHCL_BUILD_LOG") && strstr(log, "not a regular file"), "log: %s", log);
+  th_forward_free(&r);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+  unsetenv("FLASHCL_BUILD_LOG");
+  unlink(fifo);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = th_tcase("misuse");
@@ -927,6 +973,7 @@ int main(void) {
   tcase_add_loop_test(tc, forward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_loop_test(tc, backward_rejects_bad_arguments, FCL_ALGO_FLASH, FCL_ALGO_NAIVE + 1);
   tcase_add_test(tc, context_options_are_validated);
+  tcase_add_test(tc, a_fifo_as_the_build_log_is_skipped);
   tcase_add_test(tc, every_function_takes_null);
   tcase_add_test(tc, device_listing_misuse);
   tcase_add_test(tc, planner_misuse);

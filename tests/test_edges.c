@@ -346,6 +346,116 @@ START_TEST(nonfinite_inputs_behave_as_documented) {
 }
 END_TEST
 
+
+/* ---- infinite logits under a softcap ----------------------------------------- */
+
+/* One family against the float64 reference (which caps ±inf to ±softcap
+ * as it caps any logit): rows the reference makes NaN are NaN, the others
+ * within the tolerance. Counts the finite rows that saw a +inf and a -inf
+ * logit. Returns 0 where the device cannot run the family. */
+static int check_softcap_family(fcl_context *ctx, const th_problem *p, fcl_algo algo,
+                                unsigned kernel, long *capped_rows) {
+  const fcl_attention_desc *d = &p->desc;
+  const fcl_plan hint = {.kernel = kernel};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, kernel ? &hint : NULL), FCL_SUCCESS);
+  th_forward run = th_run_forward(ctx, p, algo, 1);
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
+  const char *name = kernel ? fcl_flash_kernel_name(kernel) : fcl_algo_name(algo);
+  if (run.status == FCL_ERROR_UNSUPPORTED) {
+    printf("edges: softcap: %s does not run this problem here (%s)\n", name,
+           fcl_context_last_error(ctx));
+    th_forward_free(&run);
+    return 0;
+  }
+  ck_assert_msg(run.status == FCL_SUCCESS, "%s: %s", name, fcl_context_last_error(ctx));
+  th_reference ref = th_reference_forward(p);
+  /* f16 storage: P and O rounded to half on the matrix-instruction paths */
+  const double tol = d->dtype == FCL_DTYPE_F32 ? O_TOL : 8 * th_half_ulp(d->dtype);
+  long nan_rows = 0, capped = 0;
+  for (size_t b = 0; b < d->batch; ++b)
+    for (size_t h = 0; h < d->heads_q; ++h)
+      for (size_t i = 0; i < d->seqlen_q; ++i) {
+        const size_t at = lse_at(d, b, h, i);
+        const double want = ref.lse[at];
+        const float lse = run.lse[at];
+        const float *o = run.o + q_at(d, b, i, h, 0);
+        const double *ro = ref.o + q_at(d, b, i, h, 0);
+        if (isnan(want)) {
+          ck_assert_msg(isnan(lse), "%s: LSE(%zu,%zu,%zu) = %g, want NaN", name, b, h, i,
+                        (double)lse);
+          for (size_t c = 0; c < d->head_dim; ++c) ck_assert(isnan(o[c]));
+          ++nan_rows;
+          continue;
+        }
+        ck_assert_msg(isinf(want) ? lse == (float)want
+                                  : fabs(lse - want) <= tol * (1 + fabs(want)),
+                      "%s: LSE(%zu,%zu,%zu) = %.9g, want %.9g", name, b, h, i, (double)lse,
+                      want);
+        for (size_t c = 0; c < d->head_dim; ++c)
+          ck_assert_msg(fabs(o[c] - ro[c]) <= tol, "%s: O(%zu,%zu,%zu)[%zu] = %.9g, want "
+                        "%.9g", name, b, h, i, c, (double)o[c], ro[c]);
+        /* kv head 0 of batch 0 holds the +inf and the -inf key */
+        const size_t hkv = h / (d->heads_q / d->heads_kv);
+        capped += b == 0 && hkv == 0 && seen_keys(d, i) > 7;
+      }
+  ck_assert_int_gt(nan_rows, 0);
+  *capped_rows += capped;
+  printf("edges: softcap: %s %s: %ld rows with a +inf and a -inf logit finite as the "
+         "reference's, %ld NaN rows\n", name, d->dtype == FCL_DTYPE_F32 ? "f32" : "f16",
+         capped, nan_rows);
+  th_reference_free(&ref);
+  th_forward_free(&run);
+  return 1;
+}
+
+/* With softcap > 0, flash-attn's rule: the cap applies to every logit
+ * before the mask, so +inf and -inf logits become +softcap and -softcap
+ * (the row stays finite; a -inf key weighs exp(-softcap - max)), a NaN
+ * logit stays NaN, and masked keys weigh 0. Every family follows it: the
+ * naive algorithm, the SIMT, MMA (emulated where there are no matrix
+ * instructions), CPU and decode kernels. */
+START_TEST(softcap_caps_infinite_logits_in_every_family) {
+  fcl_context *ctx = th_context();
+  static const struct {
+    size_t seqlen_q;
+    int causal;
+    fcl_dtype dtype;
+    unsigned kernels[4];
+  } cases[] = {
+      {24, 1, FCL_DTYPE_F32, {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA, FCL_FLASH_KERNEL_CPU}},
+      {1, 0, FCL_DTYPE_F32, {FCL_FLASH_KERNEL_DECODE}},
+      {24, 1, FCL_DTYPE_F16, {FCL_FLASH_KERNEL_SIMT, FCL_FLASH_KERNEL_MMA, FCL_FLASH_KERNEL_CPU}},
+      {1, 0, FCL_DTYPE_F16, {FCL_FLASH_KERNEL_DECODE, FCL_FLASH_KERNEL_DECODE_MMA}},
+  };
+  long capped = 0;
+  int families = 0;
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; ++t) {
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 2, 4, 2, cases[t].seqlen_q, 20, 16);
+    desc.causal = cases[t].causal;
+    desc.dtype = cases[t].dtype;
+    desc.softcap = 5.0f;
+    th_problem p;
+    th_problem_init(&p, ctx, &desc, 23, 1.0);
+    /* q's column 0 positive, so that +inf and -inf at a key's column 0
+     * give every query row of its kv head a +inf and a -inf logit */
+    for (size_t i = 0; i < p.q_elems; i += desc.head_dim) p.q[i] = 0.5f + fabsf(p.q[i]);
+    p.k[kv_at(&desc, 0, 3, 0, 0)] = INFINITY;
+    p.k[kv_at(&desc, 0, 7, 0, 0)] = -INFINITY;
+    p.k[kv_at(&desc, 1, 2, 1, 0)] = -INFINITY; /* a -inf logit alone */
+    p.k[kv_at(&desc, 1, 9, 0, 2)] = NAN;       /* NaN rows stay NaN */
+    reupload(ctx, &p);
+    families += check_softcap_family(ctx, &p, FCL_ALGO_NAIVE, 0, &capped);
+    for (size_t k = 0; k < 4 && cases[t].kernels[k]; ++k)
+      families += check_softcap_family(ctx, &p, FCL_ALGO_FLASH, cases[t].kernels[k], &capped);
+    th_problem_free(&p);
+  }
+  ck_assert_int_ge(families, 9);
+  ck_assert_int_gt(capped, 0);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 /* ---- seqlen 1 --------------------------------------------------------------- */
 
 START_TEST(seqlen_one_on_either_side) {
@@ -573,6 +683,9 @@ int main(void) {
   tcase_add_test(tc, seqlen_one_on_either_side);
   tcase_add_test(tc, head_dim_256_on_the_smallest_local_memory_that_fits);
   tcase_add_test(tc, the_largest_scale_is_exact_and_the_next_is_refused);
+  TCase *capped = th_tcase("softcap");
+  tcase_add_test(capped, softcap_caps_infinite_logits_in_every_family);
+  suite_add_tcase(s, capped);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -1,6 +1,7 @@
 /*
- * test_fuzz_replay.c — replays every input of the fuzzer's committed corpus
- * (fuzz/corpus: the seeds, and any input a fuzzing run found, copied there
+ * test_fuzz_replay.c — replays every input of a fuzzer's committed corpus
+ * (fuzz/corpus, corpus_cli or corpus_tuning, whichever target it is built
+ * with: the seeds, and any input a fuzzing run found, copied there
  * as its regression test) through the fuzz target, without libFuzzer, so
  * that ctest checks the planner's and validation's invariants on them with
  * any compiler. An input that breaks an invariant aborts the test. Pure:
@@ -25,11 +26,17 @@ START_TEST(fuzz_corpus_replays_clean) {
     snprintf(path, sizeof path, "%s/%s", FCL_FUZZ_CORPUS_DIR, e->d_name);
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
-    uint8_t data[4096];
-    size_t n = fread(data, 1, sizeof data, f);
+    size_t n = 0, cap = 4096;
+    uint8_t *data = malloc(cap);
+    for (size_t got; data && (got = fread(data + n, 1, cap - n, f)) > 0;) {
+      n += got;
+      if (n == cap) data = realloc(data, cap *= 2);
+    }
+    ck_assert_ptr_nonnull(data);
     fclose(f);
     /* On a broken invariant the target prints it and aborts. */
     LLVMFuzzerTestOneInput(data, n);
+    free(data);
     ++files;
   }
   closedir(dir);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 /* A fresh folder for one test's databases. */
@@ -473,6 +474,102 @@ START_TEST(bad_databases_are_skipped_with_a_warning) {
 }
 END_TEST
 
+/* What stands at the database's name: made by `make` at `path`; `reason`
+ * is what the log must say of it. */
+typedef struct hostile_file {
+  const char *what, *reason;
+  int (*make)(const char *path);
+} hostile_file;
+
+static int make_fifo(const char *path) { return mkfifo(path, 0600); }
+static int make_device(const char *path) { return symlink("/dev/zero", path); }
+static int make_folder(const char *path) { return mkdir(path, 0700); }
+static int make_loop(const char *path) { return symlink(path, path); }
+static int make_oversized(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  const int bad = ftruncate(fileno(f), (off_t)FCL__TUNING_FILE_MAX + 1);
+  return fclose(f) || bad ? -1 : 0;
+}
+
+static void remove_any(const char *path) {
+  if (unlink(path) != 0) rmdir(path);
+}
+
+/* How many lines of the context's log have both `a` and `b`. */
+static int log_lines(fcl_context *ctx, const char *a, const char *b) {
+  static char log[FCL__LOG_MAX + 1];
+  fcl_context_log(ctx, log, sizeof log);
+  int n = 0;
+  for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+    n += strstr(line, a) && strstr(line, b);
+  return n;
+}
+
+/* A FIFO, a device, a folder, a symbolic-link loop or an oversized file at
+ * the database's name, or one of them as the folder, through the setter, through
+ * FLASHCL_TUNING_DIR (the setter's NULL and a new context): each returns at
+ * once (an alarm fails the test otherwise) with a line in the log, and
+ * nothing is loaded. */
+START_TEST(hostile_files_are_skipped_promptly) {
+  static const hostile_file files[] = {
+      {"FIFO", "a FIFO", make_fifo},
+      {"device", "a device", make_device},
+      {"folder", "a folder", make_folder},
+      {"symbolic-link loop", "symbolic links", make_loop},
+      {"oversized file", "more than the", make_oversized},
+  };
+  fcl_context *ctx = tuning_context();
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  char dir[64], name[320], path[1400];
+  temp_dir(dir, sizeof dir);
+  fcl__tuning_file_name(&dev, name, sizeof name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i)
+    for (int via_env = 0; via_env < 3; ++via_env) {
+      ck_assert_msg(files[i].make(path) == 0, "cannot make a %s", files[i].what);
+      alarm(60);  /* a blocked open ends the test here, not at Check's timeout */
+      fcl_context *c = ctx;
+      const int before = via_env == 2 ? 0 : log_lines(ctx, path, files[i].reason);
+      if (via_env) ck_assert_int_eq(setenv("FLASHCL_TUNING_DIR", dir, 1), 0);
+      if (via_env == 2)
+        c = th_context();
+      else
+        ck_assert_int_eq(fcl_context_set_tuning_dir(c, via_env ? NULL : dir), FCL_SUCCESS);
+      alarm(0);
+      unsetenv("FLASHCL_TUNING_DIR");
+      ck_assert_msg(log_lines(c, path, files[i].reason) > before,
+                    "no line for a %s (%s) in the log",
+                    files[i].what, via_env ? "FLASHCL_TUNING_DIR" : "setter");
+      fcl_tuning_info ti;
+      ck_assert_int_eq(fcl_context_tuning(c, &ti), FCL_SUCCESS);
+      ck_assert_msg(strstr(ti.source, dir) == NULL, "a %s was loaded", files[i].what);
+      if (c != ctx) fcl_context_release(c);
+      remove_any(path);
+    }
+  /* the folder itself one of them (a folder is what it should be) */
+  char folder[80];
+  snprintf(folder, sizeof folder, "%s/folder", dir);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i)
+    for (int via_env = 0; via_env < 2 && files[i].make != make_folder; ++via_env) {
+      ck_assert_msg(files[i].make(folder) == 0, "cannot make a %s", files[i].what);
+      const char *reason = files[i].make == make_loop ? "symbolic links" : "Not a directory";
+      const int before = log_lines(ctx, folder, reason);
+      alarm(60);
+      if (via_env) ck_assert_int_eq(setenv("FLASHCL_TUNING_DIR", folder, 1), 0);
+      ck_assert_int_eq(fcl_context_set_tuning_dir(ctx, via_env ? NULL : folder), FCL_SUCCESS);
+      alarm(0);
+      unsetenv("FLASHCL_TUNING_DIR");
+      ck_assert_msg(log_lines(ctx, folder, reason) > before,
+                    "no line for a %s as the folder in the log", files[i].what);
+      remove_any(folder);
+    }
+  rmdir(dir);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tuning");
   TCase *tc = th_tcase("tuning");
@@ -483,6 +580,7 @@ int main(void) {
   tcase_add_test(tc, shipped_database_notes_other_kernels);
   tcase_add_test(tc, tuned_plan_is_what_runs);
   tcase_add_test(tc, bad_databases_are_skipped_with_a_warning);
+  tcase_add_test(tc, hostile_files_are_skipped_promptly);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

@@ -27,6 +27,26 @@ for bad in "--budget 0" "--budget 1x" "--buckets fwd.f64.*.*.*" "--buckets fwd.f
   eval "\"\$tune\" $bad" > /dev/null 2>&1 || rc=$?
   [ "$rc" -eq 2 ] || fail "flashcl-tune $bad: exit status $rc, want 2"
 done
+# a list with an empty field, as --varlen and --tiling refuse theirs
+for bad in "fwd.f32.d64.full.large,,fwd.f32.d64.causal.large" "fwd.f32.d64.full.large," \
+           ",fwd.f32.d64.full.large" ""; do
+  rc=0
+  "$tune" "${device[@]}" --dry-run --buckets "$bad" > /dev/null 2> "$tmp/err.txt" || rc=$?
+  [ "$rc" -eq 2 ] && grep -q "empty" "$tmp/err.txt" ||
+    fail "flashcl-tune --buckets '$bad': exit status $rc, want 2 and 'empty': $(cat "$tmp/err.txt")"
+done
+# buckets with no problem on this device (small ones, on few compute units):
+# exit 3 and why, never a silent "0 buckets"
+rc=0
+"$tune" "${device[@]}" --dry-run --buckets '*.*.*.*.small' > "$tmp/small.txt" \
+  2> "$tmp/small.err" || rc=$?
+if [ -s "$tmp/small.txt" ]; then
+  [ "$rc" -eq 0 ] || fail "--dry-run of the small buckets listed some, exit status $rc"
+else
+  [ "$rc" -eq 3 ] && grep -q "nothing to tune: .* no problem to time on this device (.*small" \
+    "$tmp/small.err" ||
+    fail "small buckets without problems: exit status $rc, want 3 and why: $(cat "$tmp/small.err")"
+fi
 "$tune" "${device[@]}" --dry-run --buckets 'fwd.f32.d64.*.large' > "$tmp/dry.txt" ||
   fail "--dry-run failed"
 grep -q '^fwd.f32.d64.full.large .* candidates' "$tmp/dry.txt" ||

@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -58,26 +59,53 @@ int fclu_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out, 
   return 0;
 }
 
+int fclu_split_list(char *text, char **fields, size_t max_n, size_t *n, char *why,
+                    size_t why_len) {
+  if (!text) return refuse(why, why_len, "no list given");
+  if (!*text) return refuse(why, why_len, "an empty list");
+  char *copy = strdup(text); /* the whole list, for the reason */
+  size_t count = 0;
+  int bad = 0;
+  for (char *p = text; !bad; ++count) {
+    char *comma = strchr(p, ',');
+    if (count == max_n)
+      bad = refuse(why, why_len, "'%s' has more than %zu fields", copy ? copy : "", max_n);
+    else if (comma == p || !*p)
+      bad = refuse(why, why_len, "field %zu of '%s' is empty", count + 1, copy ? copy : "");
+    if (bad) break;
+    fields[count] = p;
+    if (!comma) {
+      ++count;
+      break;
+    }
+    *comma = '\0';
+    p = comma + 1;
+  }
+  free(copy);
+  if (bad) return -1;
+  *n = count;
+  return 0;
+}
+
 int fclu_parse_u64_list(const char *text, uint64_t max, size_t min_n, size_t max_n,
                         uint64_t *out, size_t *n, char *why, size_t why_len) {
   if (!text) return refuse(why, why_len, "no list given");
   uint64_t values[64];
+  char *fields[64], *split = strdup(text);
   size_t count = 0;
-  for (const char *p = text;; ++p) {
-    const char *comma = strchr(p, ',');
-    const size_t len = comma ? (size_t)(comma - p) : strlen(p);
-    if (count == max_n || count == sizeof values / sizeof values[0])
-      return refuse(why, why_len, "'%s' has more than %zu fields", text, max_n);
-    const int code = digits_value(p, len, &values[count]);
+  if (!split) return refuse(why, why_len, "out of memory");
+  const size_t most = max_n < 64 ? max_n : 64;
+  int bad = fclu_split_list(split, fields, most, &count, why, why_len);
+  for (size_t i = 0; !bad && i < count; ++i) {
+    const int code = digits_value(fields[i], strlen(fields[i]), &values[i]);
     if (code != 0)
-      return refuse(why, why_len, "field %zu of '%s' %s", count + 1, text, what_is_wrong(code));
-    if (values[count] > max)
-      return refuse(why, why_len, "field %zu of '%s' is over %llu", count + 1, text,
-                    (unsigned long long)max);
-    ++count;
-    if (!comma) break;
-    p = comma;
+      bad = refuse(why, why_len, "field %zu of '%s' %s", i + 1, text, what_is_wrong(code));
+    else if (values[i] > max)
+      bad = refuse(why, why_len, "field %zu of '%s' is over %llu", i + 1, text,
+                   (unsigned long long)max);
   }
+  free(split);
+  if (bad) return -1;
   if (count < min_n)
     return refuse(why, why_len, "'%s' has %zu fields; at least %zu are needed", text, count,
                   min_n);

@@ -24,7 +24,13 @@ double fclu_now_ms(void);
 int fclu_parse_u64(const char *text, uint64_t min, uint64_t max, uint64_t *out, char *why,
                    size_t why_len);
 
-/** A comma-separated list of from min_n to max_n integers, each in
+/** Splits `text` in place at its commas into at most max_n fields (*n of
+ *  them), none empty: "a,,b", ",a" and "a," are refused, as is "".
+ *  @return 0, or -1 with why set. */
+int fclu_split_list(char *text, char **fields, size_t max_n, size_t *n, char *why,
+                    size_t why_len);
+
+/** A comma-separated list (fclu_split_list) of from min_n to max_n integers, each in
  *  [0, max]; *n receives the count. @return 0, or -1 with why set. */
 int fclu_parse_u64_list(const char *text, uint64_t max, size_t min_n, size_t max_n,
                         uint64_t *out, size_t *n, char *why, size_t why_len);

@@ -30,6 +30,7 @@
 #include "hostdata.h"
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@
 #define MAX_CONFIRM 15
 #define MAX_REFUSED 2   /* winners refused (inaccurate or not confirmed) before the rules stay */
 
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_NOTHING = 3 };
 
 /* The buckets a run without --buckets tunes: those of the standard sweep
  * (f32 and f16, forward and backward, head_dim 64 and 128, causal and
@@ -102,7 +103,9 @@ static const char usage_text[] =
     "                    whatever its speed\n"
     "\n"
     "Progress goes to stderr, the table of winners to stdout. Exit status: 0,\n"
-    "1 when the device or the database fails, 2 for a command line it refuses.\n";
+    "1 when the device or the database fails, 2 for a command line it refuses,\n"
+    "3 when none of the buckets named has a problem to time on this device (a\n"
+    "small bucket on a device of few compute units: stderr says which and why).\n";
 
 static int quiet;
 
@@ -159,18 +162,14 @@ static int parse(int argc, char **argv, options *o, char *why, size_t why_len) {
       if (fclu_parse_u64(argv[++i], 1, 1000, &v, why, why_len) != 0) return -1;
       o->repeat = (int)v;
     } else if (strcmp(a, "--buckets") == 0) {
-      char *list = argv[++i];
-      for (char *p = strtok(list, ","); p; p = strtok(NULL, ",")) {
-        if (o->n_patterns == MAX_PATTERNS) {
-          snprintf(why, why_len, "--buckets: more than %d names", MAX_PATTERNS);
-          return -1;
-        }
-        o->patterns[o->n_patterns++] = p;
-      }
-      if (!o->n_patterns) {
-        snprintf(why, why_len, "--buckets: an empty list");
+      char *fields[MAX_PATTERNS], reason[FCLU_WHY_LEN];
+      size_t n = 0;
+      if (fclu_split_list(argv[++i], fields, MAX_PATTERNS, &n, reason, sizeof reason) != 0) {
+        snprintf(why, why_len, "--buckets: %.200s", reason);
         return -1;
       }
+      for (size_t f = 0; f < n; ++f) o->patterns[f] = fields[f];
+      o->n_patterns = n;
     } else {
       snprintf(why, why_len, "unknown argument '%s'", a);
       return -1;
@@ -618,18 +617,38 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
   }
 }
 
+/* Why bucket `name` has no shape to time on a device (fcl__bucket_shapes):
+ * the small buckets hold problems under a line of rows per compute unit,
+ * which on few units leaves none of the lengths timed. */
+static void no_shape_reason(const fcl_device_limits *limits, const char *name, char *out,
+                            size_t len) {
+  fcl__bucket b;
+  const unsigned cu = limits->compute_units ? limits->compute_units : 1;
+  if (fcl__bucket_parse(name, &b) && b.size == 0 && b.pass == 2)
+    snprintf(out, len, "a small decode bucket holds calls of fewer sequences x KV heads than "
+             "compute units, %u here, and its timed shapes have 8 KV heads", cu);
+  else if (fcl__bucket_parse(name, &b) && b.size == 0)
+    snprintf(out, len, "a small bucket holds problems of under %u query rows per compute "
+             "unit, %u on %u unit%s: too few for one sequence of 64 tokens or more over "
+             "the standard shape's heads", FCL__SMALL_ROWS_PER_CU, FCL__SMALL_ROWS_PER_CU * cu,
+             cu, cu == 1 ? "" : "s");
+  else
+    snprintf(out, len, "none of its standard shapes falls in it on this device");
+}
+
 /* Entries of an existing database for this device whose buckets this run
  * does not tune are kept. */
 static void keep_others(run *r, const char *path, const unsigned char *tuned_now) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return;
-  static char text[1 << 20];
-  const size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
+  char why[1200];
+  char *text = fcl__read_file(path, FCL__TUNING_FILE_MAX, why, sizeof why);
+  if (!text) {
+    if (errno != ENOENT) progress("flashcl-tune: %s; it is replaced\n", why);
+    return;
+  }
   static fcl__tuning db;
-  char why[400];
-  if (!fcl__tuning_parse(text, &r->dev, 1, &db, why, sizeof why)) {
+  const int mine = fcl__tuning_parse(text, &r->dev, 1, &db, why, sizeof why);
+  free(text);
+  if (!mine) {
     progress("flashcl-tune: %s is replaced (%s)\n", path, why);
     return;
   }
@@ -733,7 +752,8 @@ int main(int argc, char **argv) {
   /* the buckets, their shapes, and the buffers for the largest */
   static size_t chosen[FCL__TUNING_BUCKETS];
   static unsigned char tuned_now[FCL__TUNING_BUCKETS];
-  size_t n_chosen = 0;
+  size_t n_chosen = 0, n_shapeless = 0;
+  char shapeless[48] = "";
   for (size_t i = 0; i < FCL__TUNING_BUCKETS; ++i) {
     const fcl__bucket b = fcl__bucket_at(i);
     char name[48];
@@ -742,6 +762,7 @@ int main(int argc, char **argv) {
     for (size_t p = 0; p < o.n_patterns; ++p) want |= matches(o.patterns[p], name);
     fcl_attention_desc shapes[2];
     const size_t n_shapes = want ? fcl__bucket_shapes(&r.dev.limits, &b, shapes) : 0;
+    if (want && !n_shapes && !n_shapeless++) snprintf(shapeless, sizeof shapeless, "%s", name);
     if (!n_shapes) continue;
     chosen[n_chosen++] = i;
     tuned_now[i] = 1;
@@ -754,6 +775,19 @@ int main(int argc, char **argv) {
   }
   progress("flashcl-tune: %s (%s, driver %s): %zu buckets, %.0f s\n", r.dev.name,
            r.dev.platform, r.dev.driver, n_chosen, o.budget_s);
+  if (n_shapeless) {
+    char why_none[200];
+    no_shape_reason(&r.dev.limits, shapeless, why_none, sizeof why_none);
+    if (!n_chosen || !o.quiet)
+      fprintf(stderr, "flashcl-tune: %s%zu bucket%s chosen ha%s no problem to time on this "
+              "device (%s%s: %s)\n", n_chosen ? "" : "nothing to tune: ", n_shapeless,
+              n_shapeless == 1 ? "" : "s", n_shapeless == 1 ? "s" : "ve",
+              n_shapeless == 1 ? "" : "e.g. ", shapeless, why_none);
+  }
+  if (!n_chosen) {
+    fcl_context_release(r.ctx);
+    return EXIT_NOTHING;
+  }
   if (o.dry_run) {
     for (size_t i = 0; i < n_chosen; ++i) {
       const fcl__bucket b = fcl__bucket_at(chosen[i]);
