@@ -55,7 +55,7 @@
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
-#include "naive.h"
+#include "internal.h"  /* naive.h among them */
 
 #include <float.h>
 #include <limits.h>

@@ -28,7 +28,7 @@
  * (the f32 path on widened copies) runs.
  */
 #include "harness.h"
-#include "naive.h"
+#include "internal.h"  /* naive.h among them */
 
 #include <float.h>
 #include <math.h>

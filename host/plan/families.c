@@ -1,0 +1,113 @@
+/*
+ * families.c — the flash kernel families, one row each (families.h).
+ */
+#include "program.h"
+#include "plan.h"
+#include "families.h"
+
+static const fcl__family families[FCL_FLASH_KERNELS] = {
+    [FCL_FLASH_KERNEL_SIMT] =
+        {.forward = {FCL_SRC_FLASH_FWD,
+                     {"flash_fwd", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_WG_SIZE,
+                      FCL_TUNE_THREADS_PER_ROW, FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_TILE_STORAGE},
+                     fcl__plan_forward_simt},
+         .backward = {FCL_SRC_FLASH_BWD,
+                      {"flash_bwd_dkdv", "flash_bwd_dq"},
+                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WG_SIZE, FCL_TUNE_THREADS_PER_ROW,
+                       FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_SUB_ROWS, FCL_TUNE_TILE_STORAGE},
+                      fcl__plan_backward_simt}},
+    [FCL_FLASH_KERNEL_MMA] =
+        {.forward = {FCL_SRC_FLASH_FWD_MMA,
+                     {"flash_fwd_mma", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
+                      FCL_TUNE_BLOCK_K},
+                     fcl__plan_forward_mma},
+         .backward = {FCL_SRC_FLASH_BWD_MMA,
+                      {"flash_bwd_dkdv_mma", "flash_bwd_dq_mma"},
+                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
+                       FCL_TUNE_SUB_TILES, FCL_TUNE_HEAD_SPLIT},
+                      fcl__plan_backward_mma}},
+    [FCL_FLASH_KERNEL_DECODE] =
+        {.forward = {FCL_SRC_FLASH_FWD_DECODE,
+                     {"flash_fwd_decode", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q,
+                      FCL_TUNE_WG_SIZE, FCL_TUNE_KEY_LANES},
+                     fcl__plan_forward_decode}},
+    [FCL_FLASH_KERNEL_DECODE_MMA] =
+        {.forward = {FCL_SRC_FLASH_FWD_DECODE_MMA,
+                     {"flash_fwd_decode_mma", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
+                      FCL_TUNE_BLOCK_Q},
+                     fcl__plan_forward_decode_mma}},
+    [FCL_FLASH_KERNEL_CPU] =
+        {.forward = {FCL_SRC_FLASH_FWD_CPU,
+                     {"flash_fwd_cpu", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q},
+                     fcl__plan_forward_cpu},
+         .backward = {FCL_SRC_FLASH_BWD_CPU,
+                      {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"},
+                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK},
+                      fcl__plan_backward_cpu}},
+};
+
+const fcl__family *fcl__family_of(unsigned kernel) {
+  return kernel > FCL_FLASH_KERNEL_AUTO && kernel < FCL_FLASH_KERNELS ? &families[kernel] : NULL;
+}
+
+const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
+  const fcl__family *f = fcl__family_of(kernel);
+  if (!f) return NULL;
+  const fcl__family_pass *fp = pass == FCL_PASS_FORWARD ? &f->forward : &f->backward;
+  return fp->plan ? fp : NULL;
+}
+
+/* A tunable's -D name and its value from the plan. */
+static const char *tunable_name(fcl__tunable t) {
+  static const char *const names[] = {
+      [FCL_TUNE_HEAD_DIM_MAX] = "HEAD_DIM_MAX",
+      [FCL_TUNE_BLOCK_K] = "BLOCK_K",
+      [FCL_TUNE_BLOCK_Q] = "BLOCK_Q",
+      [FCL_TUNE_BLOCK] = "BLOCK",
+      [FCL_TUNE_WG_SIZE] = "WG_SIZE",
+      [FCL_TUNE_WARPS] = "WARPS",
+      [FCL_TUNE_MMA_EMULATE] = "MMA_EMULATE",
+      [FCL_TUNE_THREADS_PER_ROW] = "THREADS_PER_ROW",
+      [FCL_TUNE_KEY_LANES] = "KEY_LANES",
+      [FCL_TUNE_ROWS_PER_THREAD] = "ROWS_PER_THREAD",
+      [FCL_TUNE_SUB_ROWS] = "SUB_ROWS",
+      [FCL_TUNE_SUB_TILES] = "SUB_TILES",
+      [FCL_TUNE_HEAD_SPLIT] = "HEAD_SPLIT",
+      [FCL_TUNE_TILE_STORAGE] = "TILE_STORAGE",
+  };
+  return names[t];
+}
+
+static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
+                          const fcl_plan *plan) {
+  switch (t) {
+    case FCL_TUNE_HEAD_DIM_MAX: return plan->head_dim_padded;
+    case FCL_TUNE_BLOCK_K: return plan->block_k;
+    case FCL_TUNE_BLOCK_Q: return plan->block_q;
+    case FCL_TUNE_BLOCK: return plan->block_k;  /* the CPU backward's rows, both ways */
+    case FCL_TUNE_WG_SIZE: return plan->wg_size;
+    case FCL_TUNE_WARPS: return plan->wg_size / 32;
+    case FCL_TUNE_MMA_EMULATE: return !fcl__mma_native(limits);
+    case FCL_TUNE_THREADS_PER_ROW: return plan->threads_per_row;
+    case FCL_TUNE_KEY_LANES: return plan->threads_per_row;  /* the decode kernel's lanes a key */
+    case FCL_TUNE_ROWS_PER_THREAD: return plan->rows_per_thread;
+    case FCL_TUNE_SUB_ROWS: return fcl__flash_bwd_sub_rows(plan, limits);
+    case FCL_TUNE_SUB_TILES: return FCL__MMA_BWD_SUB_TILES;
+    case FCL_TUNE_HEAD_SPLIT: return plan->threads_per_row / 4;  /* 8: warp pairs */
+    case FCL_TUNE_TILE_STORAGE: return plan->tile_elem_size == 2;
+    case FCL_TUNE_END: break;
+  }
+  return 0;
+}
+
+void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
+                         const fcl_plan *plan, fcl__options *opts) {
+  for (int i = 0; i < FCL__MAX_TUNABLES && fp->tunables[i] != FCL_TUNE_END; ++i)
+    fcl__options_define(opts, tunable_name(fp->tunables[i]),
+                        tunable_value(fp->tunables[i], limits, plan));
+}

@@ -1,0 +1,61 @@
+/*
+ * families.h — the flash kernel families, one row each (families.c): the
+ * kernel files and kernels of each pass, the tunables that become their -D
+ * options, and the planner that chooses them. Adding a family, or a
+ * tunable, is one row there; cl/traits.h holds the sizes the tunables
+ * imply, for the planners and the kernels alike.
+ */
+#ifndef FCL_FAMILIES_H
+#define FCL_FAMILIES_H
+
+#include "program.h"
+#include "plan.h"
+
+/** A tunable: a -D option a family's kernels take, named as they name it,
+ *  and its value from the plan (families.c, tunable_value). */
+typedef enum fcl__tunable {
+  FCL_TUNE_END = 0,  /* ends a list */
+  FCL_TUNE_HEAD_DIM_MAX,
+  FCL_TUNE_BLOCK_K,
+  FCL_TUNE_BLOCK_Q,
+  FCL_TUNE_BLOCK,
+  FCL_TUNE_WG_SIZE,
+  FCL_TUNE_WARPS,
+  FCL_TUNE_MMA_EMULATE,
+  FCL_TUNE_THREADS_PER_ROW,
+  FCL_TUNE_KEY_LANES,
+  FCL_TUNE_ROWS_PER_THREAD,
+  FCL_TUNE_SUB_ROWS,
+  FCL_TUNE_SUB_TILES,
+  FCL_TUNE_HEAD_SPLIT,
+  FCL_TUNE_TILE_STORAGE,
+} fcl__tunable;
+
+/** The most tunables a pass of a family takes. */
+#define FCL__MAX_TUNABLES 8
+
+/** One pass of a family: its program and kernels (the backward's dK/dV,
+ *  then dQ), its tunables in option order, its planner. */
+typedef struct fcl__family_pass {
+  fcl__source source;
+  const char *kernels[2];
+  fcl__tunable tunables[FCL__MAX_TUNABLES];
+  fcl__planner *plan;
+} fcl__family_pass;
+
+typedef struct fcl__family {
+  fcl__family_pass forward;
+  fcl__family_pass backward;  /* plan NULL: the family has no backward */
+} fcl__family;
+
+/** The family of a concrete kernel (not AUTO), or NULL. */
+const fcl__family *fcl__family_of(unsigned kernel);
+
+/** The pass `pass` of `kernel`'s family, or NULL where it has none. */
+const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass);
+
+/** Appends a pass's tunables, in its order, as -D options from `plan`. */
+void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
+                         const fcl_plan *plan, fcl__options *opts);
+
+#endif

@@ -1,0 +1,327 @@
+/*
+ * plan.c — the tile planner: device limits + problem -> a flash kernel
+ * family and its tiling, through that family's rules (families.c; the
+ * rules in plan_simt.c, plan_mma.c, plan_decode.c, plan_cpu.c), then what
+ * every forward shares: packed heads, key splits and their merge. Pure: no
+ * OpenCL calls, so tests can feed it made-up devices.
+ */
+#include "common.h"
+#include "tuning.h"
+#include "errors.h"
+#include "problem.h"
+#include "plan.h"
+#include "families.h"
+
+#include <limits.h>
+
+#include <stdio.h>
+
+#define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
+/* The decode kernels' split target (plan_decode.c): one wave, the 2
+ * work-groups of 128 an H200 multiprocessor holds at their 184 (matrix
+ * instructions) and 202 (SIMT) registers a lane, at most 64 splits.
+ * Measured on the H200 (docs/performance.md): on matrix instructions, v9
+ * (at B 1, 32 splits 1.09-1.22x of 64; at B 8, 4 faster than 8 and 16);
+ * the SIMT kernel in f32, v13 (B 8 x 8k: 4 splits 0.172 ms, the 16 of 8 a
+ * compute unit 0.186; B 1 x 32k: 32 splits 0.104 ms, 64 0.121). */
+#define DECODE_WGS_PER_CU 2u
+#define DECODE_MAX_SPLITS 64u
+
+fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t why_len) {
+  if (!hint) {
+    fcl__say(why, why_len, "the tiling hint is NULL");
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  unsigned g = hint->threads_per_row, wg = hint->wg_size;
+  if (g != 0 && g != 1 && g != 2 && g != 4 && g != 8) {
+    fcl__say(why, why_len, "threads_per_row = %u; it must be 1, 2, 4 or 8 (8: backward only)", g);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->rows_per_thread > 4) {
+    fcl__say(why, why_len, "rows_per_thread = %u; at most 4", hint->rows_per_thread);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g))) {
+    fcl__say(why, why_len,
+        "wg_size = %u; it must be a power of two up to 1024 and a multiple of "
+        "threads_per_row",
+        wg);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->block_k > 128) {
+    fcl__say(why, why_len, "block_k = %u; at most 128", hint->block_k);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->tile_elem_size != 0 && hint->tile_elem_size != 2 && hint->tile_elem_size != 4) {
+    fcl__say(why, why_len, "tile_elem_size = %u; it must be 0, 2 or 4", hint->tile_elem_size);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->kernel >= FCL_FLASH_KERNELS) {
+    fcl__say(why, why_len, "kernel = %u is not an fcl_flash_kernel", hint->kernel);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->splits > FCL_MAX_SPLITS) {
+    fcl__say(why, why_len, "splits = %u; at most FCL_MAX_SPLITS = %d", hint->splits,
+             FCL_MAX_SPLITS);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (hint->merge > FCL_SPLIT_MERGE_LAST_SPLIT) {
+    fcl__say(why, why_len, "merge = %u is not an fcl_split_merge", hint->merge);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  return FCL_SUCCESS;
+}
+
+const char *fcl_flash_kernel_name(unsigned kernel) {
+  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu"};
+  return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
+}
+
+const char *fcl_split_merge_name(unsigned merge) {
+  static const char *const names[] = {"auto", "kernel", "last-split"};
+  return merge < sizeof names / sizeof names[0] ? names[merge] : "unknown";
+}
+
+unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
+  const size_t splits = plan->splits ? plan->splits : 1;
+  const size_t tiles = (seqlen_k + plan->block_k - 1) / plan->block_k;
+  const size_t tiles_per_split = (tiles + splits - 1) / splits;
+  return (unsigned)(tiles_per_split * plan->block_k);
+}
+
+/* Whether the forward packs the query heads of a KV head into its blocks
+ * (fcl_plan.packed_heads says the rule): *packed is the group or 1. */
+static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, unsigned *packed,
+                                 char *why, size_t why_len) {
+  const fcl_attention_desc *desc = &sh->desc;
+  const size_t group = sh->group;
+  const int can = group > 1 && !desc->alibi_slopes && desc->seqlen_q <= (size_t)INT_MAX / group;
+  *packed = 1;
+  if (hint && hint->packed_heads == 1) return FCL_SUCCESS;
+  if (hint && hint->packed_heads > 1) {
+    FCL_WHY_IF(hint->packed_heads != group, FCL_ERROR_UNSUPPORTED,
+               "packed_heads = %u: a block packs the %zu query heads of a KV head, or 1",
+               hint->packed_heads, group);
+    FCL_WHY_IF(!can, FCL_ERROR_UNSUPPORTED,
+               "packed_heads = %u: packing takes no ALiBi (a slope per block)",
+               hint->packed_heads);
+    *packed = (unsigned)group;
+    return FCL_SUCCESS;
+  }
+  if (can && desc->seqlen_q <= FCL_PACK_GQA_MAX_SEQLEN) *packed = (unsigned)group;
+  return FCL_SUCCESS;
+}
+
+/* The forward's key splits (fcl_plan.splits says the rule): the hint's
+ * count or the planner's, then as many as the tiles of split_keys need. The
+ * decode kernels' target is their own (DECODE_WGS_PER_CU), a power of two
+ * that reproduces the counts measured best. */
+static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                          const fcl_plan *hint, fcl_plan *plan) {
+  const int decode = fcl__decode_kernel_family(plan->kernel);
+  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const size_t groups =
+      desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
+  size_t splits = 1;
+  if (hint && hint->splits) {
+    splits = hint->splits;
+  } else if (groups < cus) {
+    splits = decode ? fcl__floor_pow2(DECODE_WGS_PER_CU * cus / groups)
+                    : (2 * cus + groups - 1) / groups;
+    const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
+    const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
+    if (splits > by_keys) splits = by_keys;
+    if (splits > most) splits = most;
+  }
+  plan->splits = (unsigned)splits;
+  const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
+  plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
+}
+
+/* How a split forward merges (fcl_plan.merge says the rule). The merge in
+ * the split launch saves the host a second launch (5-7 us on NVIDIA's
+ * driver, v10) but ends each work-group on a device-wide fence and its
+ * block on one work-group's merge: on an H100, back to back, B 1 calls
+ * that read 4-32 MiB of K and V (bound by the host's launches) ran 15-20
+ * us where two launches ran 19-31, and those that read 64-128 MiB ran
+ * 0.92-0.99x the merge kernel's speed (docs/performance.md, v20). So
+ * it is taken where the call reads at most MERGE_IN_LAUNCH_BYTES_PER_CU of
+ * K and V per compute unit, and only where its fence and count were proven:
+ * NVIDIA's driver and CPUs (PoCL; their decode kernels are asked for, never
+ * planned). */
+#define MERGE_IN_LAUNCH_BYTES_PER_CU ((size_t)256 << 10)
+static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                               const fcl_plan *hint, fcl_plan *plan, char *why,
+                               size_t why_len) {
+  plan->merge = FCL_SPLIT_MERGE_AUTO;
+  if (plan->splits <= 1) return FCL_SUCCESS;
+  const int decode = fcl__decode_kernel_family(plan->kernel);
+  const size_t row_floats = decode ? fcl__decode_state_row_floats(plan) : 0;
+  const int fits = decode && plan->splits <= row_floats;
+  const unsigned wanted = hint ? hint->merge : FCL_SPLIT_MERGE_AUTO;
+  if (wanted == FCL_SPLIT_MERGE_LAST_SPLIT) {
+    FCL_WHY_IF(!decode, FCL_ERROR_UNSUPPORTED,
+               "merge = last split: only the decode kernels merge in their own launch, not "
+               "the %s kernel",
+               fcl_flash_kernel_name(plan->kernel));
+    FCL_WHY_IF(!fits, FCL_ERROR_UNSUPPORTED,
+               "merge = last split: a row's %u split LSEs do not fit the %zu floats of the "
+               "kernel's local state",
+               plan->splits, row_floats);
+  }
+  /* K and V's bytes, in doubles: no overflow */
+  const double kv_bytes = 2.0 * (double)desc->batch * (double)desc->seqlen_k *
+                          (double)desc->heads_kv * (double)desc->head_dim *
+                          (double)fcl_dtype_size(desc->dtype);
+  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const int short_call = kv_bytes <= (double)cus * (double)MERGE_IN_LAUNCH_BYTES_PER_CU;
+  const int proven = limits->nvidia_ptx || !limits->is_gpu;
+  plan->merge = wanted ? wanted
+                : fits && proven && short_call ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                               : FCL_SPLIT_MERGE_KERNEL;
+  return FCL_SUCCESS;
+}
+
+/* A paged forward reads each page lookup's keys from one page (cl/blocks.cl,
+ * PAGED; fcl__page_lookup_keys). The planners keep tiles within
+ * fcl__page_tile_cap; a hint's may not be. */
+static fcl_status check_pages_fit(const fcl__shape *sh, const fcl_plan *plan, char *why,
+                                  size_t why_len) {
+  const unsigned keys = fcl__page_lookup_keys(plan);
+  FCL_WHY_IF(sh->paged && sh->desc.page_size % keys != 0, FCL_ERROR_UNSUPPORTED,
+             "block_k = %u keys a tile do not divide page_size = %zu: a tile would straddle "
+             "two pages",
+             keys, sh->desc.page_size);
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
+  char why[160];
+  fcl_status status = fcl__check_tiling_hint_why(hint, why, sizeof why);
+  FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "%s", why);
+  return FCL_SUCCESS;
+}
+
+/* A hint naming a SIMT layout field asks for the SIMT kernels. */
+static int simt_hinted(const fcl_plan *hint) {
+  return hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
+}
+
+/* Whether the tensor-core kernels run: the hint's, else the rules'. */
+static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
+                      const fcl_plan *hint) {
+  if (hint && hint->kernel) return hint->kernel == FCL_FLASH_KERNEL_MMA;
+  return !simt_hinted(hint) && sh->vec4 && fcl__mma_suits(limits, &sh->desc);
+}
+
+/* The family that plans a pass: the hint's kernel, else the rules' (the
+ * forward's `desc` as the planner sees it, packed): a decode kernel, the
+ * tensor cores, the CPU kernels, else SIMT. */
+static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape *sh,
+                              const fcl_attention_desc *desc, const fcl_plan *hint,
+                              fcl_pass pass, unsigned packed) {
+  if (hint && hint->kernel) return hint->kernel;
+  if (simt_hinted(hint)) return FCL_FLASH_KERNEL_SIMT;
+  const int mma = mma_chosen(limits, sh, hint);
+  if (pass == FCL_PASS_BACKWARD)
+    return mma                               ? FCL_FLASH_KERNEL_MMA
+           : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
+                                             : FCL_FLASH_KERNEL_SIMT;
+  const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
+  return decode ? decode
+         : mma  ? FCL_FLASH_KERNEL_MMA
+         : fcl__cpu_forward_suits(limits, desc->seqlen_q, packed) ? FCL_FLASH_KERNEL_CPU
+                                                                   : FCL_FLASH_KERNEL_SIMT;
+}
+
+fcl_status fcl__plan_flash(const fcl_device_limits *limits,
+                           const fcl_attention_desc *given, fcl_pass pass,
+                           const fcl_plan *hint, fcl_plan *out, char *why,
+                           size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  if (!limits || !given || !out) {
+    fcl__say(why, why_len, "%s is NULL", !limits ? "limits" : !given ? "desc" : "plan");
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  if (pass != FCL_PASS_FORWARD && pass != FCL_PASS_BACKWARD) {
+    fcl__say(why, why_len, "pass = %d is not an fcl_pass", (int)pass);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
+  /* The same checks, and so the same status, as a call with this desc;
+   * from here on its whole copy. */
+  fcl__shape shape;
+  FCL_FORWARD_IF(fcl__check_desc_why(given, &shape, why, why_len));
+  return fcl__plan_shape(limits, &shape, pass, hint, out, why, why_len);
+}
+
+fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,
+                           const fcl_plan *hint, fcl_plan *out, char *why, size_t why_len) {
+  if (hint) FCL_FORWARD_IF(fcl__check_tiling_hint_why(hint, why, why_len));
+  const fcl__shape shape = *sh;
+  const fcl_attention_desc *desc = &shape.desc;
+  FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
+             "the device reports a work-group limit of 0");
+  const int backward = pass == FCL_PASS_BACKWARD;
+  FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
+             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
+  FCL_WHY_IF(mma_chosen(limits, &shape, hint) && !shape.vec4 && desc->head_dim % 4 == 0,
+             FCL_ERROR_UNSUPPORTED,
+             "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
+             "every tensor's offset and strides to be multiples of 4 elements",
+             desc->head_dim);  /* (else the MMA planner says why) */
+  FCL_WHY_IF(backward && shape.paged, FCL_ERROR_UNSUPPORTED,
+             "a paged KV cache (block_table) is for the forward; the backward takes "
+             "contiguous K and V");
+  FCL_WHY_IF(backward && desc->seqlens_k, FCL_ERROR_UNSUPPORTED,
+             "a KV cache's lengths (seqlens_k) are for the forward; the backward takes "
+             "whole sequences (or cu_seqlens)");
+  /* Packed, the forward's planner sees a group's rows as one head's. */
+  unsigned packed = 1;
+  if (!backward) FCL_FORWARD_IF(choose_packing(&shape, hint, &packed, why, why_len));
+  fcl_attention_desc packed_desc = *desc;
+  packed_desc.seqlen_q *= packed;
+  packed_desc.heads_q /= packed;
+  const unsigned kernel = choose_family(limits, &shape, &packed_desc, hint, pass, packed);
+  const fcl__family_pass *family = fcl__family_pass_of(kernel, pass);
+  fcl_plan plan;  /* `out` is written on success only */
+  if (backward) {
+    FCL_FORWARD_IF(family->plan(limits, &shape, desc, hint, &plan, why, why_len));
+    *out = plan;
+    return FCL_SUCCESS;
+  }
+  FCL_FORWARD_IF(family->plan(limits, &shape, &packed_desc, hint, &plan, why, why_len));
+  FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
+  choose_splits(limits, &packed_desc, hint, &plan);
+  FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
+  plan.packed_heads = packed;
+  *out = plan;
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,
+                          fcl_pass pass, fcl_plan *plan, char *why, size_t why_len) {
+  const fcl_device_limits *limits = &ctx->info.limits;
+  if (fcl_tiling_hint_given(hint)) return fcl__plan_shape(limits, sh, pass, hint, plan, why, why_len);
+  /* A bucket's tuned plan may not suit every shape in it (a head_dim its
+   * threads do not divide): the rules take those. */
+  fcl_plan tuned;
+  if (fcl__tuned_plan(ctx, &sh->desc, pass, &tuned) &&
+      fcl__plan_shape(limits, sh, pass, &tuned, plan, NULL, 0) == FCL_SUCCESS) {
+    plan->tuned = 1;
+    return FCL_SUCCESS;
+  }
+  return fcl__plan_shape(limits, sh, pass, NULL, plan, why, why_len);
+}
+
+fcl_status fcl_plan_flash(const fcl_device_limits *limits,
+                          const fcl_attention_desc *desc, fcl_pass pass,
+                          fcl_plan *plan, char *why, size_t why_len) {
+  return fcl__plan_flash(limits, desc, pass, NULL, plan, why, why_len);
+}
+
+fcl_status fcl_plan_flash_hinted(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc, fcl_pass pass,
+                                 const fcl_plan *hint, fcl_plan *plan, char *why,
+                                 size_t why_len) {
+  return fcl__plan_flash(limits, desc, pass, hint, plan, why, why_len);
+}

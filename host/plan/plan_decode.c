@@ -1,0 +1,238 @@
+/*
+ * plan_decode.c — the tilings of the two decode forwards
+ * (cl/flash_fwd_decode.cl, cl/flash_fwd_decode_mma.cl). Pure, like plan.c,
+ * which calls it with the packed problem (a block's rows are slots of a
+ * group's heads).
+ *
+ * Which (fcl__decode_kernel): the one on matrix instructions where they
+ * run natively, for 16-bit types up to head_dim 128 and 16 rows; else the
+ * SIMT one on GPUs (decode_suits says why). Its tiling:
+ *   - rows: the block's, the packed rows rounded up to a power of two, at
+ *     most FCL_DECODE_MAX_ROWS; every work-item keeps q and an accumulator
+ *     slice for each;
+ *   - a work-item's slice of head_dim, ELEMS: 8 elements up to 4 rows,
+ *     else 4, so that q and the accumulator stay within 64 floats; the
+ *     work-items sharing a key are head_dim / ELEMS rounded up to a power
+ *     of two, at most 32 (a warp, whose shuffles sum the dot products);
+ *   - the work-group: 128 work-items (key groups of 8 at d = 128), halved
+ *     while its local memory does not fit; each key group takes
+ *     decode_keys_per_group keys a step (4; 2 on Intel), loaded a step
+ *     ahead, so block_k = groups x that;
+ *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
+ *     work-groups per compute unit (one wave), at most DECODE_MAX_SPLITS:
+ *     a decode launch has few blocks, and only every compute unit busy
+ *     keeps the memory busy; and how they merge (choose_merge): in the
+ *     split launch where the kernel's local state holds a block's LSEs.
+ * The one on matrix instructions has the MMA layout: each warp holds the
+ * block's rows (a power of two up to 16) and takes 16 keys of a step;
+ * four warps (block_k 64; a paged cache's page is looked up a warp's 16
+ * keys at a time, so any allowed page size takes it); the same split rule.
+ */
+#include "common.h"
+#include "errors.h"
+#include "problem.h"
+#include "plan.h"
+
+#define DECODE_WG 128u
+#define DECODE_MAX_LANES 32u
+#define DECODE_MAX_GROUPS 32u   /* block_k = groups x 4 within the tiles' 128 keys */
+#define DECODE_MMA_WARPS 4u     /* block_k = 64 */
+#define DECODE_MMA_MAX_HEAD_DIM 128u
+
+/* Keys a key group takes each step. The kernel holds a step's V and the
+ * next step's K at once; with 4 keys Intel's compiler spilled that (IGC
+ * 1.0.12504, 256 GRF: 192-352 bytes on dg2, 128 on pvc, d 128) and with 2
+ * it did not. */
+static unsigned decode_keys_per_group(const fcl_device_limits *limits) {
+  return limits->vendor == FCL_VENDOR_INTEL ? 2u : 4u;
+}
+
+static unsigned pow2_at_least(size_t x) {
+  unsigned p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+/* The SIMT kernel: GPUs only. On NVIDIA it was measured
+ * (docs/performance.md, v8: 2.5-3.3x the MMA kernel at caches of 32k and
+ * more); on AMD and Intel it is chosen by their compilers' figures
+ * (scripts/vendor-check.sh: no spill, 26 KiB of local memory and occupancy
+ * 2 on MI300X, 5 on RX 7900 XTX, where the SIMT split forward has 43 and
+ * 39 KiB and occupancy 1), not timed. On PoCL its local-memory sums made it
+ * 3-4x slower than the SIMT kernel. */
+static int decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
+                        size_t packed_rows) {
+  return limits->is_gpu && sh->vec4 && packed_rows <= FCL_DECODE_MAX_ROWS;
+}
+
+/* Where the matrix instructions run natively, for the types they multiply
+ * as stored (f32 would pay 3xTF32 and the splitting of every K and V
+ * element, which the SIMT kernel's f32 streams without). On the H200
+ * 1.40-1.84x the SIMT kernel at caches of 8k-128k (docs/performance.md,
+ * v9). */
+static int decode_mma_suits(const fcl_device_limits *limits, const fcl__shape *sh,
+                            size_t packed_rows) {
+  return fcl__mma_native(limits) && sh->desc.dtype != FCL_DTYPE_F32 && sh->vec4 &&
+         sh->desc.head_dim <= DECODE_MMA_MAX_HEAD_DIM &&
+         packed_rows <= FCL_DECODE_MMA_MAX_ROWS;
+}
+
+unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
+                            size_t packed_rows) {
+  if (decode_mma_suits(limits, sh, packed_rows)) return FCL_FLASH_KERNEL_DECODE_MMA;
+  if (decode_suits(limits, sh, packed_rows)) return FCL_FLASH_KERNEL_DECODE;
+  return FCL_FLASH_KERNEL_AUTO;
+}
+
+/* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in
+ * emulation the products' scratch and a float per work-item (mma.cl). */
+static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
+  return FCL_DECODE_MMA_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
+                                    (size_t)plan->wg_size / 32, emulate);
+}
+
+size_t fcl__decode_state_row_floats(const fcl_plan *plan) {
+  const size_t groups =
+      plan->wg_size / (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 32 : plan->threads_per_row);
+  return groups * FCL_DECODE_STATE_FLOATS((size_t)plan->head_dim_padded);
+}
+
+size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
+  if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA)
+    return decode_mma_local_bytes(plan, !fcl__mma_native(limits));
+  const int sum_by_shuffle = fcl__sums_by_shuffle(limits, plan->wg_size, plan->threads_per_row);
+  return FCL_DECODE_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
+                                (size_t)plan->block_k, (size_t)plan->wg_size,
+                                (size_t)plan->threads_per_row, sum_by_shuffle);
+}
+
+fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,
+                                    const fcl_attention_desc *desc, const fcl_plan *hint,
+                                    fcl_plan *out, char *why, size_t why_len) {
+  FCL_WHY_IF(!sh->vec4, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel loads groups of four elements: it needs head_dim (%zu) and "
+             "every tensor's offset and strides to be multiples of 4 elements",
+             desc->head_dim);
+  FCL_WHY_IF(desc->seqlen_q > FCL_DECODE_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel holds at most FCL_DECODE_MAX_ROWS = %d rows a block; this "
+             "forward has %zu (seqlen_q times the packed heads)",
+             FCL_DECODE_MAX_ROWS, desc->seqlen_q);
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_DECODE};
+  plan.block_q = pow2_at_least(desc->seqlen_q ? desc->seqlen_q : 1);
+  plan.rows_per_thread = plan.block_q;
+  const size_t elems = plan.block_q <= 4 ? 8 : 4;
+  unsigned lanes = pow2_at_least((desc->head_dim + elems - 1) / elems);
+  if (lanes > DECODE_MAX_LANES) lanes = DECODE_MAX_LANES;
+  const size_t slice = ((desc->head_dim + lanes - 1) / lanes + 3) / 4 * 4;
+  plan.threads_per_row = lanes;
+  plan.head_dim_padded = (unsigned)(slice * lanes);
+  unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
+  if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
+    wg = fcl__floor_pow2(limits->max_work_group_size);
+  /* paged: a step's keys within a page (fcl__page_tile_cap) */
+  const unsigned page_groups = fcl__page_tile_cap(desc) / decode_keys_per_group(limits);
+  const unsigned max_groups = page_groups < DECODE_MAX_GROUPS ? page_groups : DECODE_MAX_GROUPS;
+  if (!(hint && hint->wg_size) && wg > max_groups * lanes) wg = max_groups * lanes;
+  if (!(hint && hint->wg_size) && wg < lanes) wg = lanes;
+  FCL_WHY_IF(wg % lanes != 0 || wg / lanes > DECODE_MAX_GROUPS, FCL_ERROR_UNSUPPORTED,
+             "wg_size = %u: the decode kernel's work-group is 1 to %u key groups of %u "
+             "work-items at head_dim %zu",
+             wg, DECODE_MAX_GROUPS, lanes, desc->head_dim);
+  FCL_WHY_IF(wg > limits->max_work_group_size, FCL_ERROR_UNSUPPORTED,
+             "a work-group of %u work-items exceeds the device's limit of %zu", wg,
+             limits->max_work_group_size);
+  FCL_WHY_IF(hint && hint->threads_per_row && hint->threads_per_row != lanes,
+             FCL_ERROR_UNSUPPORTED,
+             "the decode kernel at head_dim %zu and %u rows shares each key among %u "
+             "work-items, not %u",
+             desc->head_dim, plan.block_q, lanes, hint->threads_per_row);
+  FCL_WHY_IF(hint && hint->rows_per_thread && hint->rows_per_thread != plan.block_q,
+             FCL_ERROR_UNSUPPORTED,
+             "the decode kernel's work-items each hold all %u rows of a block, not %u",
+             plan.block_q, hint->rows_per_thread);
+  const uint64_t budget = fcl__local_budget(limits);
+  for (;;) {
+    plan.wg_size = wg;
+    const unsigned groups = wg / lanes;
+    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits);
+    FCL_WHY_IF(plan.block_k % groups != 0 || plan.block_k > 128, FCL_ERROR_UNSUPPORTED,
+               "block_k = %u: the decode kernel's %u key groups take equal shares of a "
+               "step's keys, at most 128",
+               plan.block_k, groups);
+    plan.local_bytes = fcl__flash_decode_local_bytes(&plan, limits);
+    if (plan.local_bytes <= budget) break;
+    FCL_WHY_IF((hint && hint->wg_size) || wg / 2 < lanes, FCL_ERROR_UNSUPPORTED,
+               "the decode kernel needs %zu bytes of local memory per work-group at "
+               "head_dim %zu; the device allows %llu",
+               plan.local_bytes, desc->head_dim, (unsigned long long)budget);
+    wg /= 2;
+  }
+  *out = plan;
+  return FCL_SUCCESS;
+}
+
+/* The decode forward on matrix instructions: block_q rows (a power of two,
+ * at most 16) in every warp, DECODE_MMA_WARPS warps each taking 16 keys of
+ * a step (8 were no faster on the H200, v9), head_dim padded to whole
+ * 32-column groups (a lane's V loads), halved while local memory does not
+ * fit. */
+fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const fcl__shape *sh,
+                                        const fcl_attention_desc *desc, const fcl_plan *hint,
+                                        fcl_plan *out, char *why, size_t why_len) {
+  FCL_WHY_IF(desc->dtype == FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions takes f16 and bf16 storage; f32 runs "
+             "the decode kernel");
+  FCL_WHY_IF(!sh->vec4, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions loads groups of four elements: it "
+             "needs head_dim (%zu) and every tensor's offset and strides to be multiples of "
+             "4 elements",
+             desc->head_dim);
+  FCL_WHY_IF(desc->head_dim > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions takes head_dim up to %u, not %zu",
+             DECODE_MMA_MAX_HEAD_DIM, desc->head_dim);
+  FCL_WHY_IF(desc->seqlen_q > FCL_DECODE_MMA_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions holds at most "
+             "FCL_DECODE_MMA_MAX_ROWS = %d rows a block; this forward has %zu (seqlen_q "
+             "times the packed heads)",
+             FCL_DECODE_MMA_MAX_ROWS, desc->seqlen_q);
+  FCL_WHY_IF(hint && ((hint->threads_per_row && hint->threads_per_row != 4) ||
+                      (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+                      hint->tile_elem_size),
+             FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions has the MMA layout (threads_per_row "
+             "4, rows_per_thread 2) and no tiles in local memory (tile_elem_size 0)");
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA,
+                   .block_q = pow2_at_least(desc->seqlen_q ? desc->seqlen_q : 1),
+                   .threads_per_row = 4,
+                   .rows_per_thread = 2,
+                   .head_dim_padded = (unsigned)(desc->head_dim + 31) / 32 * 32};
+  const int fixed_wg = hint && hint->wg_size;
+  unsigned wg = fixed_wg ? hint->wg_size : 32 * DECODE_MMA_WARPS;
+  while (!fixed_wg && wg > 32 && wg > limits->max_work_group_size) wg /= 2;
+  FCL_WHY_IF(wg % 32 != 0, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions runs whole warps: wg_size %u is not a "
+             "multiple of 32",
+             wg);
+  FCL_WHY_IF(wg > limits->max_work_group_size, FCL_ERROR_UNSUPPORTED,
+             "a work-group of %u work-items exceeds the device's limit of %zu", wg,
+             limits->max_work_group_size);
+  const int emulate = !fcl__mma_native(limits);
+  const uint64_t budget = fcl__local_budget(limits);
+  for (;;) {
+    plan.wg_size = wg;
+    plan.block_k = FCL__DECODE_MMA_WARP_KEYS * (wg / 32);
+    plan.local_bytes = decode_mma_local_bytes(&plan, emulate);
+    if (plan.local_bytes <= budget) break;
+    FCL_WHY_IF(fixed_wg || wg == 32, FCL_ERROR_UNSUPPORTED,
+               "the decode kernel on matrix instructions needs %zu bytes of local memory per "
+               "work-group at head_dim %zu; the device allows %llu",
+               plan.local_bytes, desc->head_dim, (unsigned long long)budget);
+    wg /= 2;
+  }
+  FCL_WHY_IF(hint && hint->block_k && hint->block_k != plan.block_k, FCL_ERROR_UNSUPPORTED,
+             "block_k = %u: the decode kernel on matrix instructions steps 16 keys a warp, %u "
+             "for %u work-items",
+             hint->block_k, plan.block_k, wg);
+  *out = plan;
+  return FCL_SUCCESS;
+}

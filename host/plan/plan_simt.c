@@ -1,0 +1,342 @@
+/*
+ * plan_simt.c — the SIMT kernels' tilings (flash_fwd.cl, flash_bwd.cl): the
+ * rules that fit a work-item's private floats to the vendor's registers and
+ * the tiles to local memory. docs/design.md ("The SIMT rules") says why.
+ */
+#include "common.h"
+#include "errors.h"
+#include "problem.h"
+#include "plan.h"
+
+#include <stdio.h>
+
+#define MAX_BLOCK_K 64u
+#define PRIVATE_FLOATS 160u      /* q + accumulator slices + Bc scores */
+#define MIN_BLOCK_K 4u
+#define DEFAULT_WG 128u           /* the backward's starting work-group */
+#define TARGET_ROWS 128u          /* Br the forward's work-group aims at */
+#define MAX_WG 256u               /* registers: 256 x ~170 fit an SM's 64K */
+#define MIN_WG 32u
+#define CPU_MIN_WG 8u             /* a CPU forward's smallest, for a few query rows */
+#define CPU_BLOCK_K 32u           /* the CPU forward's key tile (plan_flash, cpu_rule) */
+#define CPU_RULE_MAX_HEAD_DIM 128u  /* the widest bucket the CPU rule was measured on */
+#define PRIVATE_ROW_FLOATS 128u  /* q slice + accumulator slice */
+#define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
+#define BWD_MAX_THREADS_PER_ROW 8u
+#define FWD_MAX_THREADS_PER_ROW 8u
+
+/* Private floats a work-item may keep without spilling, per vendor. The
+ * numbers above are an H200's (255 registers a work-item). Intel's GPUs
+ * run at their narrowest sub-group with 256 registers a thread
+ * (fcl__program_options), 256 floats a lane on Xe-HPG (SIMD8) and Xe-HPC
+ * (SIMD16); the budgets are what ocloc compiled without spilling over
+ * head_dim 64 and 128 (scripts/vendor-check.sh; docs/performance.md,
+ * vendors). */
+typedef struct register_budget {
+  unsigned fwd;      /* q + accumulator slices + Bc scores */
+  unsigned fwd_row;  /* q + accumulator slices */
+  unsigned bwd;      /* the backward's four row slices */
+} register_budget;
+
+static register_budget register_budget_of(const fcl_device_limits *limits) {
+  if (limits->vendor == FCL_VENDOR_INTEL)
+    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32}
+                                       : (register_budget){80, 64, 32};
+  if (limits->vendor == FCL_VENDOR_AMD) return (register_budget){96, 64, 64};
+  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS};
+}
+
+/* flash-attn's head_dim buckets: one kernel build serves a range of head
+ * dims; the real head_dim is a run-time argument. */
+static unsigned head_dim_bucket(size_t d) {
+  if (d <= 16) return 16;
+  if (d <= 32) return 32;
+  return (unsigned)((d + 31) / 32 * 32);
+}
+
+/* Bytes of one tile element: the plan's, floats when unset. */
+static size_t tile_elem(const fcl_plan *plan) {
+  return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
+}
+
+/* Local bytes of flash_fwd.cl for a tiling; mirrors its __local arrays. */
+size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
+  const size_t g = plan->threads_per_row, wg = plan->wg_size;
+  const int sums_in_local = g > 1 && !fcl__sums_by_shuffle(limits, wg, (unsigned)g);
+  return FCL_SIMT_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
+                                  (size_t)tile_elem(plan), sums_in_local);
+}
+
+/* Mirrors flash_bwd.cl: SUB_ROWS is the largest of 8, 4, 2, 1 dividing the
+ * tile, and at most 4 where eight work-items share a row: ocloc spilled
+ * the d = 128 dK/dV kernel on a Max 1550 with 8 (192 bytes a thread) and
+ * not with 4. On AMD and Intel, slices of 24 floats take at most 2 and of
+ * 32 one: with 4, the Max 1550 spilled both kernels at d = 192 and 256
+ * (256-448 bytes) and RDNA the d = 256 dK/dV (180-528 bytes a lane), with
+ * 2, RDNA still 44 (scripts/vendor-check.sh). */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
+  unsigned rows = plan->block_k;
+  const unsigned slice = plan->head_dim_padded / plan->threads_per_row;
+  const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
+  const unsigned most = plan->threads_per_row < 8 ? 8
+                        : !narrow || slice < 24   ? 4
+                        : slice < 32              ? 2
+                                                  : 1;
+  return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
+}
+
+fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim) {
+  fcl__pre_shape shape = {.wg_size = 1, .threads_per_row = 1};
+  while (2 * shape.wg_size <= 128 && 2 * shape.wg_size <= limits->max_work_group_size)
+    shape.wg_size *= 2;
+  while (shape.threads_per_row < 32 && 4 * shape.threads_per_row < head_dim &&
+         2 * shape.threads_per_row <= shape.wg_size)
+    shape.threads_per_row *= 2;
+  return shape;
+}
+
+/* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
+ * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
+ * row_keys the visible keys' bounds), and, without sub-group shuffles
+ * (fcl__sums_by_shuffle), the partial dot products of SUB_ROWS rows. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
+                                  int row_keys) {
+  const size_t g = plan->threads_per_row, wg = plan->wg_size;
+  const int sums_in_local = g > 1 && !fcl__sums_by_shuffle(limits, wg, (unsigned)g);
+  return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
+                                  (size_t)tile_elem(plan), row_keys, sums_in_local,
+                                  (size_t)fcl__flash_bwd_sub_rows(plan, limits));
+}
+
+/* The tile element sizes to try, floats first (see the top of the file):
+ * also the storage type's 2 bytes for f16 and bf16; only the hint's size
+ * when it names one. @return how many, or 0 (and why) for a hint of 2-byte
+ * tiles with f32 storage. */
+static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hint,
+                             unsigned out[2], char *why, size_t why_len) {
+  const unsigned store = (unsigned)fcl_dtype_size(desc->dtype);
+  const unsigned want = hint ? hint->tile_elem_size : 0;
+  if (want == 2 && store != 2) {
+    fcl__say(why, why_len, "tiles of 2-byte elements need f16 or bf16 storage, not %s",
+        fcl_dtype_name(desc->dtype));
+    return 0;
+  }
+  if (want) {
+    out[0] = want;
+    return 1;
+  }
+  out[0] = sizeof(float);
+  out[1] = 2;
+  return store == 2 ? 2 : 1;
+}
+
+/* The work-group halved (down to `floor` and g) while a launch over `seqs`
+ * sequences of `seqlen` rows, wg / g * rows a work-group, has fewer than
+ * two work-groups per compute unit: small problems still fill the device. */
+static unsigned fill_device(const fcl_device_limits *limits, unsigned wg, unsigned g,
+                            unsigned rows, size_t seqs, size_t seqlen, unsigned floor) {
+  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  for (;;) {
+    const size_t block = (size_t)wg / g * rows;
+    const size_t groups = seqs * ((seqlen + block - 1) / block);
+    if (groups >= want || wg / 2 < floor || wg / 2 < g) return wg;
+    wg /= 2;
+  }
+}
+
+/* The backward's rule (docs/design.md, "The SIMT rules"). */
+fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
+                                   const fcl_attention_desc *desc, const fcl_plan *hint,
+                                   fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
+  const int row_keys = fcl__row_keys_in_local(desc);
+  const int fixed_wg = hint && hint->wg_size;
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
+  plan.head_dim_padded = head_dim_bucket(desc->head_dim);
+  plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
+  if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
+
+  const unsigned bwd_floats = register_budget_of(limits).bwd;
+  /* CPUs up to head_dim 128: whole rows, as the forward (no registers to
+   * budget): on 2 cores 1.4-1.9x the register rule's split rows
+   * (docs/performance.md, "CPU backward"). */
+  const int cpu_rule = !limits->is_gpu && plan.head_dim_padded <= CPU_RULE_MAX_HEAD_DIM;
+  unsigned g = 1;
+  while (!cpu_rule && 4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
+         g < BWD_MAX_THREADS_PER_ROW)
+    g *= 2;
+  if (hint && hint->threads_per_row) g = hint->threads_per_row;
+
+  unsigned wg = fixed_wg ? hint->wg_size : DEFAULT_WG;
+  if (!fixed_wg && wg > limits->max_work_group_size)
+    wg = fcl__floor_pow2(limits->max_work_group_size);
+  if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
+  plan.threads_per_row = g;
+  if (!fixed_wg) {
+    /* Fill the device with dK/dV work-groups. */
+    wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_kv,
+                     desc->seqlen_k, MIN_WG);
+  }
+  const uint64_t budget = fcl__local_budget(limits);
+  unsigned elems[2];
+  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  if (!n_elems) return FCL_ERROR_UNSUPPORTED;
+  /* The largest work-group from wg down whose tiles fit, for each element
+   * size; 2-byte tiles only where they fit a larger one. */
+  unsigned best_wg = 0, best_elem = elems[0], smallest_wg = wg;
+  for (int e = 0; e < n_elems; ++e) {
+    plan.tile_elem_size = elems[e];
+    for (unsigned w = wg;; w /= 2) {
+      plan.wg_size = w;
+      plan.block_q = plan.block_k = w / g * plan.rows_per_thread;
+      smallest_wg = w;
+      if (fcl__flash_bwd_local_bytes(&plan, limits, row_keys) <= budget) {
+        if (w > best_wg) best_wg = w, best_elem = elems[e];
+        break;
+      }
+      if (fixed_wg || w / 2 < g) break;
+    }
+  }
+  /* Without a fit, the smallest tiles tried, for the message. */
+  wg = best_wg ? best_wg : smallest_wg;
+  plan.tile_elem_size = best_wg ? best_elem : elems[n_elems - 1];
+  plan.wg_size = wg;
+  plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
+  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, limits, row_keys);
+  if (wg > limits->max_work_group_size) {
+    fcl__say(why, why_len,
+        "a work-group of %zu work-items exceeds the device's limit of %zu",
+        (size_t)wg, limits->max_work_group_size);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (plan.local_bytes > budget) {
+    fcl__say(why, why_len,
+        "head_dim %zu needs %zu bytes of local memory per work-group in the "
+        "backward; the device allows %zu",
+        desc->head_dim, plan.local_bytes, (size_t)budget);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  plan.splits = 1;
+  plan.packed_heads = 1;
+  *out = plan;
+  return FCL_SUCCESS;
+}
+
+/* The forward's rule (docs/design.md, "The SIMT rules"); `desc` as the
+ * planner sees it, packed heads' rows as one head's. */
+fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
+                                  const fcl_attention_desc *desc, const fcl_plan *hint,
+                                  fcl_plan *out, char *why, size_t why_len) {
+  (void)sh;
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
+  const unsigned bucket = head_dim_bucket(desc->head_dim);
+  plan.head_dim_padded = bucket;
+
+  const register_budget regs = register_budget_of(limits);
+  /* CPUs: PoCL runs a work-group's work-items as SIMD lanes, and private
+   * floats live in cache-resident memory, not registers: whole rows, two a
+   * work-item, 32 keys a tile (docs/performance.md, "CPU forward": 1.4-2x
+   * the register rule's tiling at d = 128 on 2 cores, as fast at d = 64;
+   * wider head dims unmeasured, so they keep it). */
+  const int cpu_rule = !limits->is_gpu && bucket <= CPU_RULE_MAX_HEAD_DIM;
+  unsigned g = 1, rows = cpu_rule ? 2 : 1;
+  while (!cpu_rule && 2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
+  if (limits->nvidia_ptx) {
+    unsigned g2 = 1;
+    while (2 * 2 * bucket / g2 > regs.fwd_row) g2 *= 2;
+    if (g2 <= 2) g = g2, rows = 2;
+  }
+  if (hint && hint->threads_per_row) g = hint->threads_per_row;
+  if (hint && hint->rows_per_thread) rows = hint->rows_per_thread;
+  plan.rows_per_thread = rows;
+  if (g > FWD_MAX_THREADS_PER_ROW) {
+    fcl__say(why, why_len, "the forward splits a row over at most %u work-items, not %u",
+        FWD_MAX_THREADS_PER_ROW, g);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+
+  /* a power of two (rows_per_thread = 3 from a hint would give 85) */
+  unsigned wg = fcl__floor_pow2(TARGET_ROWS * g / rows);
+  if (wg > MAX_WG) wg = MAX_WG;
+  if (hint && hint->wg_size) wg = hint->wg_size;
+  if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
+    wg = fcl__floor_pow2(limits->max_work_group_size);
+  if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
+  if (bucket % (4 * g) != 0) {  /* flash_fwd.cl's slices are whole float4s */
+    fcl__say(why, why_len,
+             "the forward cannot split head_dim %zu (bucket %u) over %u work-items in "
+             "float4 slices",
+             desc->head_dim, bucket, g);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (!(hint && hint->wg_size)) {
+    /* No larger a block than the rows there are (decode: a few rows),
+     * down to a GPU's sub-group (a work-group narrower than an AMD
+     * wavefront leaves lanes idle), or CPU_MIN_WG (PoCL vectorises across
+     * work-items: idle rows cost it as much as live ones). */
+    const unsigned gpu_floor = limits->sub_group_size > MIN_WG ? limits->sub_group_size : MIN_WG;
+    const unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    while (wg / 2 >= floor_wg && wg / 2 >= g &&
+           (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
+      wg /= 2;
+    wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_q,
+                     desc->seqlen_q, limits->is_gpu ? gpu_floor : MIN_WG);
+  }
+  if (wg > limits->max_work_group_size) {
+    fcl__say(why, why_len,
+        "a work-group of %zu work-items exceeds the device's limit of %zu",
+        (size_t)wg, limits->max_work_group_size);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  plan.wg_size = wg;
+  plan.threads_per_row = g;
+  plan.block_q = wg / g * plan.rows_per_thread;
+
+  const uint64_t budget = fcl__local_budget(limits);
+  unsigned elems[2];
+  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  if (!n_elems) return FCL_ERROR_UNSUPPORTED;
+  /* Registers first: 2 * slice + rows * Bc private floats. */
+  unsigned bk_cap = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
+  if (bk_cap > fcl__page_tile_cap(desc)) bk_cap = fcl__page_tile_cap(desc);
+  const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
+  while (!cpu_rule && bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
+    bk_cap /= 2;
+  const int fixed_bk = hint && hint->block_k;
+  if (fixed_bk && hint->block_k < MIN_BLOCK_K) {
+    fcl__say(why, why_len, "block_k = %u is below the SIMT forward's minimum of %u keys per tile",
+             hint->block_k, MIN_BLOCK_K);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  if (fixed_bk) bk_cap = hint->block_k;
+  /* Then local memory: the largest power-of-two tile up to the cap that
+   * fits, for each element size; 2-byte tiles only where they fit a larger
+   * one. A requested size either fits or not. */
+  unsigned bk = 0, best_elem = elems[0];
+  for (int e = 0; e < n_elems; ++e) {
+    plan.tile_elem_size = elems[e];
+    for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
+      plan.block_k = b;
+      if (fcl__flash_local_bytes(&plan, limits) <= budget) {
+        if (b > bk) bk = b, best_elem = elems[e];
+        break;
+      }
+      if (fixed_bk) break;
+    }
+  }
+  plan.tile_elem_size = best_elem;
+  plan.block_k = bk;
+  if (bk < MIN_BLOCK_K) {
+    plan.block_k = fixed_bk ? hint->block_k : MIN_BLOCK_K;
+    plan.tile_elem_size = elems[n_elems - 1];
+    fcl__say(why, why_len,
+        "head_dim %zu needs %zu bytes of local memory per work-group; the "
+        "device allows %zu",
+        desc->head_dim, fcl__flash_local_bytes(&plan, limits),
+        (size_t)budget);
+    return FCL_ERROR_UNSUPPORTED;
+  }
+  plan.local_bytes = fcl__flash_local_bytes(&plan, limits);
+  *out = plan;
+  return FCL_SUCCESS;
+}

@@ -1,0 +1,134 @@
+/*
+ * naive.h — what the naive algorithm's files (naive.c, naive_bwd.c, gemm.c)
+ * and its I/O model share: chunking, the operands of its GEMMs, the row
+ * kernels' launch shape, its storage types, and CLBlast.
+ */
+#ifndef FLASHCL_NAIVE_H
+#define FLASHCL_NAIVE_H
+
+#include "common.h"
+#include "program.h"
+#include "problem.h"
+
+/** Chunking: (batch, head) slices per chunk given the device and scratch
+ *  limits. The forward keeps one seqlen_q x seqlen_k matrix per slice (S,
+ *  then P in place), the backward two (P, and dP then dS in place) and a
+ *  third with a softcap (its slope t'(S)). Ragged batches size the
+ *  matrices by the longest sequences (seqlen_q, seqlen_k). */
+typedef struct fcl__chunking {
+  size_t slice_bytes;  /* one slice's matrices */
+  size_t matrices;     /* per slice: 1, 2 or 3 */
+  size_t per_chunk;    /* kv heads per chunk */
+  size_t chunks;       /* total chunks over batch * group * kv heads */
+} fcl__chunking;
+
+/** ctx only receives the error message and may be NULL. */
+fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits,
+                               uint64_t scratch_limit, const fcl__shape *shape,
+                               fcl_pass pass, fcl__chunking *out);
+
+/** What both passes do first: refuse a storage type the device cannot run,
+ *  chunk the slices, and report the chunk count (saturated). */
+fcl_status fcl__naive_begin(fcl_context *ctx, const fcl__shape *shape, fcl_pass pass,
+                            fcl__chunking *ch, unsigned *chunks);
+
+/** One chunk: batch entry b (one sequence), group member `member`, kv heads
+ *  [kv0, kv0 + n); its sequence's nq x nk and where its tokens start. */
+typedef struct fcl__naive_chunk {
+  size_t b, member, kv0, n;
+  size_t nq, nk, q_start, k_start;
+} fcl__naive_chunk;
+
+typedef fcl_status (*fcl__chunk_fn)(void *state, const fcl__naive_chunk *chunk);
+
+/** Calls `fn` for every chunk, sequence by sequence and members in order
+ *  within each; stops at the first failure. */
+fcl_status fcl__naive_each_chunk(const fcl__shape *shape, const fcl__chunking *ch,
+                                 fcl__chunk_fn fn, void *state);
+
+/** A tensor the GEMMs read or write: the caller's buffer in its view, or a
+ *  packed scratch copy. */
+typedef struct fcl__operand {
+  cl_mem mem;
+  fcl_tensor_layout view;
+} fcl__operand;
+
+/** Element offset of token `token` of batch entry b, head h. */
+size_t fcl__operand_at(const fcl__operand *op, size_t b, size_t token, size_t h);
+
+/** A packed [tokens][heads][head_dim] view of tensor t (its scratch copy). */
+fcl_tensor_layout fcl__packed_view(const fcl__shape *shape, int t);
+
+/** Tensor t of the caller: `mem` in its view. */
+fcl__operand fcl__caller_operand(const fcl__shape *shape, int t, cl_mem mem);
+
+/** A packed scratch copy of tensor t, in float (`f32`) or the storage type,
+ *  allocated; its mem NULL and *status set on failure. */
+fcl__operand fcl__scratch_operand(fcl_context *ctx, const fcl__shape *shape, int t, int f32,
+                                  const char *what, fcl_status *status);
+
+/** Moves tensor t between the caller's view and a packed copy (convert.cl:
+ *  view_to_packed, packed_to_view), widening to or rounding from float when
+ *  `f32`, else copying. */
+fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *shape, int t, int to_packed,
+                          int f32, cl_mem view_mem, cl_mem packed_mem, cl_mem io_counter);
+
+/** Zeroes tokens [token0, token0 + tokens) of entry b, heads [head0, head0 +
+ *  heads) of an operand (softmax.cl: zero_rows), in `type`. */
+fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *shape, fcl_dtype type,
+                          const fcl__operand *op, size_t b, size_t token0, size_t tokens,
+                          size_t head0, size_t heads, cl_mem io_counter);
+
+/** Launch shape of softmax.cl for rows of seqlen_k: work-items per row and
+ *  row elements per work-item (0: the streaming variant that reads twice). */
+void fcl__softmax_config(const fcl_device_limits *limits, size_t seqlen_k,
+                         unsigned *wg_size, unsigned *cols_per_item);
+
+/** The -D options of softmax.cl's row kernels (storage type, launch shape
+ *  for rows of up to seqlen_k, transforms, I/O counting), into `opts`. */
+void fcl__softmax_options(const fcl_device_limits *limits, const fcl__shape *shape,
+                          fcl_dtype type, cl_mem io_counter, fcl__options *opts);
+
+/** Sets a row kernel's arguments: its buffers, then the problem and where
+ *  the chunk is (softmax.cl, CHUNK_PARAMS), then the I/O counter. */
+fcl_status fcl__set_row_args(fcl_context *ctx, cl_kernel kernel, const char *name,
+                             const cl_mem *buffers, cl_uint n_buffers, const fcl_params *params,
+                             const fcl__naive_chunk *chunk, size_t group, cl_mem io_counter);
+
+/** The type the naive algorithm computes in, for its GEMMs and S/P: f16
+ *  for f16 storage, else f32 (bf16 runs the f32 path on widened copies). */
+fcl_dtype fcl__naive_compute_dtype(const fcl_attention_desc *desc);
+/** Bytes per element of the naive algorithm's S/P. */
+size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
+/** Whether the naive algorithm runs desc's storage type on a device with
+ *  `limits` (f16 needs cl_khr_fp16 and a scale that is a normal half);
+ *  FCL_ERROR_UNSUPPORTED and why if not. ctx may be NULL. */
+fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *limits,
+                                  const fcl_attention_desc *desc);
+
+/** One strided-batched GEMM, row-major: C = alpha * op(A) op(B) + beta * C
+ *  for `batch` matrices `*_stride` elements apart, in f32 (SGEMM) or f16
+ *  (HGEMM, alpha and beta rounded to half). */
+typedef struct fcl__gemm {
+  fcl_dtype type;  /* FCL_DTYPE_F32 (0, the default) or FCL_DTYPE_F16 */
+  int trans_a, trans_b;
+  size_t m, n, k;
+  float alpha, beta;
+  cl_mem a, b, c;
+  size_t a_off, a_ld, a_stride;
+  size_t b_off, b_ld, b_stride;
+  size_t c_off, c_ld, c_stride;
+  size_t batch;
+} fcl__gemm;
+
+/* CLBlast (gemm.c). */
+/** Runs a GEMM through CLBlast, one call at a time across the process
+ *  (CLBlast 1.5.3's caches are not thread-safe); `what` names it in errors.
+ *  Counts as an enqueue for failure injection. */
+fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *gemm, const char *what);
+/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
+ *  and beta (the kernels convert on the device); magnitudes below the
+ *  normal range (2^-14) become 0. */
+cl_half fcl__half_bits(float f);
+
+#endif

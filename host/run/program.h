@@ -1,0 +1,86 @@
+/*
+ * program.h — the kernels' programs: build options and the program cache (program.c).
+ */
+#ifndef FCL_PROGRAM_H
+#define FCL_PROGRAM_H
+
+#include "common.h"
+#include "context.h"
+
+/** The embedded kernel sources; each is compiled after common.cl and blocks.cl. */
+typedef enum fcl__source {
+  FCL_SRC_FLASH_FWD = 0,
+  FCL_SRC_SOFTMAX,
+  FCL_SRC_PEAKS,
+  FCL_SRC_FLASH_BWD,
+  FCL_SRC_CONVERT,
+  FCL_SRC_FLASH_FWD_MMA,
+  FCL_SRC_FLASH_BWD_MMA,
+  FCL_SRC_FLASH_BWD_PRE,
+  FCL_SRC_MMA_PROBE,      /* tests/test_mma.c */
+  FCL_SRC_PARAMS_PROBE,   /* tests/test_args.c */
+  FCL_SRC_MERGE,
+  FCL_SRC_CACHE,
+  FCL_SRC_FLASH_FWD_DECODE,
+  FCL_SRC_FLASH_FWD_DECODE_MMA,
+  FCL_SRC_FLASH_FWD_CPU,
+  FCL_SRC_FLASH_BWD_CPU,
+  FCL_SRC_COUNT
+} fcl__source;
+
+/** A growing "-D NAME=value" string for one build. */
+typedef struct fcl__options {
+  char text[1024];
+  size_t len;
+  int overflow;
+} fcl__options;
+
+void fcl__options_init(fcl__options *opts);
+void fcl__options_define(fcl__options *opts, const char *name, long value);
+void fcl__options_flag(fcl__options *opts, const char *flag);
+/** Defines FCL_COUNT_IO when the call counts I/O (`io_counter` not NULL).
+ *  Every kernel that takes FCL_IO_PARAM needs it in its options: the call,
+ *  not the context, decides, so that a concurrent
+ *  fcl_context_set_count_io() cannot build a kernel that disagrees with the
+ *  call's arguments. */
+void fcl__options_count_io(fcl__options *opts, cl_mem io_counter);
+
+/** The options a program is built with on a device with `limits`: `opts`,
+ *  then those every build on the device gets; `verbose` adds the vendor
+ *  compiler's resource report (FLASHCL_BUILD_LOG). One function for the
+ *  builds and for fcl_flash_programs, so that the two cannot differ.
+ *  @return FCL_ERROR_INVALID_ARGUMENT when they do not fit. */
+fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__options *opts,
+                                int verbose, fcl__options *all);
+
+/** A source's file name in cl/, and its prelude's (NULL if none). */
+const char *fcl__source_file(fcl__source source);
+/** The most texts a program is built from: the shared ones, a prelude, the source. */
+#define FCL__PROGRAM_TEXTS_MAX 6
+/** The texts the program of kernel file `file` (e.g. "flash_fwd.cl") is
+ *  built from, in order, as the library builds it: what scripts that
+ *  compile the kernels with other compilers concatenate. @return how many,
+ *  0 for a file that is no program's. */
+size_t fcl__program_texts_of(const char *file, const char *texts[FCL__PROGRAM_TEXTS_MAX]);
+const char *fcl__source_prelude_file(fcl__source source);
+/** A fingerprint of every kernel source built into the library (FNV-1a,
+ *  64 bits, as 16 hex digits): tuned plans are measurements of these
+ *  kernels, and a database of other kernels is stale (tuning.c). */
+void fcl__kernels_fingerprint(char out[17]);
+
+/** Builds (or takes from the context's cache) the program for `source`
+ *  with `opts` plus the context-wide options (I/O counting, vendor
+ *  extensions), and leases its kernel `name`: kept with the program
+ *  between calls, the caller's alone until fcl__kernel_return (so threads
+ *  never race on its arguments). */
+fcl_status fcl__kernel(fcl_context *ctx, fcl__source source,
+                       const fcl__options *opts, const char *name,
+                       cl_kernel *kernel);
+/** Gives a kernel of fcl__kernel back, after its last enqueue in the
+ *  call, and sets *kernel to NULL; NULL is a no-op. */
+void fcl__kernel_return(fcl_context *ctx, cl_kernel *kernel);
+
+/** Releases every cached program of the context. */
+void fcl__programs_release(fcl_context *ctx);
+
+#endif
