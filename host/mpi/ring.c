@@ -204,8 +204,7 @@ static fcl_attention_desc block_desc(const ring *g, const ring_chunk *q, const r
 /* Waits for the device, testing the step's MPI requests meanwhile so that
  * MPI moves the messages while the device computes (Open MPI progresses
  * only inside MPI calls). */
-static void wait_device(ring *g, MPI_Request *reqs, int n) {
-  const double t0 = now_ms();
+static void wait_device(ring *g, MPI_Request *reqs, int n, double t0) {
   cl_event done = NULL;
   if (!cl_failed(g, clEnqueueMarkerWithWaitList(g->queue, 0, NULL, &done), "clEnqueueMarker")) {
     clFlush(g->queue);
@@ -239,12 +238,13 @@ static void post(ring *g, int send, void *buf, size_t n, int peer, int tag, MPI_
   /* counts above INT_MAX floats would need derived types; slices that large
    * do not fit one device's buffer */
   const int count = (int)n;
+  const uint64_t bytes = peer == g->rank ? 0 : n * sizeof(float); /* to itself: a copy */
   if (send) {
     MPI_Isend(buf, count, MPI_FLOAT, peer, tag, g->comm, req);
-    g->info->bytes_sent += n * sizeof(float);
+    g->info->bytes_sent += bytes;
   } else {
     MPI_Irecv(buf, count, MPI_FLOAT, peer, tag, g->comm, req);
-    g->info->bytes_received += n * sizeof(float);
+    g->info->bytes_received += bytes;
   }
 }
 
@@ -375,8 +375,9 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
     write_host(&g, kdev, host[0], n_cur);
     write_host(&g, vdev, host[0] + n_cur, n_cur);
     info->ms_staging += now_ms() - ts;
+    const double tc = now_ms();
     forward_step(&g, s, qf, kdev, vdev, parts, lse_tmp);
-    wait_device(&g, reqs, nreq);
+    wait_device(&g, reqs, nreq, tc);
     wait_mpi(&g, reqs, nreq);
     if (!g.overlap && s + 1 < g.steps)
       exchange(&g, host[0], 2 * n_cur, to, host[1], 2 * n_next, from, TAG_KV);
@@ -384,7 +385,7 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
     host[0] = host[1];
     host[1] = t;
   }
-  ts = now_ms();
+  ts = now_ms(); /* the merge is compute; storing O in its type, staging */
   for (unsigned a = 0; a < g.nmine && g.status == FCL_SUCCESS; a++) {
     const ring_chunk *qc = &g.mine[a];
     fcl_merge_desc md;
@@ -394,6 +395,9 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
                "merging the blocks");
     if (lse) copy_lse(&g, lse_tmp, qc->len, 0, 0, lse, g.local, qc->local, 0, qc->len);
   }
+  if (g.status == FCL_SUCCESS) cl_failed(&g, clFinish(g.queue), "clFinish");
+  info->ms_compute += now_ms() - ts;
+  ts = now_ms();
   narrow(&g, of, o, q_elems);
   if (g.status == FCL_SUCCESS) cl_failed(&g, clFinish(g.queue), "clFinish");
   info->ms_staging += now_ms() - ts;
@@ -539,8 +543,9 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
     write_host(&g, kdev, kv[0], n_cur);
     write_host(&g, vdev, kv[0] + n_cur, n_cur);
     info->ms_staging += now_ms() - ts;
+    const double tc = now_ms();
     const unsigned used = backward_step(&g, s, in, lse, lse_blk, kdev, vdev, slots, theirs);
-    wait_device(&g, reqs, nreq);
+    wait_device(&g, reqs, nreq, tc);
     wait_mpi(&g, reqs, nreq);
     ts = now_ms();
     for (unsigned j = 0; j < used; j++) { /* fixed order: the same bits every run */
