@@ -256,6 +256,36 @@ static void exchange(ring *g, void *out, size_t n_out, int to, void *in, size_t 
   wait_mpi(g, reqs, 2);
 }
 
+/* A visible block of a step: query chunk `a` of this rank against chunk
+ * `e` of the slice it holds. */
+typedef struct step_block {
+  unsigned a, e;
+  ring_block blk;
+} step_block;
+
+/* The visible blocks of step s, in a fixed order, counted in `count`
+ * (with the hidden ones) unless NULL; the chunks of the slice held and its
+ * tokens come back too. */
+static unsigned step_blocks(const ring *g, unsigned s, ring_chunk theirs[2], size_t *src_tokens,
+                            step_block out[MAX_BLOCKS], fcl_mpi_info *count) {
+  unsigned nt = 0, n = 0, hidden = 0;
+  *src_tokens = slice_of(g, source(g, s), theirs, &nt);
+  for (unsigned a = 0; a < g->nmine; a++)
+    for (unsigned e = 0; e < nt; e++) {
+      const ring_chunk *q = &g->mine[a], *k = &theirs[e];
+      const ring_block blk = ring_block_plan(q->start, q->len, k->start, k->len, g->wl, g->wr);
+      if (blk.visible)
+        out[n++] = (step_block){a, e, blk};
+      else
+        hidden++;
+    }
+  if (count) {
+    count->blocks_computed += n;
+    count->blocks_skipped += hidden;
+  }
+  return n;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 typedef struct chunk_parts {
@@ -268,13 +298,10 @@ static void count_parts(const ring *g, size_t counts[2]) {
   counts[0] = counts[1] = 0;
   for (unsigned s = 0; s < g->steps; s++) {
     ring_chunk theirs[2];
-    unsigned nt = 0;
-    slice_of(g, source(g, s), theirs, &nt);
-    for (unsigned a = 0; a < g->nmine; a++)
-      for (unsigned e = 0; e < nt; e++)
-        counts[a] += ring_block_plan(g->mine[a].start, g->mine[a].len, theirs[e].start,
-                                     theirs[e].len, g->wl, g->wr)
-                         .visible;
+    step_block blocks[MAX_BLOCKS];
+    size_t tokens;
+    const unsigned n = step_blocks(g, s, theirs, &tokens, blocks, NULL);
+    for (unsigned i = 0; i < n; i++) counts[blocks[i].a]++;
   }
 }
 
@@ -283,36 +310,31 @@ static void count_parts(const ring *g, size_t counts[2]) {
 static void forward_step(ring *g, unsigned s, cl_mem qf, cl_mem kdev, cl_mem vdev,
                          chunk_parts parts[2], cl_mem lse_tmp) {
   ring_chunk theirs[2];
-  unsigned nt = 0;
-  const size_t src_tokens = slice_of(g, source(g, s), theirs, &nt);
-  for (unsigned a = 0; a < g->nmine && g->status == FCL_SUCCESS; a++)
-    for (unsigned e = 0; e < nt && g->status == FCL_SUCCESS; e++) {
-      const ring_chunk *q = &g->mine[a], *k = &theirs[e];
-      const ring_block blk =
-          ring_block_plan(q->start, q->len, k->start, k->len, g->wl, g->wr);
-      if (!blk.visible) {
-        g->info->blocks_skipped++;
-        continue;
-      }
-      g->info->blocks_computed++;
-      chunk_parts *cp = &parts[a];
-      const size_t part = cp->count++;
-      fcl_attention_desc d = block_desc(g, q, k, src_tokens, &blk);
-      d.o = view(g, q->len, g->hq, 0);
-      d.o.offset += part * g->b * q->len * g->hq * g->d;
-      if (blk.q_rows < q->len) { /* rows below see none of these keys */
-        const float minus_inf = -INFINITY;
-        cl_failed(g,
-                  clEnqueueFillBuffer(g->queue, cp->lse, &minus_inf, 4,
-                                      part * g->b * g->hq * q->len * 4,
-                                      g->b * g->hq * q->len * 4, 0, NULL, NULL),
-                  "clEnqueueFillBuffer");
-      }
-      fcl_failed(g, fcl_attention_forward(g->ctx, &d, FCL_ALGO_FLASH, qf, kdev, vdev, cp->o,
-                                          lse_tmp, NULL),
-                 "a block's forward");
-      copy_lse(g, lse_tmp, blk.q_rows, 0, 0, cp->lse, q->len, 0, part, blk.q_rows);
+  step_block blocks[MAX_BLOCKS];
+  size_t src_tokens;
+  const unsigned n = step_blocks(g, s, theirs, &src_tokens, blocks, g->info);
+  for (unsigned i = 0; i < n && g->status == FCL_SUCCESS; i++) {
+    const ring_chunk *q = &g->mine[blocks[i].a], *k = &theirs[blocks[i].e];
+    const ring_block *blk = &blocks[i].blk;
+    chunk_parts *cp = &parts[blocks[i].a];
+    const size_t part = cp->count++;
+    fcl_attention_desc d = block_desc(g, q, k, src_tokens, blk);
+    d.o = view(g, q->len, g->hq, 0);
+    d.o.offset += part * g->b * q->len * g->hq * g->d;
+    if (blk->q_rows < q->len) { /* rows below see none of these keys */
+      const float minus_inf = -INFINITY;
+      cl_failed(g,
+                clEnqueueFillBuffer(g->queue, cp->lse, &minus_inf, 4,
+                                    part * g->b * g->hq * q->len * 4, g->b * g->hq * q->len * 4,
+                                    0, NULL, NULL),
+                "clEnqueueFillBuffer");
     }
+    fcl_failed(g,
+               fcl_attention_forward(g->ctx, &d, FCL_ALGO_FLASH, qf, kdev, vdev, cp->o, lse_tmp,
+                                     NULL),
+               "a block's forward");
+    copy_lse(g, lse_tmp, blk->q_rows, 0, 0, cp->lse, q->len, 0, part, blk->q_rows);
+  }
 }
 
 fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
@@ -444,28 +466,20 @@ static void add_rows(const ring *g, float *into, size_t tokens, size_t first, co
 static unsigned backward_step(ring *g, unsigned s, cl_mem const in[4], cl_mem lse, cl_mem lse_blk,
                               cl_mem kdev, cl_mem vdev, grad_slot *slots,
                               ring_chunk theirs[2]) {
-  unsigned nt = 0, used = 0;
-  const size_t src_tokens = slice_of(g, source(g, s), theirs, &nt);
-  for (unsigned a = 0; a < g->nmine && g->status == FCL_SUCCESS; a++)
-    for (unsigned e = 0; e < nt && g->status == FCL_SUCCESS; e++) {
-      const ring_chunk *q = &g->mine[a], *k = &theirs[e];
-      const ring_block blk =
-          ring_block_plan(q->start, q->len, k->start, k->len, g->wl, g->wr);
-      if (!blk.visible) {
-        g->info->blocks_skipped++;
-        continue;
-      }
-      g->info->blocks_computed++;
-      grad_slot *sl = &slots[used++];
-      sl->q = q, sl->k = k, sl->blk = blk;
-      const fcl_attention_desc d = block_desc(g, q, k, src_tokens, &blk);
-      copy_lse(g, lse, g->local, q->local, 0, lse_blk, blk.q_rows, 0, 0, blk.q_rows);
-      fcl_failed(g,
-                 fcl_attention_backward(g->ctx, &d, FCL_ALGO_FLASH, in[0], kdev, vdev, in[1],
-                                        lse_blk, in[2], sl->dq, sl->dk, sl->dv, NULL),
-                 "a block's backward");
-    }
-  return used;
+  step_block blocks[MAX_BLOCKS];
+  size_t src_tokens;
+  const unsigned n = step_blocks(g, s, theirs, &src_tokens, blocks, g->info);
+  for (unsigned i = 0; i < n && g->status == FCL_SUCCESS; i++) {
+    grad_slot *sl = &slots[i];
+    sl->q = &g->mine[blocks[i].a], sl->k = &theirs[blocks[i].e], sl->blk = blocks[i].blk;
+    const fcl_attention_desc d = block_desc(g, sl->q, sl->k, src_tokens, &sl->blk);
+    copy_lse(g, lse, g->local, sl->q->local, 0, lse_blk, sl->blk.q_rows, 0, 0, sl->blk.q_rows);
+    fcl_failed(g,
+               fcl_attention_backward(g->ctx, &d, FCL_ALGO_FLASH, in[0], kdev, vdev, in[1],
+                                      lse_blk, in[2], sl->dq, sl->dk, sl->dv, NULL),
+               "a block's backward");
+  }
+  return n;
 }
 
 fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
