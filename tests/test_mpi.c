@@ -6,8 +6,9 @@
  * whole sequence, within the single-device rule (at most twice the error
  * of the single-device flash call on the whole problem, plus the rule's
  * floor); the backward run twice gives the same bits; and with --bad, one
- * rank's bad argument makes every rank return its error, naming it, within
- * 10 s. Not a Check suite: its ranks are MPI processes, not forks.
+ * rank's bad argument (a buffer too small, a descriptor unlike rank 0's, a
+ * NULL gradient in the backward) makes every rank return its error, naming
+ * that rank, within 10 s. Not a Check suite: its ranks are MPI processes, not forks.
  */
 #include "harness.h"
 #include "slices.h"
@@ -209,11 +210,17 @@ static int run_bad(fcl_context *ctx, const char *what, int bad_rank, fcl_status 
   cl_mem o = fclu_poisoned_buffer(ctx, rank == bad_rank && want == FCL_ERROR_BUFFER_TOO_SMALL
                                            ? 4 : lq * 4);
   cl_mem lse = fclu_poisoned_buffer(ctx, c->b * c->hq * c->n * 4);
-  if (rank == bad_rank && want == FCL_ERROR_INVALID_ARGUMENT) desc.heads_q *= 2;
+  if (rank == bad_rank && want == FCL_ERROR_INVALID_ARGUMENT && bad_rank) desc.heads_q *= 2;
   fcl_mpi_info info;
   const double t0 = now_s();
-  const fcl_status s = fcl_mpi_attention_forward(MPI_COMM_WORLD, ctx, &desc, c->layout, 0, sq,
-                                                 sk, sk, o, lse, &info);
+  /* the backward's case: dq NULL on the bad rank */
+  const int bwd = want == FCL_ERROR_INVALID_ARGUMENT && bad_rank == 0;
+  cl_mem dq = rank == bad_rank ? NULL : fclu_poisoned_buffer(ctx, lq * 4);
+  const fcl_status s =
+      bwd ? fcl_mpi_attention_backward(MPI_COMM_WORLD, ctx, &desc, c->layout, 0, sq, sk, sk, o,
+                                       lse, sq, dq, sk, sk, &info)
+          : fcl_mpi_attention_forward(MPI_COMM_WORLD, ctx, &desc, c->layout, 0, sq, sk, sk, o,
+                                      lse, &info);
   const double dt = now_s() - t0;
   char name[32];
   snprintf(name, sizeof name, "rank %d: ", bad_rank);
@@ -221,6 +228,7 @@ static int run_bad(fcl_context *ctx, const char *what, int bad_rank, fcl_status 
   printf("rank %d, %s: %s in %.3f s: %s %s\n", rank, what, fcl_status_str(s), dt, info.error,
          ok ? "ok" : "FAIL");
   clReleaseMemObject(sq), clReleaseMemObject(sk), clReleaseMemObject(o), clReleaseMemObject(lse);
+  if (dq) clReleaseMemObject(dq);
   free(q);
   return all(ok);
 }
@@ -252,6 +260,7 @@ int main(int argc, char **argv) {
     ok &= run_bad(ctx, "o too small on the last rank", ranks - 1, FCL_ERROR_BUFFER_TOO_SMALL);
     if (ranks > 1)
       ok &= run_bad(ctx, "heads_q differing on rank 1", 1, FCL_ERROR_INVALID_ARGUMENT);
+    ok &= run_bad(ctx, "the backward's dq NULL on rank 0", 0, FCL_ERROR_INVALID_ARGUMENT);
   }
   for (size_t i = 0; ok && !bad && i < sizeof cases / sizeof *cases; i++)
     ok &= run_case(ctx, &cases[i], seed + i);

@@ -7,7 +7,6 @@
  */
 #include "ring.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

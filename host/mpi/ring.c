@@ -35,6 +35,7 @@ typedef struct ring {
   ring_chunk mine[2];
   unsigned nmine;
   size_t local, max_local;
+  size_t q_elems, my_kv, max_kv; /* elements of the slice's Q, its K, the largest K */
   unsigned steps;
   fcl_mpi_info *info;
   fcl_status status; /* the first failure after the agreement */
@@ -67,6 +68,9 @@ static int fcl_failed(ring *g, fcl_status status, const char *what) {
          failed(g, status, "%s: %s", what, fcl_context_last_error(g->ctx));
 }
 
+/* Elements of K (or V) in a slice of `tokens`. */
+static size_t kv_elems(const ring *g, size_t tokens) { return g->b * tokens * g->hkv * g->d; }
+
 static void ring_init(ring *g, MPI_Comm comm, fcl_context *ctx, const fcl_attention_desc *desc,
                       fcl_mpi_layout layout, unsigned flags, fcl_mpi_info *info) {
   memset(g, 0, sizeof *g);
@@ -89,9 +93,22 @@ static void ring_init(ring *g, MPI_Comm comm, fcl_context *ctx, const fcl_attent
     ring_chunks(layout, desc->seqlen_q, g->ranks, r, c, &n, &len);
     if (len > g->max_local) g->max_local = len;
   }
+  g->q_elems = g->b * g->local * g->hq * g->d;
+  g->my_kv = kv_elems(g, g->local);
+  g->max_kv = kv_elems(g, g->max_local);
   g->steps = ring_steps(layout, desc->seqlen_q, g->ranks, g->wl, g->wr);
   g->info = info;
   g->info->steps = g->steps;
+}
+
+/* Checks and agrees on the arguments, then sets the ring up. */
+static fcl_status ring_begin(ring *g, MPI_Comm comm, fcl_context *ctx,
+                             const fcl_attention_desc *desc, fcl_mpi_layout layout,
+                             unsigned flags, const cl_mem *bufs, unsigned n, fcl_mpi_info *info) {
+  memset(info, 0, sizeof *info);
+  const fcl_status status = ring_check(comm, ctx, desc, layout, flags, bufs, n, info);
+  if (status == FCL_SUCCESS) ring_init(g, comm, ctx, desc, layout, flags, info);
+  return status;
 }
 
 /* The rank whose K/V this rank holds at step s, and its slice. */
@@ -106,8 +123,6 @@ static size_t slice_of(const ring *g, int r, ring_chunk c[2], unsigned *n) {
   return len;
 }
 
-/* Elements of K (or V) in a slice of `tokens`. */
-static size_t kv_elems(const ring *g, size_t tokens) { return g->b * tokens * g->hkv * g->d; }
 
 static cl_mem dev_alloc(ring *g, size_t bytes) {
   if (g->status != FCL_SUCCESS) return NULL;
@@ -161,6 +176,18 @@ static void read_host(ring *g, cl_mem from, float *to, size_t n) {
   if (g->status == FCL_SUCCESS && n)
     cl_failed(g, clEnqueueReadBuffer(g->queue, from, CL_TRUE, 0, n * 4, to, 0, NULL, NULL),
               "clEnqueueReadBuffer");
+}
+
+/* The ring's K/V: this rank's slice read into the first message (K then
+ * V, f32), and device buffers as large as the largest slice in their
+ * place. */
+static void kv_start(ring *g, cl_mem *kdev, cl_mem *vdev, float *message) {
+  read_host(g, *kdev, message, g->my_kv);
+  read_host(g, *vdev, message ? message + g->my_kv : NULL, g->my_kv);
+  release(kdev);
+  release(vdev);
+  *kdev = dev_alloc(g, g->max_kv * 4);
+  *vdev = dev_alloc(g, g->max_kv * 4);
 }
 
 /* Copies LSE columns: rows (batch, head) of `cols` floats from column
@@ -342,27 +369,20 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
                                      unsigned flags, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                      cl_mem lse, fcl_mpi_info *info) {
   fcl_mpi_info scratch;
-  if (!info) info = &scratch;
-  memset(info, 0, sizeof *info);
   const double t0 = now_ms();
   const cl_mem bufs[] = {q, k, v, o, lse};
-  fcl_status status = ring_check(comm, ctx, desc, layout, flags, bufs, 5, info);
-  if (status != FCL_SUCCESS) return status;
   ring g;
-  ring_init(&g, comm, ctx, desc, layout, flags, info);
-  const size_t q_elems = g.b * g.local * g.hq * g.d, my_kv = kv_elems(&g, g.local);
-  const size_t max_kv = kv_elems(&g, g.max_local);
+  fcl_status status =
+      ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 5, info ? info : &scratch);
+  if (status != FCL_SUCCESS) return status;
+  info = g.info;
+  const size_t q_elems = g.q_elems, my_kv = g.my_kv, max_kv = g.max_kv;
   double ts = now_ms();
   cl_mem qf = widen(&g, q, q_elems), kdev = widen(&g, k, my_kv), vdev = widen(&g, v, my_kv);
   cl_mem of = dev_alloc(&g, q_elems * 4);
   /* the message: K then V of the slice, f32 */
   float *host[2] = {host_alloc(&g, 2 * max_kv * 4), host_alloc(&g, 2 * max_kv * 4)};
-  read_host(&g, kdev, host[0], my_kv);
-  read_host(&g, vdev, host[0] ? host[0] + my_kv : NULL, my_kv);
-  release(&kdev);
-  release(&vdev);
-  kdev = dev_alloc(&g, max_kv * 4);
-  vdev = dev_alloc(&g, max_kv * 4);
+  kv_start(&g, &kdev, &vdev, host[0]);
   size_t counts[2];
   count_parts(&g, counts);
   chunk_parts parts[2] = {{NULL, NULL, 0}, {NULL, NULL, 0}};
@@ -488,16 +508,14 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
                                       cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
                                       fcl_mpi_info *info) {
   fcl_mpi_info scratch;
-  if (!info) info = &scratch;
-  memset(info, 0, sizeof *info);
   const double t0 = now_ms();
   const cl_mem bufs[] = {q, k, v, o, lse, dout, dq, dk, dv};
-  fcl_status status = ring_check(comm, ctx, desc, layout, flags, bufs, 9, info);
-  if (status != FCL_SUCCESS) return status;
   ring g;
-  ring_init(&g, comm, ctx, desc, layout, flags, info);
-  const size_t q_elems = g.b * g.local * g.hq * g.d, my_kv = kv_elems(&g, g.local);
-  const size_t max_kv = kv_elems(&g, g.max_local);
+  fcl_status status =
+      ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 9, info ? info : &scratch);
+  if (status != FCL_SUCCESS) return status;
+  info = g.info;
+  const size_t q_elems = g.q_elems, my_kv = g.my_kv, max_kv = g.max_kv;
   size_t max_len = 0;
   for (int r = 0; r < g.ranks; r++) {
     ring_chunk c[2];
@@ -514,12 +532,7 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
   float *kv[2] = {host_alloc(&g, 2 * max_kv * 4), host_alloc(&g, 2 * max_kv * 4)};
   float *acc[2] = {host_alloc(&g, 2 * max_kv * 4), host_alloc(&g, 2 * max_kv * 4)};
   float *dq_acc = host_alloc(&g, q_elems * 4);
-  read_host(&g, kdev, kv[0], my_kv);
-  read_host(&g, vdev, kv[0] ? kv[0] + my_kv : NULL, my_kv);
-  release(&kdev);
-  release(&vdev);
-  kdev = dev_alloc(&g, max_kv * 4);
-  vdev = dev_alloc(&g, max_kv * 4);
+  kv_start(&g, &kdev, &vdev, kv[0]);
   grad_slot slots[MAX_BLOCKS];
   memset(slots, 0, sizeof slots);
   for (unsigned j = 0; j < MAX_BLOCKS; j++) {
@@ -564,7 +577,8 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
     ts = now_ms();
     for (unsigned j = 0; j < used; j++) { /* fixed order: the same bits every run */
       grad_slot *sl = &slots[j];
-      const size_t rows = sl->blk.q_rows, keys = sl->blk.k_len, src_tokens = n_cur / kv_elems(&g, 1);
+      const size_t rows = sl->blk.q_rows, keys = sl->blk.k_len;
+      const size_t src_tokens = n_cur / kv_elems(&g, 1);
       read_host(&g, sl->dq, sl->hdq, g.b * rows * g.hq * g.d);
       read_host(&g, sl->dk, sl->hdk, kv_elems(&g, keys));
       read_host(&g, sl->dv, sl->hdv, kv_elems(&g, keys));
