@@ -10,8 +10,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define WHY_LEN 256
+
+int ring_wait(MPI_Request *reqs, int n) {
+  for (int done = !n; !done;) {
+    const int err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+    if (err != MPI_SUCCESS) return err;
+    const struct timespec pause = {0, 20000};
+    if (!done) nanosleep(&pause, NULL);
+  }
+  return MPI_SUCCESS;
+}
 
 fcl_status ring_agree(MPI_Comm comm, fcl_status local, const char *why, fcl_mpi_info *info) {
   int rank = 0;
@@ -19,7 +30,9 @@ fcl_status ring_agree(MPI_Comm comm, fcl_status local, const char *why, fcl_mpi_
   struct {
     int status, rank;
   } mine = {(int)local, rank}, worst = {0, 0};
-  if (MPI_Allreduce(&mine, &worst, 1, MPI_2INT, MPI_MAXLOC, comm) != MPI_SUCCESS) {
+  MPI_Request req;
+  if (MPI_Iallreduce(&mine, &worst, 1, MPI_2INT, MPI_MAXLOC, comm, &req) != MPI_SUCCESS ||
+      ring_wait(&req, 1) != MPI_SUCCESS) {
     snprintf(info->error, sizeof info->error, "rank %d: MPI_Allreduce of the status failed",
              rank);
     return FCL_ERROR_INVALID_ARGUMENT;

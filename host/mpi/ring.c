@@ -256,8 +256,8 @@ static void wait_device(ring *g, MPI_Request *reqs, int n, double t0) {
 
 static void wait_mpi(ring *g, MPI_Request *reqs, int n) {
   const double t0 = now_ms();
-  if (n && MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-    failed(g, FCL_ERROR_INVALID_ARGUMENT, "MPI_Waitall failed");
+  if (ring_wait(reqs, n) != MPI_SUCCESS)
+    failed(g, FCL_ERROR_INVALID_ARGUMENT, "MPI_Testall failed");
   g->info->ms_wait += now_ms() - t0;
 }
 

@@ -44,6 +44,11 @@ void ring_window(const fcl_attention_desc *desc, int *left, int *right);
 unsigned ring_steps(fcl_mpi_layout layout, size_t seqlen, int ranks, int window_left,
                     int window_right);
 
+/** MPI_Waitall, but sleeping between tests: Open MPI's own wait spins on a
+ *  core, which ranks sharing a CPU (and PoCL's threads) need.
+ *  @return MPI_SUCCESS or the failing MPI_Testall's code. */
+int ring_wait(MPI_Request *reqs, int n);
+
 /** Every rank learns whether every rank's `local` is FCL_SUCCESS; if not,
  *  each returns the failure of the lowest rank with the highest status,
  *  and info->error gets "rank R: why" from that rank. Collective.
