@@ -55,7 +55,9 @@ typedef struct fcl_mpi_info {
   uint64_t bytes_sent, bytes_received;  /**< counted, every message */
   unsigned steps;            /**< ring steps run (fewer than P with a window) */
   unsigned blocks_computed;  /**< (query chunk, key chunk) pairs computed */
-  unsigned blocks_skipped;   /**< pairs the mask hides, neither sent nor computed */
+  /** pairs of the slices this rank held that the mask hides: not computed
+   *  (the slices no rank further on needs are not sent at all) */
+  unsigned blocks_skipped;
   /** "" on success; else "rank R: reason", the same text on every rank. */
   char error[320];
 } fcl_mpi_info;

@@ -5,7 +5,8 @@
  * gradients, gathered on rank 0, against the float64 reference over the
  * whole sequence, within the single-device rule (at most twice the error
  * of the single-device flash call on the whole problem, plus the rule's
- * floor); the backward run twice gives the same bits; and with --bad, one
+ * floor); the forward and the backward without the overlap
+ * (FCL_MPI_NO_OVERLAP) give the same bits as with it; and with --bad, one
  * rank's bad argument (a buffer too small, a descriptor unlike rank 0's, a
  * NULL gradient in the backward) makes every rank return its error, naming
  * that rank, within 10 s. Not a Check suite: its ranks are MPI processes, not forks.
@@ -123,10 +124,17 @@ static int run_case(fcl_context *ctx, const mcase *c, uint64_t seed) {
   const fcl_status fs = fcl_mpi_attention_forward(MPI_COMM_WORLD, ctx, &desc, c->layout, 0, sq,
                                                   sk, sv, so, slse, &fi);
   fcl_status bs[2] = {FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_ARGUMENT};
+  /* the second backward (and forward) without the overlap: the same sums
+   * in the same order, so the same bits */
   for (int r = 0; r < 2 && fs == FCL_SUCCESS; r++)
-    bs[r] = fcl_mpi_attention_backward(MPI_COMM_WORLD, ctx, &desc, c->layout, 0, sq, sk, sv,
-                                       so, slse, sdo, g[r][0], g[r][1], g[r][2], &bi[r]);
-  int ok = fs == FCL_SUCCESS && bs[0] == FCL_SUCCESS && bs[1] == FCL_SUCCESS;
+    bs[r] = fcl_mpi_attention_backward(MPI_COMM_WORLD, ctx, &desc, c->layout,
+                                       r ? FCL_MPI_NO_OVERLAP : 0, sq, sk, sv, so, slse, sdo,
+                                       g[r][0], g[r][1], g[r][2], &bi[r]);
+  cl_mem so2 = fclu_poisoned_buffer(ctx, lq * es);
+  const fcl_status fs2 = fcl_mpi_attention_forward(MPI_COMM_WORLD, ctx, &desc, c->layout,
+                                                   FCL_MPI_NO_OVERLAP, sq, sk, sv, so2, NULL, &fi);
+  int ok = fs == FCL_SUCCESS && fs2 == FCL_SUCCESS && bs[0] == FCL_SUCCESS &&
+           bs[1] == FCL_SUCCESS;
   if (!ok)
     fprintf(stderr, "rank %d: %s: %s %s\n", rank, c->name, fs ? fi.error : "",
             bs[0] ? bi[0].error : "");
@@ -145,8 +153,14 @@ static int run_case(fcl_context *ctx, const mcase *c, uint64_t seed) {
   /* the same inputs on the same ranks: the same bits */
   int same = 1;
   for (int t = 0; t < 3; t++) same &= !memcmp(lg[0][t], lg[1][t], (t ? lk : lq) * 4);
+  float *lo2 = malloc(lq * 4);
+  ok &= fclu_download(ctx, so2, lo2, lq, c->dtype) == 0;
+  same &= !memcmp(lo, lo2, lq * 4);
+  free(lo2);
+  clReleaseMemObject(so2);
   ok &= same;
-  if (!same) fprintf(stderr, "rank %d: %s: the backward's bits changed\n", rank, c->name);
+  if (!same)
+    fprintf(stderr, "rank %d: %s: the bits changed without the overlap\n", rank, c->name);
   float *wo = calloc(nq, 4), *wlse = calloc(nl, 4), *wdq = calloc(nq, 4), *wdk = calloc(nk, 4),
         *wdv = calloc(nk, 4);
   gather(c, c->b, c->hq * c->d, lo, wo);

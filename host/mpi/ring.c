@@ -37,7 +37,8 @@ typedef struct ring {
   size_t local, max_local;
   size_t q_elems, my_kv, max_kv; /* elements of the slice's Q, its K, the largest K */
   unsigned steps;
-  fcl_mpi_info *info;
+  fcl_mpi_info *info, scratch; /* the caller's, or scratch when it gave none */
+  double t0;                     /* when the call began */
   fcl_status status; /* the first failure after the agreement */
   char why[256];
 } ring;
@@ -105,9 +106,12 @@ static void ring_init(ring *g, MPI_Comm comm, fcl_context *ctx, const fcl_attent
 static fcl_status ring_begin(ring *g, MPI_Comm comm, fcl_context *ctx,
                              const fcl_attention_desc *desc, fcl_mpi_layout layout,
                              unsigned flags, const cl_mem *bufs, unsigned n, fcl_mpi_info *info) {
+  const double t0 = now_ms();
+  if (!info) info = &g->scratch;
   memset(info, 0, sizeof *info);
   const fcl_status status = ring_check(comm, ctx, desc, layout, flags, bufs, n, info);
   if (status == FCL_SUCCESS) ring_init(g, comm, ctx, desc, layout, flags, info);
+  g->t0 = t0;
   return status;
 }
 
@@ -275,12 +279,56 @@ static void post(ring *g, int send, void *buf, size_t n, int peer, int tag, MPI_
   }
 }
 
+/* Sends `out` and receives `in` (either NULL: not), blocking. */
 static void exchange(ring *g, void *out, size_t n_out, int to, void *in, size_t n_in, int from,
                      int tag) {
   MPI_Request reqs[2];
-  post(g, 0, in, n_in, from, tag, &reqs[0]);
-  post(g, 1, out, n_out, to, tag, &reqs[1]);
-  wait_mpi(g, reqs, 2);
+  int n = 0;
+  if (in) post(g, 0, in, n_in, from, tag, &reqs[n++]);
+  if (out) post(g, 1, out, n_out, to, tag, &reqs[n++]);
+  wait_mpi(g, reqs, n);
+}
+
+/* How far round the ring rank src's slice goes: the last step at which
+ * some rank sees some of its keys (0: its owner only). Further on, it is
+ * neither sent nor computed. */
+static unsigned reach(const ring *g, int src) {
+  ring_chunk theirs[2];
+  unsigned nt = 0, last = 0;
+  slice_of(g, src, theirs, &nt);
+  for (unsigned j = 1; j < g->steps; j++) {
+    ring_chunk mine[2];
+    unsigned nm = 0;
+    slice_of(g, (int)(((unsigned)src + j) % (unsigned)g->ranks), mine, &nm);
+    for (unsigned a = 0; a < nm; a++)
+      for (unsigned e = 0; e < nt; e++)
+        if (ring_block_plan(mine[a].start, mine[a].len, theirs[e].start, theirs[e].len, g->wl,
+                            g->wr)
+                .visible)
+          last = j;
+  }
+  return last;
+}
+
+/* What this rank does with K/V at step s: holds the slice (computes on
+ * it), passes it on, gets the next one. */
+typedef struct step_moves {
+  int holds, passes, gets;
+  size_t n_cur, n_next; /* elements of K in the slice held and the next */
+} step_moves;
+
+static step_moves moves(const ring *g, unsigned s) {
+  ring_chunk c[2];
+  unsigned nc;
+  const int cur = source(g, s), next = source(g, s + 1);
+  step_moves m;
+  const unsigned reach_cur = reach(g, cur);
+  m.holds = s <= reach_cur;
+  m.passes = s + 1 <= reach_cur;
+  m.gets = s + 1 < g->steps && s + 1 <= reach(g, next);
+  m.n_cur = kv_elems(g, slice_of(g, cur, c, &nc));
+  m.n_next = kv_elems(g, slice_of(g, next, c, &nc));
+  return m;
 }
 
 /* A visible block of a step: query chunk `a` of this rank against chunk
@@ -368,12 +416,9 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
                                      const fcl_attention_desc *desc, fcl_mpi_layout layout,
                                      unsigned flags, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                      cl_mem lse, fcl_mpi_info *info) {
-  fcl_mpi_info scratch;
-  const double t0 = now_ms();
   const cl_mem bufs[] = {q, k, v, o, lse};
   ring g;
-  fcl_status status =
-      ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 5, info ? info : &scratch);
+  fcl_status status = ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 5, info);
   if (status != FCL_SUCCESS) return status;
   info = g.info;
   const size_t q_elems = g.q_elems, my_kv = g.my_kv, max_kv = g.max_kv;
@@ -403,26 +448,25 @@ fcl_status fcl_mpi_attention_forward(MPI_Comm comm, fcl_context *ctx,
    * waits for one that never comes; the status is agreed at the end. */
   const int to = (g.rank + 1) % g.ranks, from = (g.rank + g.ranks - 1) % g.ranks;
   for (unsigned s = 0; s < g.steps; s++) {
-    ring_chunk c[2];
-    unsigned nc;
-    const size_t n_cur = kv_elems(&g, slice_of(&g, source(&g, s), c, &nc));
-    const size_t n_next = kv_elems(&g, slice_of(&g, source(&g, s + 1), c, &nc));
+    const step_moves mv = moves(&g, s);
     MPI_Request reqs[2];
     int nreq = 0;
-    if (g.overlap && s + 1 < g.steps) {
-      post(&g, 0, host[1], 2 * n_next, from, TAG_KV, &reqs[nreq++]);
-      post(&g, 1, host[0], 2 * n_cur, to, TAG_KV, &reqs[nreq++]);
+    if (g.overlap && mv.gets) post(&g, 0, host[1], 2 * mv.n_next, from, TAG_KV, &reqs[nreq++]);
+    if (g.overlap && mv.passes) post(&g, 1, host[0], 2 * mv.n_cur, to, TAG_KV, &reqs[nreq++]);
+    double tc = now_ms();
+    if (mv.holds) {
+      write_host(&g, kdev, host[0], mv.n_cur);
+      write_host(&g, vdev, host[0] + mv.n_cur, mv.n_cur);
+      ts = now_ms();
+      info->ms_staging += ts - tc;
+      tc = ts;
+      forward_step(&g, s, qf, kdev, vdev, parts, lse_tmp);
     }
-    ts = now_ms();
-    write_host(&g, kdev, host[0], n_cur);
-    write_host(&g, vdev, host[0] + n_cur, n_cur);
-    info->ms_staging += now_ms() - ts;
-    const double tc = now_ms();
-    forward_step(&g, s, qf, kdev, vdev, parts, lse_tmp);
     wait_device(&g, reqs, nreq, tc);
     wait_mpi(&g, reqs, nreq);
-    if (!g.overlap && s + 1 < g.steps)
-      exchange(&g, host[0], 2 * n_cur, to, host[1], 2 * n_next, from, TAG_KV);
+    if (!g.overlap)
+      exchange(&g, mv.passes ? host[0] : NULL, 2 * mv.n_cur, to, mv.gets ? host[1] : NULL,
+               2 * mv.n_next, from, TAG_KV);
     float *t = host[0];
     host[0] = host[1];
     host[1] = t;
@@ -456,7 +500,7 @@ done:
   }
   free(host[0]);
   free(host[1]);
-  info->ms_total = now_ms() - t0;
+  info->ms_total = now_ms() - g.t0;
   return status;
 }
 
@@ -507,12 +551,9 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
                                       unsigned flags, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                       cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
                                       fcl_mpi_info *info) {
-  fcl_mpi_info scratch;
-  const double t0 = now_ms();
   const cl_mem bufs[] = {q, k, v, o, lse, dout, dq, dk, dv};
   ring g;
-  fcl_status status =
-      ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 9, info ? info : &scratch);
+  fcl_status status = ring_begin(&g, comm, ctx, desc, layout, flags, bufs, 9, info);
   if (status != FCL_SUCCESS) return status;
   info = g.info;
   const size_t q_elems = g.q_elems, my_kv = g.my_kv, max_kv = g.max_kv;
@@ -531,7 +572,7 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
   cl_mem lse_blk = dev_alloc(&g, g.b * g.hq * max_len * 4);
   float *kv[2] = {host_alloc(&g, 2 * max_kv * 4), host_alloc(&g, 2 * max_kv * 4)};
   float *acc[2] = {host_alloc(&g, 2 * max_kv * 4), host_alloc(&g, 2 * max_kv * 4)};
-  float *dq_acc = host_alloc(&g, q_elems * 4);
+  float *dq_acc = host_alloc(&g, q_elems * 4), *home = host_alloc(&g, 2 * my_kv * 4);
   kv_start(&g, &kdev, &vdev, kv[0]);
   grad_slot slots[MAX_BLOCKS];
   memset(slots, 0, sizeof slots);
@@ -550,28 +591,34 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
   if (status != FCL_SUCCESS) goto done;
   const int to = (g.rank + 1) % g.ranks, from = (g.rank + g.ranks - 1) % g.ranks;
   MPI_Request acc_sent = MPI_REQUEST_NULL;
+  /* this rank's own sums come home from the last rank its slice reaches */
+  const unsigned my_reach = reach(&g, g.rank);
+  MPI_Request home_req = MPI_REQUEST_NULL;
+  if (my_reach > 0)
+    post(&g, 0, home, 2 * my_kv, (g.rank + (int)my_reach) % g.ranks, TAG_HOME, &home_req);
   for (unsigned s = 0; s < g.steps; s++) {
-    ring_chunk c[2], theirs[2];
-    unsigned nc;
-    const size_t n_cur = kv_elems(&g, slice_of(&g, source(&g, s), c, &nc));
-    const size_t n_next = kv_elems(&g, slice_of(&g, source(&g, s + 1), c, &nc));
+    ring_chunk theirs[2];
+    const step_moves mv = moves(&g, s);
+    const size_t n_cur = mv.n_cur;
     float *acc_cur = acc[s % 2];
     MPI_Request reqs[3];
     int nreq = 0;
-    if (g.overlap && s + 1 < g.steps) {
-      post(&g, 0, kv[1], 2 * n_next, from, TAG_KV, &reqs[nreq++]);
-      post(&g, 1, kv[0], 2 * n_cur, to, TAG_KV, &reqs[nreq++]);
-    }
+    if (g.overlap && mv.gets) post(&g, 0, kv[1], 2 * mv.n_next, from, TAG_KV, &reqs[nreq++]);
+    if (g.overlap && mv.passes) post(&g, 1, kv[0], 2 * n_cur, to, TAG_KV, &reqs[nreq++]);
     if (s == 0)
       memset(acc_cur, 0, 2 * n_cur * sizeof(float));
-    else if (g.overlap) /* the sum of the ranks before this one */
+    else if (g.overlap && mv.holds) /* the sum of the ranks before this one */
       post(&g, 0, acc_cur, 2 * n_cur, from, TAG_ACC, &reqs[nreq++]);
-    ts = now_ms();
-    write_host(&g, kdev, kv[0], n_cur);
-    write_host(&g, vdev, kv[0] + n_cur, n_cur);
-    info->ms_staging += now_ms() - ts;
-    const double tc = now_ms();
-    const unsigned used = backward_step(&g, s, in, lse, lse_blk, kdev, vdev, slots, theirs);
+    double tc = now_ms();
+    unsigned used = 0;
+    if (mv.holds) {
+      write_host(&g, kdev, kv[0], n_cur);
+      write_host(&g, vdev, kv[0] + n_cur, n_cur);
+      ts = now_ms();
+      info->ms_staging += ts - tc;
+      tc = ts;
+      used = backward_step(&g, s, in, lse, lse_blk, kdev, vdev, slots, theirs);
+    }
     wait_device(&g, reqs, nreq, tc);
     wait_mpi(&g, reqs, nreq);
     ts = now_ms();
@@ -590,23 +637,27 @@ fcl_status fcl_mpi_attention_backward(MPI_Comm comm, fcl_context *ctx,
     }
     info->ms_staging += now_ms() - ts;
     wait_mpi(&g, &acc_sent, 1); /* its buffer is the next step's */
-    if (s + 1 < g.steps) {
-      if (g.overlap)
-        post(&g, 1, acc_cur, 2 * n_cur, to, TAG_ACC, &acc_sent);
-      else {
-        exchange(&g, kv[0], 2 * n_cur, to, kv[1], 2 * n_next, from, TAG_KV);
-        exchange(&g, acc_cur, 2 * n_cur, to, acc[(s + 1) % 2], 2 * n_next, from, TAG_ACC);
-      }
-    } else { /* home: the owner of these keys gets their sums */
-      exchange(&g, acc_cur, 2 * n_cur, source(&g, s), acc[(s + 1) % 2], 2 * my_kv,
-               (g.rank + (int)s) % g.ranks, TAG_HOME);
+    if (mv.holds && !mv.passes) { /* the slice's last stop: its sums go to its owner */
+      if (s == 0)
+        memcpy(home, acc_cur, 2 * my_kv * sizeof(float));
+      else
+        exchange(&g, acc_cur, 2 * n_cur, source(&g, s), NULL, 0, 0, TAG_HOME);
+    }
+    if (g.overlap && mv.passes)
+      post(&g, 1, acc_cur, 2 * n_cur, to, TAG_ACC, &acc_sent);
+    if (!g.overlap) {
+      exchange(&g, mv.passes ? kv[0] : NULL, 2 * n_cur, to, mv.gets ? kv[1] : NULL,
+               2 * mv.n_next, from, TAG_KV);
+      exchange(&g, mv.passes ? acc_cur : NULL, 2 * n_cur, to,
+               mv.gets ? acc[(s + 1) % 2] : NULL, 2 * mv.n_next, from, TAG_ACC);
     }
     float *t = kv[0];
     kv[0] = kv[1];
     kv[1] = t;
   }
+  wait_mpi(&g, &acc_sent, 1);
+  wait_mpi(&g, &home_req, 1);
   ts = now_ms();
-  const float *home = acc[g.steps % 2];
   cl_mem f32 = dev_alloc(&g, (q_elems > my_kv ? q_elems : my_kv) * 4);
   write_host(&g, f32, dq_acc, q_elems);
   narrow(&g, f32, dq, q_elems);
@@ -636,6 +687,7 @@ done:
     free(acc[j]);
   }
   free(dq_acc);
-  info->ms_total = now_ms() - t0;
+  free(home);
+  info->ms_total = now_ms() - g.t0;
   return status;
 }
