@@ -127,7 +127,6 @@ static size_t slice_of(const ring *g, int r, ring_chunk c[2], unsigned *n) {
   return len;
 }
 
-
 static cl_mem dev_alloc(ring *g, size_t bytes) {
   if (g->status != FCL_SUCCESS) return NULL;
   cl_int err = CL_SUCCESS;
@@ -250,7 +249,11 @@ static void wait_device(ring *g, MPI_Request *reqs, int n, double t0) {
       }
       int flag = 1;
       if (n) MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
-      const struct timespec pause = {0, flag ? 1000000 : 100000};
+      if (flag) { /* nothing left to move: the driver's own wait */
+        cl_failed(g, clWaitForEvents(1, &done), "clWaitForEvents");
+        break;
+      }
+      const struct timespec pause = {0, 100000};
       nanosleep(&pause, NULL);
     }
     clReleaseEvent(done);
