@@ -9,9 +9,12 @@
  * (FCL_MPI_NO_OVERLAP) give the same bits as with it; and with --bad, one
  * rank's bad argument (a buffer too small, a descriptor unlike rank 0's, a
  * NULL gradient in the backward) makes every rank return its error, naming
- * that rank, within 10 s. Not a Check suite: its ranks are MPI processes, not forks.
+ * that rank, within 10 s. First, every block of small offsets and lengths
+ * under every small window: the block's trimmed call, masked bottom-right,
+ * shows exactly the (query, key) pairs the whole problem's mask does. Not a Check suite: its ranks are MPI processes, not forks.
  */
 #include "harness.h"
+#include "ring.h" /* host/mpi: ring_block_plan */
 #include "slices.h"
 
 #include <math.h>
@@ -212,6 +215,45 @@ static int run_case(fcl_context *ctx, const mcase *c, uint64_t seed) {
   return ok;
 }
 
+/* Whether global query gq sees global key gk under the window. */
+static int sees(long gq, long gk, int wl, int wr) {
+  return (wl < 0 || gk >= gq - wl) && (wr < 0 || gk <= gq + wr);
+}
+
+static int check_block_masks(void) {
+  static const int wls[] = {-1, 0, 1, 3, 7}, wrs[] = {-1, 0, 2, 5};
+  long blocks = 0, bad = 0;
+  for (long q0 = 0; q0 < 12; q0++)
+    for (long k0 = 0; k0 < 12; k0++)
+      for (long nq = 1; nq <= 8; nq++)
+        for (long nk = 1; nk <= 8; nk++)
+          for (size_t a = 0; a < sizeof wls / sizeof *wls; a++)
+            for (size_t c = 0; c < sizeof wrs / sizeof *wrs; c++) {
+              const int wl = wls[a], wr = wrs[c];
+              const ring_block b = ring_block_plan((size_t)q0, (size_t)nq, (size_t)k0,
+                                                   (size_t)nk, wl, wr);
+              const long rows = (long)b.q_rows, keys = (long)b.k_len, first = (long)b.k_first;
+              const long align = keys - rows;
+              int ok = !b.visible || (b.window_left >= -1 && b.window_right >= -1 && rows <= nq &&
+                                      first + keys <= nk && keys >= 1 && rows >= 1);
+              for (long i = 0; ok && i < nq; i++)
+                for (long j = 0; ok && j < nk; j++) {
+                  const long jj = j - first;
+                  const int shown =
+                      b.visible && i < rows && jj >= 0 && jj < keys &&
+                      (b.window_left < 0 || jj >= i + align - b.window_left) &&
+                      (b.window_right < 0 || jj <= i + align + b.window_right);
+                  ok = shown == sees(q0 + i, k0 + j, wl, wr);
+                }
+              blocks++;
+              if (!ok && bad++ < 5)
+                printf("block mask wrong: q [%ld, +%ld) k [%ld, +%ld) window %d,%d\n", q0, nq, k0,
+                       nk, wl, wr);
+            }
+  printf("block masks: %ld blocks, %ld wrong\n", blocks, bad);
+  return bad == 0;
+}
+
 /* One rank's bad argument: every rank returns its status, naming it, in 10 s. */
 static int run_bad(fcl_context *ctx, const char *what, int bad_rank, fcl_status want) {
   const mcase *c = &cases[0];
@@ -270,6 +312,8 @@ int main(int argc, char **argv) {
     printf("test_mpi: %d ranks, seed %llu (FLASHCL_TEST_SEED)\n", ranks, seed);
   }
   MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (rank == 0 && !bad) ok &= check_block_masks();
+  ok = all(ok);
   if (ok && bad) {
     ok &= run_bad(ctx, "o too small on the last rank", ranks - 1, FCL_ERROR_BUFFER_TOO_SMALL);
     if (ranks > 1)
