@@ -11,7 +11,8 @@
  * NULL gradient in the backward) makes every rank return its error, naming
  * that rank, within 10 s. First, every block of small offsets and lengths
  * under every small window: the block's trimmed call, masked bottom-right,
- * shows exactly the (query, key) pairs the whole problem's mask does. Not a Check suite: its ranks are MPI processes, not forks.
+ * shows exactly the (query, key) pairs the whole problem's mask does.
+ * Not a Check suite: its ranks are MPI processes, not forks.
  */
 #include "harness.h"
 #include "ring.h" /* host/mpi: ring_block_plan */
