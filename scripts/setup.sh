@@ -10,6 +10,7 @@ packages=(
   ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo  # OpenCL, and a CPU device
   libclblast-dev               # GEMMs of the naive baseline
   check                        # unit tests
+  libopenmpi-dev openmpi-bin   # ring attention over MPI (flashcl_mpi) and its tests
   "$@"
 )
 missing=()

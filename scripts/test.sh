@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test-suite: installs what is missing, builds, runs every test
 # with ctest (the unit suites against the float64 reference, the tools'
-# tests, the kernels' lint, Oclgrind, the vendor check), the Python package's
-# tests (python-test.sh), then the tests not
-# labelled "plain" again under AddressSanitizer and UndefinedBehaviorSanitizer
+# tests, the kernels' lint, Oclgrind, the vendor check, the ring under
+# mpirun), the Python package's tests (python-test.sh), then the tests not
+# labelled "plain" or "mpi" again under AddressSanitizer and
+# UndefinedBehaviorSanitizer
 # and the thread tests under ThreadSanitizer (sanitize.sh), then the fuzzer
 # for a bounded time. The plain run goes first: it fills PoCL's kernel
 # cache, which the sanitized processes then read (PoCL compiling inside a
