@@ -391,7 +391,7 @@ typedef struct fcl_key_block {
   /* The query tiles of block_k rows it streams, [first_tile, end_tile), and
    * the heads of its group it reads them for: none where it sees no query
    * row, so that such a block reads nothing of them, slopes included (as
-   * host/iomodel.c counts). */
+   * host/model/iomodel.c counts). */
   int first_tile, end_tile, heads;
 } fcl_key_block;
 

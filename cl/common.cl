@@ -114,7 +114,7 @@ inline ushort4 fcl_float4_to_bf16x4(float4 f) {
  * the rows fit the same local memory, and each read from the tile converts
  * (vload_half4 from local memory, or a shift for bf16). The planner turns
  * it on only where local memory, not registers, limits the tile
- * (host/plan.c); the I/O is the same either way. */
+ * (host/plan/plan.c); the I/O is the same either way. */
 #ifndef TILE_STORAGE
 #define TILE_STORAGE 0  // 1: local tiles in the storage type (FCL_DTYPE 1 or 2)
 #endif
@@ -188,7 +188,7 @@ typedef float4 tile4_t;
 #define FCL_SHUFFLE_WIDTH (FCL_SHUFFLE ? 32 : 0)
 #endif
 /* Whether `lanes` adjacent work-items of a `wg`-item work-group sum by
- * shuffles: the host's fcl__sums_by_shuffle (internal.h). A shuffle over
+ * shuffles: the host's fcl__sums_by_shuffle (host/plan/plan.h). A shuffle over
  * absent lanes is undefined, so the work-group must fill sub-groups. */
 #define FCL_SUMS_BY_SHUFFLE(wg, lanes) \
   (FCL_SHUFFLE != 0 && FCL_SUMS_BY_SHUFFLE_OF(FCL_SHUFFLE_WIDTH, wg, lanes))
@@ -239,7 +239,7 @@ inline float fcl_shfl_xor(float x, int mask) {
  * no left bound, right bound 0), so that the compiler folds the mask
  * functions of params.h to the arithmetic of a plain or causal kernel;
  * 2 reads the bounds from the parameter block. The host sets it from the
- * problem (host/flash.c); the naive algorithm's kernels take the default. */
+ * problem (host/run/flash.c); the naive algorithm's kernels take the default. */
 #ifndef WINDOW
 #define WINDOW 2
 #endif

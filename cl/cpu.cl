@@ -1,6 +1,6 @@
 /*
  * cpu.cl — what the CPU kernels (flash_fwd_cpu.cl, flash_bwd_cpu.cl) share,
- * compiled after common.cl and before them (host/program.c).
+ * compiled after common.cl and before them (host/run/program.c).
  *
  * A CPU core runs a work-group as one thread, so these kernels have one
  * work-item and write their vectors out: OpenCL's float16 is a core's SIMD

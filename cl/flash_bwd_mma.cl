@@ -33,7 +33,7 @@
  * S, P and dV in one warp and dP, dS and dK in the other with one barrier
  * per step, ran 0.93-0.96x on an H200: docs/performance.md, v5.)
  *
- * The traffic is flash_bwd.cl's with BLOCK for its block (host/iomodel.c
+ * The traffic is flash_bwd.cl's with BLOCK for its block (host/model/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
  * work-group, the other side once per tile it does not skip.
  */

@@ -4,7 +4,7 @@
  * storing this work-item's slices of rows, tiles of two tensors into local
  * memory, dot products of slices against a tile, the gradients' two-level
  * accumulation and the sums over a row's slices. Compiled after common.cl
- * and before flash_bwd.cl (host/program.c), which describes the algorithm.
+ * and before flash_bwd.cl (host/run/program.c), which describes the algorithm.
  */
 
 #ifndef HEAD_DIM_MAX

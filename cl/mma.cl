@@ -100,7 +100,7 @@ typedef float exact_t;
 #define MMA_ARGS , mma_a, mma_b, quad
 /* First in a kernel that has `warps` warps, with its local arrays; the
  * quad's scratch only where it calls quad_max or quad_sum, so that every
- * array a kernel declares is one it uses (host/resources.c compares the
+ * array a kernel declares is one it uses (host/core/resources.c compares the
  * kernel's local memory with the planner's model of it). */
 #define MMA_PRODUCT_ARRAYS(warps)                                               \
   __local float mma_scratch_a[warps][16 * 16], mma_scratch_b[warps][16 * 8];    \

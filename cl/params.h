@@ -2,8 +2,8 @@
  * params.h — one attention problem as every flash kernel receives it, and
  * the mask, written once for the host and the kernels: the library's C
  * sources include this file, and every kernel program is compiled with
- * its text in front (host/program.c). So the parameter block the host
- * fills (host/args.c) is the struct the kernels read, and the I/O model
+ * its text in front (host/run/program.c). So the parameter block the host
+ * fills (host/problem/args.c) is the struct the kernels read, and the I/O model
  * and the tests see exactly the keys the kernels visit.
  *
  * The block is passed by value, with the buffers as separate arguments
@@ -80,7 +80,7 @@ typedef struct fcl_params {
   /* 20 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
-/* The merge of attention states (cl/merge.cl, host/merge.c): rows are
+/* The merge of attention states (cl/merge.cl, host/run/merge.c): rows are
  * (batch entry, token, head), row r = (b seqlen + t) heads + h; part p's
  * O by o_parts moved p * o_part_stride, its LSE at p * lse_part_stride +
  * (b heads + h) seqlen + t. All fields 8 bytes: one layout everywhere. */
@@ -91,7 +91,7 @@ typedef struct fcl_merge_params {
   FCL_U64 vec4;  /* 1: head_dim and both views' offsets and strides multiples of 4 */
 } fcl_merge_params;
 
-/* Appending rows to a KV cache (cl/cache.cl, host/cache.c): rows (b,
+/* Appending rows to a KV cache (cl/cache.cl, host/run/cache.c): rows (b,
  * token, head) of the new K and V, copied to the cache's token
  * lens[b] + token. All fields 8 bytes. */
 typedef struct fcl_append_params {
@@ -106,7 +106,7 @@ typedef struct fcl_append_params {
 /* The buffers every attention kernel takes, in argument order, before the
  * parameter block (and the I/O counter when counting): X(name, element
  * type). A kernel ignores those it does not use, which the host passes as
- * NULL. The host's list of cl_mem (host/args.c) is made from the same
+ * NULL. The host's list of cl_mem (host/problem/args.c) is made from the same
  * macro, so the two cannot disagree. */
 #define FCL_ATTENTION_BUFFERS(X)                                              \
   X(q, const store_t)     /* [tokens_q][heads_q][head_dim] by p.q */          \

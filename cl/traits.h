@@ -2,14 +2,14 @@
  * traits.h — each flash kernel family's tunables, the sizes derived from
  * them and their invariants, written once for the host and the kernels.
  * Like params.h, the library's C sources include this file and every
- * kernel program is compiled with its text in front (host/program.c): a
+ * kernel program is compiled with its text in front (host/run/program.c): a
  * kernel sizes its __local arrays with these macros, and the planner
  * computes a plan's local bytes with the same ones, which the run checks
  * against the built kernel (fcl__check_local_bytes).
  *
  * Every macro is an integer expression of its arguments alone (no sizeof,
  * no casts), so that a kernel can test it in #if; the host passes size_t
- * values. The tunables are the -D options host/families.c writes.
+ * values. The tunables are the -D options host/plan/families.c writes.
  */
 #ifndef FCL_TRAITS_H
 #define FCL_TRAITS_H

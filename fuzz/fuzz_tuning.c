@@ -1,6 +1,6 @@
 /*
  * fuzz_tuning.c — libFuzzer target over the tuning database's reader
- * (fcl__tuning_parse, host/tuning.c), whose input is a file anyone who can
+ * (fcl__tuning_parse, host/plan/tuning.c), whose input is a file anyone who can
  * write the cache folder controls. Arbitrary bytes, cut at their first NUL
  * as the reader sees a file, are parsed for a device of the shipped
  * database's platform and name, with and without the driver check. The

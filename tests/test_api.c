@@ -935,7 +935,7 @@ END_TEST
 
 /* FLASHCL_BUILD_LOG naming a FIFO: the build that would append to it goes
  * on at once (an alarm fails the test otherwise), the call succeeds and the
- * context's log says why nothing was written (host/file.c). */
+ * context's log says why nothing was written (host/core/file.c). */
 START_TEST(a_fifo_as_the_build_log_is_skipped) {
   char dir[] = "/tmp/flashcl-build-log-XXXXXX", fifo[64];
   ck_assert_ptr_nonnull(mkdtemp(dir));

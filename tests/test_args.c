@@ -1,6 +1,6 @@
 /*
  * test_args.c — what every attention kernel is handed (cl/params.h,
- * host/args.c): the parameter block arrives field by field as the host
+ * host/problem/args.c): the parameter block arrives field by field as the host
  * filled it, the buffers in their order, and the checks that guard both
  * after a build refuse a kernel that disagrees with the host: a count of
  * arguments other than CL_KERNEL_NUM_ARGS, a local memory size other than

@@ -2,7 +2,7 @@
  * test_faults.c — resource failures, as SQLite tests its malloc failures.
  *
  * For every entry point, algorithm and kind of failure (host allocation,
- * device buffer, enqueue; internal.h says what each simulates), the n-th
+ * device buffer, enqueue; host/core/resources.h says what each simulates), the n-th
  * operation of that kind is made to fail, for n = 1, 2, ... until a call
  * completes without reaching it. At every n:
  *   - the status is exactly the one the kind maps to (out of memory for

@@ -54,7 +54,7 @@ static const job jobs[] = {
     {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 2, 29, 41, 64, 1}, 0, 1, 0},
     {FCL_ALGO_NAIVE, FCL_DTYPE_F32, {1, 2, 1, 23, 31, 32, 0}, 0, 1, 0},
     /* decode: split forwards, whose partial outputs are leased from the
-     * context's kept scratch (host/scratch.c) */
+     * context's kept scratch (host/run/scratch.c) */
     {FCL_ALGO_FLASH, FCL_DTYPE_F32, {1, 4, 1, 1, 1100, 64, 1}, 1, 0, 1},
     {FCL_ALGO_FLASH, FCL_DTYPE_BF16, {1, 8, 1, 2, 700, 32, 0}, 0, 0, 1},
 };

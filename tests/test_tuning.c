@@ -1,5 +1,5 @@
 /*
- * test_tuning.c — tuned plans (host/tuning.c): bucket names and classes;
+ * test_tuning.c — tuned plans (host/plan/tuning.c): bucket names and classes;
  * the database written and read back; corrupt, foreign and stale files and
  * entries that no longer fit skipped with a line in the context's log and
  * the rules planning every call; a tuned plan that differs from the rules'

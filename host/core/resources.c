@@ -2,7 +2,7 @@
  * resources.c — every host allocation, OpenCL object, device buffer and
  * enqueue of the library goes through these wrappers, so that a test can
  * make the n-th one fail (as SQLite tests its malloc failures) and check
- * that nothing leaks and no output is left half written. internal.h lists
+ * that nothing leaks and no output is left half written. resources.h lists
  * what each kind of injected failure simulates and the status it becomes.
  */
 #include "context.h"

@@ -60,7 +60,7 @@ fcl_status fcl__naive_backward(fcl__backward_call *call);
 
 fcl_status fcl__naive_forward(fcl__forward_call *call);
 
-/* The naive algorithm's internals: host/naive.h. */
+/* The naive algorithm's internals: host/run/naive.h. */
 
 /** Forgets the context in CLBlast's process-wide kernel cache; for
  *  fcl_context_release (gemm.c explains). */

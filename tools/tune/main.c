@@ -1,7 +1,7 @@
 /*
  * flashcl-tune — finds the fastest tiling the planner allows on a device,
  * per problem bucket (pass x storage type x head_dim class x causal x size
- * class: host/tuning.c), and writes the winners to the device's tuning
+ * class: host/plan/tuning.c), and writes the winners to the device's tuning
  * database, which every context on that device then reads (docs/design.md,
  * "Tuned plans").
  *
