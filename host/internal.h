@@ -18,6 +18,7 @@
 #include "problem.h"
 #include "calls.h"
 #include "plan.h"
+#include "rules.h"
 #include "merge.h"
 #include "iomodel.h"
 #include "families.h"

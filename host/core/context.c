@@ -1,6 +1,7 @@
 /*
- * context.c — finding devices, choosing one from a selector, and the
- * context that owns (or wraps) an OpenCL context, device and queue.
+ * context.c — choosing a device from a selector (devices.c lists and
+ * describes them), and the context that owns (or wraps) an OpenCL context,
+ * device and queue.
  */
 #include "context.h"
 #include "tuning.h"
@@ -14,203 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Default scratch cap as a share of global memory: leaves room for the
- * caller's tensors and for CLBlast's own temporaries. */
-#define FCL_DEFAULT_SCRATCH_SHARE 0.4
-
-/* The ICD loader's answer when no platform is installed (cl_khr_icd). */
-#define FCL_PLATFORM_NOT_FOUND_KHR (-1001)
-
-/* Device enumeration and context creation run one at a time in the
- * process: PoCL 3.1 initialises its devices lazily, and three threads
- * creating contexts at once crashed in clGetDeviceInfo(CL_DEVICE_NAME) or
- * had clGetDeviceIDs report CL_DEVICE_NOT_FOUND for a platform that has a
- * device. Held for the whole listing or creation, never while a context
- * runs work. */
-static pthread_mutex_t enumeration_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void query_string(cl_device_id dev, cl_device_info what, char *out,
-                         size_t size) {
-  out[0] = '\0';
-  if (clGetDeviceInfo(dev, what, size, out, NULL) != CL_SUCCESS) out[0] = '\0';
-  out[size - 1] = '\0';
-}
-
-static int has_extension(const char *extensions, const char *name) {
-  size_t len = strlen(name);
-  for (const char *p = extensions; (p = strstr(p, name)) != NULL; p += len)
-    if ((p == extensions || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0'))
-      return 1;
-  return 0;
-}
-
-/* The vendor, from its PCI id, and the width its hardware runs work-items
- * in lockstep, each from the vendor's own query (0 where there is none). */
-static void read_vendor(cl_device_id dev, fcl_device_limits *lim) {
-  cl_uint id = 0, u32 = 0;
-  lim->vendor = FCL_VENDOR_OTHER;
-  if (lim->is_gpu && clGetDeviceInfo(dev, CL_DEVICE_VENDOR_ID, sizeof id, &id, NULL) == CL_SUCCESS)
-    lim->vendor = id == 0x10de ? FCL_VENDOR_NVIDIA
-                  : id == 0x1002 ? FCL_VENDOR_AMD
-                  : id == 0x8086 ? FCL_VENDOR_INTEL
-                                 : FCL_VENDOR_OTHER;
-  lim->sub_group_size = 0;
-  if (lim->vendor == FCL_VENDOR_NVIDIA) {
-    /* CL_DEVICE_WARP_SIZE_NV */
-    if (clGetDeviceInfo(dev, 0x4003, sizeof u32, &u32, NULL) == CL_SUCCESS) lim->sub_group_size = u32;
-  } else if (lim->vendor == FCL_VENDOR_AMD) {
-    /* CL_DEVICE_WAVEFRONT_WIDTH_AMD */
-    if (clGetDeviceInfo(dev, 0x4043, sizeof u32, &u32, NULL) == CL_SUCCESS) lim->sub_group_size = u32;
-  } else if (lim->vendor == FCL_VENDOR_INTEL) {
-    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL: the narrowest, whose lanes get the
-     * most registers (the planner's budget, plan.c) */
-    size_t sizes[8] = {0}, bytes = 0;
-    if (clGetDeviceInfo(dev, 0x4108, sizeof sizes, sizes, &bytes) == CL_SUCCESS)
-      for (size_t i = 0; i < bytes / sizeof sizes[0] && i < 8; ++i)
-        if (sizes[i] && (!lim->sub_group_size || sizes[i] < lim->sub_group_size))
-          lim->sub_group_size = (unsigned)sizes[i];
-  }
-}
-
-/* Fills `out`; fails only when the extension list cannot be allocated
- * (the limits would be wrong, not merely incomplete). `ctx` (may be NULL)
- * is where injected failures are counted and messages go. */
-static fcl_status describe(fcl_context *ctx, cl_platform_id platform,
-                           cl_device_id dev, unsigned pi, unsigned di,
-                           fcl_device_info *out) {
-  memset(out, 0, sizeof *out);
-  out->platform_index = pi;
-  out->device_index = di;
-  query_string(dev, CL_DEVICE_NAME, out->name, sizeof out->name);
-  query_string(dev, CL_DEVICE_VENDOR, out->vendor, sizeof out->vendor);
-  query_string(dev, CL_DEVICE_VERSION, out->version, sizeof out->version);
-  query_string(dev, CL_DRIVER_VERSION, out->driver, sizeof out->driver);
-  if (clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof out->platform,
-                        out->platform, NULL) != CL_SUCCESS)
-    out->platform[0] = '\0';
-  out->platform[sizeof out->platform - 1] = '\0';
-
-  fcl_device_limits *lim = &out->limits;
-  cl_ulong u64 = 0;
-  cl_uint u32 = 0;
-  size_t sz = 0;
-  cl_device_type type = 0;
-  if (clGetDeviceInfo(dev, CL_DEVICE_LOCAL_MEM_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
-    lim->local_mem_bytes = u64;
-  if (clGetDeviceInfo(dev, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
-    lim->global_mem_bytes = u64;
-  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof u64, &u64, NULL) == CL_SUCCESS)
-    lim->max_alloc_bytes = u64;
-  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof sz, &sz, NULL) == CL_SUCCESS)
-    lim->max_work_group_size = sz;
-  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof u32, &u32, NULL) == CL_SUCCESS)
-    lim->compute_units = u32;
-  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof u32, &u32, NULL) == CL_SUCCESS)
-    out->max_clock_mhz = u32;
-  if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS)
-    lim->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
-
-  size_t ext_len = 0;
-  int amd_compiler = 0;
-  if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS &&
-      ext_len > 0) {
-    char *ext = fcl__malloc(ctx, ext_len + 1);
-    if (!ext)
-      return fcl__fail(ctx, FCL_ERROR_OUT_OF_MEMORY,
-                       "out of host memory reading the extensions of %s", out->name);
-    if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
-      ext[ext_len] = '\0';
-      lim->has_fp16 = has_extension(ext, "cl_khr_fp16");
-      lim->has_fp64 = has_extension(ext, "cl_khr_fp64");
-      lim->has_int64_atomics = has_extension(ext, "cl_khr_int64_base_atomics");
-      /* cl_nv_device_attribute_query marks NVIDIA's own driver, whose
-       * compiler accepts inline PTX (checked on an H200). */
-      lim->nvidia_ptx = has_extension(ext, "cl_nv_device_attribute_query");
-      /* AMD's own runtime (ROCm, and the driver before it) compiles with
-       * LLVM's amdgcn target, whose builtins the AMD shuffle uses; Mesa's
-       * drivers do not have this extension. */
-      amd_compiler = has_extension(ext, "cl_amd_media_ops");
-    }
-    fcl__free(ext);
-  }
-  if (lim->nvidia_ptx) {
-    /* CL_DEVICE_COMPUTE_CAPABILITY_{MAJOR,MINOR}_NV of that extension */
-    cl_uint major = 0, minor = 0;
-    if (clGetDeviceInfo(dev, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
-        clGetDeviceInfo(dev, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS)
-      lim->nvidia_sm = major * 10 + minor;
-  }
-  read_vendor(dev, lim);
-  /* Intel's shuffles are not used: IGC spilled the SIMT kernels far more
-   * with them than with local-memory sums (docs/performance.md, Vendors). */
-  lim->shuffle = lim->nvidia_ptx                                   ? FCL_SHUFFLE_NVIDIA_PTX
-                 : lim->vendor == FCL_VENDOR_AMD && amd_compiler ? FCL_SHUFFLE_AMD
-                                                                 : FCL_SHUFFLE_NONE;
-  if (lim->shuffle != FCL_SHUFFLE_NVIDIA_PTX && !lim->sub_group_size)
-    lim->shuffle = FCL_SHUFFLE_NONE;  /* a width to plan with is needed */
-  return FCL_SUCCESS;
-}
-
-/* Calls `visit` for every device of every platform, in order, until it
- * returns nonzero. */
-typedef int (*device_visitor)(cl_platform_id, cl_device_id, unsigned pi,
-                              unsigned di, void *user);
-
-static cl_int each_device(device_visitor visit, void *user) {
-  cl_uint n_platforms = 0;
-  cl_int err = clGetPlatformIDs(0, NULL, &n_platforms);
-  if (err == FCL_PLATFORM_NOT_FOUND_KHR || n_platforms == 0) return CL_SUCCESS;
-  if (err != CL_SUCCESS) return err;
-  cl_platform_id platforms[64];
-  if (n_platforms > 64) n_platforms = 64;
-  if ((err = clGetPlatformIDs(n_platforms, platforms, NULL)) != CL_SUCCESS) return err;
-  for (cl_uint p = 0; p < n_platforms; ++p) {
-    cl_uint n_devices = 0;
-    /* A platform without devices says CL_DEVICE_NOT_FOUND; any other
-     * failure would silently hide devices, so it is the caller's error. */
-    err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &n_devices);
-    if (err == CL_DEVICE_NOT_FOUND || (err == CL_SUCCESS && n_devices == 0)) continue;
-    if (err != CL_SUCCESS) return err;
-    cl_device_id devices[64];
-    if (n_devices > 64) n_devices = 64;
-    err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, n_devices, devices, NULL);
-    if (err != CL_SUCCESS) return err;
-    for (cl_uint d = 0; d < n_devices; ++d)
-      if (visit(platforms[p], devices[d], p, d, user)) return CL_SUCCESS;
-  }
-  return CL_SUCCESS;
-}
-
-typedef struct list_state {
-  fcl_device_info *out;
-  size_t capacity, count;
-  fcl_status status;
-} list_state;
-
-static int list_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
-                      unsigned di, void *user) {
-  list_state *st = user;
-  if (st->count < st->capacity)
-    st->status = describe(NULL, platform, dev, pi, di, &st->out[st->count]);
-  st->count++;
-  return st->status != FCL_SUCCESS;
-}
-
-fcl_status fcl_devices(fcl_device_info *out, size_t capacity, size_t *count) {
-  if (!count) return FCL_ERROR_INVALID_ARGUMENT;
-  *count = 0;
-  if (!out && capacity) return FCL_ERROR_INVALID_ARGUMENT;
-  list_state st = {out, capacity, 0, FCL_SUCCESS};
-  pthread_mutex_lock(&enumeration_lock);
-  cl_int err = each_device(list_visit, &st);
-  pthread_mutex_unlock(&enumeration_lock);
-  if (st.status != FCL_SUCCESS) return st.status;
-  if (err != CL_SUCCESS) return err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY
-                                                             : FCL_ERROR_OPENCL;
-  *count = st.count;
-  return FCL_SUCCESS;
-}
 
 /* ---- selection ---------------------------------------------------------- */
 
@@ -266,7 +70,7 @@ static int select_visit(cl_platform_id platform, cl_device_id dev, unsigned pi,
     case SEL_INDEX: match = pi == st->pi && di == st->di; break;
     case SEL_NAME: {
       char name[256];
-      query_string(dev, CL_DEVICE_NAME, name, sizeof name);
+      fcl__query_string(dev, CL_DEVICE_NAME, name, sizeof name);
       match = contains_nocase(name, st->name);
       break;
     }
@@ -316,7 +120,7 @@ static fcl_context *context_alloc(void) {
 
 static fcl_status context_finish(fcl_context *ctx, cl_platform_id platform,
                                  unsigned pi, unsigned di) {
-  FCL_FORWARD_IF(describe(ctx, platform, ctx->device, pi, di, &ctx->info));
+  FCL_FORWARD_IF(fcl__describe_device(ctx, platform, ctx->device, pi, di, &ctx->info));
   cl_command_queue_properties props = 0;
   if (clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props,
                             &props, NULL) == CL_SUCCESS)
@@ -339,14 +143,14 @@ fcl_status fcl_context_create(const char *selector, fcl_context **out) {
   if (!out) return FCL_ERROR_INVALID_ARGUMENT;
   fcl_context *ctx = *out = context_alloc();
   if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&enumeration_lock);
+  fcl__devices_lock(1);
   fcl_status status = context_create(ctx, selector);
-  pthread_mutex_unlock(&enumeration_lock);
+  fcl__devices_lock(0);
   return status;
 }
 
 /* The selection and the OpenCL objects of fcl_context_create; the caller
- * holds enumeration_lock. */
+ * holds the devices' lock (fcl__devices_lock). */
 static fcl_status context_create(fcl_context *ctx, const char *selector) {
 
   if (!selector || !*selector) {
@@ -374,7 +178,7 @@ static fcl_status context_create(fcl_context *ctx, const char *selector) {
     st.name = selector;
   }
 
-  cl_int err = each_device(select_visit, &st);
+  cl_int err = fcl__each_device(select_visit, &st);
   if (err != CL_SUCCESS) return fcl__cl_fail(ctx, err, "listing OpenCL devices");
   if (!st.found && st.kind == SEL_DEFAULT && st.have_first) {
     st.found = 1;
@@ -433,14 +237,14 @@ fcl_status fcl_context_wrap(cl_context context, cl_device_id device,
   /* As with fcl_context_create, a context carries the reason of a failure. */
   fcl_context *ctx = *out = context_alloc();
   if (!ctx) return FCL_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&enumeration_lock);
+  fcl__devices_lock(1);
   fcl_status status = context_wrap(ctx, context, device, queue);
-  pthread_mutex_unlock(&enumeration_lock);
+  fcl__devices_lock(0);
   return status;
 }
 
 /* The checks and bookkeeping of fcl_context_wrap; the caller holds
- * enumeration_lock. */
+ * the devices' lock (fcl__devices_lock). */
 static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_id device,
                                cl_command_queue queue) {
   FCL_RETURN_IF(ctx, !context || !device || !queue, FCL_ERROR_INVALID_ARGUMENT,
@@ -489,7 +293,7 @@ static fcl_status context_wrap(fcl_context *ctx, cl_context context, cl_device_i
   ctx->device = device;
   ctx->queue = queue;
   find_state st = {device, 0, 0, 0};
-  each_device(find_visit, &st);  /* indices only: a failure leaves them 0 */
+  fcl__each_device(find_visit, &st);  /* indices only: a failure leaves them 0 */
   return context_finish(ctx, platform, st.pi, st.di);
 }
 
@@ -531,53 +335,4 @@ cl_device_id fcl_context_cl_device(const fcl_context *ctx) {
 }
 cl_command_queue fcl_context_cl_queue(const fcl_context *ctx) {
   return ctx && ctx->usable ? ctx->queue : NULL;
-}
-
-fcl_status fcl_context_set_scratch_limit(fcl_context *ctx, uint64_t bytes) {
-  FCL_FORWARD_IF(fcl__check_context(ctx));
-  pthread_mutex_lock(&ctx->lock);
-  ctx->settings.scratch_limit = bytes;
-  pthread_mutex_unlock(&ctx->lock);
-  return FCL_SUCCESS;
-}
-
-uint64_t fcl__default_scratch_limit(const fcl_device_limits *limits) {
-  return (uint64_t)((double)limits->global_mem_bytes * FCL_DEFAULT_SCRATCH_SHARE);
-}
-
-fcl__settings fcl__context_settings(fcl_context *ctx) {
-  pthread_mutex_lock(&ctx->lock);
-  fcl__settings settings = ctx->settings;
-  pthread_mutex_unlock(&ctx->lock);
-  return settings;
-}
-
-uint64_t fcl__scratch_limit(const fcl_context *ctx) {
-  fcl__settings settings = fcl__context_settings((fcl_context *)ctx);
-  if (settings.scratch_limit) return settings.scratch_limit;
-  return fcl__default_scratch_limit(&ctx->info.limits);
-}
-
-fcl_status fcl_context_set_block_table_checks(fcl_context *ctx, int enable) {
-  FCL_FORWARD_IF(fcl__check_context(ctx));
-  FCL_RETURN_IF(ctx, enable != 0 && enable != 1, FCL_ERROR_INVALID_ARGUMENT,
-                "block table checks must be 0 or 1, got %d", enable);
-  pthread_mutex_lock(&ctx->lock);
-  ctx->settings.table_unchecked = !enable;
-  pthread_mutex_unlock(&ctx->lock);
-  return FCL_SUCCESS;
-}
-
-fcl_status fcl_context_set_count_io(fcl_context *ctx, int enable) {
-  FCL_FORWARD_IF(fcl__check_context(ctx));
-  FCL_RETURN_IF(ctx, enable != 0 && enable != 1, FCL_ERROR_INVALID_ARGUMENT,
-                "count_io must be 0 or 1, got %d", enable);
-  FCL_RETURN_IF(ctx, enable && !ctx->info.limits.has_int64_atomics,
-                FCL_ERROR_UNSUPPORTED,
-                "I/O counting needs cl_khr_int64_base_atomics, which %s lacks",
-                ctx->info.name);
-  pthread_mutex_lock(&ctx->lock);
-  ctx->settings.count_io = enable;
-  pthread_mutex_unlock(&ctx->lock);
-  return FCL_SUCCESS;
 }

@@ -72,6 +72,23 @@ struct fcl_context {
   size_t n_errors, cap_errors;
 };
 
+/* ---- devices (devices.c) ---- */
+/** Fills `out` with a device's name, vendor, versions and the limits
+ *  flashcl plans with; ctx (may be NULL) takes the failure's message. */
+fcl_status fcl__describe_device(fcl_context *ctx, cl_platform_id platform, cl_device_id dev,
+                                unsigned pi, unsigned di, fcl_device_info *out);
+/** A device's string property into out[size], "" where it has none. */
+void fcl__query_string(cl_device_id dev, cl_device_info what, char *out, size_t size);
+/** Calls `visit` for every device of every platform, in order, until it
+ *  returns nonzero. */
+typedef int (*fcl__device_visitor)(cl_platform_id, cl_device_id, unsigned pi, unsigned di,
+                                   void *user);
+cl_int fcl__each_device(fcl__device_visitor visit, void *user);
+/** Takes (1) or gives back (0) the process's lock on listing devices and
+ *  creating contexts: PoCL 3.1 initialises its devices lazily, and did not
+ *  survive threads doing either at once. */
+void fcl__devices_lock(int hold);
+
 /** A consistent copy of the context's settings, for one call. */
 fcl__settings fcl__context_settings(fcl_context *ctx);
 

@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <string.h>
 
-
 uint64_t fcl__io_total(fcl__io io) {
   const fcl__bytes total = io.loads + io.stores;
   return total > UINT64_MAX ? UINT64_MAX : (uint64_t)total;

@@ -2,7 +2,7 @@
  * families.c — the flash kernel families, one row each (families.h).
  */
 #include "program.h"
-#include "plan.h"
+#include "rules.h"
 #include "families.h"
 
 static const fcl__family families[FCL_FLASH_KERNELS] = {

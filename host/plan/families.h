@@ -9,7 +9,7 @@
 #define FCL_FAMILIES_H
 
 #include "program.h"
-#include "plan.h"
+#include "rules.h"
 
 /** A tunable: a -D option a family's kernels take, named as they name it,
  *  and its value from the plan (families.c, tunable_value). */

@@ -10,6 +10,7 @@
 #include "errors.h"
 #include "problem.h"
 #include "plan.h"
+#include "rules.h"
 #include "families.h"
 
 #include <limits.h>
@@ -296,21 +297,6 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;
-}
-
-fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,
-                          fcl_pass pass, fcl_plan *plan, char *why, size_t why_len) {
-  const fcl_device_limits *limits = &ctx->info.limits;
-  if (fcl_tiling_hint_given(hint)) return fcl__plan_shape(limits, sh, pass, hint, plan, why, why_len);
-  /* A bucket's tuned plan may not suit every shape in it (a head_dim its
-   * threads do not divide): the rules take those. */
-  fcl_plan tuned;
-  if (fcl__tuned_plan(ctx, &sh->desc, pass, &tuned) &&
-      fcl__plan_shape(limits, sh, pass, &tuned, plan, NULL, 0) == FCL_SUCCESS) {
-    plan->tuned = 1;
-    return FCL_SUCCESS;
-  }
-  return fcl__plan_shape(limits, sh, pass, NULL, plan, why, why_len);
 }
 
 fcl_status fcl_plan_flash(const fcl_device_limits *limits,

@@ -35,7 +35,7 @@
 #include "common.h"
 #include "errors.h"
 #include "problem.h"
-#include "plan.h"
+#include "rules.h"
 
 #include <string.h>
 

@@ -31,7 +31,7 @@
 #include "common.h"
 #include "errors.h"
 #include "problem.h"
-#include "plan.h"
+#include "rules.h"
 
 #define DECODE_WG 128u
 #define DECODE_MAX_LANES 32u

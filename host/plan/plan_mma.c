@@ -35,7 +35,7 @@
 #include "common.h"
 #include "errors.h"
 #include "problem.h"
-#include "plan.h"
+#include "rules.h"
 
 #define MMA_MAX_HEAD_DIM 128u
 #define MMA_WARPS 8u      /* the forward's */

@@ -6,7 +6,7 @@
 #include "common.h"
 #include "errors.h"
 #include "problem.h"
-#include "plan.h"
+#include "rules.h"
 
 #include <stdio.h>
 

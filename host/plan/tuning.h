@@ -97,10 +97,5 @@ void fcl__log(fcl_context *ctx, const char *fmt, ...)
  *  and tuned plans are on. @return 1 with *out set, else 0. */
 int fcl__tuned_plan(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,
                     fcl_plan *out);
-/** A call's plan (plan.c): the context's tiling hint where one is set;
- *  else the tuned plan of its bucket where it plans the problem
- *  (plan->tuned = 1); else the rules. */
-fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,
-                          fcl_pass pass, fcl_plan *plan, char *why, size_t why_len);
 
 #endif

@@ -122,14 +122,8 @@ static fcl_status check_pages(const fcl_attention_desc *desc, fcl__shape *sh, ch
 static const char *const tensor_names[FCL__TENSORS] = {"q", "k", "v", "o",
                                                        "dout", "dq", "dk", "dv"};
 
-fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shape, char *why,
-                               size_t why_len) {
-  if (why && why_len) why[0] = '\0';
-  FCL_WHY_IF(!given, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
-  fcl__shape sh;
-  memset(&sh, 0, sizeof sh);
-  FCL_FORWARD_IF(normalize(given, &sh.desc, why, why_len));
-  const fcl_attention_desc *desc = &sh.desc;
+/* The sizes, the storage type, the mask flag and the scale. */
+static fcl_status check_scalars(const fcl_attention_desc *desc, char *why, size_t why_len) {
   const char *const names[] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k",
                                "head_dim"};
   const size_t values[] = {desc->batch,    desc->heads_q,  desc->heads_kv,
@@ -141,8 +135,7 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
   FCL_WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
          "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
          FCL_MAX_HEAD_DIM);
-  const size_t elem = fcl_dtype_size(desc->dtype);
-  FCL_WHY_IF(elem == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
+  FCL_WHY_IF(fcl_dtype_size(desc->dtype) == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
          (int)desc->dtype);
   FCL_WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
          "causal = %d; it must be 0 or 1", desc->causal);
@@ -155,8 +148,12 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
          "take exponentials as exp2(scale * log2(e) * x), and that factor must be a "
          "finite float",
          (double)desc->scale, (double)FCL_MAX_SCALE);
+  return FCL_SUCCESS;
+}
 
-  /* The mask and the transforms. */
+/* The mask and the transforms. */
+static fcl_status check_mask(const fcl_attention_desc *desc, fcl__shape *sh, char *why,
+                             size_t why_len) {
   FCL_WHY_IF(desc->window_left < -1 || desc->window_right < -1, FCL_ERROR_INVALID_ARGUMENT,
          "window (%d, %d): each side must be -1 (unbounded) or at least 0",
          desc->window_left, desc->window_right);
@@ -168,32 +165,37 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
          "softcap = %g; it must be finite and >= 0 (0: off)", (double)desc->softcap);
   FCL_WHY_IF(desc->alibi_per_batch != 0 && desc->alibi_per_batch != 1, FCL_ERROR_INVALID_ARGUMENT,
          "alibi_per_batch = %d; it must be 0 or 1", desc->alibi_per_batch);
-  sh.window_left = desc->window_left;
-  sh.window_right = desc->causal ? 0 : desc->window_right;
+  sh->window_left = desc->window_left;
+  sh->window_right = desc->causal ? 0 : desc->window_right;
+  return FCL_SUCCESS;
+}
 
-  /* Sequences: every batch entry seqlen_q x seqlen_k, or ragged. */
-  sh.ragged = desc->cu_seqlens_q != NULL;
-  FCL_WHY_IF(!sh.ragged && desc->cu_seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
+/* Sequences: every batch entry seqlen_q x seqlen_k, or ragged; a KV cache's
+ * lengths; pages. */
+static fcl_status check_sequences(const fcl_attention_desc *desc, fcl__shape *sh, char *why,
+                                  size_t why_len) {
+  sh->ragged = desc->cu_seqlens_q != NULL;
+  FCL_WHY_IF(!sh->ragged && desc->cu_seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
          "cu_seqlens_k is set but cu_seqlens_q is NULL: give both, or cu_seqlens_q alone");
   size_t per_entry;
   FCL_WHY_IF(__builtin_mul_overflow(desc->batch, desc->seqlen_q, &per_entry) ||
              __builtin_mul_overflow(desc->batch, desc->seqlen_k, &per_entry),
          FCL_ERROR_INVALID_SHAPE, "batch %zu x seqlen %zu overflows size_t", desc->batch,
          desc->seqlen_q > desc->seqlen_k ? desc->seqlen_q : desc->seqlen_k);
-  if (sh.ragged) {
+  if (sh->ragged) {
     FCL_FORWARD_IF(check_cu_seqlens(desc->cu_seqlens_q, desc->batch, desc->seqlen_q,
-                                    "cu_seqlens_q", "seqlen_q", &sh.tokens_q, why, why_len));
+                                    "cu_seqlens_q", "seqlen_q", &sh->tokens_q, why, why_len));
     FCL_FORWARD_IF(check_cu_seqlens(desc->cu_seqlens_k ? desc->cu_seqlens_k
                                                        : desc->cu_seqlens_q,
                                     desc->batch, desc->seqlen_k,
                                     desc->cu_seqlens_k ? "cu_seqlens_k" : "cu_seqlens_q",
-                                    "seqlen_k", &sh.tokens_k, why, why_len));
+                                    "seqlen_k", &sh->tokens_k, why, why_len));
   } else {
-    sh.tokens_q = desc->batch * desc->seqlen_q;
-    sh.tokens_k = desc->batch * desc->seqlen_k;
+    sh->tokens_q = desc->batch * desc->seqlen_q;
+    sh->tokens_k = desc->batch * desc->seqlen_k;
   }
   if (desc->seqlens_k) {  /* a KV cache's lengths, within its capacity */
-    FCL_WHY_IF(sh.ragged, FCL_ERROR_INVALID_ARGUMENT,
+    FCL_WHY_IF(sh->ragged, FCL_ERROR_INVALID_ARGUMENT,
                "seqlens_k with cu_seqlens_q: a cache's lengths take a batch of uniform "
                "query sequences");
     for (size_t b = 0; b < desc->batch; ++b) {
@@ -204,13 +206,18 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
                  (int)desc->seqlens_k[b], desc->seqlen_k);
     }
   }
-  sh.tabled = sh.ragged || desc->seqlens_k != NULL;
-  FCL_FORWARD_IF(check_pages(desc, &sh, why, why_len));
+  sh->tabled = sh->ragged || desc->seqlens_k != NULL;
+  FCL_FORWARD_IF(check_pages(desc, sh, why, why_len));
+  return FCL_SUCCESS;
+}
 
-  /* The tensors: element counts, layouts and the bytes they span. */
-  size_t q = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, desc->head_dim, 1);
-  size_t kv = product4(sh.tokens_k ? sh.tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
-  size_t lse = product4(sh.tokens_q ? sh.tokens_q : 1, desc->heads_q, 1, 1);
+/* The tensors: element counts, layouts and the bytes they span. */
+static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, char *why,
+                                size_t why_len) {
+  const size_t elem = fcl_dtype_size(desc->dtype);
+  size_t q = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, desc->head_dim, 1);
+  size_t kv = product4(sh->tokens_k ? sh->tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
+  size_t lse = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, 1, 1);
   size_t bytes;
   FCL_WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &bytes) || mul_overflows(kv, elem, &bytes) ||
              mul_overflows(lse, sizeof(float), &bytes),
@@ -219,41 +226,56 @@ fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shap
          "%zu, heads_q %zu, heads_kv %zu, head_dim %zu)",
          desc->batch, desc->seqlen_q, desc->seqlen_k, desc->heads_q, desc->heads_kv,
          desc->head_dim);
-  sh.q_elems = sh.tokens_q * desc->heads_q * desc->head_dim;
-  sh.kv_elems = sh.tokens_k * desc->heads_kv * desc->head_dim;
-  sh.lse_elems = sh.tokens_q * desc->heads_q;
-  sh.elem_size = elem;
-  sh.group = desc->heads_q / desc->heads_kv;
+  sh->q_elems = sh->tokens_q * desc->heads_q * desc->head_dim;
+  sh->kv_elems = sh->tokens_k * desc->heads_kv * desc->head_dim;
+  sh->lse_elems = sh->tokens_q * desc->heads_q;
+  sh->elem_size = elem;
+  sh->group = desc->heads_q / desc->heads_kv;
   const fcl_tensor_layout *given_views[FCL__TENSORS] = {&desc->q,    &desc->k,  &desc->v,
                                                         &desc->o,    &desc->dout, &desc->dq,
                                                         &desc->dk,   &desc->dv};
   size_t spans[FCL__TENSORS];
-  sh.vec4 = desc->head_dim % 4 == 0;
+  sh->vec4 = desc->head_dim % 4 == 0;
   for (int t = 0; t < FCL__TENSORS; ++t) {
     const int keyside = t == 1 || t == 2 || t == 6 || t == 7;
-    const int pool = sh.paged && (t == 1 || t == 2);  /* K and V: pages of tokens */
+    const int pool = sh->paged && (t == 1 || t == 2);  /* K and V: pages of tokens */
     const fcl__view_extent e = {.batch = pool ? desc->num_pages : desc->batch,
                                 .tokens = pool        ? desc->page_size
-                                          : sh.ragged ? (keyside ? sh.tokens_k : sh.tokens_q)
+                                          : sh->ragged ? (keyside ? sh->tokens_k : sh->tokens_q)
                                                       : (keyside ? desc->seqlen_k : desc->seqlen_q),
                                 .heads = keyside ? desc->heads_kv : desc->heads_q,
                                 .head_dim = desc->head_dim,
                                 .elem_size = elem,
-                                .ragged = sh.ragged};
-    sh.views[t] = fcl__resolve_layout(given_views[t], e.batch,
+                                .ragged = sh->ragged};
+    sh->views[t] = fcl__resolve_layout(given_views[t], e.batch,
                                       pool ? e.tokens : keyside ? desc->seqlen_k : desc->seqlen_q,
-                                      e.heads, desc->head_dim, sh.ragged);
-    FCL_FORWARD_IF(fcl__check_layout(&sh.views[t], &e, tensor_names[t], &spans[t], why,
+                                      e.heads, desc->head_dim, sh->ragged);
+    FCL_FORWARD_IF(fcl__check_layout(&sh->views[t], &e, tensor_names[t], &spans[t], why,
                                      why_len));
-    sh.vec4 = sh.vec4 && fcl__layout_vec4(&sh.views[t]);
+    sh->vec4 = sh->vec4 && fcl__layout_vec4(&sh->views[t]);
   }
-  sh.sizes = (fcl_buffer_sizes){.q = spans[0], .k = spans[1], .v = spans[2], .o = spans[3],
+  sh->sizes = (fcl_buffer_sizes){.q = spans[0], .k = spans[1], .v = spans[2], .o = spans[3],
                                 .lse = lse * sizeof(float), .dout = spans[4],
                                 .dq = spans[5], .dk = spans[6], .dv = spans[7],
                                 .alibi_slopes = desc->alibi_slopes
                                                     ? (desc->alibi_per_batch ? desc->batch : 1) *
                                                           desc->heads_q * sizeof(float)
                                                     : 0};
+  return FCL_SUCCESS;
+}
+
+fcl_status fcl__check_desc_why(const fcl_attention_desc *given, fcl__shape *shape, char *why,
+                               size_t why_len) {
+  if (why && why_len) why[0] = '\0';
+  FCL_WHY_IF(!given, FCL_ERROR_INVALID_ARGUMENT, "desc is NULL");
+  fcl__shape sh;
+  memset(&sh, 0, sizeof sh);
+  FCL_FORWARD_IF(normalize(given, &sh.desc, why, why_len));
+  const fcl_attention_desc *desc = &sh.desc;
+  FCL_FORWARD_IF(check_scalars(desc, why, why_len));
+  FCL_FORWARD_IF(check_mask(desc, &sh, why, why_len));
+  FCL_FORWARD_IF(check_sequences(desc, &sh, why, why_len));
+  FCL_FORWARD_IF(check_tensors(desc, &sh, why, why_len));
   if (shape) *shape = sh;
   return FCL_SUCCESS;
 }

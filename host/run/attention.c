@@ -6,6 +6,7 @@
 #include "common.h"
 #include "context.h"
 #include "tuning.h"
+#include "plan.h"
 #include "errors.h"
 #include "measure.h"
 #include "problem.h"

@@ -13,6 +13,7 @@
 #include "problem.h"
 #include "calls.h"
 #include "plan.h"
+#include "rules.h"
 #include "merge.h"
 #include "families.h"
 

@@ -45,7 +45,7 @@
 #include "measure.h"
 #include "problem.h"
 #include "calls.h"
-#include "plan.h"
+#include "rules.h"
 #include "naive.h"
 
 #include <limits.h>

@@ -11,7 +11,7 @@
 #include "errors.h"
 #include "resources.h"
 #include "program.h"
-#include "plan.h"
+#include "rules.h"
 
 #include <stdio.h>
 #include <stdlib.h>

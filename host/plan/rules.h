@@ -1,0 +1,187 @@
+/*
+ * rules.h — what the kernel families' rules (plan_simt.c, plan_mma.c,
+ * plan_decode.c, plan_cpu.c) share and declare: their planners, their local
+ * bytes, the device's budgets and shuffles, and small facts of plans.
+ */
+#ifndef FCL_RULES_H
+#define FCL_RULES_H
+
+#include "common.h"
+#include "problem.h"
+
+/** The largest power of two up to x (1 for x < 2), at most 2^30: the
+ *  planners' work-group sizes. */
+static inline unsigned fcl__floor_pow2(size_t x) {
+  unsigned p = 1;
+  while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
+  return p;
+}
+/** The most keys a paged forward's tile may hold, so that no tile
+ *  straddles two pages (tiles start at multiples of their size): the
+ *  largest power of two dividing page_size, FCL_PAGE_SIZE_MULTIPLE at
+ *  least; without a block table, no limit. Every forward planner keeps
+ *  its block_k within it. */
+static inline unsigned fcl__page_tile_cap(const fcl_attention_desc *desc) {
+  if (!desc->block_table || !desc->page_size) return UINT_MAX;
+  return (unsigned)(desc->page_size & (~desc->page_size + 1));  /* page_size <= INT_MAX */
+}
+/** Keys the decode kernel on matrix instructions reads a warp a step, from
+ *  one page of a paged cache (cl/flash_fwd_decode_mma.cl). */
+#define FCL__DECODE_MMA_WARP_KEYS 16u
+/** Keys a plan's kernel reads through one page lookup of a paged cache,
+ *  which page_size must be a multiple of: a tile's, or a warp's step in
+ *  the decode kernel on matrix instructions. */
+static inline unsigned fcl__page_lookup_keys(const fcl_plan *plan) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? FCL__DECODE_MMA_WARP_KEYS : plan->block_k;
+}
+/** The local memory a flash kernel may declare: the device's less the 1 KiB
+ *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local
+ *  arrays work, 48 fail); elsewhere the margin costs nothing. Both
+ *  planners (plan.c, plan_mma.c) budget with it. */
+static inline uint64_t fcl__local_budget(const fcl_device_limits *limits) {
+  const uint64_t reserve = 1024;
+  return limits->local_mem_bytes > reserve ? limits->local_mem_bytes - reserve : 0;
+}
+/** The lanes of a device's sub-group shuffles (fcl_device_limits.shuffle):
+ *  its sub-group size, a warp on NVIDIA where the query gave none; 0
+ *  without shuffles. */
+static inline unsigned fcl__shuffle_width(const fcl_device_limits *limits) {
+  if (limits->shuffle == FCL_SHUFFLE_NONE) return 0;
+  if (limits->sub_group_size) return limits->sub_group_size;
+  return limits->shuffle == FCL_SHUFFLE_NVIDIA_PTX ? 32 : 0;
+}
+/** Whether `lanes` adjacent work-items of a `wg`-item work-group sum their
+ *  partial products by shuffles rather than through local memory: the
+ *  device has them and the work-group fills whole sub-groups (a shuffle
+ *  over absent lanes is undefined). common.cl's FCL_SUMS_BY_SHUFFLE is
+ *  the same test, from the FCL_SHUFFLE options program.c passes. */
+static inline int fcl__sums_by_shuffle(const fcl_device_limits *limits, size_t wg,
+                                       unsigned lanes) {
+  return FCL_SUMS_BY_SHUFFLE_OF((size_t)fcl__shuffle_width(limits), wg, lanes);
+}
+/** Local memory of the flash forward kernel (SIMT) for a tiling on a
+ *  device (its row sums through local memory without shuffles). */
+size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
+/** A kernel family's planner of one pass (families.c): `sh` the validated
+ *  problem, `desc` the problem as the planner sees it (the forward's packed
+ *  heads' rows as one head's; arguments already checked by
+ *  fcl__plan_flash). Writes `out` on success only; else says why. */
+typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shape *sh,
+                                const fcl_attention_desc *desc, const fcl_plan *hint,
+                                fcl_plan *out, char *why, size_t why_len);
+/** The SIMT kernels' rules (plan_simt.c). */
+fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
+
+/* The tensor-core forward's planner (plan_mma.c). */
+/** The device runs mma.sync natively (NVIDIA, sm_80 and later); the MMA
+ *  kernel emulates it elsewhere. */
+int fcl__mma_native(const fcl_device_limits *limits);
+/** The planner's default, the same for both passes: the MMA kernels where
+ *  they run natively, take the head_dim and dtype, and were measured faster
+ *  than SIMT (plan_mma.c). */
+int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc);
+/** The MMA forward's tiling. */
+fcl__planner fcl__plan_forward_mma;
+/** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
+ *  scratch when `emulate`. */
+size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
+/* The CPU forward's planner (plan_cpu.c). */
+/** Whether the rules take the CPU forward: a CPU device, a forward of at
+ *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
+ *  does not pack heads (`packed` 1). */
+int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed);
+/** The CPU forward's tiling for the packed problem `desc`. */
+fcl__planner fcl__plan_forward_cpu;
+/** Whether the rules take the CPU backward: a CPU device. */
+int fcl__cpu_backward_suits(const fcl_device_limits *limits);
+/** The CPU backward's tiling (both kernels). */
+fcl__planner fcl__plan_backward_cpu;
+/** Whether two plans are the same, field by field (fcl_plan has padding,
+ *  which memcmp would compare too). */
+static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
+  return a->block_q == b->block_q && a->block_k == b->block_k && a->wg_size == b->wg_size &&
+         a->threads_per_row == b->threads_per_row && a->rows_per_thread == b->rows_per_thread &&
+         a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
+         a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
+         a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned &&
+         a->merge == b->merge;
+}
+/** Whether a kernel family is one of the two decode kernels. */
+static inline int fcl__decode_kernel_family(unsigned kernel) {
+  return kernel == FCL_FLASH_KERNEL_DECODE || kernel == FCL_FLASH_KERNEL_DECODE_MMA;
+}
+/** Whether a kernel family has a forward only: the decode kernels. */
+static inline int fcl__kernel_forward_only(unsigned kernel) {
+  return fcl__decode_kernel_family(kernel);
+}
+/* The decode forward's planner (plan_decode.c). */
+/** The planner's default decode kernel for a forward of `packed_rows` rows
+ *  a block (seqlen_q times the packed heads): FCL_FLASH_KERNEL_DECODE_MMA
+ *  where the matrix instructions run natively (16-bit types, head_dim up
+ *  to 128, at most FCL_DECODE_MMA_MAX_ROWS rows), else
+ *  FCL_FLASH_KERNEL_DECODE on GPUs for vec4 shapes of at most
+ *  FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
+unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
+                            size_t packed_rows);
+/** The decode forward's tiling for the packed problem `desc` of shape
+ *  `sh`, and the same for the decode kernel on matrix instructions. */
+fcl__planner fcl__plan_forward_decode, fcl__plan_forward_decode_mma;
+/** Local memory of either decode kernel (plan->kernel) for a tiling on a
+ *  device (whose partial sums may go through local memory, and whose
+ *  matrix instructions may be emulated). */
+size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
+/** Floats per block row of either decode kernel's local state (key groups
+ *  or warps x (HEAD_DIM_MAX + 2)): how many splits' LSEs a row of the
+ *  merge in the split launch stages there (cl/blocks.cl). */
+size_t fcl__decode_state_row_floats(const fcl_plan *plan);
+/** The MMA backward's tiling. */
+fcl__planner fcl__plan_backward_mma;
+/** How the flash kernels are built for a problem's window (common.cl's
+ *  WINDOW): without one, with causal's (no left bound, right bound 0), so
+ *  that the compiler folds the mask, or from the parameter block. */
+typedef enum fcl__window_kind {
+  FCL__WINDOW_NONE = 0,
+  FCL__WINDOW_CAUSAL = 1,
+  FCL__WINDOW_GENERAL = 2,
+} fcl__window_kind;
+
+static inline fcl__window_kind fcl__window_of(const fcl_attention_desc *desc) {
+  const int right = desc->causal ? 0 : desc->window_right;
+  if (desc->window_left >= 0 || right > 0) return FCL__WINDOW_GENERAL;
+  return right == 0 ? FCL__WINDOW_CAUSAL : FCL__WINDOW_NONE;
+}
+
+/** Whether the backward kernels keep each query row's visible keys in
+ *  local memory (common.cl's ROW_KEYS_IN_LOCAL): for a general window
+ *  only; a pinned one gives them from the row. */
+static inline int fcl__row_keys_in_local(const fcl_attention_desc *desc) {
+  return fcl__window_of(desc) == FCL__WINDOW_GENERAL;
+}
+
+/** 8-row groups of a streamed tile the MMA backward takes per step
+ *  (flash_bwd_mma.cl's SUB_TILES, which the host passes): its scores'
+ *  registers, and the size of what warp pairs exchange. */
+#define FCL__MMA_BWD_SUB_TILES 2
+/** Local memory of flash_bwd_mma.cl's kernels (both alike) for a tiling,
+ *  with the emulation scratch when `emulate`, and each query row's key
+ *  bounds when `row_keys` (fcl__row_keys_in_local). */
+size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys);
+/** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
+ *  backward tiling on a device (row sums through local memory without
+ *  shuffles); row_keys: as above. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
+                                  int row_keys);
+/** Rows of a streamed tile the backward kernels take into registers at a
+ *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
+ *  eight work-items share a row, and on AMD and Intel then 2 for slices of
+ *  24 floats, 1 for 32 (plan.c says what spilled). */
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits);
+/** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
+ *  D = rowsum(dO * O)), the same for both kernel families. */
+typedef struct fcl__pre_shape {
+  unsigned wg_size;          /**< 128, or the device's largest power of two below */
+  unsigned threads_per_row;  /**< enough for a float4 each: at most 32 and wg_size */
+} fcl__pre_shape;
+fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim);
+
+#endif
