@@ -10,14 +10,17 @@
  *     is a context, a message naming it. No call aborts, prints, or leaves
  *     memory or OpenCL objects behind on any path, failures included.
  *   - Handles are opaque. Nothing is global: two contexts never share state.
- *   - Tensors are caller-owned cl_mem buffers in the layout
+ *   - Tensors are caller-owned cl_mem buffers, by default packed
  *       Q, O, dQ, dO : [batch][seqlen_q][heads_q ][head_dim]
  *       K, V, dK, dV : [batch][seqlen_k][heads_kv][head_dim]
  *       LSE          : float [batch][heads_q][seqlen_q]
- *     contiguous, starting at offset 0 (make a sub-buffer to start elsewhere).
+ *     from offset 0; any other offset and strides (PyTorch's [B, H, N, d]
+ *     views, packed QKV) are an fcl_tensor_layout per tensor, ragged batches
+ *     are cu_seqlens, and K and V may be a (paged) KV cache: see
+ *     fcl_attention_desc. head_dim is always contiguous.
  *   - Causal masking is aligned to the bottom-right corner: query i sees key j
- *     iff j <= i + seqlen_k - seqlen_q. A query that sees no key outputs zeros
- *     and LSE = -INFINITY.
+ *     iff j <= i + seqlen_k - seqlen_q; sliding windows likewise. A query that
+ *     sees no key outputs zeros and LSE = -INFINITY.
  *   - Grouped-query attention: heads_q % heads_kv == 0 and query head h reads
  *     key/value head h / (heads_q / heads_kv).
  *   - Storage may be f32, f16 or bf16; the flash algorithm's arithmetic is
