@@ -75,6 +75,12 @@ expect 2 "unknown dtype" "$info" --dtype f64
 expect 2 "heads_q = 3 is not a multiple of heads_kv = 2" "$info" --heads 3 --heads-kv 2
 expect 2 "exceeds 2147483647" "$info" --batch 4294967296
 expect 2 "unknown option" "$info" --frobnicate
+# a program's text: the shared texts (params.h, traits.h, ...), the prelude, the file
+expect 0 "FCL_TRAITS_H" "$info" --program-text flash_fwd_mma.cl
+grep -qF "void flash_fwd_mma(" "$tmp/out.txt" || fail "--program-text flash_fwd_mma.cl: no kernel"
+grep -qF "inline void ldsm_x4(" "$tmp/out.txt" || fail "--program-text flash_fwd_mma.cl: no prelude"
+expect 2 "no kernel file of the library" "$info" --program-text nope.cl
+expect 2 "needs a kernel file" "$info" --program-text
 
 expect 0 "usage" "$callcost" --help
 expect 0 "in a run" "$callcost" "${device[@]}" --dtype f32 2 100
