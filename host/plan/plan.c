@@ -19,12 +19,8 @@
 
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
 /* The decode kernels' split target (plan_decode.c): one wave, the 2
- * work-groups of 128 an H200 multiprocessor holds at their 184 (matrix
- * instructions) and 202 (SIMT) registers a lane, at most 64 splits.
- * Measured on the H200 (docs/performance.md): on matrix instructions, v9
- * (at B 1, 32 splits 1.09-1.22x of 64; at B 8, 4 faster than 8 and 16);
- * the SIMT kernel in f32, v13 (B 8 x 8k: 4 splits 0.172 ms, the 16 of 8 a
- * compute unit 0.186; B 1 x 32k: 32 splits 0.104 ms, 64 0.121). */
+ * work-groups of 128 a multiprocessor holds at the kernels' registers, at
+ * most 64 splits (docs/design.md, "The rules, measured"). */
 #define DECODE_WGS_PER_CU 2u
 #define DECODE_MAX_SPLITS 64u
 
@@ -140,12 +136,10 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
 }
 
 /* How a split forward merges (fcl_plan.merge says the rule). The merge in
- * the split launch saves the host a second launch (5-7 us on NVIDIA's
- * driver, v10) but ends each work-group on a device-wide fence and its
- * block on one work-group's merge: on an H100, back to back, B 1 calls
- * that read 4-32 MiB of K and V (bound by the host's launches) ran 15-20
- * us where two launches ran 19-31, and those that read 64-128 MiB ran
- * 0.92-0.99x the merge kernel's speed (docs/performance.md, v20). So
+ * the split launch saves the host a second launch but ends each
+ * work-group on a device-wide fence and its block on one work-group's
+ * merge: it wins where the host's launches bound the call, and loses a
+ * little where the device does (docs/design.md, "The rules, measured"). So
  * it is taken where the call reads at most MERGE_IN_LAUNCH_BYTES_PER_CU of
  * K and V per compute unit, and only where its fence and count were proven:
  * NVIDIA's driver and CPUs (PoCL; their decode kernels are asked for, never

@@ -53,9 +53,8 @@ static unsigned pow2_at_least(size_t x) {
   return p;
 }
 
-/* The SIMT kernel: GPUs only. On NVIDIA it was measured
- * (docs/performance.md, v8: 2.5-3.3x the MMA kernel at caches of 32k and
- * more); on AMD and Intel it is chosen by their compilers' figures
+/* The SIMT kernel: GPUs only. On NVIDIA it was measured (docs/design.md,
+ * "The rules, measured"); on AMD and Intel it is chosen by their compilers' figures
  * (scripts/vendor-check.sh: no spill, 26 KiB of local memory and occupancy
  * 2 on MI300X, 5 on RX 7900 XTX, where the SIMT split forward has 43 and
  * 39 KiB and occupancy 1), not timed. On PoCL its local-memory sums made it
@@ -67,9 +66,8 @@ static int decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
 
 /* Where the matrix instructions run natively, for the types they multiply
  * as stored (f32 would pay 3xTF32 and the splitting of every K and V
- * element, which the SIMT kernel's f32 streams without). On the H200
- * 1.40-1.84x the SIMT kernel at caches of 8k-128k (docs/performance.md,
- * v9). */
+ * element, which the SIMT kernel's f32 streams without); faster than the
+ * SIMT kernel there (docs/design.md, "The rules, measured"). */
 static int decode_mma_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows) {
   return fcl__mma_native(limits) && sh->desc.dtype != FCL_DTYPE_F32 && sh->vec4 &&
@@ -173,7 +171,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
 
 /* The decode forward on matrix instructions: block_q rows (a power of two,
  * at most 16) in every warp, DECODE_MMA_WARPS warps each taking 16 keys of
- * a step (8 were no faster on the H200, v9), head_dim padded to whole
+ * a step (more were no faster), head_dim padded to whole
  * 32-column groups (a lane's V loads), halved while local memory does not
  * fit. */
 fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const fcl__shape *sh,

@@ -5,21 +5,15 @@
  *
  * The kernels' shape is fixed by the instructions: a warp owns 16 rows, and
  * a row's four lanes each hold two columns of the score and output tiles.
- * What is left to choose for the forward:
- *   - one 16-row tile per warp. Two per warp would let every fragment
- *     read from local memory feed two instructions, for twice the
- *     registers of Q, the accumulator and the scores: on the H200 that ran
- *     0.6-0.8x as fast in every case measured (docs/performance.md, v3e),
- *     and with ldmatrix on an H100 0.69-0.84x in 16-bit (243-255
- *     registers; f32 d = 64 alone 1.09x, spilling: v21), so it is not in
- *     the kernel;
- *   - warps per work-group: 8 (Br = 128 rows sharing each K/V tile, so K
- *     and V are read from global memory half as often as with 4: on the
- *     H200 that was 6-34% faster in every dtype, d and mask measured,
- *     docs/performance.md v3e), halved down to one while the launch has
- *     fewer than two work-groups per compute unit, as in the SIMT rule;
- *     4 over 128-key tiles in 16-bit types at d <= 64 with a causal mask
- *     (below);
+ * What is left to choose for the forward (docs/design.md, "The rules,
+ * measured", says why each is what it is):
+ *   - one 16-row tile per warp: two would double the registers of Q, the
+ *     accumulator and the scores, and lost wherever they were measured;
+ *   - warps per work-group: 8 (Br = 128 rows share each K/V tile, read
+ *     from global memory half as often as with 4), halved down to one
+ *     while the launch has fewer than two work-groups per compute unit, as
+ *     in the SIMT rule; 4 over 128-key tiles in 16-bit types at d <= 64
+ *     with a causal mask (below);
  *   - Bc, from the registers first: a lane keeps its Q fragments (d/2
  *     floats in f32, d/4 words in 16-bit types), its accumulator (d/2
  *     floats) and Bc/2 scores. 64 keys fit everywhere but f32 beyond
@@ -51,17 +45,10 @@ int fcl__mma_native(const fcl_device_limits *limits) {
  * all in or all out (LOAD_TILE), fragments up to 128 columns. */
 static int mma_takes_head_dim(size_t d) { return d % 8 == 0 && d <= MMA_MAX_HEAD_DIM; }
 
-/* f32 pays three instructions per product (3xTF32) and the splitting of
- * every operand. On an H200 at N = 4096 (docs/performance.md):
- *   - the forward, 8 warps, ran 1.08-1.19x the SIMT kernel at d = 64 and
- *     1.16-1.23x at d = 128 (v3e);
- *   - the backward ran 1.47-1.48x at d = 64, and at d = 128, in warp
- *     pairs, 1.38-1.41x (v5);
- *   - below d = 64 both are unmeasured, and there the truncating sums of
- *     the tensor cores cost the backward most accuracy (v4: 7x the naive
- *     algorithm's dK error at d = 16, past the rule's 3x; within it at
- *     d = 64 and 128 on the H200's test inputs, v5).
- * 16-bit types were 4-6x faster in the forward, 5.2-6.1x in fwd+bwd (v4). */
+/* The tensor cores by default where they run natively; in f32 (3xTF32,
+ * three instructions a product) from d = 64, where they were faster than
+ * SIMT in both passes and within the accuracy rule, which the truncating
+ * sums broke at d = 16 (docs/design.md, "The rules, measured"). */
 int fcl__mma_suits(const fcl_device_limits *limits, const fcl_attention_desc *desc) {
   if (desc->dtype == FCL_DTYPE_F32 && desc->head_dim < 64) return 0;
   return fcl__mma_native(limits) && mma_takes_head_dim(desc->head_dim);
@@ -198,9 +185,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
   }
   const int fixed_wg = hint && hint->wg_size, fixed_bk = hint && hint->block_k;
   /* 16-bit, causal, d <= 64: 4 warps over 128-key tiles (half the rows
-   * past the diagonal, twice the keys between barriers): 1.16-1.27x the
-   * 8 warps over 64 on an H100 in f16 and bf16, 1.00-1.03x without the
-   * mask (docs/performance.md, v19); the H200's tuned f16 plan (v17). */
+   * past the diagonal, twice the keys between barriers), which measured
+   * faster than 8 warps over 64 (docs/design.md, "The rules, measured"). */
   const int causal_short = desc->dtype != FCL_DTYPE_F32 && desc->causal &&
                            mma_head_dim_padded(desc) <= 64;
   fcl_plan plan;
@@ -238,16 +224,12 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
  * queries in dQ), and streams tiles of as many rows of the other side.
  * Its local memory is two such tiles in the storage type, LSE and D of a
  * query tile, and where warps pair, what they exchange. Blocks of 64 rows
- * (on the H200, 4 warps were faster than 2 or 8, and than 4 with twice the
- * scores per step: docs/performance.md, v4), halved while the launch does
- * not fill the device or the tiles do not fit.
+ * (4 warps), halved while the launch does not fill the device or the
+ * tiles do not fit.
  *
  * Warp pairs in f32 beyond head_dim 64, where a lane's K and V fragments
- * and dK and dV accumulators would take 2 d floats (256 at d = 128): on the
- * H200 at d = 128 they ran 1.23-1.26x one warp per 16 rows (both in
- * blocks of 32 rows, as many as NVIDIA's local memory holds in f32). At
- * d = 64 they ran 0.76-0.78x, and in f16, whose fragments take half the
- * registers, 0.62-0.87x at d = 64 and 128 (docs/performance.md, v5). */
+ * and dK and dV accumulators would take 2 d floats (256 at d = 128); one
+ * warp per 16 rows elsewhere (docs/design.md, "The rules, measured"). */
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys) {
   return FCL_MMA_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->wg_size / 32,
                                  (size_t)plan->threads_per_row / 4,

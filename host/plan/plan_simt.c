@@ -25,13 +25,10 @@
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 8u
 
-/* Private floats a work-item may keep without spilling, per vendor. The
- * numbers above are an H200's (255 registers a work-item). Intel's GPUs
- * run at their narrowest sub-group with 256 registers a thread
- * (fcl__program_options), 256 floats a lane on Xe-HPG (SIMD8) and Xe-HPC
- * (SIMD16); the budgets are what ocloc compiled without spilling over
- * head_dim 64 and 128 (scripts/vendor-check.sh; docs/performance.md,
- * vendors). */
+/* Private floats a work-item may keep without spilling, per vendor: the
+ * numbers above are NVIDIA's (255 registers a work-item); Intel's and
+ * AMD's are what their compilers took without spilling
+ * (scripts/vendor-check.sh; docs/design.md, "The rules, measured"). */
 typedef struct register_budget {
   unsigned fwd;      /* q + accumulator slices + Bc scores */
   unsigned fwd_row;  /* q + accumulator slices */
@@ -158,8 +155,7 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
 
   const unsigned bwd_floats = register_budget_of(limits).bwd;
   /* CPUs up to head_dim 128: whole rows, as the forward (no registers to
-   * budget): on 2 cores 1.4-1.9x the register rule's split rows
-   * (docs/performance.md, "CPU backward"). */
+   * budget; docs/design.md, "The rules, measured"). */
   const int cpu_rule = !limits->is_gpu && plan.head_dim_padded <= CPU_RULE_MAX_HEAD_DIM;
   unsigned g = 1;
   while (!cpu_rule && 4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
@@ -235,9 +231,8 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   const register_budget regs = register_budget_of(limits);
   /* CPUs: PoCL runs a work-group's work-items as SIMD lanes, and private
    * floats live in cache-resident memory, not registers: whole rows, two a
-   * work-item, 32 keys a tile (docs/performance.md, "CPU forward": 1.4-2x
-   * the register rule's tiling at d = 128 on 2 cores, as fast at d = 64;
-   * wider head dims unmeasured, so they keep it). */
+   * work-item, 32 keys a tile, up to the widest head_dim measured
+   * (docs/design.md, "The rules, measured"). */
   const int cpu_rule = !limits->is_gpu && bucket <= CPU_RULE_MAX_HEAD_DIM;
   unsigned g = 1, rows = cpu_rule ? 2 : 1;
   while (!cpu_rule && 2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
