@@ -265,7 +265,7 @@ inline float fcl_merged_lse(float m, float sum, int bad) {
 #error "MERGE_LAST_SPLIT merges the splits of a SPLIT_KV forward"
 #endif
 #if MERGE_LAST_SPLIT
-#define MERGE_LOADS 16  // parts whose O a work-item loads before adding them (v20: 16 for 8)
+#define MERGE_LOADS 16  // parts whose O a work-item loads before adding them (measured)
 
 /* Orders this work-item's global loads and stores against other compute
  * units': NVIDIA's membar.gl, by name (fence.sc.gpu in the PTX memory

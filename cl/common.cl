@@ -271,8 +271,8 @@ inline float fcl_shfl_xor(float x, int mask) {
 #define ROW_SEES(key, row, nq, nk, lo, hi) ((key) >= (lo) && (key) < (hi))
 #endif
 /* ROW_SEES for the dK/dV kernels, whose keys past nk are their own padding
- * rows, never stored: with the window pinned, no test of key < nk (v6's
- * causal dK/dV kernel had none, and fewer registers). */
+ * rows, never stored: with the window pinned, no test of key < nk (fewer
+ * registers). */
 #if WINDOW == 0
 #define KEY_SEEN_BY(key, row, nq, nk, lo, hi) 1
 #elif WINDOW == 1
@@ -326,9 +326,8 @@ FCL_DEFINE_SCORE(fcl_score16, float16, int16, convert_float16)
 /* The backward's P of an unscaled score s in a row whose LSE is lse2 in
  * log2 units (LSE log2(e)), and in *dscale the factor the transform puts
  * into dS = P (dP - D): d logit / d(scale s), 1 - tanh^2 with a softcap.
- * P = 2^(score exp_factor - lse2), the forward's exponential: with it the
- * f32 tensor-core backward ran 1.05-1.07x as fast as with exp() on an
- * H200 (docs/performance.md, v6). As fcl_score, for one score (fcl_prob)
+ * P = 2^(score exp_factor - lse2), the forward's exponential (faster than
+ * exp(); docs/design.md, "The rules, measured"). As fcl_score, for one score (fcl_prob)
  * and for 16 across a vector's lanes (fcl_prob16, flash_bwd_cpu.cl). */
 #define FCL_DEFINE_PROB(name, T, I, to_T)                                      \
   inline T name(T s, const fcl_params p, T lse2, float slope, I rel, T *dscale) { \

@@ -68,9 +68,8 @@ DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
 
 /* The next tile's rows on their way into the cache (L2: the tiles, q and
  * the accumulators fill L1) while this tile's products run; without it the
- * tile loads above stalled on memory (perf, PoCL 3.1, 2 cores, d 128,
- * N 1024: 29% of the forward's time and of each backward kernel's;
- * docs/performance.md, "CPU: the next tile in cache"). OpenCL's
+ * tile loads above stalled on memory (docs/design.md, "The rules,
+ * measured"). OpenCL's
  * prefetch() is empty in PoCL; clang's __builtin_prefetch is the CPU's
  * instruction, used where clang compiles for the CPU itself and the kernel
  * does not count its loads (Oclgrind's SPIR, other compilers: nothing). */

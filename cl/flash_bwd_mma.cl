@@ -31,7 +31,7 @@
  * memory (JOIN_HALVES: two barriers per step), so that both warps go on
  * with the same scores. (Splitting the dK/dV kernel's products instead,
  * S, P and dV in one warp and dP, dS and dK in the other with one barrier
- * per step, ran 0.93-0.96x on an H200: docs/performance.md, v5.)
+ * per step, was slower: docs/design.md, "The rules, measured".)
  *
  * The traffic is flash_bwd.cl's with BLOCK for its block (host/model/iomodel.c
  * models both): K and V (dK/dV) or Q, dO, LSE and D (dQ) once per
@@ -53,10 +53,9 @@
 
 #ifndef ASYNC_TILES
 /* 16-bit tiles come by cp.async (mma.cl's FETCH_TILE), a tile's loads all
- * in flight at once and none held in registers: on the H200 the backward
- * ran 1.46-1.62x as fast at d 128 and 1.12-1.16x at d 64. f32 ran
- * 0.97-1.02x and keeps its loads through registers (docs/performance.md,
- * v21). */
+ * in flight at once and none held in registers; f32, which gained nothing,
+ * keeps its loads through registers (docs/design.md, "The rules,
+ * measured"). */
 #define ASYNC_TILES (FCL_DTYPE != 0)
 #endif
 #if ASYNC_TILES

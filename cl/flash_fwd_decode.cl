@@ -50,7 +50,7 @@
 #define SUM_BY_SHUFFLE FCL_SUMS_BY_SHUFFLE(WG_SIZE, KEY_LANES)
 
 #if !FCL_DECODE_VALID(HEAD_DIM_MAX, BLOCK_K, WG_SIZE, KEY_LANES)
-#error "KEY_LANES (a power of two) must split HEAD_DIM_MAX into float4s and WG_SIZE into key groups that split BLOCK_K"
+#error "KEY_LANES (a power of two) must split HEAD_DIM_MAX into float4s, WG_SIZE into key groups"
 #endif
 
 /* This key group's rows of a tile of K or V from key k0: keys

@@ -4,9 +4,9 @@
  * problem with flash_fwd_mma.cl's arithmetic.
  *
  * flash_fwd_decode.cl spends per key, in every lane, a dot-product slice,
- * a shuffle tree per row and an exponential per row: on an H200 the 16-bit
- * types stream the cache at under half the copy speed, bound by issue
- * (docs/performance.md, v8). Here every warp of the work-group holds the
+ * a shuffle tree per row and an exponential per row: in the 16-bit types
+ * it streams the cache well under the copy speed, bound by issue
+ * (docs/design.md, "The rules, measured"). Here every warp of the work-group holds the
  * block's rows (at most 16: one m16 fragment) and takes its own WARP_KEYS
  * keys of each step; S = Q K^T and O += P V are matrix instructions, so a
  * key costs a warp a few instructions, and the work-group's warps merge
@@ -30,9 +30,8 @@
  * S's fragments are flash_fwd_mma.cl's: s[n][i] of lane (g, t) is row
  * g + 8 (i >> 1) of the block, key 8 n + 2 t + (i & 1) of the warp's step.
  * With BLOCK_Q <= 8 fragment rows 8-15 are zero and their softmax is not
- * computed. (Keeping only their row-g halves, 164 registers instead of
- * 184 at the time, and asking L2 for the next step's lines were each slower on some
- * of the decode family's shapes on an H200: docs/performance.md, v9.)
+ * computed. (Keeping only their row-g halves, and asking L2 for the next
+ * step's lines, were each slower on some of the decode family's shapes.)
  *
  * f16 and bf16 storage (f32 takes flash_fwd_decode.cl); head_dim up to
  * HEAD_DIM_MAX, a multiple of 32, and a multiple of 4 (vec4 views). The

@@ -7,8 +7,8 @@
  * work-items owns 16 query rows and computes its S = Q K^T and O += P V
  * tiles with the m16n8 matrix multiply-accumulate instructions of NVIDIA's
  * tensor cores (PTX mma.sync, sm_80 and later), which the SIMT kernel's
- * fused multiply-adds cannot approach: on an H200 they are where PyTorch's
- * attention kernels get their speed, in fp32 as well (CUTLASS's 3xTF32).
+ * fused multiply-adds cannot approach: they are where PyTorch's attention
+ * kernels get their speed on NVIDIA, in fp32 as well (CUTLASS's 3xTF32).
  *
  * Storage types: f32 multiplies in 3xTF32 at f32 accuracy; f16 and bf16
  * go to the instructions as stored, with P rounded to the storage type
@@ -35,9 +35,8 @@
 #define WARPS 4             // warps per work-group
 #endif
 #ifndef TILE_LOADS_UNROLL
-/* Measured on the H200: 8 in flight is faster in f32 and at d = 128 (up to
- * 1.57x than one at a time); 16-bit d <= 64 takes 2, which loses least on
- * short causal runs and 23% less time than 1 (docs/performance.md, v8b). */
+/* Loads in flight a work-item: 8 in f32 and at d = 128, 2 for 16-bit
+ * d <= 64, the fastest measured (docs/design.md, "The rules, measured"). */
 #if FCL_DTYPE != 0 && HEAD_DIM_MAX <= 64
 #define TILE_LOADS_UNROLL 2
 #else
@@ -48,9 +47,9 @@
 /* Barriers a key tile. 4: one before and one after each product. 2
  * (FlashAttention-2's order): the barrier that makes K whole also frees
  * V's buffer, V's fetch starting after it, and the one that makes V whole
- * (waited for before the softmax) frees K's. On the H200 in f16, 2 ran
- * 1.01-1.04x with tiles of 64 keys and 0.88-0.93x with 128 (16-bit causal
- * d <= 64); f32 is unmeasured (docs/performance.md, v21). */
+ * (waited for before the softmax) frees K's: taken in 16-bit with tiles of
+ * up to 64 keys, where it measured faster; f32 is unmeasured
+ * (docs/design.md, "The rules, measured"). */
 #if FCL_DTYPE != 0 && BLOCK_K <= 64
 #define TILE_BARRIERS 2
 #else

@@ -48,10 +48,8 @@
  * emulation rounds the same way where it has doubles to sum exactly in.
  * MMA_CHAIN 0 starts every instruction from zero (mma_3xtf32): in a host
  * model of the backward (tools/numerics/mma_backward_error.py) about half
- * the gradient error of chains of 2 at head_dim 16; on an H200 it lowered
- * test_backward's worst dK ratio on one seed from 2.06 to 1.58, but ran
- * the backward at 0.72-0.94x the speed (docs/performance.md, v5), so it
- * is not the default. */
+ * the gradient error of chains of 2 at head_dim 16, for a slower backward,
+ * so it is not the default (docs/design.md, "The rules, measured"). */
 #ifndef MMA_CHAIN
 #define MMA_CHAIN 2         // f32: k-steps of 8 per partial sum; 0: see above
 #endif
@@ -63,12 +61,9 @@ typedef double exact_t;
  * against a GPU: the products and c are aligned to the largest of them and
  * each is truncated toward zero below its 24 + MMA_EMULATE_ALIGN_EXTRA
  * leading bits before the sum (Fasi et al. describe such alignment; how
- * many extra bits the H200 keeps was not measured). With no extra bits it
- * gave 8.2x the naive algorithm's gradient error on the shape where the f32
- * MMA backward missed the rule on an H200 (7.2x there; default emulation
- * 2.3x), but it also failed the forward's logits-of-1e4 test on one seed
- * (3.3x), which the H200 passed on its seeds: not the default until
- * calibrated (docs/performance.md, v3e). Needs doubles. */
+ * many extra bits NVIDIA's hardware keeps was not measured): not the
+ * default until calibrated (docs/design.md, "The rules, measured"). Needs
+ * doubles. */
 #ifndef MMA_EMULATE_ALIGN_EXTRA
 #define MMA_EMULATE_ALIGN_EXTRA 0
 #endif
@@ -167,7 +162,7 @@ inline uint to_tf32(float x) {
  * the instructions read a tf32 operand's 19 high bits and ignore the 13
  * low ones (mma_tf32's emulation does the same), so adding half of the last
  * kept unit is all the rounding left to do: one integer addition where the
- * conversion costs about three (docs/performance.md, v6). For finite x only:
+ * conversion costs about three. For finite x only:
  * a NaN's or an infinity's carry may reach the sign bit. */
 inline uint tf32_operand(float x) { return as_uint(x) + 0x1000u; }
 
@@ -195,8 +190,8 @@ inline void split_tf32(float x, uint *big, uint *small) {
  *
  * This runs twice per three instructions of the forward's S, so it is
  * kept to one integer and four float instructions besides the conversion:
- * on an H200 the splitting, not the tensor cores, bounds the f32 kernels
- * (docs/performance.md, v3e). */
+ * the splitting, not the tensor cores, bounds the f32 kernels
+ * (docs/design.md, "The rules, measured"). */
 inline void split_tf32_signed(float x, uint *big, uint *small) {
   const float b = as_float(as_uint(x) & 0xffffe000u);
   const float rest = x - b;

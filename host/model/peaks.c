@@ -14,9 +14,7 @@
 /* The FMA kernel's chains per work-item and lanes per chain: on GPUs 4
  * float8s (32 independent scalar chains a work-item); on CPUs 8 float16s,
  * an AVX-512 register each, enough in flight to cover the latency of both
- * FMA ports. On the 2-core development machine (PoCL 3.1) 4 float8s
- * measured 0.04-0.08 TFLOP/s, 8 float16s 0.15-0.29, 16 float16s 0.16-0.32
- * (32 registers: more than AVX2 has); docs/performance.md, CPU peaks. */
+ * FMA ports (the widths measured: docs/design.md, "The rules, measured"). */
 #define GPU_FMA_CHAINS 4
 #define GPU_FMA_WIDTH 8
 #define CPU_FMA_CHAINS 8

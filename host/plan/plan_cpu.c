@@ -13,8 +13,7 @@
  *     caches: 64 rows up to head_dim 128 (64 KiB at 128), 32 beyond;
  *   - no more rows than the sequence has, and halved (down to one chunk)
  *     while the launch has fewer than two work-groups per compute unit.
- * Measured on 2 cores (docs/performance.md, "CPU forward on vectors"):
- * 64 rows 1.0-1.3x 16 rows at N 512-2048, d 64 and 128.
+ * (docs/design.md, "The rules, measured").
  *
  * The backward's two kernels keep BLOCK keys (dK/dV) or queries (dQ) and
  * stream tiles of as many of the others, so block_q = block_k = 16 x

@@ -109,9 +109,9 @@ fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_sizes *o
   return FCL_SUCCESS;
 }
 
-/* Parts whose O a lane loads before adding them (cl/merge.cl). On the H200
- * 8 made a 32-part merge 4-5 us faster (docs/performance.md, v16); Intel's
- * compiler spilled 4 and 8 (ocloc pvc: 192-576 bytes), so one there. */
+/* Parts whose O a lane loads before adding them (cl/merge.cl): 8 on NVIDIA,
+ * where it measured faster; one on Intel, whose compiler spilled more
+ * (docs/design.md, "The rules, measured"). */
 static unsigned merge_part_loads(const fcl_device_limits *limits) {
   return limits->vendor == FCL_VENDOR_INTEL ? 1u : 8u;
 }

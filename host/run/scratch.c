@@ -5,7 +5,7 @@
  * created and released by every call: drivers that allocate a buffer on
  * its first use (NVIDIA's) would otherwise do so inside the call's time
  * on the device, every call, which is most of a short decode's time
- * (docs/performance.md, v10). A lease is exclusive from the moment it is
+ * (docs/design.md, "The rules, measured"). A lease is exclusive from the moment it is
  * taken until it is given back, after the call's last enqueue; the
  * context's queue is in order, so the next lease's commands run after the
  * last one's. A thread that finds every slot leased, or asks for more than
