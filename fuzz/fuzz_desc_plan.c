@@ -55,7 +55,14 @@
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
-#include "internal.h"  /* naive.h among them */
+#include "common.h"
+#include "context.h"
+#include "problem.h"
+#include "plan.h"
+#include "rules.h"
+#include "merge.h"
+#include "iomodel.h"
+#include "naive.h"
 
 #include <float.h>
 #include <limits.h>

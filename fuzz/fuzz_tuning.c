@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tuning.h"
+#include "problem.h"
 
 #define CHECK(cond)                                                            \
   do {                                                                         \

@@ -18,7 +18,8 @@
 
 #include "cli.h"
 #include "hostdata.h"
-#include "internal.h"
+#include "context.h"
+#include "resources.h"
 #include "reference.h"
 #include "views.h"
 

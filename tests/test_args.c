@@ -7,7 +7,9 @@
  * the plan's.
  */
 #include "harness.h"
-#include "internal.h"
+#include "resources.h"
+#include "args.h"
+#include "program.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * untouched or whole.
  */
 #include "harness.h"
-#include "internal.h"
+#include "resources.h"
 
 #include <math.h>
 #include <stdio.h>

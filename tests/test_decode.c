@@ -20,7 +20,10 @@
  * the planner's rules for splits, packing and the decode kernel.
  */
 #include "harness.h"
-#include "internal.h"
+#include "resources.h"
+#include "problem.h"
+#include "plan.h"
+#include "rules.h"
 
 #include <limits.h>
 #include <math.h>

@@ -13,7 +13,7 @@
  *     float, refused.
  */
 #include "harness.h"
-#include "internal.h"
+#include "common.h"
 
 #include <float.h>
 #include <math.h>

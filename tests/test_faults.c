@@ -41,7 +41,7 @@
  * each names its outputs and a function that calls it.
  */
 #include "harness.h"
-#include "internal.h"
+#include "resources.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -15,7 +15,9 @@
  * host's mask (cl/params.h) and pair counts agree with brute force.
  */
 #include "harness.h"
-#include "internal.h"
+#include "common.h"
+#include "problem.h"
+#include "plan.h"
 #include "views.h"
 
 #include <math.h>

@@ -28,7 +28,9 @@
  * (the f32 path on widened copies) runs.
  */
 #include "harness.h"
-#include "internal.h"  /* naive.h among them */
+#include "resources.h"
+#include "calls.h"
+#include "naive.h"
 
 #include <float.h>
 #include <math.h>

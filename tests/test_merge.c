@@ -10,7 +10,8 @@
  * rows, which the kernel checks.
  */
 #include "harness.h"
-#include "internal.h"
+#include "program.h"
+#include "merge.h"
 
 #include <math.h>
 #include <stdio.h>

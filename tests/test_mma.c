@@ -11,7 +11,9 @@
  * assumptions: there the tests check the model.
  */
 #include "harness.h"
-#include "internal.h"
+#include "resources.h"
+#include "program.h"
+#include "rules.h"
 
 #include <math.h>
 #include <stdio.h>

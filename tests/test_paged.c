@@ -14,7 +14,8 @@
  * nothing written; fcl_kv_cache_append writes into the pages.
  */
 #include "harness.h"
-#include "internal.h"
+#include "plan.h"
+#include "rules.h"
 #include "views.h"
 
 #include <math.h>

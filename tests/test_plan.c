@@ -7,7 +7,9 @@
  * FCL_ERROR_UNSUPPORTED with a reason. Pure: no OpenCL device needed.
  */
 #include "harness.h"
-#include "internal.h"
+#include "problem.h"
+#include "plan.h"
+#include "rules.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -23,7 +23,7 @@
  * reports it after joining them.
  */
 #include "harness.h"
-#include "internal.h"
+#include "context.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -8,7 +8,9 @@
  * fcl_context_use_tuned_plans(0) take precedence.
  */
 #include "harness.h"
-#include "internal.h"
+#include "tuning.h"
+#include "program.h"
+#include "rules.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,8 @@
 #include "cli.h"
 #include "flashcl.h"
 #include "info.h"
-#include "internal.h" /* fcl__kernel_forward_only, as the library decides it */
+#include "program.h"
+#include "rules.h"
 
 /* One pass's flash plan and the bytes both algorithms would move. With a
  * context (a device, not a profile) and no hint, the plan a call would

@@ -28,7 +28,9 @@
 #include "bench.h"
 #include "cli.h"
 #include "hostdata.h"
-#include "internal.h"
+#include "file.h"
+#include "tuning.h"
+#include "rules.h"
 
 #include <errno.h>
 #include <math.h>
