@@ -1,7 +1,17 @@
 """Exceptions: one per fcl_status, all under flashcl.Error."""
 from __future__ import annotations
 
-from typing import Dict, Type
+from typing import Callable, Dict, Type
+
+# The library's names of its statuses (fcl_status_str), set by _lib when it
+# loads the library: this module needs nothing of it otherwise.
+_status_name: Callable[[int], str] = lambda status: f"fcl_status {status}"
+
+
+def use_status_names(name: Callable[[int], str]) -> None:
+    """Names statuses with `name` (the library's fcl_status_str)."""
+    global _status_name
+    _status_name = name
 
 
 class Error(RuntimeError):
@@ -15,8 +25,7 @@ class Error(RuntimeError):
 
     def __init__(self, message: str, status: int = -1):
         self.status = status if status >= 0 else type(self).status
-        from ._lib import status_name
-        self.status_name = status_name(self.status) if self.status >= 0 else "FCL_STATUS_UNKNOWN"
+        self.status_name = _status_name(self.status) if self.status >= 0 else "FCL_STATUS_UNKNOWN"
         self.message = message
         super().__init__(f"{self.status_name}: {message}" if message else self.status_name)
 

@@ -13,6 +13,8 @@ from ctypes import (POINTER, Structure, c_char, c_char_p, c_double, c_float, c_i
                     c_uint, c_uint64, c_void_p)
 from typing import NoReturn, Optional
 
+from ._errors import error_for, use_status_names
+
 _int32_p = POINTER(ctypes.c_int32)
 
 
@@ -178,6 +180,9 @@ def status_name(status: int) -> str:
     return lib.fcl_status_str(status).decode()
 
 
+use_status_names(status_name)
+
+
 def check(status: int, ctx_ptr: Optional[int] = None, why: Optional[bytes] = None) -> None:
     """Raises the Error subclass of a failed status with the library's message."""
     if status != SUCCESS:
@@ -193,5 +198,4 @@ def _message(ctx_ptr: Optional[int], why: Optional[bytes]) -> str:
 
 
 def raise_status(status: int, message: str) -> NoReturn:
-    from ._errors import error_for
     raise error_for(status, message)
