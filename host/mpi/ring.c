@@ -123,22 +123,9 @@ void ring_release(cl_mem *m) {
   *m = NULL;
 }
 
-/* An f32 copy of a slice of `n` elements in the storage type. */
-cl_mem ring_widen(ring *g, cl_mem from, size_t n) {
-  cl_mem to = ring_dev_alloc(g, n * sizeof(float));
-  if (!to) return NULL;
-  if (g->whole.dtype == FCL_DTYPE_F32)
-    ring_cl_failed(g,
-                   clEnqueueCopyBuffer(g->queue, from, to, 0, 0, n * sizeof(float), 0, NULL,
-                                       NULL),
-                   "clEnqueueCopyBuffer");
-  else
-    ring_fcl_failed(g, fcl__convert(g->ctx, g->whole.dtype, 1, from, to, n, 1, NULL), "widening");
-  return to;
-}
-
-/* Stores an f32 slice of `n` elements into `to` in the storage type. */
-void ring_narrow(ring *g, cl_mem from, cl_mem to, size_t n) {
+/* `n` elements from `from` into `to`, between the storage type and f32
+ * (to_f32: widened, else rounded back); f32 storage is copied. */
+static void convert(ring *g, cl_mem from, cl_mem to, size_t n, int to_f32) {
   if (g->status != FCL_SUCCESS) return;
   if (g->whole.dtype == FCL_DTYPE_F32)
     ring_cl_failed(g,
@@ -146,8 +133,19 @@ void ring_narrow(ring *g, cl_mem from, cl_mem to, size_t n) {
                                        NULL),
                    "clEnqueueCopyBuffer");
   else
-    ring_fcl_failed(g, fcl__convert(g->ctx, g->whole.dtype, 0, from, to, n, 1, NULL), "rounding");
+    ring_fcl_failed(g, fcl__convert(g->ctx, g->whole.dtype, to_f32, from, to, n, 1, NULL),
+                    to_f32 ? "widening" : "rounding");
 }
+
+/* An f32 copy of a slice of `n` elements in the storage type. */
+cl_mem ring_widen(ring *g, cl_mem from, size_t n) {
+  cl_mem to = ring_dev_alloc(g, n * sizeof(float));
+  if (to) convert(g, from, to, n, 1);
+  return to;
+}
+
+/* Stores an f32 slice of `n` elements into `to` in the storage type. */
+void ring_narrow(ring *g, cl_mem from, cl_mem to, size_t n) { convert(g, from, to, n, 0); }
 
 void ring_write_host(ring *g, cl_mem to, const float *from, size_t n) {
   if (g->status == FCL_SUCCESS && n)
