@@ -84,14 +84,6 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       o->shuffle = kind + 1;
       continue;
     }
-    if (!strcmp(a, "--program-text")) {
-      if (i + 1 >= argc) {
-        snprintf(why, why_len, "%s needs a kernel file", a);
-        return INFO_PARSE_ERROR;
-      }
-      o->program_text = argv[++i];
-      continue;
-    }
     if (!strcmp(a, "--programs")) {
       o->programs = 1;
       continue;
@@ -118,14 +110,22 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       o->hint.splits = (unsigned)splits;
       continue;
     }
-    if (!strcmp(a, "--profile")) {
+    struct {
+      const char *name, *what;
+      const char **slot;
+    } const strings[] = {{"--profile", "a value", &o->profile},
+                         {"--program-text", "a kernel file", &o->program_text}};
+    int taken = 0;
+    for (size_t k = 0; k < sizeof strings / sizeof strings[0] && !taken; ++k) {
+      if (strcmp(a, strings[k].name)) continue;
       if (i + 1 >= argc) {
-        snprintf(why, why_len, "%s needs a value", a);
+        snprintf(why, why_len, "%s needs %s", a, strings[k].what);
         return INFO_PARSE_ERROR;
       }
-      o->profile = argv[++i];
-      continue;
+      *strings[k].slot = argv[++i];
+      taken = 1;
     }
+    if (taken) continue;
     if (!slot && strcmp(a, "--dtype")) {
       snprintf(why, why_len, "unknown option '%s'", a);
       return INFO_PARSE_ERROR;
