@@ -89,6 +89,15 @@ cl_int fcl__each_device(fcl__device_visitor visit, void *user);
  *  survive threads doing either at once. */
 void fcl__devices_lock(int hold);
 
+/** The most bytes of the context's log (log.c). */
+#define FCL__LOG_MAX ((size_t)64 << 10)
+/** Appends a line to the context's log. */
+void fcl__log(fcl_context *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /** A consistent copy of the context's settings, for one call. */
 fcl__settings fcl__context_settings(fcl_context *ctx);
 

@@ -4,7 +4,6 @@
  * context's lock and read back by fcl_context_log.
  */
 #include "context.h"
-#include "tuning.h"
 
 #include <stdarg.h>
 #include <stdio.h>

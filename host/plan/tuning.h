@@ -14,7 +14,6 @@
 #define FCL__TUNING_BUCKETS (FCL__TUNING_PASSES * FCL__TUNING_DTYPES * FCL__TUNING_DIMS * 2 * 2)
 /** A forward of at most this many query rows a sequence is a decode. */
 #define FCL__TUNING_DECODE_ROWS 16
-#define FCL__LOG_MAX ((size_t)64 << 10)
 /** The largest database file read: every bucket's entry, many times over. */
 #define FCL__TUNING_FILE_MAX ((size_t)1 << 20)
 
@@ -87,12 +86,6 @@ int fcl__tuning_write(FILE *f, const fcl_device_info *dev, const char *when,
  *  skipped is logged. */
 void fcl__tuning_load(fcl_context *ctx, const char *dir);
 void fcl__tuning_release(fcl_context *ctx);
-/** Appends a line to the context's log. */
-void fcl__log(fcl_context *ctx, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 /** The tuned plan of desc's bucket, where the context's database has one
  *  and tuned plans are on. @return 1 with *out set, else 0. */
 int fcl__tuned_plan(fcl_context *ctx, const fcl_attention_desc *desc, fcl_pass pass,

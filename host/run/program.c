@@ -7,7 +7,6 @@
 #include "common.h"
 #include "context.h"
 #include "file.h"
-#include "tuning.h"
 #include "errors.h"
 #include "resources.h"
 #include "program.h"
