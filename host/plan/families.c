@@ -51,13 +51,9 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
                       fcl__plan_backward_cpu}},
 };
 
-const fcl__family *fcl__family_of(unsigned kernel) {
-  return kernel > FCL_FLASH_KERNEL_AUTO && kernel < FCL_FLASH_KERNELS ? &families[kernel] : NULL;
-}
-
 const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
-  const fcl__family *f = fcl__family_of(kernel);
-  if (!f) return NULL;
+  if (kernel == FCL_FLASH_KERNEL_AUTO || kernel >= FCL_FLASH_KERNELS) return NULL;
+  const fcl__family *f = &families[kernel];
   const fcl__family_pass *fp = pass == FCL_PASS_FORWARD ? &f->forward : &f->backward;
   return fp->plan ? fp : NULL;
 }

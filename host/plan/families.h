@@ -48,9 +48,6 @@ typedef struct fcl__family {
   fcl__family_pass backward;  /* plan NULL: the family has no backward */
 } fcl__family;
 
-/** The family of a concrete kernel (not AUTO), or NULL. */
-const fcl__family *fcl__family_of(unsigned kernel);
-
 /** The pass `pass` of `kernel`'s family, or NULL where it has none. */
 const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass);
 

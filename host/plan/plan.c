@@ -210,14 +210,13 @@ static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
 }
 
 /* The family that plans a pass: the hint's kernel, else the rules' (the
- * forward's `desc` as the planner sees it, packed): a decode kernel, the
- * tensor cores, the CPU kernels, else SIMT. */
+ * forward's `desc` as the planner sees it, packed; `mma` mma_chosen's
+ * answer): a decode kernel, the tensor cores, the CPU kernels, else SIMT. */
 static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape *sh,
                               const fcl_attention_desc *desc, const fcl_plan *hint,
-                              fcl_pass pass, unsigned packed) {
+                              fcl_pass pass, unsigned packed, int mma) {
   if (hint && hint->kernel) return hint->kernel;
   if (simt_hinted(hint)) return FCL_FLASH_KERNEL_SIMT;
-  const int mma = mma_chosen(limits, sh, hint);
   if (pass == FCL_PASS_BACKWARD)
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
@@ -252,19 +251,19 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
 fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why, size_t why_len) {
   if (hint) FCL_FORWARD_IF(fcl__check_tiling_hint_why(hint, why, why_len));
-  const fcl__shape shape = *sh;
-  const fcl_attention_desc *desc = &shape.desc;
+  const fcl_attention_desc *desc = &sh->desc;
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
   const int backward = pass == FCL_PASS_BACKWARD;
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
              "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
-  FCL_WHY_IF(mma_chosen(limits, &shape, hint) && !shape.vec4 && desc->head_dim % 4 == 0,
+  const int mma = mma_chosen(limits, sh, hint);
+  FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,
              "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
              "every tensor's offset and strides to be multiples of 4 elements",
              desc->head_dim);  /* (else the MMA planner says why) */
-  FCL_WHY_IF(backward && shape.paged, FCL_ERROR_UNSUPPORTED,
+  FCL_WHY_IF(backward && sh->paged, FCL_ERROR_UNSUPPORTED,
              "a paged KV cache (block_table) is for the forward; the backward takes "
              "contiguous K and V");
   FCL_WHY_IF(backward && desc->seqlens_k, FCL_ERROR_UNSUPPORTED,
@@ -272,20 +271,20 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
              "whole sequences (or cu_seqlens)");
   /* Packed, the forward's planner sees a group's rows as one head's. */
   unsigned packed = 1;
-  if (!backward) FCL_FORWARD_IF(choose_packing(&shape, hint, &packed, why, why_len));
+  if (!backward) FCL_FORWARD_IF(choose_packing(sh, hint, &packed, why, why_len));
   fcl_attention_desc packed_desc = *desc;
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
-  const unsigned kernel = choose_family(limits, &shape, &packed_desc, hint, pass, packed);
+  const unsigned kernel = choose_family(limits, sh, &packed_desc, hint, pass, packed, mma);
   const fcl__family_pass *family = fcl__family_pass_of(kernel, pass);
   fcl_plan plan;  /* `out` is written on success only */
   if (backward) {
-    FCL_FORWARD_IF(family->plan(limits, &shape, desc, hint, &plan, why, why_len));
+    FCL_FORWARD_IF(family->plan(limits, sh, desc, hint, &plan, why, why_len));
     *out = plan;
     return FCL_SUCCESS;
   }
-  FCL_FORWARD_IF(family->plan(limits, &shape, &packed_desc, hint, &plan, why, why_len));
-  FCL_FORWARD_IF(check_pages_fit(&shape, &plan, why, why_len));
+  FCL_FORWARD_IF(family->plan(limits, sh, &packed_desc, hint, &plan, why, why_len));
+  FCL_FORWARD_IF(check_pages_fit(sh, &plan, why, why_len));
   choose_splits(limits, &packed_desc, hint, &plan);
   FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
   plan.packed_heads = packed;

@@ -59,7 +59,7 @@ static size_t tile_elem(const fcl_plan *plan) {
 /* Local bytes of flash_fwd.cl for a tiling; mirrors its __local arrays. */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
   const size_t g = plan->threads_per_row, wg = plan->wg_size;
-  const int sums_in_local = g > 1 && !fcl__sums_by_shuffle(limits, wg, (unsigned)g);
+  const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
   return FCL_SIMT_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
                                   (size_t)tile_elem(plan), sums_in_local);
 }
@@ -99,7 +99,7 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
                                   int row_keys) {
   const size_t g = plan->threads_per_row, wg = plan->wg_size;
-  const int sums_in_local = g > 1 && !fcl__sums_by_shuffle(limits, wg, (unsigned)g);
+  const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
   return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
                                   (size_t)tile_elem(plan), row_keys, sums_in_local,
                                   (size_t)fcl__flash_bwd_sub_rows(plan, limits));

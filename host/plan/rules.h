@@ -59,6 +59,12 @@ static inline int fcl__sums_by_shuffle(const fcl_device_limits *limits, size_t w
                                        unsigned lanes) {
   return FCL_SUMS_BY_SHUFFLE_OF((size_t)fcl__shuffle_width(limits), wg, lanes);
 }
+/** ... and whether they sum through local memory instead (more than one
+ *  lane, no shuffle): common.cl's FCL_SUMS_IN_LOCAL. */
+static inline int fcl__sums_in_local(const fcl_device_limits *limits, size_t wg,
+                                     unsigned lanes) {
+  return FCL_SUMS_IN_LOCAL_OF((size_t)fcl__shuffle_width(limits), wg, lanes);
+}
 /** Local memory of the flash forward kernel (SIMT) for a tiling on a
  *  device (its row sums through local memory without shuffles). */
 size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
