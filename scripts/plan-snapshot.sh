@@ -32,7 +32,7 @@ for d in 32 64 80 96 128 160 192 224 256; do
           # shellcheck disable=SC2086
           args=(--head-dim "$d" --dtype "$t" $c $s --kernel "$k" --programs)
           echo "## ${args[*]}"
-          "$info" "${where[@]}" "${args[@]}" 2>&1 | grep -v '^real\|^user\|^sys' || true
+          "$info" "${where[@]}" "${args[@]}" 2>&1 || true
           if ((devices)); then "$info" "${args[@]}" 2>&1 || true; fi
         done
       done

@@ -129,7 +129,6 @@ static int run_case(const digest_case *c) {
   const size_t tokens_q = c->varlen ? (size_t)cu[c->b] : c->b * c->nq;
   const size_t kv_rows = c->page_size ? num_pages * c->page_size
                                       : (c->varlen ? tokens_q : c->b * c->nk);
-  if (c->varlen) desc.cu_seqlens_k = NULL;
   const size_t q_elems = tokens_q * c->hq * c->d, kv_elems = kv_rows * c->hkv * c->d;
   const size_t lse_elems = tokens_q * c->hq;
   const size_t es = fcl_dtype_size(desc.dtype);
