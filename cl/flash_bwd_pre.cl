@@ -63,6 +63,8 @@ void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
   FCL_IO_COMMIT();
 }
 
+#define SINK_ROWS 4  // rows a work-item of flash_bwd_sinks loads at once
+
 /* The sinks' gradient (fcl_attention_desc.dsinks): with P_sink = e^(s_h -
  * LSE) a row's probability of its sink, dsinks[h] = -sum over the rows of
  * head h of P_sink D. One work-group per head; work-item i sums rows i, i +
@@ -75,13 +77,27 @@ void flash_bwd_sinks(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0), head = get_group_id(0);
   const float s = tid == 0 ? LOAD_F32(sinks, head) : sinks[head];
   float acc = 0.0f;
-  for (size_t token = tid; token < p.tokens_q; token += WG_SIZE) {
-    /* as flash_bwd_preprocess: a token of a batch of equal sequences is (batch, query) */
-    const int batch = p.ragged ? 0 : (int)(token / p.seqlen_q);
-    const int query = (int)(p.ragged ? token : token % p.seqlen_q);
-    const size_t at = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + query;
-    const float lse_row = LOAD_F32(lse, at), d = LOAD_F32(dsum, at);
-    if (s != -INFINITY) acc = fma(exp(s - lse_row), d, acc);
+  /* a work-item's rows tid, tid + WG_SIZE, ... four at a time, loaded
+   * before they are added, so that the loads overlap (one work-group a
+   * head has few work-items to wait on them) */
+  for (size_t t0 = tid; t0 < p.tokens_q; t0 += SINK_ROWS * WG_SIZE) {
+    float w[SINK_ROWS], d[SINK_ROWS];
+UNROLL
+    for (int u = 0; u < SINK_ROWS; ++u) {
+      const size_t token = t0 + (size_t)u * WG_SIZE;
+      w[u] = d[u] = 0.0f;
+      if (token < p.tokens_q) {
+        /* as flash_bwd_preprocess: a token of equal sequences is (batch, query) */
+        const int batch = p.ragged ? 0 : (int)(token / p.seqlen_q);
+        const int query = (int)(p.ragged ? token : token % p.seqlen_q);
+        const size_t at = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + query;
+        const float lse_row = LOAD_F32(lse, at);
+        d[u] = LOAD_F32(dsum, at);
+        w[u] = s == -INFINITY ? 0.0f : exp(s - lse_row);
+      }
+    }
+UNROLL
+    for (int u = 0; u < SINK_ROWS; ++u) acc = fma(w[u], d[u], acc);
   }
   part[tid] = acc;
   barrier(CLK_LOCAL_MEM_FENCE);
