@@ -114,6 +114,17 @@ static size_t check_rows(const th_problem *p, const th_forward *r, const float *
   return blind;
 }
 
+/* Runs the forward of p (with LSE) as the context's hint plans it and
+ * checks its rows (check_rows); returns the rows that saw no key. */
+static size_t run_and_check(fcl_context *ctx, const th_problem *p, fcl_algo algo,
+                            const float *sinks, const char *what) {
+  th_forward r = th_run_forward(ctx, p, algo, 1);
+  ck_assert_msg(r.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
+  const size_t blind = check_rows(p, &r, sinks, what);
+  th_forward_free(&r);
+  return blind;
+}
+
 /* ---- every family ---------------------------------------------------------- */
 
 typedef struct scase {
@@ -238,15 +249,9 @@ START_TEST(ragged_batch_matches_reference) {
   th_problem_init(&p, ctx, &d, 29, 1.0);
   for (size_t k = 0; k < sizeof kernels / sizeof *kernels; ++k) {
     force(ctx, kernels[k], 0, 0);
-    th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-    ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-    check_rows(&p, &r, sinks, "ragged");
-    th_forward_free(&r);
+    run_and_check(ctx, &p, FCL_ALGO_FLASH, sinks, fcl_flash_kernel_name(kernels[k]));
   }
-  th_forward r = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
-  ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-  check_rows(&p, &r, sinks, "ragged, naive");
-  th_forward_free(&r);
+  run_and_check(ctx, &p, FCL_ALGO_NAIVE, sinks, "ragged, naive");
   th_problem_free(&p);
   clReleaseMemObject(mem);
   free(sinks);
@@ -263,10 +268,7 @@ START_TEST(naive_matches_reference) {
     cl_mem mem = attach_sinks(ctx, &d, sinks);
     th_problem p;
     th_problem_init(&p, ctx, &d, 31, 1.0);
-    th_forward r = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
-    ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
-    check_rows(&p, &r, sinks, "naive");
-    th_forward_free(&r);
+    run_and_check(ctx, &p, FCL_ALGO_NAIVE, sinks, "naive");
     th_problem_free(&p);
     clReleaseMemObject(mem);
     free(sinks);
@@ -309,14 +311,12 @@ START_TEST(kv_cache_and_pages_match_reference) {
         run.desc.num_pages = batch * per_seq;
       }
       force(ctx, kernels[k], 0, 0);
-      th_forward r = th_run_forward(ctx, &run, FCL_ALGO_FLASH, 1);
       char what[64];
       snprintf(what, sizeof what, "%s KV cache, %s", paged ? "paged" : "contiguous",
                fcl_flash_kernel_name(kernels[k]));
-      ck_assert_msg(r.status == FCL_SUCCESS, "%s: %s", what, fcl_context_last_error(ctx));
       /* entry 0's cache is empty: its rows see no key */
-      ck_assert_uint_eq(check_rows(&p, &r, sinks, what), d.seqlen_q * d.heads_q);
-      th_forward_free(&r);
+      ck_assert_uint_eq(run_and_check(ctx, &run, FCL_ALGO_FLASH, sinks, what),
+                        d.seqlen_q * d.heads_q);
     }
     th_problem_free(&p);
     clReleaseMemObject(mem);
