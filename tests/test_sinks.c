@@ -493,19 +493,23 @@ START_TEST(counted_bytes_equal_the_model) {
   }
   static const struct {
     unsigned kernel, splits, merge;
-  } plans[] = {{FCL_FLASH_KERNEL_SIMT, 1, 0},
-               {FCL_FLASH_KERNEL_CPU, 1, 0},
-               {FCL_FLASH_KERNEL_DECODE, 1, 0},
-               {FCL_FLASH_KERNEL_DECODE, 4, FCL_SPLIT_MERGE_KERNEL},
-               {FCL_FLASH_KERNEL_DECODE, 4, FCL_SPLIT_MERGE_LAST_SPLIT},
-               {FCL_FLASH_KERNEL_SIMT, 3, FCL_SPLIT_MERGE_KERNEL}};
+    fcl_dtype dtype;
+  } plans[] = {{FCL_FLASH_KERNEL_SIMT, 1, 0, FCL_DTYPE_F32},
+               {FCL_FLASH_KERNEL_CPU, 1, 0, FCL_DTYPE_BF16},
+               {FCL_FLASH_KERNEL_MMA, 1, 0, FCL_DTYPE_F16},
+               {FCL_FLASH_KERNEL_DECODE, 1, 0, FCL_DTYPE_F32},
+               {FCL_FLASH_KERNEL_DECODE, 4, FCL_SPLIT_MERGE_KERNEL, FCL_DTYPE_F32},
+               {FCL_FLASH_KERNEL_DECODE, 4, FCL_SPLIT_MERGE_LAST_SPLIT, FCL_DTYPE_F32},
+               {FCL_FLASH_KERNEL_DECODE_MMA, 1, 0, FCL_DTYPE_BF16},
+               {FCL_FLASH_KERNEL_DECODE_MMA, 3, FCL_SPLIT_MERGE_LAST_SPLIT, FCL_DTYPE_F16},
+               {FCL_FLASH_KERNEL_SIMT, 3, FCL_SPLIT_MERGE_KERNEL, FCL_DTYPE_F32}};
   const scase c = decode_cases[1];
-  fcl_attention_desc d = case_desc(&c, FCL_FLASH_KERNEL_SIMT, FCL_DTYPE_F32);
-  float *sinks = sink_values(d.heads_q, 0, 59);
-  cl_mem mem = attach_sinks(ctx, &d, sinks);
-  th_problem p;
-  th_problem_init(&p, ctx, &d, 61, 1.0);
   for (size_t i = 0; i < sizeof plans / sizeof *plans; ++i) {
+    fcl_attention_desc d = case_desc(&c, plans[i].kernel, plans[i].dtype);
+    float *sinks = sink_values(d.heads_q, 0, 59);
+    cl_mem mem = attach_sinks(ctx, &d, sinks);
+    th_problem p;
+    th_problem_init(&p, ctx, &d, 61, 1.0);
     force(ctx, plans[i].kernel, plans[i].splits, plans[i].merge);
     th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, i % 2 == 0);
     ck_assert_msg(r.status == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
@@ -514,12 +518,20 @@ START_TEST(counted_bytes_equal_the_model) {
                   plans[i].splits, (unsigned long long)r.info.bytes_counted,
                   (unsigned long long)r.info.bytes_model);
     th_forward_free(&r);
+    th_problem_free(&p);
+    clReleaseMemObject(mem);
+    free(sinks);
   }
+  /* the naive forward, and the backward with dsinks */
+  fcl_attention_desc d = case_desc(&c, FCL_FLASH_KERNEL_SIMT, FCL_DTYPE_F32);
+  float *sinks = sink_values(d.heads_q, 0, 59);
+  cl_mem mem = attach_sinks(ctx, &d, sinks);
+  th_problem p;
+  th_problem_init(&p, ctx, &d, 61, 1.0);
   th_forward r = th_run_forward(ctx, &p, FCL_ALGO_NAIVE, 1);
   ck_assert_int_eq(r.status, FCL_SUCCESS);
   ck_assert_uint_eq(r.info.bytes_counted, r.info.bytes_model);
   th_forward_free(&r);
-  /* the backward, with dsinks */
   cl_mem dsinks = fclu_poisoned_buffer(ctx, d.heads_q * sizeof(float));
   p.desc.dsinks = dsinks;
   th_grad_inputs g;
