@@ -13,6 +13,7 @@
  *     among them) and a paged cache; the naive algorithm;
  *   - the backward: dQ, dK, dV and dsinks against the reference's
  *     gradients, in the SIMT, MMA and CPU families, bit-identical reruns;
+ *     the naive backward's dQ, dK and dV;
  *   - fcl_merge_states with sinks against a float64 merge;
  *   - counted bytes equal the I/O model; bad input (a sinks buffer too
  *     small, dsinks without sinks, the naive backward's dsinks) refused
@@ -394,6 +395,18 @@ START_TEST(backward_and_dsinks_match_reference) {
                       !memcmp(r.dk, again.dk, p.kv_elems * sizeof *r.dk),
                   "%s: a rerun differs", what);
     th_backward_free(&again);
+    if (kernel == FCL_FLASH_KERNEL_SIMT && t == FCL_DTYPE_F32) {
+      /* the naive backward: dQ, dK and dV from the same LSE (dsinks are the flash one's) */
+      p.desc.dsinks = NULL;
+      th_backward naive = th_run_backward(ctx, &p, &g, FCL_ALGO_NAIVE);
+      ck_assert_msg(naive.status == FCL_SUCCESS, "naive: %s", fcl_context_last_error(ctx));
+      ck_assert_msg(grad_err(naive.dq, dq, p.q_elems) <= tol &&
+                        grad_err(naive.dk, dk, p.kv_elems) <= tol &&
+                        grad_err(naive.dv, dv, p.kv_elems) <= tol,
+                    "%s, naive: errors %g %g %g", what, grad_err(naive.dq, dq, p.q_elems),
+                    grad_err(naive.dk, dk, p.kv_elems), grad_err(naive.dv, dv, p.kv_elems));
+      th_backward_free(&naive);
+    }
     free(dq);
     free(dk);
     free(dv);
