@@ -13,7 +13,7 @@
  *     among them) and a paged cache; the naive algorithm;
  *   - the backward: dQ, dK, dV and dsinks against the reference's
  *     gradients, in the SIMT, MMA and CPU families, bit-identical reruns;
- *     the naive backward's dQ, dK and dV;
+ *     a ragged batch; the naive backward's dQ, dK and dV;
  *   - fcl_merge_states with sinks against a float64 merge;
  *   - counted bytes equal the I/O model; bad input (a sinks buffer too
  *     small, dsinks without sinks, the naive backward's dsinks) refused
@@ -342,12 +342,17 @@ START_TEST(backward_and_dsinks_match_reference) {
   fcl_context *ctx = th_context();
   const unsigned kernel = backward_families[_i];
   const int mma = kernel == FCL_FLASH_KERNEL_MMA;
-  for (int mode = 0; mode < 3; ++mode) {
-    /* mode 2: a window, and more rows a head than flash_bwd_sinks's work-group takes at once */
-    const scase c = mode == 2 ? (scase){3, 2, 1, 300, 300, 64, 1, 8} : prefill_cases[0];
+  static const int32_t cu[] = {0, 5, 5, 37};
+  for (int mode = 0; mode < 4; ++mode) {
+    /* mode 2: a window, and more rows a head than flash_bwd_sinks's work-group
+     * takes at once; 3: a ragged batch with an empty sequence */
+    const scase c = mode == 2   ? (scase){3, 2, 1, 300, 300, 64, 1, 8}
+                    : mode == 3 ? (scase){3, 4, 2, 32, 32, 32, 1, -1}
+                                : prefill_cases[0];
     const fcl_dtype t = mma ? (mode % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_F16)
                             : (mode == 1 ? FCL_DTYPE_F16 : FCL_DTYPE_F32);
     fcl_attention_desc d = case_desc(&c, kernel, t);
+    if (mode == 3) d.cu_seqlens_q = cu;
     float *sinks = sink_values(d.heads_q, mode, 41);
     if (mode == 0) sinks[1] = 4.0f;  /* a sink that weighs as much as the keys */
     cl_mem mem = attach_sinks(ctx, &d, sinks);
@@ -375,12 +380,15 @@ START_TEST(backward_and_dsinks_match_reference) {
     fclref_backward_given_o(&p.desc, p.q, p.k, p.v, g.dout, g.o, dq, dk, dv);
     fclref_dsinks(&p.desc, p.q, p.k, p.v, g.dout, g.o, want);
     const double tol = t == FCL_DTYPE_F32 ? 1e-4 : 8.0 * th_half_ulp(t);
-    ck_assert_msg(grad_err(r.dq, dq, p.q_elems) <= tol, "%s: dQ error %g", what,
-                  grad_err(r.dq, dq, p.q_elems));
-    ck_assert_msg(grad_err(r.dk, dk, p.kv_elems) <= tol, "%s: dK error %g", what,
-                  grad_err(r.dk, dk, p.kv_elems));
-    ck_assert_msg(grad_err(r.dv, dv, p.kv_elems) <= tol, "%s: dV error %g", what,
-                  grad_err(r.dv, dv, p.kv_elems));
+    /* the tensors' rows (a ragged batch's buffers hold more) */
+    const size_t tokens_q = mode == 3 ? (size_t)cu[d.batch] : d.batch * d.seqlen_q;
+    const size_t tokens_k = mode == 3 ? (size_t)cu[d.batch] : d.batch * d.seqlen_k;
+    const size_t nq = tokens_q * d.heads_q * d.head_dim, nkv = tokens_k * d.heads_kv * d.head_dim;
+    ck_assert_msg(grad_err(r.dq, dq, nq) <= tol, "%s: dQ error %g", what, grad_err(r.dq, dq, nq));
+    ck_assert_msg(grad_err(r.dk, dk, nkv) <= tol, "%s: dK error %g", what,
+                  grad_err(r.dk, dk, nkv));
+    ck_assert_msg(grad_err(r.dv, dv, nkv) <= tol, "%s: dV error %g", what,
+                  grad_err(r.dv, dv, nkv));
     /* dsinks sums O(rows) terms in float: relative to the terms' sum of sizes */
     for (size_t h = 0; h < d.heads_q; ++h)
       ck_assert_msg(fabs((double)got[h] - want[h]) <= 1e-4 * (1.0 + fabs(want[h])) + 1e-6 * p.lse_elems,
@@ -391,8 +399,8 @@ START_TEST(backward_and_dsinks_match_reference) {
     ck_assert_int_eq(again.status, FCL_SUCCESS);
     ck_assert_int_eq(fclu_download(ctx, dsinks, got2, d.heads_q, FCL_DTYPE_F32), 0);
     ck_assert_msg(!memcmp(got, got2, d.heads_q * sizeof *got) &&
-                      !memcmp(r.dq, again.dq, p.q_elems * sizeof *r.dq) &&
-                      !memcmp(r.dk, again.dk, p.kv_elems * sizeof *r.dk),
+                      !memcmp(r.dq, again.dq, nq * sizeof *r.dq) &&
+                      !memcmp(r.dk, again.dk, nkv * sizeof *r.dk),
                   "%s: a rerun differs", what);
     th_backward_free(&again);
     if (kernel == FCL_FLASH_KERNEL_SIMT && t == FCL_DTYPE_F32) {
@@ -400,11 +408,10 @@ START_TEST(backward_and_dsinks_match_reference) {
       p.desc.dsinks = NULL;
       th_backward naive = th_run_backward(ctx, &p, &g, FCL_ALGO_NAIVE);
       ck_assert_msg(naive.status == FCL_SUCCESS, "naive: %s", fcl_context_last_error(ctx));
-      ck_assert_msg(grad_err(naive.dq, dq, p.q_elems) <= tol &&
-                        grad_err(naive.dk, dk, p.kv_elems) <= tol &&
-                        grad_err(naive.dv, dv, p.kv_elems) <= tol,
-                    "%s, naive: errors %g %g %g", what, grad_err(naive.dq, dq, p.q_elems),
-                    grad_err(naive.dk, dk, p.kv_elems), grad_err(naive.dv, dv, p.kv_elems));
+      ck_assert_msg(grad_err(naive.dq, dq, nq) <= tol && grad_err(naive.dk, dk, nkv) <= tol &&
+                        grad_err(naive.dv, dv, nkv) <= tol,
+                    "%s, naive: errors %g %g %g", what, grad_err(naive.dq, dq, nq),
+                    grad_err(naive.dk, dk, nkv), grad_err(naive.dv, dv, nkv));
       th_backward_free(&naive);
     }
     free(dq);
