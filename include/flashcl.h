@@ -390,7 +390,8 @@ typedef struct fcl_tensor_layout {
  *  keys sees key j iff i + Nk - Nq - window_left <= j <=
  *  i + Nk - Nq + window_right, a bound of -1 being none; causal is
  *  window_right = 0, bottom-right aligned. A query that sees no key
- *  outputs zeros, LSE = -INFINITY and zero gradients. Logits are
+ *  outputs zeros, LSE = -INFINITY (with sinks: its head's sink) and zero
+ *  gradients. Logits are
  *  l = scale q.k, then softcap * tanh(l / softcap) when softcap > 0, then
  *  l - slope_h * |i + Nk - Nq - j| with ALiBi slopes. */
 typedef struct fcl_attention_desc {
@@ -925,8 +926,9 @@ typedef struct fcl_run_info {
  *  a -inf logit's key keeps the weight exp(-softcap) relative to a key at
  *  logit 0); NaN stays NaN, so a NaN logit still makes the row NaN. Keys
  *  the mask hides weigh 0 whatever their logit.
- *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
- *  their q holds (subject to the rule for v above).
+ *  Rows that see no key (causal) output zeros and LSE = -INFINITY (with
+ *  sinks: the head's sink) whatever their q holds (subject to the rule for
+ *  v above). Sinks: see fcl_attention_desc.sinks.
  *  @return FCL_SUCCESS;
  *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL or
  *            with struct_size 0, algo, dtype, causal or scale out of range,
