@@ -195,7 +195,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
  * stored, four columns a work-item, by the work-group. A statement macro,
  * expanded in those kernels only: they store four columns of O with
  * DECODE_STORE4(dst, x), counted (the MMA one through the PTX conversion
- * its instructions use), and need qb, tid, o_rows and lse in scope. */
+ * its instructions use), and need qb, tid, o_rows, lse and sinks in scope. */
 #define FCL_DECODE_STORE(state, groups)                                         \
   for (int i_ = tid; i_ < BLOCK_Q * (HEAD_DIM_MAX / 4); i_ += WG_SIZE) {        \
     const int r_ = i_ / (HEAD_DIM_MAX / 4), c_ = (i_ - r_ * (HEAD_DIM_MAX / 4)) * 4; \
@@ -213,13 +213,14 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
       sum_ += w_ * st_[1];                                                      \
       x_ = fma((float4)(w_), vload4(0, st_ + 2 + c_), x_);                      \
     }                                                                           \
-    const float inv_ = fcl_row_inv(sum_);                                       \
+    const float sink_ = fcl_row_sink(p, sinks, qb.head + SLOT_HEAD(slot_), c_ == 0); \
+    const float inv_ = fcl_row_inv(top_, p.lse_factor, sum_, sink_);              \
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
     if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \
     if (FCL_STORES_LSE(lse) && c_ == 0)                                         \
       STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot_) * p.lse_head + SLOT_TOKEN(slot_), \
-                fcl_row_lse(p, top_, sum_));                                    \
+                fcl_row_lse(top_, p.lse_factor, sum_, sink_));                  \
   }
 
 /* ---- merging attention states ------------------------------------------
@@ -246,6 +247,26 @@ inline float4 fcl_merged_o(float4 acc, float sum, int bad) {
 inline float fcl_merged_lse(float m, float sum, int bad) {
   return bad ? NAN : sum > 0.0f ? m + log(sum) : -INFINITY;
 }
+
+/* A head's attention sink (fcl_attention_desc.sinks) joins a row's merge
+ * once, after its parts: one more part of LSE s and O zero, the running
+ * max m raised to it (-inf, no sink, changes nothing). */
+inline void fcl_merge_sink(float s, float *m, float *sum, float4 *acc, int *bad) {
+  *bad |= fcl_merge_bad(s);
+  if (s == -INFINITY || isnan(s)) return;
+  if (s > *m) {
+    const float alpha = exp(*m - s);  // exp(-inf) = 0 for a row of empty parts
+    *sum *= alpha;
+    *acc *= alpha;
+    *m = s;
+  }
+  *sum += exp(s - *m);
+}
+
+/* The sink a merge adds to a row of head `head` (-inf: none); the row's
+ * lead lane counts its 4 bytes, as it does the row's LSE store. */
+#define fcl_merge_sink_of(sinks, head, lead) \
+  ((sinks) != 0 ? ((lead) ? LOAD_F32(sinks, head) : (sinks)[head]) : -INFINITY)
 
 /* ---- a split forward's merge in its own launch --------------------------
  * MERGE_LAST_SPLIT = 1 (SPLIT_KV decode kernels; fcl_plan.merge): each
@@ -288,6 +309,7 @@ inline void fcl_merge_block_splits(const fcl_params p, const fcl_query_block qb,
                                    __global const store_t *o_parts,
                                    __global const float *lse_parts,
                                    __global store_t *o_merged, __global float *lse_merged,
+                                   __global const float *sinks,
                                    __local float *stage IO_LOADS IO_STORES) {
   IO_HELPER_INIT;
   const int splits = p.splits, slots = qb.seq.nq * PACK_GQA, quads = head_dim_max / 4;
@@ -337,6 +359,8 @@ UNROLL
       for (int j = 0; j < MERGE_LOADS; ++j)
         fcl_merge_add(s0 + j < splits ? row_lse[s0 + j] : -INFINITY, x[j], m, &sum, &acc);
     }
+    fcl_merge_sink(fcl_merge_sink_of(sinks, qb.head + SLOT_HEAD(slot), c == 0), &m, &sum, &acc,
+                   &bad);
     STORE4(o_rows, (size_t)SLOT_TOKEN(slot) * p.o_merged.seq +
                        (size_t)SLOT_HEAD(slot) * p.o_merged.head + c,
            fcl_merged_o(acc, sum, bad));
@@ -371,7 +395,7 @@ UNROLL
   if (merge_last_) {                                                            \
     fcl_fence_device();                                                         \
     fcl_merge_block_splits(p, qb, tid, WG_SIZE, BLOCK_Q, HEAD_DIM_MAX, o, lse, o_merged, \
-                           lse_merged, (stage) IO_LOADS_ARG IO_STORES_ARG);     \
+                           lse_merged, sinks, (stage) IO_LOADS_ARG IO_STORES_ARG); \
   }
 #else
 #define FCL_MERGE_LAST_SPLIT(stage)

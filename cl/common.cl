@@ -346,16 +346,38 @@ FCL_DEFINE_PROB(fcl_prob16, float16, int16, convert_float16)
 
 /* ---- a row's end -----------------------------------------------------------
  * Every forward ends a row the same way, from its softmax state: the
- * running max m (in the kernel's score units; lse_factor takes it to the
- * natural log) and sum l. Its output is acc times fcl_row_inv(l), 0 for a
- * row that saw no key (l = 0 and acc = 0: zeros); its LSE is
- * fcl_row_lse(p, m, l), m + ln l, -inf for such a row (a NaN l, from a NaN
- * or +inf logit, stays NaN). A term that joins every row's denominator
- * joins the row here. */
-inline float fcl_row_inv(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
-inline float fcl_row_lse(const fcl_params p, float m, float l) {
-  return l == 0.0f ? -INFINITY : m * p.lse_factor + log(l);
+ * running max m (in the kernel's score units; m f is its natural log, f
+ * p.lse_factor) and sum l, relative to m; and the row's sink s, a logit of
+ * natural units that joins the denominator with no value (fcl_row_sink:
+ * -inf for none). Its output is acc times fcl_row_inv(m, f, l, s), its LSE
+ * fcl_row_lse(m, f, l, s). Without a sink: 1/l and m f + ln l, 0 and -inf
+ * for a row that saw no key (l = 0, acc = 0); a NaN l (a NaN or +inf
+ * logit) stays NaN. With one, the state first takes the sink in: with M =
+ * m f, M' = max(M, s) and l' = l e^(M - M') + e^(s - M'), the output is acc
+ * e^(M - M') / l' and LSE M' + ln l'; a row that saw no key gets zeros and
+ * LSE s, and a NaN or +inf sink makes the row NaN. A term that joins every
+ * row's denominator joins the row here. */
+inline float fcl_row_top(float m, float l) { return l > 0.0f ? m : -INFINITY; }
+inline float fcl_row_inv(float m, float f, float l, float s) {
+  if (s == -INFINITY) return l > 0.0f ? 1.0f / l : 0.0f;
+  const float mr = fcl_row_top(m * f, l), top = s > mr ? s : mr;  // NaN s: NaN below
+  return exp(mr - top) / fma(l, exp(mr - top), exp(s - top));
 }
+inline float fcl_row_lse(float m, float f, float l, float s) {
+  if (s == -INFINITY) return l == 0.0f ? -INFINITY : m * f + log(l);
+  const float mr = fcl_row_top(m * f, l), top = s > mr ? s : mr;
+  return top + log(fma(l, exp(mr - top), exp(s - top)));
+}
+
+/* Row `head`'s sink, in natural units, or -inf where there is none: no
+ * sinks buffer, or a split forward's partial state, whose sink the merge
+ * adds once (fcl_merge_sink). Each work-item that ends a row loads it; the
+ * row's `lead` (the one that stores its LSE) counts the 4 bytes, so the
+ * I/O model counts a row's sink once, as its LSE. */
+#define fcl_row_sink(p, sinks, head, lead)                                      \
+  ((sinks) != 0 && (p).splits == 1                                              \
+       ? ((lead) ? LOAD_F32(sinks, head) : (sinks)[head])                       \
+       : -INFINITY)
 
 /* ---- counted loads in helpers ------------------------------------------- */
 

@@ -10,6 +10,9 @@
  * run after run. Rows are taken in the order (token, head) of the packed
  * layout, so that a work-group of the default layout reads one contiguous
  * range of O and dO; every layout goes through the views of params.h.
+ *
+ * With attention sinks, flash_bwd_sinks then sums each head's gradient
+ * from D and LSE (no atomics: one work-group a head, a fixed order).
  */
 
 #ifndef WG_SIZE
@@ -57,5 +60,51 @@ void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
   }
   if (lane == 0 && row < rows)
     STORE_F32(dsum, (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + query, part[tid]);
+  FCL_IO_COMMIT();
+}
+
+#define SINK_ROWS 4  // rows a work-item of flash_bwd_sinks loads at once
+
+/* The sinks' gradient (fcl_attention_desc.dsinks): with P_sink = e^(s_h -
+ * LSE) a row's probability of its sink, dsinks[h] = -sum over the rows of
+ * head h of P_sink D. One work-group per head; work-item i sums rows i, i +
+ * WG_SIZE, ... in order, then a fixed tree sums the work-items: the same
+ * bits run after run. A sink of -inf (none) has gradient 0. */
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
+void flash_bwd_sinks(FCL_ATTENTION_PARAMS) {
+  __local float part[WG_SIZE];
+  FCL_IO_INIT;
+  const int tid = get_local_id(0), head = get_group_id(0);
+  const float s = tid == 0 ? LOAD_F32(sinks, head) : sinks[head];
+  float acc = 0.0f;
+  /* a work-item's rows tid, tid + WG_SIZE, ... four at a time, loaded
+   * before they are added, so that the loads overlap (one work-group a
+   * head has few work-items to wait on them) */
+  for (size_t t0 = tid; t0 < p.tokens_q; t0 += SINK_ROWS * WG_SIZE) {
+    float w[SINK_ROWS], d[SINK_ROWS];
+UNROLL
+    for (int u = 0; u < SINK_ROWS; ++u) {
+      const size_t token = t0 + (size_t)u * WG_SIZE;
+      w[u] = d[u] = 0.0f;
+      if (token < p.tokens_q) {
+        /* as flash_bwd_preprocess: a token of equal sequences is (batch, query) */
+        const int batch = p.ragged ? 0 : (int)(token / p.seqlen_q);
+        const int query = (int)(p.ragged ? token : token % p.seqlen_q);
+        const size_t at = (size_t)batch * p.lse_batch + (size_t)head * p.lse_head + query;
+        const float lse_row = LOAD_F32(lse, at);
+        d[u] = LOAD_F32(dsum, at);
+        w[u] = s == -INFINITY ? 0.0f : exp(s - lse_row);
+      }
+    }
+UNROLL
+    for (int u = 0; u < SINK_ROWS; ++u) acc = fma(w[u], d[u], acc);
+  }
+  part[tid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int width = WG_SIZE / 2; width > 0; width /= 2) {
+    if (tid < width) part[tid] += part[tid + width];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (tid == 0) STORE_F32(dsinks, head, -part[0]);
   FCL_IO_COMMIT();
 }

@@ -298,7 +298,8 @@ UNROLL
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     if (row[r] * PACK_GQA + hoff[r] >= slots) continue;
-    const float inv = fcl_row_inv(l[r]);
+    const float sink = fcl_row_sink(p, sinks, qb.head + hoff[r], slice == 0);
+    const float inv = fcl_row_inv(m[r], p.lse_factor, l[r], sink);
     __global store_t *dst = o_rows + (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {
@@ -314,7 +315,7 @@ UNROLL
       }
     }
     if (FCL_STORES_LSE(lse) && slice == 0)
-      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(p, m[r], l[r]));
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(m[r], p.lse_factor, l[r], sink));
   }
   FCL_IO_COMMIT();
 }

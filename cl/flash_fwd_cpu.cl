@@ -134,11 +134,12 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       const int slot = qb.q0 + ch * LANES + r;
       if (slot - qb.q0 >= qb.rows) break;
       const int tok = SLOT_TOKEN(slot), hoff = SLOT_HEAD(slot);
-      const float inv = fcl_row_inv(lf[r]);
+      const float sink = fcl_row_sink(p, sinks, qb.head + hoff, 1);
+      const float inv = fcl_row_inv(mf[r], p.lse_factor, lf[r], sink);
       fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
                         acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
       if (FCL_STORES_LSE(lse))
-        STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, fcl_row_lse(p, mf[r], lf[r]));
+        STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, fcl_row_lse(mf[r], p.lse_factor, lf[r], sink));
     }
   }
   FCL_IO_COMMIT();

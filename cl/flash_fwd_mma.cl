@@ -174,7 +174,8 @@ UNROLL
   for (int r = 0; r < 2; ++r) {
     const float l_row = quad_sum(l[r] MMA_ARGS);
     if (!live[r]) continue;
-    const float inv = fcl_row_inv(l_row);
+    const float sink = fcl_row_sink(p, sinks, qb.head + hoff[r], t == 0);
+    const float inv = fcl_row_inv(m[r], p.lse_factor, l_row, sink);
     const size_t at = (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
@@ -182,7 +183,7 @@ UNROLL
       STORE_PAIR(o_rows + at + 8 * n, acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
     }
     if (FCL_STORES_LSE(lse) && t == 0)
-      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(p, m[r], l_row));
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(m[r], p.lse_factor, l_row, sink));
   }
   FCL_IO_COMMIT();
 }

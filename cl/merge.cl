@@ -1,7 +1,7 @@
 /*
  * merge.cl — attention states over disjoint key sets merged exactly
  * (fcl_merge_states): LSE = log sum_p exp(LSE_p), O = sum_p exp(LSE_p -
- * LSE) O_p.
+ * LSE) O_p; a head's sink, when given, joins as one more part of O zero.
  *
  * A row is merged by PART_GROUPS groups of LANES work-items; each lane
  * owns four columns, and each group a share of the parts. The parts go by
@@ -59,8 +59,9 @@ inline float4 fcl_merge_load_part(__global const store_t *o_parts, ulong at, int
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void merge_states(__global const store_t *o_parts, __global const float *lse_parts,
-                  __global store_t *o, __global float *lse, const fcl_merge_params p
-                  FCL_IO_PARAM) {
+                  __global store_t *o, __global float *lse,
+                  __global const float *sinks,  // [heads] (NULL: none): blocks.cl's fcl_merge_sink
+                  const fcl_merge_params p FCL_IO_PARAM) {
   __local float lse_tile[ROWS][ROW_LANES];
 #if PART_GROUPS > 1
   __local float4 group_acc[ROWS][PART_GROUPS][LANES];
@@ -158,6 +159,7 @@ UNROLL
 #endif
 
   if (mine && group == 0) {
+    fcl_merge_sink(fcl_merge_sink_of(sinks, h, lane == 0), &m, &sum, &acc, &bad);
     const float4 out = fcl_merged_o(acc, sum, bad);
     const ulong at = p.o.offset + b * p.o.batch + t * p.o.seq + h * p.o.head + c;
     if (p.vec4) {

@@ -125,7 +125,10 @@ typedef struct fcl_append_params {
   X(pages, const int)     /* paged: the block table [batch][pages_per_seq] */ \
   X(o_merged, store_t)    /* MERGE_LAST_SPLIT: the caller's O, by p.o_merged */\
   X(lse_merged, float)    /* ... and its LSE, as lse (NULL: none wanted) */   \
-  X(arrivals, int)        /* ... splits done per block; 0 between launches */
+  X(arrivals, int)        /* ... splits done per block; 0 between launches */ \
+  /* attention sinks */                                                       \
+  X(sinks, const float)   /* [heads_q] (NULL: none): cl/common.cl's row end */\
+  X(dsinks, float)        /* the backward's gradient of them, [heads_q] */
 
 /* ---- the mask ----------------------------------------------------------
  * Every visibility decision of the library comes from these three

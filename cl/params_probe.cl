@@ -50,4 +50,6 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = as_uint(o_merged[0]);
   out[n++] = as_uint(lse_merged[0]);
   out[n++] = (ulong)arrivals[0];
+  out[n++] = as_uint(sinks[0]);
+  out[n++] = as_uint(dsinks[0]);
 }

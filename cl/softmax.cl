@@ -96,6 +96,7 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void softmax_rows(__global store_t *s,         // [slices][nq][nk], P on return
                   __global float *lse,         // by p.lse_batch, p.lse_head
                   __global const float *alibi, // ALiBi slopes
+                  __global const float *sinks, // attention sinks [heads_q] (NULL: none)
                   CHUNK_PARAMS FCL_IO_PARAM) {
   __local float scratch[WG_SIZE];
   FCL_IO_INIT;
@@ -120,7 +121,8 @@ void softmax_rows(__global store_t *s,         // [slices][nq][nk], P on return
     sum += x[c];
   }
   sum = group_reduce(sum, scratch, 0);
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const float sink = fcl_row_sink(p, sinks, head, tid == 0);  // common.cl's row end
+  const float inv = fcl_row_inv(m, 1.0f, sum, sink);
 #pragma unroll
   for (int c = 0; c < COLS_PER_ITEM; ++c) {
     const int j = tid + c * WG_SIZE;
@@ -138,7 +140,8 @@ void softmax_rows(__global store_t *s,         // [slices][nq][nk], P on return
   const float m_row = group_reduce(m, scratch, 1);
   sum = group_reduce(sum * exp(m - m_row), scratch, 0);
   m = m_row;
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  const float sink = fcl_row_sink(p, sinks, head, tid == 0);
+  const float inv = fcl_row_inv(m, 1.0f, sum, sink);
   for (int j = tid; j < nk; j += WG_SIZE) {
     float pj = 0.0f;
     if (j >= lo && j < hi) {
@@ -150,7 +153,7 @@ void softmax_rows(__global store_t *s,         // [slices][nq][nk], P on return
 #endif
 
   if (FCL_STORES_LSE(lse) && tid == 0)  // NaN stays NaN
-    STORE_F32(lse, lse_at, sum == 0.0f ? -INFINITY : m + log(sum));
+    STORE_F32(lse, lse_at, fcl_row_lse(m, 1.0f, sum, sink));
   FCL_IO_COMMIT();
 }
 

@@ -390,7 +390,8 @@ typedef struct fcl_tensor_layout {
  *  keys sees key j iff i + Nk - Nq - window_left <= j <=
  *  i + Nk - Nq + window_right, a bound of -1 being none; causal is
  *  window_right = 0, bottom-right aligned. A query that sees no key
- *  outputs zeros, LSE = -INFINITY and zero gradients. Logits are
+ *  outputs zeros, LSE = -INFINITY (with sinks: its head's sink) and zero
+ *  gradients. Logits are
  *  l = scale q.k, then softcap * tanh(l / softcap) when softcap > 0, then
  *  l - slope_h * |i + Nk - Nq - j| with ALiBi slopes. */
 typedef struct fcl_attention_desc {
@@ -460,6 +461,32 @@ typedef struct fcl_attention_desc {
   size_t page_size;      /**< tokens per page */
   size_t pages_per_seq;  /**< int32s per row of block_table */
   size_t num_pages;      /**< pages in each of the K and V pools, 1 .. INT_MAX */
+  /* ---- attention sinks ------------------------------------------------- */
+  /** Attention sinks (gpt-oss, FlashAttention-4's learnable_sink): floats
+   *  [heads_q] of the call's OpenCL context, read by the forward and the
+   *  backward; a logit s_h per query head that joins every row's softmax
+   *  denominator and has no value: row i's probabilities are
+   *  exp(l_ij - m) / (exp(s_h - m) + sum_j exp(l_ij - m)). O has no sink
+   *  term; LSE includes it (LSE = log(exp(s_h) + sum_j exp(l_ij))), so a
+   *  row that sees no key outputs zeros and LSE = s_h. Every path takes
+   *  them: prefill, ragged, windows, KV caches (paged too) and split-KV
+   *  forwards, whose merge adds the sink once. The backward reads the same
+   *  buffer and the forward's LSE (which includes the sink). A sink of
+   *  -INFINITY is no sink; a NaN or +INFINITY sink makes that head's rows'
+   *  O and LSE NaN (the library does not read the buffer on the host, so
+   *  it cannot refuse them), and the other heads are unaffected. A buffer
+   *  smaller than heads_q floats is FCL_ERROR_BUFFER_TOO_SMALL, with
+   *  nothing written. NULL (default): no sinks. */
+  cl_mem sinks;
+  /** The backward's gradient of the sinks, an output of
+   *  fcl_attention_backward: floats [heads_q], dsinks[h] = -sum over the
+   *  batch and the rows of head h of exp(s_h - LSE_row) D_row, D =
+   *  rowsum(dO * O); written completely (no accumulation into it), by a
+   *  fixed-order sum: the same bits run after run. Requires sinks; the
+   *  flash algorithm only (the naive backward returns
+   *  FCL_ERROR_UNSUPPORTED). Ignored by the forward. NULL (default): not
+   *  wanted (dQ, dK and dV are computed as with it). */
+  cl_mem dsinks;
 } fcl_attention_desc;
 
 /** What a paged cache's page_size must be a multiple of
@@ -899,8 +926,9 @@ typedef struct fcl_run_info {
  *  a -inf logit's key keeps the weight exp(-softcap) relative to a key at
  *  logit 0); NaN stays NaN, so a NaN logit still makes the row NaN. Keys
  *  the mask hides weigh 0 whatever their logit.
- *  Rows that see no key (causal) output zeros and LSE = -INFINITY whatever
- *  their q holds (subject to the rule for v above).
+ *  Rows that see no key (causal) output zeros and LSE = -INFINITY (with
+ *  sinks: the head's sink) whatever their q holds (subject to the rule for
+ *  v above). Sinks: see fcl_attention_desc.sinks.
  *  @return FCL_SUCCESS;
  *          FCL_ERROR_INVALID_ARGUMENT: ctx NULL or failed, desc NULL or
  *            with struct_size 0, algo, dtype, causal or scale out of range,
@@ -948,6 +976,10 @@ FCL_API fcl_status fcl_attention_forward(fcl_context *ctx,
  *  (in the storage types fcl_dtype describes).
  *  On failure, each of dq, dk and dv is either untouched or completely
  *  written: never half.
+ *  With sinks (fcl_attention_desc.sinks) dQ, dK and dV need nothing more
+ *  than the forward's LSE, which includes the sink; desc.dsinks, when set,
+ *  receives the sinks' gradient (dsinks without sinks is
+ *  FCL_ERROR_INVALID_ARGUMENT), likewise never half written.
  *  @return FCL_SUCCESS, FCL_ERROR_INVALID_ARGUMENT, FCL_ERROR_INVALID_SHAPE,
  *          FCL_ERROR_BUFFER_TOO_SMALL, FCL_ERROR_UNSUPPORTED,
  *          FCL_ERROR_OUT_OF_MEMORY, FCL_ERROR_BUILD_FAILED, FCL_ERROR_OPENCL,
@@ -993,6 +1025,15 @@ typedef struct fcl_merge_desc {
    *  (default): batch * heads * seqlen, back to back. At least that. */
   size_t lse_part_stride;
   fcl_tensor_layout o;  /**< the merged O's view; zeros: packed */
+  /* ---- attention sinks ------------------------------------------------- */
+  /** Attention sinks (fcl_attention_desc.sinks), floats [heads] of the
+   *  call's OpenCL context: head h's sink joins every row's merge as one
+   *  more part with LSE s_h and O zero, so that the merged LSE includes
+   *  it and O is scaled by it. A row whose parts are all empty then gets
+   *  zeros and LSE = s_h. NaN or +INFINITY: that head's rows are NaN.
+   *  Fewer than heads floats: FCL_ERROR_BUFFER_TOO_SMALL. NULL (default):
+   *  none. */
+  cl_mem sinks;
 } fcl_merge_desc;
 
 /** Fills `desc` with the given shape and the defaults: struct_size, f32,

@@ -73,8 +73,8 @@ fcl_status fcl_mpi_slice(fcl_mpi_layout layout, size_t seqlen, int ranks, int ra
 
 /** The forward of the whole problem `desc` (seqlen_q = seqlen_k = N, the
  *  whole sequence; causal, window_left/right and softcap as for
- *  fcl_attention_forward; packed layouts; no ALiBi, ragged batch, KV cache
- *  or paging), each rank giving its slice (fcl_mpi_layout) of q, k, v in
+ *  fcl_attention_forward; packed layouts; no ALiBi, ragged batch, KV cache,
+ *  paging or sinks), each rank giving its slice (fcl_mpi_layout) of q, k, v in
  *  buffers of its `ctx`, and getting its slice of o and, when lse is not
  *  NULL, of LSE. The flash algorithm computes each (query chunk, key chunk)
  *  block in f32 (16-bit inputs widened exactly), the blocks a query chunk

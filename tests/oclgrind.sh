@@ -21,7 +21,9 @@
 # kernels (d 72, f16, causal and not, both passes; and the forward of packed rows,
 # split, paged, bf16), and the naive
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
-# its gather).
+# its gather). Attention sinks: the SIMT forward's row end with them and
+# the backward's dsinks kernel (f32), and the decode kernel's split merge
+# adding them (five splits).
 #
 # A run fails when the bench exits non-zero; when Oclgrind writes anything
 # (its reports and API errors go to stderr, and the bench is --quiet, so
@@ -86,6 +88,8 @@ runs=(
   "simt-bf16-d24-paged48|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 48|2|-"
   "cpu-f16-d72|--algo flash --kernel cpu --dtype f16 ${gqa[*]} --head-dim 72 --causal both|2|-"
   "cpu-bf16-d24-paged-split2|--algo flash --kernel cpu --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
+  "simt-f32-d24-sinks|--algo flash --kernel simt --dtype f32 ${gqa[*]} --head-dim 24 --causal --sinks|1|-"
+  "decode-f32-d24-sinks-split5|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 2 --seqlen-k 300 --heads 4 --heads-kv 1 --head-dim 24 --causal --sinks-value 2 --splits 5|1|-"
   "naive-f32-d24-paged|--algo naive --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64|1|-"
 )
 

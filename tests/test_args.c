@@ -15,12 +15,20 @@
 #include <string.h>
 
 #define FIELDS (9 * 4 + 7 + 14 + 4 + 2)
-#define BUFFERS 16
+#define BUFFERS 18
 
 static cl_mem one_value(fcl_context *ctx, float value) {
   cl_mem mem = fclu_upload(ctx, &value, 1, FCL_DTYPE_F32);
   ck_assert_ptr_nonnull(mem);
   return mem;
+}
+
+/* A one-float buffer into *slot, and the word the probe reads back from it. */
+static void float_arg(fcl_context *ctx, cl_mem *slot, float value, cl_ulong *want, int *n) {
+  *slot = one_value(ctx, value);
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  want[(*n)++] = bits;
 }
 
 static cl_mem one_int(fcl_context *ctx, cl_int value) {
@@ -86,13 +94,7 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   ck_assert_ptr_nonnull(out);
   cl_mem *floats_in[10] = {&b.q, &b.k, &b.v, &b.lse, &b.dout, &b.dsum, &b.dq, &b.dk, &b.dv,
                            &b.alibi};
-  for (int i = 0; i < 10; ++i) {
-    *floats_in[i] = one_value(ctx, (float)(i + 1));
-    float f = (float)(i + 1);
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    want[n++] = bits;
-  }
+  for (int i = 0; i < 10; ++i) float_arg(ctx, floats_in[i], (float)(i + 1), want, &n);
   b.o = out;
   b.seqs = one_int(ctx, 11);
   want[n++] = 11;
@@ -101,15 +103,11 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   b.pages = one_int(ctx, 13);
   want[n++] = 13;
   cl_mem *after_pages[2] = {&b.o_merged, &b.lse_merged};
-  for (int i = 0; i < 2; ++i) {
-    *after_pages[i] = one_value(ctx, (float)(i + 14));
-    float f = (float)(i + 14);
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    want[n++] = bits;
-  }
+  for (int i = 0; i < 2; ++i) float_arg(ctx, after_pages[i], (float)(i + 14), want, &n);
   b.arrivals = one_int(ctx, 16);
   want[n++] = 16;
+  cl_mem *sink_buffers[2] = {&b.sinks, &b.dsinks};
+  for (int i = 0; i < 2; ++i) float_arg(ctx, sink_buffers[i], (float)(i + 17), want, &n);
 
   cl_kernel kernel = probe_kernel(ctx);
   ck_assert_int_eq(fcl__set_attention_args(ctx, kernel, "params_probe", &b, &p, NULL),
@@ -128,7 +126,7 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   fcl__kernel_return(ctx, &kernel);
   cl_mem all[] = {b.q,    b.k,    b.v,     b.lse,   b.dout,     b.dsum,       b.dq,
                   b.dk,   b.dv,   b.alibi, b.seqs,  b.work,     b.pages,      b.o_merged,
-                  b.lse_merged, b.arrivals, out};
+                  b.lse_merged, b.arrivals, b.sinks, b.dsinks, out};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
   fcl_context_release(ctx);
 }

@@ -61,6 +61,16 @@ static double slope_of(const fcl_attention_desc *d, size_t b, size_t h) {
   return host[(d->alibi_per_batch ? b * d->heads_q : 0) + h];
 }
 
+void fclref_set_sinks(cl_mem sinks, const float *host) { fclu_remember_host_copy(sinks, host); }
+
+/* The attention sink of query head h, -inf (none) without sinks. */
+static double sink_of(const fcl_attention_desc *d, size_t h) {
+  if (!d->sinks) return -INFINITY;
+  const float *host = fclu_host_copy(d->sinks);
+  if (!host) abort();  /* fclref_set_sinks was not told */
+  return host[h];
+}
+
 /* The logit of a dot product of query i and key j, and in *dlogit its
  * derivative by scale * dot (the softcap's 1 - tanh^2). */
 static double logit(const fcl_attention_desc *d, double slope, size_t nq, size_t nk, size_t i,
@@ -114,14 +124,15 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const fl
   const size_t d = desc->head_dim;
   const row_ctx r = row_of(desc, b, h, i);
   const float *qi = q + r.q_at;
+  const double sink = sink_of(desc, h);  /* joins the denominator, no value */
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0;
   if (r.lo >= r.hi) {
-    *lse = -INFINITY;
+    *lse = sink;
     return;
   }
   double *s = malloc((r.hi - r.lo) * sizeof *s), unused;
   if (!s) abort();
-  double m = -INFINITY;
+  double m = sink;
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float *kj = key_row(desc, k, &r, j);
     double dot = 0.0;
@@ -129,7 +140,7 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const fl
     s[j - r.lo] = logit(desc, r.slope, r.nq, r.nk, i, j, dot, &unused);
     if (s[j - r.lo] > m) m = s[j - r.lo];
   }
-  double l = 0.0;
+  double l = sink == -INFINITY ? 0.0 : exp(sink - m);
   for (size_t j = r.lo; j < r.hi; ++j) {
     const double p = exp(s[j - r.lo] - m);
     const float *vj = key_row(desc, v, &r, j);
@@ -171,15 +182,16 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   const row_ctx r = row_of(desc, b, h, i);
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   const float *qi = q + r.q_at;
+  const float sink = (float)sink_of(desc, h);
   for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
   if (r.lo >= r.hi) {
-    *lse = -INFINITY;
+    *lse = sink;
     return;
   }
   const size_t n = r.hi - r.lo;
   float *p = malloc(n * sizeof *p);
   if (!p) abort();
-  float m = -INFINITY;
+  float m = sink;
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float *kj = key_row(desc, k, &r, j);
     float dot = 0.0f;
@@ -188,7 +200,7 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
     *pj = logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, fclu_round(dot * desc->scale, s_type));
     if (*pj > m) m = *pj;
   }
-  float l = 0.0f;
+  float l = sink == -INFINITY ? 0.0f : expf(sink - m);
   for (size_t x = 0; x < n; ++x) l += p[x] = expf(p[x] - m);
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float pj = fclu_round(p[j - r.lo] / l, s_type);
@@ -215,7 +227,8 @@ static void backward_row(const fcl_attention_desc *desc, const float *q, const f
   const size_t n = r.hi - r.lo;
   double *p = malloc(n * sizeof *p), *dp = malloc(n * sizeof *dp), *dl = malloc(n * sizeof *dl);
   if (!p || !dp || !dl) abort();
-  double m = -INFINITY;
+  const double sink = sink_of(desc, h);
+  double m = sink;
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float *kj = key_row(desc, k, &r, j), *vj = key_row(desc, v, &r, j);
     double dot = 0.0, dot_v = 0.0;
@@ -227,7 +240,7 @@ static void backward_row(const fcl_attention_desc *desc, const float *q, const f
     dp[j - r.lo] = dot_v;
     if (p[j - r.lo] > m) m = p[j - r.lo];
   }
-  double l = 0.0, rowsum = 0.0;
+  double l = sink == -INFINITY ? 0.0 : exp(sink - m), rowsum = 0.0;
   for (size_t x = 0; x < n; ++x) l += (p[x] = exp(p[x] - m));
   for (size_t x = 0; x < n; ++x) rowsum += (p[x] /= l) * dp[x];
   if (o) {  /* D = dO . O of the O given, as the flash backward reads it */
@@ -319,8 +332,9 @@ static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const 
   const size_t n = r.hi - r.lo;
   float *s = malloc(n * sizeof *s), *p = malloc(n * sizeof *p), *ds = malloc(n * sizeof *ds);
   if (!s || !p || !ds) abort();
-  /* S = scale Q K^T (the GEMM), and the forward's LSE of that S. */
-  float m = -INFINITY;
+  /* S = scale Q K^T (the GEMM), and the forward's LSE of that S (and the sink). */
+  const float sink = (float)sink_of(desc, h);
+  float m = sink;
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float *kj = key_row(desc, k, &r, j);
     float dot = 0.0f;
@@ -329,7 +343,7 @@ static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const 
     const float x = logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[j - r.lo]);
     if (x > m) m = x;
   }
-  float l = 0.0f;
+  float l = sink == -INFINITY ? 0.0f : expf(sink - m);
   for (size_t j = r.lo; j < r.hi; ++j)
     l += expf(logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[j - r.lo]) - m);
   const float lse = m + logf(l);
@@ -423,4 +437,22 @@ void fclref_naive_backward(const fcl_attention_desc *desc, const float *q, const
   for (size_t b = 0; b < desc->batch; ++b)
     for (size_t h = 0; h < desc->heads_kv; ++h)
       fclref_naive_backward_slice(desc, q, k, v, dout, b, h, dq, dk, dv);
+}
+
+void fclref_dsinks(const fcl_attention_desc *desc, const float *q, const float *k,
+                   const float *v, const float *dout, const float *o, double *dsinks) {
+  const size_t d = desc->head_dim;
+  double *o_row = malloc(d * sizeof *o_row);
+  if (!o_row) abort();
+  for (size_t h = 0; h < desc->heads_q; ++h) dsinks[h] = 0.0;
+  EACH_ROW(desc, {
+    double lse;
+    double dsum = 0.0;
+    fclref_forward_row(desc, q, k, v, b, h, i, o_row, &lse);
+    for (size_t c = 0; c < d; ++c)
+      dsum += (double)dout[at + c] * (o ? (double)o[at + c] : o_row[c]);
+    const double sink = sink_of(desc, h);
+    if (sink != -INFINITY) dsinks[h] -= exp(sink - lse) * dsum;
+  });
+  free(o_row);
 }

@@ -28,6 +28,12 @@ void fclref_sequence(const fcl_attention_desc *desc, size_t b, size_t *q0, size_
  *  the oldest. */
 void fclref_set_slopes(cl_mem slopes, const float *host);
 
+/** Tells the reference what a descriptor's sinks buffer holds
+ *  (fcl_attention_desc.sinks), heads_q floats, as fclref_set_slopes. With
+ *  sinks every row's denominator takes exp(s_h), so a row that sees no key
+ *  has LSE s_h. */
+void fclref_set_sinks(cl_mem sinks, const float *host);
+
 /** One query row (batch b, query head h, row i) of the forward:
  *  o_row[head_dim] and *lse (-INFINITY and zeros for a row that sees no
  *  key). Costs O(seqlen_k * head_dim), so callers can check a sample of
@@ -85,6 +91,12 @@ void fclref_backward(const fcl_attention_desc *desc, const float *q,
 void fclref_backward_given_o(const fcl_attention_desc *desc, const float *q, const float *k,
                              const float *v, const float *dout, const float *o, double *dq,
                              double *dk, double *dv);
+
+/** The sinks' gradient, dsinks[heads_q]: -sum over the rows of head h of
+ *  exp(s_h - LSE) D, D = dO . O with O the exact forward's, or the given o
+ *  (Q's layout; NULL: exact), as the flash backward reads it. */
+void fclref_dsinks(const fcl_attention_desc *desc, const float *q, const float *k,
+                   const float *v, const float *dout, const float *o, double *dsinks);
 
 /** The naive backward emulated on the host, as naive_bwd.c computes it:
  *  float arithmetic, S, P, dP and dS rounded to fclref_naive_s_dtype(), LSE

@@ -112,6 +112,8 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
 fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {
   flash_model m = {sh, plan, with_lse, {0, 0}};
   fcl__each_sequence(sh, forward_sequences, &m);
+  /* each row's sink, once: by the row's end, or split, by the merge (common.cl) */
+  m.io.loads += (fcl__bytes)sh->lse_elems * (sh->desc.sinks ? 4 : 0);
   if (plan->splits > 1 && sh->lse_elems) {  /* the merge of the partial states */
     const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->desc.head_dim,
                                              sh->elem_size, with_lse);
@@ -161,6 +163,10 @@ fcl__io fcl__io_flash_backward(const fcl__shape *sh, const fcl_plan *plan) {
   m.io.loads = (fcl__bytes)sh->lse_elems * 2 * row;
   m.io.stores = (fcl__bytes)sh->lse_elems * 4;
   fcl__each_sequence(sh, backward_sequences, &m);
+  if (sh->desc.dsinks) {  /* flash_bwd_sinks: LSE and D of every row, a sink per head */
+    m.io.loads += (fcl__bytes)sh->lse_elems * 8 + sh->desc.heads_q * 4;
+    m.io.stores += (fcl__bytes)sh->desc.heads_q * 4;
+  }
   return m.io;
 }
 
@@ -190,7 +196,8 @@ static void naive_forward_sequences(void *state, size_t nq, size_t nk, size_t co
   unsigned wg, cols;
   fcl__softmax_config(m->limits, desc->seqlen_k, &wg, &cols);
   const fcl__bytes seen = fcl__visible_pairs(nq, nk, sh->window_left, sh->window_right);
-  m->io.loads += slices * (seen * se * (cols ? 1 : 2) + (desc->alibi_slopes ? nq * 4 : 0));
+  m->io.loads += slices * (seen * se * (cols ? 1 : 2) + (desc->alibi_slopes ? nq * 4 : 0) +
+                           (desc->sinks ? nq * 4 : 0));
   m->io.stores += slices * ((fcl__bytes)nq * nk * se + (m->with_lse ? nq * 4 : 0));
   if (nk == 0) {
     m->io.stores += slices * nq * d * e;  /* zero_rows */
@@ -345,8 +352,10 @@ fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t el
 }
 
 fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
-  return fcl__io_merge_rows(sh->rows, sh->desc.parts, sh->desc.head_dim, sh->elem_size,
-                            with_lse);
+  fcl__io io = fcl__io_merge_rows(sh->rows, sh->desc.parts, sh->desc.head_dim, sh->elem_size,
+                                  with_lse);
+  io.loads += (fcl__bytes)sh->rows * (sh->desc.sinks ? 4 : 0);  /* a row's sink, once */
+  return io;
 }
 
 fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged) {

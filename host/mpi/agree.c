@@ -106,6 +106,8 @@ static fcl_status check_local(MPI_Comm comm, fcl_context *ctx, const fcl_attenti
       desc->block_table)
     return fail(why, FCL_ERROR_UNSUPPORTED,
                 "ALiBi, ragged batches, KV caches and paging are not sharded by the ring");
+  if (desc->sinks || desc->dsinks)  /* each block's forward would add the sink again */
+    return fail(why, FCL_ERROR_UNSUPPORTED, "attention sinks are not sharded by the ring");
   const fcl_tensor_layout *views[] = {&desc->q, &desc->k, &desc->v, &desc->o,
                                       &desc->dout, &desc->dq, &desc->dk, &desc->dv};
   for (size_t i = 0; i < sizeof views / sizeof *views; i++)

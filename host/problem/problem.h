@@ -29,6 +29,7 @@ struct fcl__shape {
   int vec4;         /* head_dim and every view's offset and strides multiples of 4 */
   int paged;        /* block_table given: K and V are pools of pages */
   size_t table_bytes;  /* the block table's, paged */
+  size_t sinks_bytes;  /* the sinks' (and dsinks'), heads_q floats; 0 without */
   fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default); paged K
                                              and V: batch_stride is between pages */
   fcl_buffer_sizes sizes;                 /* the bytes each buffer must hold */

@@ -165,6 +165,9 @@ static fcl_status check_mask(const fcl_attention_desc *desc, fcl__shape *sh, cha
          "softcap = %g; it must be finite and >= 0 (0: off)", (double)desc->softcap);
   FCL_WHY_IF(desc->alibi_per_batch != 0 && desc->alibi_per_batch != 1, FCL_ERROR_INVALID_ARGUMENT,
          "alibi_per_batch = %d; it must be 0 or 1", desc->alibi_per_batch);
+  FCL_WHY_IF(desc->dsinks && !desc->sinks, FCL_ERROR_INVALID_ARGUMENT,
+             "dsinks is set but sinks is NULL: the sinks' gradient needs the sinks");
+  sh->sinks_bytes = desc->sinks ? desc->heads_q * sizeof(float) : 0;
   sh->window_left = desc->window_left;
   sh->window_right = desc->causal ? 0 : desc->window_right;
   return FCL_SUCCESS;

@@ -73,9 +73,10 @@ static fcl_status forward_prepare(fcl_context *ctx, const fcl_attention_desc *de
                                              sz->alibi_slopes, 1),
                                    plain_arg(sh->desc.block_table, "block_table",
                                              sh->table_bytes, 1),
+                                   plain_arg(sh->desc.sinks, "sinks", sh->sinks_bytes, 1),
                                    tensor_arg(sh, FCL__O, o, "o", sz->o),
                                    plain_arg(lse, "lse", sz->lse, 1)};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 5, 7));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 6, 8));
   call->q = q;
   call->k = k;
   call->v = v;
@@ -169,6 +170,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   FCL_RETURN_IF(ctx, call.shape.paged, FCL_ERROR_UNSUPPORTED,
                 "a paged KV cache (block_table) is for the forward; the backward takes "
                 "contiguous K and V");
+  FCL_RETURN_IF(ctx, algo == FCL_ALGO_NAIVE && call.shape.desc.dsinks, FCL_ERROR_UNSUPPORTED,
+                "the sinks' gradient (dsinks) is the flash backward's; the naive backward "
+                "computes dQ, dK and dV with sinks, not dsinks");
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = &call.shape.desc;
@@ -182,10 +186,12 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
                                    tensor_arg(sh, FCL__DOUT, dout, "dout", sz->dout),
                                    plain_arg(sh->desc.alibi_slopes, "alibi_slopes",
                                              sz->alibi_slopes, 1),
+                                   plain_arg(sh->desc.sinks, "sinks", sh->sinks_bytes, 1),
                                    tensor_arg(sh, FCL__DQ, dq, "dq", sz->dq),
                                    tensor_arg(sh, FCL__DK, dk, "dk", sz->dk),
-                                   tensor_arg(sh, FCL__DV, dv, "dv", sz->dv)};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 7, 10));
+                                   tensor_arg(sh, FCL__DV, dv, "dv", sz->dv),
+                                   plain_arg(sh->desc.dsinks, "dsinks", sh->sinks_bytes, 1)};
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 8, 12));
   call.q = q;
   call.k = k;
   call.v = v;

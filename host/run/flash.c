@@ -184,6 +184,7 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
                       sh->ragged ? sh->tokens_q : desc->seqlen_q, desc->heads_q, desc->head_dim);
   m.dtype = desc->dtype;
   m.o = sh->views[FCL__O];
+  m.sinks = desc->sinks;  /* the partial states have none: the merge adds them once */
   char why[256];
   fcl_status status = fcl__check_merge_why(&m, &run->merge, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "the split forward's merge: %s", why);
@@ -251,7 +252,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   fcl__attention_buffers bufs = {.q = call->q, .k = call->k, .v = call->v, .o = call->o,
                                  .lse = call->lse, .alibi = desc->alibi_slopes,
                                  .seqs = ragged.seqs, .work = ragged.work_q,
-                                 .pages = desc->block_table};
+                                 .pages = desc->block_table, .sinks = desc->sinks};
   const size_t blocks = block_groups(sh, ragged.items_q, desc->seqlen_q * plan->packed_heads,
                                      desc->heads_q / plan->packed_heads, plan->block_q);
   if (status == FCL_SUCCESS && split)
@@ -285,6 +286,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
 /* The backward's kernels and scratch, released in one place. */
 typedef struct backward_run {
   cl_kernel pre, dkdv, dq;
+  cl_kernel sinks;  /* the sinks' gradient (flash_bwd_pre.cl), when wanted */
   const char *dkdv_name, *dq_name;
   fcl__pre_shape pre_shape;
   cl_mem dsum;  /* D = rowsum(dO * O), laid out as LSE */
@@ -295,6 +297,7 @@ static void backward_release(fcl_context *ctx, backward_run *run) {
   fcl__kernel_return(ctx, &run->pre);
   fcl__kernel_return(ctx, &run->dkdv);
   fcl__kernel_return(ctx, &run->dq);
+  fcl__kernel_return(ctx, &run->sinks);
   fcl__release_mem(&run->dsum);
   fcl__ragged_release(&run->ragged);
 }
@@ -320,12 +323,17 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
       "flash backward's dQ", &dq_groups));
 
   const fcl__attention_buffers pre = {.o = call->o, .dout = call->dout, .dsum = run->dsum};
+  const fcl__attention_buffers sinks = {.lse = call->lse, .dsum = run->dsum,
+                                        .sinks = desc->sinks, .dsinks = desc->dsinks};
   fcl__attention_buffers main = {.q = call->q, .k = call->k, .v = call->v, .lse = call->lse,
                                  .dout = call->dout, .dsum = run->dsum, .dq = call->dq,
                                  .dk = call->dk, .dv = call->dv, .alibi = desc->alibi_slopes,
                                  .seqs = ragged->seqs};
   FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->pre, "flash_bwd_preprocess", &pre, &params,
                                          call->io_counter));
+  if (run->sinks)
+    FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->sinks, "flash_bwd_sinks", &sinks, &params,
+                                           call->io_counter));
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dkdv, run->dkdv_name, plan->local_bytes));
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dq, run->dq_name, plan->local_bytes));
   main.work = ragged->work_k;
@@ -344,11 +352,13 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
     cl_kernel kernel;
     const char *name;
     size_t groups, wg;
-  } launches[3] = {{run->pre, "flash_bwd_preprocess", pre_groups, run->pre_shape.wg_size},
+  } launches[4] = {{run->pre, "flash_bwd_preprocess", pre_groups, run->pre_shape.wg_size},
+                   {run->sinks, "flash_bwd_sinks", run->sinks ? desc->heads_q : 0,
+                    run->pre_shape.wg_size},
                    {run->dkdv, run->dkdv_name, dkdv_groups, plan->wg_size},
                    {run->dq, run->dq_name, dq_groups, plan->wg_size}};
   FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 4; ++i) {
     if (!launches[i].groups) continue;
     size_t global = launches[i].groups * launches[i].wg, local = launches[i].wg;
     FCL_FORWARD_IF(fcl__launch(ctx, launches[i].kernel, launches[i].name, 1, &global, &local));
@@ -373,6 +383,8 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                       .dkdv_name = main->kernels[0],
                       .dq_name = main->kernels[1]};
   status = fcl__kernel(ctx, pre->source, &pre->opts, pre->kernels[0], &run.pre);
+  if (status == FCL_SUCCESS && desc->dsinks)
+    status = fcl__kernel(ctx, pre->source, &pre->opts, "flash_bwd_sinks", &run.sinks);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main->source, &main->opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)

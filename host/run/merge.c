@@ -42,7 +42,7 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *given, fcl__merge_shape *s
   fcl__merge_shape sh;
   memset(&sh, 0, sizeof sh);
   fcl_merge_desc_init(&sh.desc, 1, 1, 1, 1, 1);
-  FCL_FORWARD_IF(fcl__grown_struct(given, given->struct_size, sizeof *given, &sh.desc,
+  FCL_FORWARD_IF(fcl__grown_struct(given, given->struct_size, offsetof(fcl_merge_desc, sinks), &sh.desc,
                                    sizeof sh.desc, "desc", "fcl_merge_desc_init", why,
                                    why_len));
   sh.desc.struct_size = sizeof sh.desc;
@@ -63,6 +63,7 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *given, fcl__merge_shape *s
          FCL_ERROR_INVALID_SHAPE, "batch %zu x seqlen %zu x heads %zu x parts %zu overflows",
          d->batch, d->seqlen, d->heads, d->parts);
   sh.lse_per_part = sh.rows;
+  sh.sinks_bytes = d->sinks ? d->heads * sizeof(float) : 0;
 
   /* The views: one part's, then the parts one stride apart. */
   const fcl__view_extent e = {.batch = d->batch, .tokens = d->seqlen, .heads = d->heads,
@@ -172,9 +173,9 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
                               .heads = sh->desc.heads,
                               .head_dim = sh->desc.head_dim,
                               .vec4 = (cl_ulong)sh->vec4};
-  const fcl__arg args[] = {FCL_ARG(o_parts), FCL_ARG(lse_parts), FCL_ARG(o), FCL_ARG(lse),
-                           FCL_ARG(p), FCL_ARG(io_counter)};
-  const fcl_status status = fcl__set_args(ctx, kernel, "merge_states", args, io_counter ? 6 : 5);
+  const fcl__arg args[] = {FCL_ARG(o_parts), FCL_ARG(lse_parts),    FCL_ARG(o), FCL_ARG(lse),
+                           FCL_ARG(sh->desc.sinks), FCL_ARG(p), FCL_ARG(io_counter)};
+  const fcl_status status = fcl__set_args(ctx, kernel, "merge_states", args, io_counter ? 7 : 6);
   if (status != FCL_SUCCESS) {
     fcl__kernel_return(ctx, &kernel);
     return status;
@@ -203,11 +204,12 @@ fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc, cl_mem
   const fcl__call_buffer args[] = {
       {o_parts, "o_parts", sh.sizes.o_parts, 0, fcl__range_view(sh.sizes.o_parts)},
       {lse_parts, "lse_parts", sh.sizes.lse_parts, 0, fcl__range_view(sh.sizes.lse_parts)},
+      {sh.desc.sinks, "sinks", sh.sinks_bytes, 1, fcl__range_view(sh.sinks_bytes)},
       {o, "o", sh.sizes.o, 0,
        fcl__layout_view(&sh.o, sh.sizes.o, sh.elem_size, sh.desc.batch, sh.desc.heads,
                         sh.desc.head_dim, 0)},
       {lse, "lse", sh.sizes.lse, 1, fcl__range_view(sh.sizes.lse)}};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 2, 4));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5));
 
   fcl__measure m;
   fcl__timer *timer;

@@ -18,6 +18,7 @@ typedef struct fcl__merge_shape {
   size_t o_part_stride, lse_part_stride;  /* resolved */
   int vec4;
   fcl_merge_sizes sizes;
+  size_t sinks_bytes;        /* the sinks' floats (0: none) */
 } fcl__merge_shape;
 /** Validates a merge descriptor as fcl_merge_states does. */
 fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *shape,

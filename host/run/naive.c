@@ -432,8 +432,8 @@ static fcl_status naive_chunk(void *state, const fcl__naive_chunk *c) {
 
   unsigned wg, cols;
   fcl__softmax_config(&ctx->info.limits, sh->desc.seqlen_k, &wg, &cols);
-  const cl_mem buffers[3] = {run->s, run->lse, sh->desc.alibi_slopes};
-  FCL_FORWARD_IF(fcl__set_row_args(ctx, run->softmax, "softmax_rows", buffers, 3, &run->params,
+  const cl_mem buffers[4] = {run->s, run->lse, sh->desc.alibi_slopes, sh->desc.sinks};
+  FCL_FORWARD_IF(fcl__set_row_args(ctx, run->softmax, "softmax_rows", buffers, 4, &run->params,
                                    c, group, call->io_counter));
   size_t global[2] = {nq * wg, c->n}, local[2] = {wg, 1};
   FCL_FORWARD_IF(fcl__launch(ctx, run->softmax, "softmax_rows", 2, global, local));

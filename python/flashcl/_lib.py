@@ -49,7 +49,9 @@ class AttentionDesc(Structure):
                 ("o", TensorLayout), ("dout", TensorLayout), ("dq", TensorLayout),
                 ("dk", TensorLayout), ("dv", TensorLayout), ("seqlens_k", _int32_p),
                 ("block_table", c_void_p), ("page_size", c_size_t), ("pages_per_seq", c_size_t),
-                ("num_pages", c_size_t)]
+                ("num_pages", c_size_t),
+                # attention sinks
+                ("sinks", c_void_p), ("dsinks", c_void_p)]
 
 
 class BufferSizes(Structure):
@@ -74,7 +76,9 @@ class MergeDesc(Structure):
     _fields_ = [("struct_size", c_size_t), ("parts", c_size_t), ("batch", c_size_t),
                 ("seqlen", c_size_t), ("heads", c_size_t), ("head_dim", c_size_t),
                 ("dtype", c_int), ("o_parts", TensorLayout), ("o_part_stride", c_size_t),
-                ("lse_part_stride", c_size_t), ("o", TensorLayout)]
+                ("lse_part_stride", c_size_t), ("o", TensorLayout),
+                # attention sinks
+                ("sinks", c_void_p)]
 
 
 class MergeSizes(Structure):

@@ -46,6 +46,9 @@ typedef struct bench_options {
   fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
   int quiet;                /* no progress on stderr */
+  /* attention sinks */
+  int sinks;                /* --sinks or --sinks-value: desc.sinks set (fwd+bwd: dsinks too) */
+  float sinks_value;        /* --sinks-value's X; NAN with --sinks: random values */
 } bench_options;
 
 /** What bench_parse found: options to run with, a request for the usage

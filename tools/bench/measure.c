@@ -47,6 +47,8 @@ typedef struct inputs {
   float *q, *k, *v, *dout;  /* dout only for backward passes */
   float *slopes;            /* ALiBi */
   cl_mem dq, dk, dv, ddout, dslopes;
+  float *sinks;             /* attention sinks, and their gradient's buffer (backward) */
+  cl_mem dsinks, ddsinks;
 } inputs;
 
 static void inputs_free(inputs *in) {
@@ -55,8 +57,9 @@ static void inputs_free(inputs *in) {
   free(in->v);
   free(in->dout);
   free(in->slopes);
-  cl_mem all[5] = {in->ddout, in->dq, in->dk, in->dv, in->dslopes};
-  for (int i = 0; i < 5; ++i)
+  free(in->sinks);
+  cl_mem all[7] = {in->ddout, in->dq, in->dk, in->dv, in->dslopes, in->dsinks, in->ddsinks};
+  for (int i = 0; i < 7; ++i)
     if (all[i]) clReleaseMemObject(all[i]);
   memset(in, 0, sizeof *in);
 }
@@ -156,7 +159,8 @@ static void fill_inputs(fclu_rng *rng, float *x, size_t n, fcl_dtype dtype) {
 
 /* The sizes are admissible()'s, so the host's float copies fit size_t. */
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
-                       const fcl_buffer_sizes *sz, int pass, int alibi, uint64_t seed) {
+                       const fcl_buffer_sizes *sz, int pass, int alibi, int sinks,
+                       float sinks_value, uint64_t seed) {
   memset(in, 0, sizeof *in);
   in->desc = *desc;
   in->sizes = *sz;
@@ -184,6 +188,25 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
     if (err != CL_SUCCESS) return -1;
     d->alibi_slopes = in->dslopes;
     fclref_set_slopes(in->dslopes, in->slopes);
+  }
+  if (sinks) {  /* one per query head: drawn, or --sinks-value's */
+    in->sinks = malloc(d->heads_q * sizeof *in->sinks);
+    if (!in->sinks) return -1;
+    fill_inputs(&rng, in->sinks, d->heads_q, FCL_DTYPE_F32);
+    if (!isnan(sinks_value))
+      for (size_t h = 0; h < d->heads_q; ++h) in->sinks[h] = sinks_value;
+    cl_int err;
+    in->dsinks = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                d->heads_q * sizeof *in->sinks, in->sinks, &err);
+    if (err != CL_SUCCESS) return -1;
+    d->sinks = in->dsinks;
+    fclref_set_sinks(in->dsinks, in->sinks);
+    if (pass != PASS_FWD) {  /* the backward computes dsinks too */
+      in->ddsinks = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                                   d->heads_q * sizeof(float), NULL, &err);
+      if (err != CL_SUCCESS) return -1;
+      d->dsinks = in->ddsinks;
+    }
   }
   const fclu_tensor qkv[3] = {FCLU_Q, FCLU_K, FCLU_V};
   const float *hosts[3] = {in->q, in->k, in->v};
@@ -415,7 +438,9 @@ static fcl_status run_pass(fcl_context *ctx, fcl_algo algo, int pass, const inpu
     if (st != FCL_SUCCESS) return st;
   }
   if (pass != PASS_FWD) {
-    st = fcl_attention_backward(ctx, d, algo, in->dq, in->dk, in->dv, out->o, out->lse,
+    fcl_attention_desc bwd_desc = *d;
+    if (algo == FCL_ALGO_NAIVE) bwd_desc.dsinks = NULL;  /* dsinks are the flash backward's */
+    st = fcl_attention_backward(ctx, &bwd_desc, algo, in->dq, in->dk, in->dv, out->o, out->lse,
                                 in->ddout, out->dq, out->dk, out->dv, info ? &bwd : NULL);
     if (st != FCL_SUCCESS) return st;
   }
@@ -613,7 +638,8 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
                                   ? FCL_ERROR_OUT_OF_MEMORY
                                   : admissible(&dev, desc, pass, &sz, why, sizeof why);
   if (opts->page_size && !table) snprintf(why, sizeof why, "could not make the block table");
-  int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, opts->alibi, seed) == 0;
+  int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, opts->alibi,
+                                                         opts->sinks, opts->sinks_value, seed) == 0;
 
   size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(&in, rows, CHECK_ROWS) : 0;
   double naive_err = -1.0, naive_ms = 0.0, ref_max = 0.0;

@@ -3,6 +3,7 @@
  * (docs/design.md): extend it, don't break it.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -77,6 +78,10 @@ static const char usage[] =
     "                    window_size; the causal runs of --causal take R = 0)\n"
     "  --softcap C       logits soft-capped at +-C (C tanh(logit / C))\n"
     "  --alibi           ALiBi biases, the ALiBi paper's slopes for the head count\n"
+    "  --sinks           attention sinks: a logit per query head, drawn from\n"
+    "                    normal(0, 1), in every row's denominator (gpt-oss);\n"
+    "                    backward passes compute their gradient (dsinks) too\n"
+    "  --sinks-value X   attention sinks, X (finite) for every head\n"
     "  --varlen N1,N2,.. one ragged batch of sequences of those lengths (0 allowed;\n"
     "                    at most 256; their keys as long, or --seqlen-k each)\n"
     "  --cache-lens L1,.. a KV cache's lengths, one per batch entry (0 allowed; at\n"
@@ -238,6 +243,16 @@ static int parse_softcap(parser *ps, const char *text, float *out) {
   if (errno || end == text || *end || !(v >= 0) || v > 3.4e38 || text[0] == '-' || text[0] == '+' ||
       text[0] == ' ')
     return refuse(ps, "--softcap needs a finite number >= 0, got '%s'", text);
+  *out = (float)v;
+  return 0;
+}
+
+static int parse_sink(parser *ps, const char *text, float *out) {
+  char *end;
+  errno = 0;
+  const double v = strtod(text, &end);
+  if (errno || end == text || *end || !isfinite(v) || fabs(v) > 3.4e38 || text[0] == ' ')
+    return refuse(ps, "--sinks-value needs a finite number, got '%s'", text);
   *out = (float)v;
   return 0;
 }
@@ -437,6 +452,13 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       TRY(parse_softcap(ps, val, &o->softcap));
     } else if (!strcmp(a, "--alibi")) {
       o->alibi = 1;
+    } else if (!strcmp(a, "--sinks")) {
+      o->sinks = 1;
+      o->sinks_value = NAN;
+    } else if (!strcmp(a, "--sinks-value")) {
+      VALUE(val);
+      TRY(parse_sink(ps, val, &o->sinks_value));
+      o->sinks = 1;
     } else if (!strcmp(a, "--varlen")) {
       VALUE(val);
       TRY(parse_varlen(ps, val, o));

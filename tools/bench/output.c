@@ -43,6 +43,8 @@ static void print_problem(FILE *out, const bench_options *o) {
     ITEM(", window %d,%d", o->window_left, o->window_right);
   if (o->softcap) ITEM(", softcap %g", o->softcap);
   if (o->alibi) ITEM(", ALiBi");
+  if (o->sinks && isnan(o->sinks_value)) ITEM(", sinks (random)");
+  if (o->sinks && !isnan(o->sinks_value)) ITEM(", sinks %g", o->sinks_value);
   if (o->n_varlen)
     ITEM(", ragged: %d sequences, %d query tokens", o->n_varlen, o->cu_varlen_q[o->n_varlen]);
   if (o->n_cache_lens) ITEM(", KV cache: %d lengths, capacity %zu", o->n_cache_lens, o->seqlen_k);
