@@ -213,7 +213,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
       sum_ += w_ * st_[1];                                                      \
       x_ = fma((float4)(w_), vload4(0, st_ + 2 + c_), x_);                      \
     }                                                                           \
-    const float inv_ = fcl_row_inv(sum_);                                       \
+    const float inv_ = FCL_ROW_OUT(p, sum_);                                      \
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
     if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \

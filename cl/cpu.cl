@@ -43,15 +43,15 @@
 #define FCL_KEY_IN(key, lo, hi) (((key) - (hi)) & ((lo) - 1 - (key)))
 
 DEFINE_QUAD_LOADER(fcl_cpu_quad, float4, LOAD4, LOAD1)
-DEFINE_QUAD_LOADER(fcl_cpu_kv_quad, float4, KV_LOAD4, KV_LOAD1)
+DEFINE_QUAD_LOADER_OF(fcl_cpu_kv_quad, float4, kv_t, KV_LOAD4, KV_LOAD1)
 
 /* Defines `name`: rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX]
  * as floats, row j at rows + j stride, each four columns by `quad`; rows
  * from `live` on, and columns past head_dim, are 0 (never stale memory:
  * 0 * NaN is NaN). fcl_cpu_tile for queries and dO, fcl_cpu_kv_tile for
  * keys and values (common.cl's K/V loads). */
-#define DEFINE_CPU_TILE(name, quad)                                                 \
-  inline void name(__private float *tile, const int n, __global const store_t *rows, \
+#define DEFINE_CPU_TILE(name, quad, elem)                                           \
+  inline void name(__private float *tile, const int n, __global const elem *rows,    \
                    const size_t stride, const int live, const int head_dim,         \
                    const int vec IO_LOADS) {                                         \
     IO_HELPER_INIT;                                                                 \
@@ -63,8 +63,8 @@ DEFINE_QUAD_LOADER(fcl_cpu_kv_quad, float4, KV_LOAD4, KV_LOAD1)
       }                                                                             \
     IO_HELPER_LOADS_DONE();                                                         \
   }
-DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad)
-DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
+DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad, store_t)
+DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad, kv_t)
 
 /* The next tile's rows on their way into the cache (L2: the tiles, q and
  * the accumulators fill L1) while this tile's products run; without it the
@@ -75,20 +75,25 @@ DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
  * does not count its loads (Oclgrind's SPIR, other compilers: nothing). */
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(FCL_COUNT_IO)
 #define FCL_CACHE_LINE 64
-inline void fcl_cpu_prefetch_rows(__global const store_t *rows, const size_t stride, const int n,
-                                  const int head_dim) {
+inline void fcl_cpu_prefetch_rows(__global const uchar *rows, const size_t stride, const int n,
+                                  const int bytes) {
   for (int j = 0; j < n; ++j) {
-    __global const store_t *row = rows + (size_t)j * stride;
-    for (int c = 0; c < head_dim; c += FCL_CACHE_LINE / (int)sizeof(store_t))
-      __builtin_prefetch(row + c, 0, 2);
-    __builtin_prefetch(row + head_dim - 1, 0, 2);  // a row that starts mid-line ends in one more
+    __global const uchar *row = rows + (size_t)j * stride;
+    for (int c = 0; c < bytes; c += FCL_CACHE_LINE) __builtin_prefetch(row + c, 0, 2);
+    __builtin_prefetch(row + bytes - 1, 0, 2);  // a row that starts mid-line ends in one more
   }
 }
+/* The bytes of a row of head_dim elements at `rows`: a byte pointer is a
+ * quantized K or V row (kv_t; the storage types are wider). */
+#define FCL_CPU_ROW_BYTES(rows, head_dim) \
+  (sizeof(*(rows)) == 1 ? KV_ROW_BYTES(head_dim) : (int)sizeof(*(rows)) * (head_dim))
+#define FCL_CPU_PREFETCH_ROWS(a, a_stride, n, head_dim)                            \
+  fcl_cpu_prefetch_rows((__global const uchar *)(a), (a_stride) * sizeof(*(a)), (n), \
+                        FCL_CPU_ROW_BYTES(a, head_dim))
 /* Rows [0, n) of the two tiles a loop loads together, row j at a + j
  * a_stride and b + j b_stride; elsewhere nothing, its arguments unread. */
-#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim)            \
-  (fcl_cpu_prefetch_rows((a), (a_stride), (n), (head_dim)),                      \
-   fcl_cpu_prefetch_rows((b), (b_stride), (n), (head_dim)))
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) \
+  (FCL_CPU_PREFETCH_ROWS(a, a_stride, n, head_dim), FCL_CPU_PREFETCH_ROWS(b, b_stride, n, head_dim))
 #else
 #define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) ((void)0)
 #endif

@@ -85,6 +85,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K and V's, a quantized form's scales included */
   /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
    * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
   const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
@@ -104,7 +105,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const int with_lse = m->with_lse || splits > 1;
   /* paged: every work-item reads a tile's page for K and for V (blocks.cl, TILE_ROWS) */
   const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
-  m->io.loads += slices * (splits * slots * row + 2 * keys * row + page_reads +
+  m->io.loads += slices * (splits * slots * row + 2 * keys * kv_row + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
 }
@@ -349,9 +350,12 @@ fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
                             with_lse);
 }
 
-fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged) {
-  const fcl__bytes chunks = (head_dim + 3) / 4, data = (fcl__bytes)2 * rows * head_dim * elem_size;
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, size_t chunk,
+                          size_t row_bytes, int paged) {
+  const fcl__bytes chunks = (head_dim + chunk - 1) / chunk;
+  const fcl__bytes loaded = (fcl__bytes)2 * rows * head_dim * elem_size;
   /* per work-item: the entry's length, and paged its page's table entry */
   const fcl__bytes per_item = sizeof(cl_int) * (paged ? 2 : 1);
-  return (fcl__io){.loads = (fcl__bytes)rows * chunks * per_item + data, .stores = data};
+  return (fcl__io){.loads = (fcl__bytes)rows * chunks * per_item + loaded,
+                   .stores = (fcl__bytes)2 * rows * row_bytes};
 }

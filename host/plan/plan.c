@@ -206,7 +206,9 @@ static int simt_hinted(const fcl_plan *hint) {
 static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
                       const fcl_plan *hint) {
   if (hint && hint->kernel) return hint->kernel == FCL_FLASH_KERNEL_MMA;
-  return !simt_hinted(hint) && sh->vec4 && fcl__mma_suits(limits, &sh->desc);
+  /* the MMA forward's tiles arrive by cp.async as storage bytes: a
+   * quantized KV cache is read by the other families */
+  return !simt_hinted(hint) && sh->vec4 && !sh->kv_quant && fcl__mma_suits(limits, &sh->desc);
 }
 
 /* The family that plans a pass: the hint's kernel, else the rules' (the
@@ -263,6 +265,13 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
              "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
              "every tensor's offset and strides to be multiples of 4 elements",
              desc->head_dim);  /* (else the MMA planner says why) */
+  FCL_WHY_IF(backward && sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "a quantized KV cache (kv_dtype %s) is for the forward; the backward takes K and "
+             "V in the storage type (kv_dtype FCL_KV_AS_DTYPE)",
+             fcl_kv_dtype_name(desc->kv_dtype));
+  FCL_WHY_IF(mma && sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "the MMA forward copies K and V tiles as storage bytes; a %s KV cache runs on "
+             "the other kernels", fcl_kv_dtype_name(desc->kv_dtype));
   FCL_WHY_IF(backward && sh->paged, FCL_ERROR_UNSUPPORTED,
              "a paged KV cache (block_table) is for the forward; the backward takes "
              "contiguous K and V");

@@ -169,6 +169,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   FCL_RETURN_IF(ctx, call.shape.paged, FCL_ERROR_UNSUPPORTED,
                 "a paged KV cache (block_table) is for the forward; the backward takes "
                 "contiguous K and V");
+  FCL_RETURN_IF(ctx, call.shape.kv_quant, FCL_ERROR_UNSUPPORTED,
+                "a quantized KV cache (kv_dtype %s) is for the forward; the backward takes K "
+                "and V in the storage type", fcl_kv_dtype_name(call.shape.desc.kv_dtype));
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = &call.shape.desc;

@@ -45,6 +45,10 @@ typedef struct bench_options {
   size_t page_size;               /* --paged: K and V as pools of pages of this many tokens (0: not) */
   fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
+  /* --kv-dtype LIST: each shape runs with K and V kept in each form, in
+   * order (default: as-dtype alone) */
+  fcl_kv_dtype kv_dtypes[5];
+  int n_kv_dtypes;
   int quiet;                /* no progress on stderr */
 } bench_options;
 
@@ -144,6 +148,8 @@ int bench_write_svg(const char *path, const bench_device *devices, size_t n_devi
                     const bench_results *all);
 
 const char *bench_pass_name(int pass);
+/** The storage a result ran with: "f16", or "f16+int8" with a quantized KV cache. */
+const char *bench_dtype_label(const fcl_attention_desc *desc, char *buf, size_t len);
 /** "flash-attn style" label for a device: its name, trimmed. */
 const char *bench_device_label(const bench_device *device);
 

@@ -12,6 +12,7 @@
 #include "hostdata.h"
 #include "reference.h"
 #include "views.h"
+#include "kvcodec.h"
 
 /* Rows checked against the float64 reference: enough to catch indexing
  * and masking errors anywhere, few enough for 16k-long rows on the host. */
@@ -173,6 +174,9 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   fill_inputs(&rng, in->q, in->q_elems, d->dtype);
   fill_inputs(&rng, in->k, in->kv_elems, d->dtype);
   fill_inputs(&rng, in->v, in->kv_elems, d->dtype);
+  /* a quantized cache: the reference sees what it holds */
+  fclu_kv_round_trip(d, 0, in->k, in->kv_elems / d->head_dim);
+  fclu_kv_round_trip(d, 1, in->v, in->kv_elems / d->head_dim);
   if (alibi) {  /* the slopes, as a device buffer the descriptor names */
     const size_t n = (d->alibi_per_batch ? d->batch : 1) * d->heads_q;
     in->slopes = malloc(n * sizeof *in->slopes);
