@@ -67,13 +67,18 @@ FCL_INLINE FCL_U32 fcl_float_to_f16(float f) {
 /* ---- the block forms ---------------------------------------------------- */
 
 /* The scale's f16 bits of a block whose largest magnitude is amax
- * (qmax 127 or 7); NaN where amax is not finite (a NaN or inf in the block). */
+ * (qmax 127 or 7): amax / qmax rounded to f16, raised by one f16 step
+ * where that rounding went below it (d qmax < amax, exact in float), so
+ * that no element saturates below the largest scale; NaN where amax is
+ * not finite (a NaN or inf in the block). */
 FCL_INLINE FCL_U32 fcl_kv_block_scale(float amax, int qmax) {
   if (!(amax <= 3.4028234663852886e38f)) return 0x7e00u;
   const float r = qmax == FCL_KV_Q8_MAX ? 0.0078740157480314960f /* 1/127 */
                                         : 0.14285714285714285f;  /* 1/7 */
   const float d = amax * r;
-  return fcl_float_to_f16(d < FCL_F16_MAX ? d : FCL_F16_MAX);
+  FCL_U32 bits = fcl_float_to_f16(d < FCL_F16_MAX ? d : FCL_F16_MAX);
+  if (bits < 0x7bffu && fcl_f16_to_float(bits) * (float)qmax < amax) bits += 1u;
+  return bits;
 }
 
 /* x / d rounded to nearest even and saturated to [-qmax, qmax], exactly:

@@ -389,7 +389,9 @@ FCL_API const char *fcl_algo_name(fcl_algo algo);
  *  Written by fcl_kv_cache_append (and readable from any writer): for a
  *  block of 32 inputs x (in `dtype`, widened to float), amax = max |x_i|,
  *  d = f16(min(amax * r, 65504)) with r the float nearest 1/127 (Q8_0) or
- *  1/7 (Q4_0), f16() rounding to nearest even; then q_i = x_i / d rounded
+ *  1/7 (Q4_0), f16() rounding to nearest even, then raised to the next f16
+ *  value where d * 127 (7) < amax (the f16 rounding, coarse for subnormal
+ *  scales, would otherwise saturate the largest element); then q_i = x_i / d rounded
  *  to nearest, ties to even (computed exactly), saturated to [-127, 127]
  *  (Q8_0) or [-7, 7] (Q4_0); d = 0 gives q = 0. So |x_i - q_i d| <= d / 2
  *  unless amax exceeds 127 * 65504 (Q8_0) or 7 * 65504 (Q4_0), where the

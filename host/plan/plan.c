@@ -223,6 +223,10 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
+  /* a quantized cache on a CPU: the CPU kernels convert it a block at a
+   * time into their tiles (cpu.cl), where the others convert four elements
+   * a load */
+  if (!limits->is_gpu && sh->kv_quant) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA
