@@ -235,15 +235,14 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
  * 16-bit bits (f16 rounded to nearest even, bf16 likewise), converted in
  * registers. */
 #if FCL_DTYPE == 1
-#define KV_TO_BITS(x) ((ushort)fcl_float_to_f16(x))
-#elif FCL_DTYPE == 2
-#define KV_TO_BITS(x) fcl_float_to_bf16(x)
-#endif
-#ifdef KV_TO_BITS
-inline uint2 fcl_kv_bits4(const float4 x) {
-  return (uint2)((uint)KV_TO_BITS(x.x) | ((uint)KV_TO_BITS(x.y) << 16),
-                 (uint)KV_TO_BITS(x.z) | ((uint)KV_TO_BITS(x.w) << 16));
+inline uint2 fcl_kv_bits4(const float4 x) {  /* the hardware's conversion, where it has one */
+  ushort4 h;
+  vstore_half4_rte(x, 0, (__private half *)&h);
+  return as_uint2(h);
 }
+#define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
+#elif FCL_DTYPE == 2
+inline uint2 fcl_kv_bits4(const float4 x) { return as_uint2(fcl_float4_to_bf16x4(x)); }
 #define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
 #endif
 #endif

@@ -49,7 +49,9 @@ class AttentionDesc(Structure):
                 ("o", TensorLayout), ("dout", TensorLayout), ("dq", TensorLayout),
                 ("dk", TensorLayout), ("dv", TensorLayout), ("seqlens_k", _int32_p),
                 ("block_table", c_void_p), ("page_size", c_size_t), ("pages_per_seq", c_size_t),
-                ("num_pages", c_size_t)]
+                ("num_pages", c_size_t),
+                # quantized KV caches (fcl_kv_dtype; 0: K and V in dtype)
+                ("kv_dtype", c_int), ("k_scale", c_float), ("v_scale", c_float)]
 
 
 class BufferSizes(Structure):
