@@ -250,22 +250,24 @@ static fcl__io naive_view_moves(const fcl__shape *sh, fcl_pass pass, unsigned ch
   fcl__io io = {0, 0};
   const fcl_attention_desc *desc = &sh->desc;
   const fcl__bytes e = sh->elem_size, q = sh->q_elems, kv = sh->kv_elems;
+  /* K's (V's) bytes as stored: a quantized cache's rows, scales included */
+  const fcl__bytes kv_bytes = sh->kv_quant ? kv / desc->head_dim * sh->kv_row_bytes : kv * e;
   const int forward = pass == FCL_PASS_FORWARD;
   if (fcl__naive_compute_dtype(desc) != desc->dtype) {
     /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
      * dQ, dK, dV narrowed. */
     const fcl__bytes in = forward ? q + 2 * kv : 2 * q + 2 * kv;
     const fcl__bytes out = forward ? q : q + 2 * kv;
-    io.loads = in * e + out * 4;
+    io.loads = in * e + out * 4 - (forward ? 2 * (kv * e - kv_bytes) : 0);
     io.stores = in * 4 + out * e;
   } else if (chunks > 1) {
     io.loads = io.stores = (forward ? q : q + 2 * kv) * e;
   }
-  if (sh->paged && forward) {  /* K and V gathered, a table entry per work-item */
+  if ((sh->paged || sh->kv_quant) && forward) {  /* K and V gathered (and dequantised) */
     const fcl__bytes items = 2 * ((kv + (sh->vec4 ? 3 : 0)) / (sh->vec4 ? 4 : 1));
-    io.loads += items * 4;
+    if (sh->paged) io.loads += items * 4;  /* a table entry per work-item */
     if (fcl__naive_compute_dtype(desc) == desc->dtype) {  /* widened, the moves are counted above */
-      io.loads += 2 * kv * e;
+      io.loads += 2 * kv_bytes;
       io.stores += 2 * kv * e;
     }
   }

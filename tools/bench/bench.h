@@ -104,6 +104,11 @@ typedef struct bench_result {
   unsigned chunks;
   int alibi;                /* desc.alibi_slopes is gone by output time */
   fclu_layout layout;
+  /* a quantized cache with --check: the error against the float64
+   * attention over the unquantised K and V (max_abs_err: over what the
+   * cache holds) */
+  double max_abs_err_unquantised;
+  int have_unquantised;
 } bench_result;
 
 typedef struct bench_results {

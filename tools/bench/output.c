@@ -99,6 +99,8 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
       if (opts->check) {
         if (r->have_check) fprintf(out, " %9.2e %6.2f", r->max_abs_err, r->err_ratio);
         else fprintf(out, " %9s %6s", "-", "-");
+        /* a quantized cache: max_err is over what it holds; this, over the unquantised K, V */
+        if (r->have_unquantised) fprintf(out, "  vs unquantised %.2e", r->max_abs_err_unquantised);
       }
       fprintf(out, "\n");
     }
@@ -202,7 +204,9 @@ static void json_problem(FILE *f, const bench_result *r) {
   }
   fprintf(f, ", \"layout\": \"%s\", \"page_size\": %zu", fclu_layout_name(r->layout),
           d->page_size);
-  fprintf(f, ", \"kv_dtype\": \"%s\"", fcl_kv_dtype_name(d->kv_dtype));
+  fprintf(f, ", \"kv_dtype\": \"%s\", \"max_abs_err_unquantised\": ",
+          fcl_kv_dtype_name(d->kv_dtype));
+  json_number(f, r->have_unquantised ? r->max_abs_err_unquantised : NAN);
 }
 
 const char *bench_dtype_label(const fcl_attention_desc *d, char *buf, size_t len) {
