@@ -27,31 +27,57 @@ typedef ushort4 raw4_t;
 #endif
 #define RAW_SIZE ((ulong)sizeof(raw_t))
 
+/* Where work-item `id` of an append of `chunk` columns a work-item reads
+ * and writes: its first column c; the new rows' elements from c (src_k,
+ * src_v) and the caches' rows (dst_k, dst_v: their starts, the token's
+ * page when PAGED); live 0 past the launch's items, in_pool 0 for a page
+ * outside the pool. */
+typedef struct append_at {
+  ulong c, src_k, src_v, dst_k, dst_v;
+  int live, in_pool;
+} append_at;
+
+inline append_at append_locate(const fcl_append_params p, const ulong id, const ulong chunk,
+                               __global const int *lens PAGES_PARAM IO_LOADS) {
+  IO_HELPER_INIT;
+  append_at a = {0, 0, 0, 0, 0, 0, 0};
+  const ulong chunks = (p.head_dim + chunk - 1) / chunk;
+  if (id >= p.batch * p.new_tokens * p.heads * chunks) return a;
+  const ulong c = id % chunks * chunk, row = id / chunks;
+  const ulong h = row % p.heads, bt = row / p.heads;
+  const ulong t = bt % p.new_tokens, b = bt / p.new_tokens;
+  ulong to = (ulong)FCL_COUNTED_LOAD(4, lens[b]) + t, at_b = b;
+  a.live = a.in_pool = 1;
+#if PAGED  /* the page of token `to`, and its place in it */
+  const int entry = FCL_COUNTED_LOAD(4, pages[b * p.table_batch + to / p.page_size]);
+  a.in_pool = entry >= 0 && entry < (int)p.num_pages;
+  at_b = a.in_pool ? (ulong)entry : 0;
+  to %= p.page_size;
+#endif
+  a.c = c;
+  a.src_k = p.k_new.offset + b * p.k_new.batch + t * p.k_new.seq + h * p.k_new.head + c;
+  a.src_v = p.v_new.offset + b * p.v_new.batch + t * p.v_new.seq + h * p.v_new.head + c;
+  a.dst_k = p.k_cache.offset + at_b * p.k_cache.batch + to * p.k_cache.seq + h * p.k_cache.head;
+  a.dst_v = p.v_cache.offset + at_b * p.v_cache.batch + to * p.v_cache.seq + h * p.v_cache.head;
+  IO_HELPER_LOADS_DONE();
+  return a;
+}
+#if PAGED
+#define PAGES_ARG , pages
+#else
+#define PAGES_ARG
+#endif
+
 __kernel void kv_append(__global const raw_t *k_new, __global const raw_t *v_new,
                         __global raw_t *k_cache, __global raw_t *v_cache,
                         __global const int *lens PAGES_PARAM,
                         const fcl_append_params p FCL_IO_PARAM) {
   FCL_IO_INIT;
-  const ulong chunks = (p.head_dim + 3) / 4;
-  const ulong id = get_global_id(0);
-  if (id >= p.batch * p.new_tokens * p.heads * chunks) return;
-  const ulong c = id % chunks * 4, row = id / chunks;
-  const ulong h = row % p.heads, bt = row / p.heads;
-  const ulong t = bt % p.new_tokens, b = bt / p.new_tokens;
-  ulong to = (ulong)FCL_COUNTED_LOAD(4, lens[b]) + t, at_b = b;
-  int in_pool = 1;
-#if PAGED  /* the page of token `to`, and its place in it */
-  const int entry = FCL_COUNTED_LOAD(4, pages[b * p.table_batch + to / p.page_size]);
-  in_pool = entry >= 0 && entry < (int)p.num_pages;
-  at_b = in_pool ? (ulong)entry : 0;
-  to %= p.page_size;
-#endif
-  const ulong src_k = p.k_new.offset + b * p.k_new.batch + t * p.k_new.seq + h * p.k_new.head + c;
-  const ulong src_v = p.v_new.offset + b * p.v_new.batch + t * p.v_new.seq + h * p.v_new.head + c;
-  const ulong dst_k =
-      p.k_cache.offset + at_b * p.k_cache.batch + to * p.k_cache.seq + h * p.k_cache.head + c;
-  const ulong dst_v =
-      p.v_cache.offset + at_b * p.v_cache.batch + to * p.v_cache.seq + h * p.v_cache.head + c;
+  const append_at a = append_locate(p, get_global_id(0), 4, lens PAGES_ARG IO_LOADS_ARG);
+  if (!a.live) return;
+  const int in_pool = a.in_pool;
+  const ulong c = a.c, src_k = a.src_k, src_v = a.src_v, dst_k = a.dst_k + c,
+              dst_v = a.dst_v + c;
   if (in_pool && p.vec4) {
     const raw4_t kx = FCL_COUNTED_LOAD(4 * RAW_SIZE, vload4(0, k_new + src_k));
     const raw4_t vx = FCL_COUNTED_LOAD(4 * RAW_SIZE, vload4(0, v_new + src_v));
@@ -136,31 +162,13 @@ __kernel void kv_append_quant(__global const store_t *k_new, __global const stor
                               __global const int *lens PAGES_PARAM,
                               const fcl_append_params p FCL_IO_PARAM) {
   FCL_IO_INIT;
-  const ulong chunks = (p.head_dim + APPEND_CHUNK - 1) / APPEND_CHUNK;
-  const ulong id = get_global_id(0);
-  if (id >= p.batch * p.new_tokens * p.heads * chunks) return;
-  const ulong c = id % chunks * APPEND_CHUNK, row = id / chunks;
-  const ulong h = row % p.heads, bt = row / p.heads;
-  const ulong t = bt % p.new_tokens, b = bt / p.new_tokens;
-  ulong to = (ulong)FCL_COUNTED_LOAD(4, lens[b]) + t, at_b = b;
-  int in_pool = 1;
-#if PAGED  /* the page of token `to`, and its place in it */
-  const int entry = FCL_COUNTED_LOAD(4, pages[b * p.table_batch + to / p.page_size]);
-  in_pool = entry >= 0 && entry < (int)p.num_pages;
-  at_b = in_pool ? (ulong)entry : 0;
-  to %= p.page_size;
-#endif
-  if (in_pool) {
-    const ulong src_k = p.k_new.offset + b * p.k_new.batch + t * p.k_new.seq + h * p.k_new.head + c;
-    const ulong src_v = p.v_new.offset + b * p.v_new.batch + t * p.v_new.seq + h * p.v_new.head + c;
-    const ulong dst_k = p.k_cache.offset + at_b * p.k_cache.batch + to * p.k_cache.seq +
-                        h * p.k_cache.head;
-    const ulong dst_v = p.v_cache.offset + at_b * p.v_cache.batch + to * p.v_cache.seq +
-                        h * p.v_cache.head;
-    quantize_chunk(k_new + src_k, k_cache + dst_k, (int)c, (int)p.head_dim, (int)p.vec4, p.k_inv
-                   IO_LOADS_ARG IO_STORES_ARG);
-    quantize_chunk(v_new + src_v, v_cache + dst_v, (int)c, (int)p.head_dim, (int)p.vec4, p.v_inv
-                   IO_LOADS_ARG IO_STORES_ARG);
+  const append_at a = append_locate(p, get_global_id(0), APPEND_CHUNK, lens PAGES_ARG IO_LOADS_ARG);
+  if (!a.live) return;
+  if (a.in_pool) {
+    quantize_chunk(k_new + a.src_k, k_cache + a.dst_k, (int)a.c, (int)p.head_dim, (int)p.vec4,
+                   p.k_inv IO_LOADS_ARG IO_STORES_ARG);
+    quantize_chunk(v_new + a.src_v, v_cache + a.dst_v, (int)a.c, (int)p.head_dim, (int)p.vec4,
+                   p.v_inv IO_LOADS_ARG IO_STORES_ARG);
   }
   FCL_IO_COMMIT();
 }
