@@ -146,10 +146,11 @@ typedef float4 tile4_t;
  * another form are read, and converted, in this one place: four elements
  * of a row from column i, or one, as floats (KV_LOAD4, KV_LOAD1); as a
  * local tile holds them (KV_TILE4, KV_TILE1); the 16-bit bits of four
- * elements, the matrix instructions' operands (KV_BITS4). Today, the
- * storage type's. (The MMA forward's tiles arrive by cp.async as storage
- * bytes, with no conversion on the way: a converting form loads them
- * through registers, LOAD_TILE in mma.cl.) */
+ * elements, the matrix instructions' operands (KV_BITS4); each from a
+ * row's start and a column. The storage type's, or with FCL_KV_DTYPE a
+ * quantized cache's (below). (The MMA forward's tiles arrive by cp.async
+ * as storage bytes, with no conversion on the way: the planner keeps a
+ * quantized cache off it.) */
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
 #ifndef FCL_KV_DTYPE
