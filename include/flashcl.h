@@ -428,7 +428,7 @@ FCL_API const char *fcl_kv_dtype_name(fcl_kv_dtype kv_dtype);
 FCL_API size_t fcl_kv_row_bytes(fcl_kv_dtype kv_dtype, fcl_dtype dtype, size_t head_dim);
 
 /** Where a tensor's elements lie in its buffer, counted in elements of its
- *  storage type: element (b, t, h, c) — batch entry, token, head, column —
+ *  storage type (a quantized cache's k and v count bytes: fcl_kv_dtype): element (b, t, h, c) — batch entry, token, head, column —
  *  is at offset + b * batch_stride + t * seq_stride + h * head_stride + c,
  *  so head_dim is contiguous and anything else may be strided, e.g. a
  *  PyTorch [B, H, N, d] view (seq_stride d, head_stride N d) or one of the
@@ -1122,7 +1122,8 @@ FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc
  *  seqlens_k (required here). The new rows are [batch][new_tokens]
  *  [heads_kv][head_dim] views, `k_new_layout` and `v_new_layout` (NULL or
  *  zeros: packed; a packed QKV projection's K and V views work). Rows are
- *  copied bit for bit. Then raise each seqlens_k[b] by new_tokens and run
+ *  copied bit for bit; into a quantized cache (kv_dtype) they are
+ *  quantised as fcl_kv_dtype writes down. Then raise each seqlens_k[b] by new_tokens and run
  *  the forward with seqlen_q = new_tokens: causal, the new queries see the
  *  cache and themselves. A paged cache (desc->block_table) takes each row
  *  at its token's page, which the table must already name: the entries
