@@ -6,11 +6,12 @@
  * on cl/kvquant.h), by the flash suites' rule (2x the naive algorithm's
  * error, which dequantises too, plus the storage type's floor), in every
  * family that reads a cache (CPU, SIMT, decode, the decode kernel on
- * emulated matrix instructions), split, packed, paged, with cache lengths
- * that end inside a block and a page. Separately the format's own error:
- * within half a step of the unquantised input, saturation beyond the
- * range, and NaN and infinity as include/flashcl.h promises. Appends
- * (contiguous and paged, crossing a page) write exactly the host's bytes;
+ * emulated matrix instructions), split, packed, paged, with a softcap and
+ * a sliding window, with cache lengths that end inside a tile and a page.
+ * Separately the format's own error: within half a step of the
+ * unquantised input, saturation beyond the range, and NaN and infinity as
+ * include/flashcl.h promises. Appends (contiguous and paged, crossing a
+ * page; alone and in the one-call decode step) write exactly the host's bytes;
  * counted bytes equal the model; reruns are bit-identical; the backward
  * and a head_dim off the block are refused with nothing written.
  */
@@ -119,17 +120,22 @@ typedef struct qcase {
   const int32_t *lens;
   fcl_dtype dtype;
   unsigned kernel;  /* 0: the planner's */
+  float softcap;
+  int window_left;  /* -1: none */
 } qcase;
 
 /* Lengths that end inside a 16-key tile and a page, and an empty cache. */
 static const int32_t lens3[3] = {37, 0, 250}, lens2[2] = {1, 100};
 static const qcase cases[] = {
-    {3, 8, 2, 1, 256, 64, 0, 1, lens3, FCL_DTYPE_F32, 0},                       /* CPU, GQA */
-    {2, 4, 4, 3, 160, 32, 48, 1, lens2, FCL_DTYPE_F32, 0},                      /* paged */
-    {2, 8, 2, 1, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_SIMT},   /* SIMT */
-    {3, 8, 2, 1, 256, 128, 16, 1, lens3, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE},
-    {2, 4, 1, 2, 128, 64, 0, 1, lens2, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_SIMT},  /* prefill rows */
-    {1, 4, 2, 1, 80, 64, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA},
+    {3, 8, 2, 1, 256, 64, 0, 1, lens3, FCL_DTYPE_F32, 0, 0, -1},                     /* CPU, GQA */
+    {2, 4, 4, 3, 160, 32, 48, 1, lens2, FCL_DTYPE_F32, 0, 0, -1},                    /* paged */
+    {2, 8, 2, 1, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_SIMT, 0, -1}, /* SIMT */
+    {3, 8, 2, 1, 256, 128, 16, 1, lens3, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE, 0, -1},
+    {2, 4, 1, 2, 128, 64, 0, 1, lens2, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_SIMT, 0, -1},
+    {1, 4, 2, 1, 80, 64, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1},
+    /* a softcap and a sliding window, on the CPU and the decode kernels */
+    {2, 8, 2, 2, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, 0, 5.0f, 40},
+    {2, 8, 2, 1, 200, 64, 16, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 5.0f, 40},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -139,6 +145,8 @@ static fcl_attention_desc case_desc(const qcase *c, fcl_kv_dtype form) {
   d.causal = c->causal;
   d.seqlens_k = c->lens;
   d.dtype = c->dtype;
+  d.softcap = c->softcap;
+  d.window_left = c->window_left;
   d.kv_dtype = form;
   if (form == FCL_KV_FP8_E4M3) d.k_scale = 0.0078125f, d.v_scale = 0.01f;  /* the values / 448 */
   if (form == FCL_KV_FP8_E5M2) d.k_scale = 2.0f;
