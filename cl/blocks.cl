@@ -214,7 +214,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
       x_ = fma((float4)(w_), vload4(0, st_ + 2 + c_), x_);                      \
     }                                                                           \
     const float sink_ = fcl_row_sink(p, sinks, qb.head + SLOT_HEAD(slot_), c_ == 0); \
-    const float inv_ = fcl_row_inv(top_, p.lse_factor, sum_, sink_);              \
+    const float inv_ = FCL_ROW_OUT(p, top_, sum_, sink_);              \
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
     if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \

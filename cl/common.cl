@@ -146,17 +146,115 @@ typedef float4 tile4_t;
  * another form are read, and converted, in this one place: four elements
  * of a row from column i, or one, as floats (KV_LOAD4, KV_LOAD1); as a
  * local tile holds them (KV_TILE4, KV_TILE1); the 16-bit bits of four
- * elements, the matrix instructions' operands (KV_BITS4). Today, the
- * storage type's. (The MMA forward's tiles arrive by cp.async as storage
- * bytes, with no conversion on the way: a converting form loads them
- * through registers, LOAD_TILE in mma.cl.) */
+ * elements, the matrix instructions' operands (KV_BITS4); each from a
+ * row's start and a column. The storage type's, or with FCL_KV_DTYPE a
+ * quantized cache's (below). (The MMA forward's tiles arrive by cp.async
+ * as storage bytes, with no conversion on the way: the planner keeps a
+ * quantized cache off it.) */
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
+#ifndef FCL_KV_DTYPE
+#define FCL_KV_DTYPE 0  // K and V: 0 in the storage type, else fcl_kv_dtype's form (kvquant.h)
+#endif
+#if FCL_KV_DTYPE == 0
+typedef store_t kv_t;
+#define KV_ROW_BYTES(head_dim) ((head_dim) * (int)sizeof(store_t))
 #define KV_LOAD4(p, i) LOAD4(p, i)
 #define KV_LOAD1(p, i) LOAD1(p, i)
 #define KV_TILE4(p, i) LOAD_TILE4(p, i)
 #define KV_TILE1(p, i) LOAD_TILE1(p, i)
 #define KV_BITS4(p, i) LOAD_BITS4(p, i)
+#else
+/* A quantized form (include/flashcl.h, fcl_kv_dtype): the views count
+ * bytes and a row's pointer is bytes; four elements from column i (a
+ * multiple of 4) or one, as floats. A block's scale is counted with its
+ * first column's load, so that each byte of a row a kernel reads counts
+ * once; a Q4_0 byte with its even column. The fp8 forms load the codes'
+ * values: the host folds k_scale into the logits' scale and the kernels
+ * multiply the output by v_scale where a row ends (FCL_ROW_OUT). */
+typedef uchar kv_t;
+#if TILE_STORAGE
+#error "a quantized KV form keeps float tiles (TILE_STORAGE 0)"
+#endif
+#define KV_SCALE_BYTES(i) ((i) % FCL_KV_BLOCK == 0 ? 2 : 0)
+#if FCL_KV_DTYPE == 1  /* Q8_0 */
+#define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q8_BYTES)
+inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
+  __global const kv_t *b = KV_BLOCK_AT(row, i);
+  return convert_float4(as_char4(vload4(0, b + 2 + i % FCL_KV_BLOCK))) *
+         vload_half(0, (__global const half *)b);
+}
+inline float fcl_kv_load1(__global const kv_t *row, const int i) {
+  __global const kv_t *b = KV_BLOCK_AT(row, i);
+  return (float)as_char(b[2 + i % FCL_KV_BLOCK]) * vload_half(0, (__global const half *)b);
+}
+#define KV_BYTES4(i) (4 + KV_SCALE_BYTES(i))
+#define KV_BYTES1(i) (1 + KV_SCALE_BYTES(i))
+#elif FCL_KV_DTYPE == 2  /* Q4_0 */
+#define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q4_BYTES)
+inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
+  __global const kv_t *b = KV_BLOCK_AT(row, i);
+  const uchar2 x = vload2(0, b + 2 + i % FCL_KV_BLOCK / 2);
+  const int4 u = (int4)(x.x & 15, x.x >> 4, x.y & 15, x.y >> 4);
+  return convert_float4(u - 8) * vload_half(0, (__global const half *)b);
+}
+inline float fcl_kv_load1(__global const kv_t *row, const int i) {
+  __global const kv_t *b = KV_BLOCK_AT(row, i);
+  const uchar x = b[2 + i % FCL_KV_BLOCK / 2];
+  return (float)(((i & 1) ? x >> 4 : x & 15) - 8) * vload_half(0, (__global const half *)b);
+}
+#define KV_BYTES4(i) (2 + KV_SCALE_BYTES(i))
+#define KV_BYTES1(i) (((i) & 1 ? 0 : 1) + KV_SCALE_BYTES(i))
+#elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4  /* fp8 E4M3FN, E5M2 */
+#define KV_E4 (FCL_KV_DTYPE == 3)
+inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
+  const uchar4 x = vload4(0, row + i);
+  return (float4)(fcl_fp8_to_float(x.x, KV_E4), fcl_fp8_to_float(x.y, KV_E4),
+                  fcl_fp8_to_float(x.z, KV_E4), fcl_fp8_to_float(x.w, KV_E4));
+}
+inline float fcl_kv_load1(__global const kv_t *row, const int i) {
+  return fcl_fp8_to_float(row[i], KV_E4);
+}
+#define KV_BYTES4(i) 4
+#define KV_BYTES1(i) 1
+#else
+#error "FCL_KV_DTYPE must be 0 to 4 (fcl_kv_dtype)"
+#endif
+/* The bytes of a row of head_dim elements. */
+#if FCL_KV_DTYPE == 1
+#define KV_ROW_BYTES(head_dim) ((head_dim) / FCL_KV_BLOCK * FCL_KV_Q8_BYTES)
+#elif FCL_KV_DTYPE == 2
+#define KV_ROW_BYTES(head_dim) ((head_dim) / FCL_KV_BLOCK * FCL_KV_Q4_BYTES)
+#else
+#define KV_ROW_BYTES(head_dim) (head_dim)
+#endif
+#define KV_LOAD4(p, i) FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_load4(p, i))
+#define KV_LOAD1(p, i) FCL_COUNTED_LOAD(KV_BYTES1(i), fcl_kv_load1(p, i))
+#define KV_TILE4(p, i) KV_LOAD4(p, i)
+#define KV_TILE1(p, i) KV_LOAD1(p, i)
+/* The matrix instructions' operands: four elements as the storage type's
+ * 16-bit bits (f16 rounded to nearest even, bf16 likewise), converted in
+ * registers. */
+#if FCL_DTYPE == 1
+inline uint2 fcl_kv_bits4(const float4 x) {  /* the hardware's conversion, where it has one */
+  ushort4 h;
+  vstore_half4_rte(x, 0, (__private half *)&h);
+  return as_uint2(h);
+}
+#define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
+#elif FCL_DTYPE == 2
+inline uint2 fcl_kv_bits4(const float4 x) { return as_uint2(fcl_float4_to_bf16x4(x)); }
+#define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
+#endif
+#endif
+/* A row's output factor where it ends: fcl_row_inv (below: the sum, with
+ * the row's sink), and with fp8 K and V the values' per-tensor scale (the
+ * host folds K's into the logits'). */
+#if FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
+#define FCL_ROW_OUT(p, m, l, s) (fcl_row_inv(m, (p).lse_factor, l, s) * (p).v_scale)
+#else
+#define FCL_ROW_OUT(p, m, l, s) fcl_row_inv(m, (p).lse_factor, l, s)
+#endif
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -407,8 +505,11 @@ inline float fcl_row_lse(float m, float f, float l, float s) {
  * (params.h), so that one aligned vector load takes them. Each program
  * instantiates the loaders it needs (load_quad, floats for registers;
  * load_tile_quad, what a local tile holds): the MMA programs need none. */
-#define DEFINE_QUAD_LOADER(name, type, load4, load1)                           \
-  inline type name(__global const store_t *row, const int col,                \
+#define DEFINE_QUAD_LOADER(name, type, load4, load1) \
+  DEFINE_QUAD_LOADER_OF(name, type, store_t, load4, load1)
+/* ... of a row of `elem`s (kv_t: common.cl's K and V loads). */
+#define DEFINE_QUAD_LOADER_OF(name, type, elem, load4, load1)                  \
+  inline type name(__global const elem *row, const int col,                   \
                    const int head_dim, const int vec4 IO_LOADS) {             \
     IO_HELPER_INIT;                                                            \
     type x = (type)(0);                                                        \

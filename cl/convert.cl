@@ -133,7 +133,20 @@ inline size_t paged_element(const fcl_view view, const ulong e, const int heads,
 #define PAGE_PARAMS
 #endif
 
-__kernel void view_to_packed(__global const store_t *x, __global PACKED_T *y,
+/* The view's side: the storage type, or a quantized K or V cache (the
+ * naive algorithm's dequantising gather), whose rows are bytes read by
+ * column through common.cl's K/V loads. */
+#if FCL_KV_DTYPE
+#define VIEW_T kv_t
+#define VIEW_LOAD4(x, at, c) KV_LOAD4((x) + (at) - (c), c)
+#define VIEW_LOAD1(x, at, c) KV_LOAD1((x) + (at) - (c), c)
+#else
+#define VIEW_T store_t
+#define VIEW_LOAD4(x, at, c) LOAD4(x, at)
+#define VIEW_LOAD1(x, at, c) LOAD1(x, at)
+#endif
+
+__kernel void view_to_packed(__global const VIEW_T *x, __global PACKED_T *y,
                              VIEW_PARAMS PAGE_PARAMS FCL_IO_PARAM) {
   FCL_IO_INIT;
   const ulong e = (ulong)get_global_id(0) * CONVERT_WIDTH;
@@ -144,11 +157,13 @@ __kernel void view_to_packed(__global const store_t *x, __global PACKED_T *y,
 #else
     const size_t at = view_element(view, e, heads, head_dim, seqlen, ragged);
 #endif
+    const int c = (int)(e % (ulong)head_dim);
+    (void)c;
 #if CONVERT_WIDTH == 4
-    const float4 v = LOAD4(x, at);
+    const float4 v = VIEW_LOAD4(x, at, c);
     PACKED_STORE4(y, e, v);
 #else
-    const float v = LOAD1(x, at);
+    const float v = VIEW_LOAD1(x, at, c);
     PACKED_STORE1(y, e, v);
 #endif
   }

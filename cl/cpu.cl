@@ -43,15 +43,15 @@
 #define FCL_KEY_IN(key, lo, hi) (((key) - (hi)) & ((lo) - 1 - (key)))
 
 DEFINE_QUAD_LOADER(fcl_cpu_quad, float4, LOAD4, LOAD1)
-DEFINE_QUAD_LOADER(fcl_cpu_kv_quad, float4, KV_LOAD4, KV_LOAD1)
+DEFINE_QUAD_LOADER_OF(fcl_cpu_kv_quad, float4, kv_t, KV_LOAD4, KV_LOAD1)
 
 /* Defines `name`: rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX]
  * as floats, row j at rows + j stride, each four columns by `quad`; rows
  * from `live` on, and columns past head_dim, are 0 (never stale memory:
  * 0 * NaN is NaN). fcl_cpu_tile for queries and dO, fcl_cpu_kv_tile for
  * keys and values (common.cl's K/V loads). */
-#define DEFINE_CPU_TILE(name, quad)                                                 \
-  inline void name(__private float *tile, const int n, __global const store_t *rows, \
+#define DEFINE_CPU_TILE(name, quad, elem)                                           \
+  inline void name(__private float *tile, const int n, __global const elem *rows,    \
                    const size_t stride, const int live, const int head_dim,         \
                    const int vec IO_LOADS) {                                         \
     IO_HELPER_INIT;                                                                 \
@@ -63,8 +63,82 @@ DEFINE_QUAD_LOADER(fcl_cpu_kv_quad, float4, KV_LOAD4, KV_LOAD1)
       }                                                                             \
     IO_HELPER_LOADS_DONE();                                                         \
   }
-DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad)
-DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
+DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad, store_t)
+#if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+/* A block form's rows (common.cl) sixteen columns at a time: one scale
+ * load and one vector of values, where four-column loads would read the
+ * scale eight times a block and convert in pieces. The same bytes count:
+ * a block's scale with its first half. Columns past head_dim (a multiple
+ * of the block) and rows from `live` on are 0. */
+inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const kv_t *rows,
+                            const size_t stride, const int live, const int head_dim,
+                            const int vec IO_LOADS) {
+  IO_HELPER_INIT;
+  (void)vec;
+  for (int j = 0; j < n; ++j)
+    for (int c = 0; c < HEAD_DIM_MAX; c += 16) {
+      float16 x = (float16)(0.0f);
+      if (j < live && c < head_dim) {
+        __global const kv_t *b = KV_BLOCK_AT(rows + (size_t)j * stride, c);
+        const int half_ = c % FCL_KV_BLOCK / 16;
+        const float d = FCL_COUNTED_LOAD(half_ ? 0 : 2, vload_half(0, (__global const half *)b));
+#if FCL_KV_DTYPE == 1
+        x = convert_float16(as_char16(FCL_COUNTED_LOAD(16, vload16(0, b + 2 + 16 * half_)))) * d;
+#else
+        /* byte j's nibbles, low then high, as the two bytes of a ushort:
+         * elements 2j and 2j + 1 in order, without a shuffle */
+        const ushort8 w = convert_ushort8(FCL_COUNTED_LOAD(8, vload8(0, b + 2 + 8 * half_)));
+        const uchar16 nib = as_uchar16((ushort8)((w & (ushort8)(15)) | ((w & (ushort8)(0xf0)) << 4)));
+        x = (convert_float16(nib) - 8.0f) * d;
+#endif
+      }
+      vstore16(x, 0, tile + j * HEAD_DIM_MAX + c);
+    }
+  IO_HELPER_LOADS_DONE();
+}
+#elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
+/* The fp8 forms sixteen codes at a time, decoded as kvquant.h's
+ * fcl_fp8_to_float decodes one, in vector integer operations: a normal
+ * code's exponent and mantissa are the float's, rebiased; a subnormal's
+ * value is its mantissa times the smallest step; S.1111.111 (E4M3) and
+ * exponent 31 (E5M2: infinity, NaN) are special. */
+inline float16 fcl_cpu_fp8x16(const uchar16 code) {
+  const uint16 b = convert_uint16(code), mag = b & (uint16)(0x7f), sign = (b & (uint16)(0x80)) << 24;
+#if FCL_KV_DTYPE == 3
+  const uint16 e = mag >> 3, m = b & (uint16)(7);
+  float16 x = select(convert_float16(m) * 0.001953125f,
+                     as_float16((mag << 20) + (uint16)(120u << 23)), convert_int16(e) != 0);
+  x = select(x, (float16)(NAN), convert_int16(mag) == 0x7f);
+#else
+  const uint16 e = mag >> 2, m = b & (uint16)(3);
+  float16 x = select(convert_float16(m) * 1.52587890625e-5f,
+                     as_float16((mag << 21) + (uint16)(112u << 23)), convert_int16(e) != 0);
+  x = select(x, select((float16)(INFINITY), (float16)(NAN), convert_int16(m) != 0),
+             convert_int16(e) == 31);
+#endif
+  return as_float16(as_uint16(x) | sign);
+}
+inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const kv_t *rows,
+                            const size_t stride, const int live, const int head_dim,
+                            const int vec IO_LOADS) {
+  IO_HELPER_INIT;
+  for (int j = 0; j < n; ++j)
+    for (int c = 0; c < HEAD_DIM_MAX; c += 16) {
+      float16 x = (float16)(0.0f);
+      if (j < live && c + 16 <= head_dim) {
+        x = fcl_cpu_fp8x16(FCL_COUNTED_LOAD(16, vload16(0, rows + (size_t)j * stride + c)));
+      } else if (j < live && c < head_dim) {  /* a head_dim off 16: by quads */
+        for (int k = 0; k < 16; k += 4)
+          vstore4(fcl_cpu_kv_quad(rows + (size_t)j * stride, c + k, head_dim, vec IO_LOADS_ARG), 0,
+                  (__private float *)&x + k);
+      }
+      vstore16(x, 0, tile + j * HEAD_DIM_MAX + c);
+    }
+  IO_HELPER_LOADS_DONE();
+}
+#else
+DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad, kv_t)
+#endif
 
 /* The next tile's rows on their way into the cache (L2: the tiles, q and
  * the accumulators fill L1) while this tile's products run; without it the
@@ -75,20 +149,25 @@ DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad)
  * does not count its loads (Oclgrind's SPIR, other compilers: nothing). */
 #if (defined(__x86_64__) || defined(__aarch64__)) && !defined(FCL_COUNT_IO)
 #define FCL_CACHE_LINE 64
-inline void fcl_cpu_prefetch_rows(__global const store_t *rows, const size_t stride, const int n,
-                                  const int head_dim) {
+inline void fcl_cpu_prefetch_rows(__global const uchar *rows, const size_t stride, const int n,
+                                  const int bytes) {
   for (int j = 0; j < n; ++j) {
-    __global const store_t *row = rows + (size_t)j * stride;
-    for (int c = 0; c < head_dim; c += FCL_CACHE_LINE / (int)sizeof(store_t))
-      __builtin_prefetch(row + c, 0, 2);
-    __builtin_prefetch(row + head_dim - 1, 0, 2);  // a row that starts mid-line ends in one more
+    __global const uchar *row = rows + (size_t)j * stride;
+    for (int c = 0; c < bytes; c += FCL_CACHE_LINE) __builtin_prefetch(row + c, 0, 2);
+    __builtin_prefetch(row + bytes - 1, 0, 2);  // a row that starts mid-line ends in one more
   }
 }
+/* The bytes of a row of head_dim elements at `rows`: a byte pointer is a
+ * quantized K or V row (kv_t; the storage types are wider). */
+#define FCL_CPU_ROW_BYTES(rows, head_dim) \
+  (sizeof(*(rows)) == 1 ? KV_ROW_BYTES(head_dim) : (int)sizeof(*(rows)) * (head_dim))
+#define FCL_CPU_PREFETCH_ROWS(a, a_stride, n, head_dim)                            \
+  fcl_cpu_prefetch_rows((__global const uchar *)(a), (a_stride) * sizeof(*(a)), (n), \
+                        FCL_CPU_ROW_BYTES(a, head_dim))
 /* Rows [0, n) of the two tiles a loop loads together, row j at a + j
  * a_stride and b + j b_stride; elsewhere nothing, its arguments unread. */
-#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim)            \
-  (fcl_cpu_prefetch_rows((a), (a_stride), (n), (head_dim)),                      \
-   fcl_cpu_prefetch_rows((b), (b_stride), (n), (head_dim)))
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) \
+  (FCL_CPU_PREFETCH_ROWS(a, a_stride, n, head_dim), FCL_CPU_PREFETCH_ROWS(b, b_stride, n, head_dim))
 #else
 #define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) ((void)0)
 #endif

@@ -93,8 +93,8 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);
   __global store_t *o_rows = o + fcl_at(p.o, batch, qb.seq.q_start, head) + qb.o_split;
-  __global const store_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
-  __global const store_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 
   /* Padding columns and keys past seqlen_k must read as 0, never as stale
    * local memory (0 * NaN is NaN). */
@@ -152,8 +152,8 @@ UNROLL
     const int keys = min(BLOCK_K, qb.seq.nk - k0);
 
     /* ---- K and V tiles into local memory, coalesced over head_dim ---- */
-    __global const store_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
-    __global const store_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
+    __global const kv_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
+    __global const kv_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
     const int quads = (head_dim + 3) / 4;
     for (int i = tid; i < BLOCK_K * quads; i += WG_SIZE) {
       const int j = i / quads;
@@ -162,16 +162,17 @@ UNROLL
       tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
         const size_t row = (size_t)KEY_IN_TILE(k0 + j, k0);
-        const size_t gk = row * k_stride + c, gv = row * v_stride + c;
+        /* the K/V hooks take a row and a column (common.cl) */
+        __global const kv_t *kr = k_tile_rows + row * k_stride, *vr = v_tile_rows + row * v_stride;
         if (vec) {
-          kx = KV_TILE4(k_tile_rows, gk);
-          vx = KV_TILE4(v_tile_rows, gv);
+          kx = KV_TILE4(kr, c);
+          vx = KV_TILE4(vr, c);
         } else {
-          kx.x = KV_TILE1(k_tile_rows, gk);
-          vx.x = KV_TILE1(v_tile_rows, gv);
-          if (c + 1 < head_dim) { kx.y = KV_TILE1(k_tile_rows, gk + 1); vx.y = KV_TILE1(v_tile_rows, gv + 1); }
-          if (c + 2 < head_dim) { kx.z = KV_TILE1(k_tile_rows, gk + 2); vx.z = KV_TILE1(v_tile_rows, gv + 2); }
-          if (c + 3 < head_dim) { kx.w = KV_TILE1(k_tile_rows, gk + 3); vx.w = KV_TILE1(v_tile_rows, gv + 3); }
+          kx.x = KV_TILE1(kr, c);
+          vx.x = KV_TILE1(vr, c);
+          if (c + 1 < head_dim) { kx.y = KV_TILE1(kr, c + 1); vx.y = KV_TILE1(vr, c + 1); }
+          if (c + 2 < head_dim) { kx.z = KV_TILE1(kr, c + 2); vx.z = KV_TILE1(vr, c + 2); }
+          if (c + 3 < head_dim) { kx.w = KV_TILE1(kr, c + 3); vx.w = KV_TILE1(vr, c + 3); }
         }
       }
       k_tile[at] = kx;
@@ -299,7 +300,7 @@ UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     if (row[r] * PACK_GQA + hoff[r] >= slots) continue;
     const float sink = fcl_row_sink(p, sinks, qb.head + hoff[r], slice == 0);
-    const float inv = fcl_row_inv(m[r], p.lse_factor, l[r], sink);
+    const float inv = FCL_ROW_OUT(p, m[r], l[r], sink);
     __global store_t *dst = o_rows + (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {

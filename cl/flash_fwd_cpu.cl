@@ -43,8 +43,8 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   const int diag = nk - nq;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* Per chunk: q transposed, the rows' tokens and window bounds, the keys
    * some row of it sees and those all its rows see, and each lane's
@@ -135,7 +135,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       if (slot - qb.q0 >= qb.rows) break;
       const int tok = SLOT_TOKEN(slot), hoff = SLOT_HEAD(slot);
       const float sink = fcl_row_sink(p, sinks, qb.head + hoff, 1);
-      const float inv = fcl_row_inv(mf[r], p.lse_factor, lf[r], sink);
+      const float inv = FCL_ROW_OUT(p, mf[r], lf[r], sink);
       fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
                         acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
       if (FCL_STORES_LSE(lse))

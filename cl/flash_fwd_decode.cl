@@ -58,7 +58,7 @@
  * lane's ELEMS columns; keys past nk and columns past head_dim are 0. */
 #define LOAD_KEY_GROUP(x, rows, tensor, view, stride, k0)                      \
   do {                                                                         \
-    __global const store_t *tile_rows_ = TILE_ROWS(rows, tensor, view, k0);    \
+    __global const kv_t *tile_rows_ = TILE_ROWS(rows, tensor, view, k0);    \
     UNROLL for (int u_ = 0; u_ < KEYS_PER_GROUP; ++u_) {                       \
       const int key_ = (k0) + u_ * KEY_GROUPS + group;                         \
       const size_t row_ = (size_t)KEY_IN_TILE(key_, k0);                       \
@@ -85,8 +85,8 @@ void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
   const int slots = nq * PACK_GQA;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
 
   /* Q into local memory, each element loaded once; absent rows and

@@ -80,10 +80,10 @@
  * loaded); keys past nk and columns past head_dim are 0. */
 #define LOAD_K_STEP(kx, kw)                                                          \
   do {                                                                               \
-    __global const store_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
+    __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
     UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
       const int key_ = (kw) + 8 * n_ + g;                                            \
-      __global const store_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
+      __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
         (kx)[n_][j_] = (uint2)(0u);                                                  \
         if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
@@ -96,10 +96,10 @@
  * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3. */
 #define LOAD_V_STEP(vx, kw)                                                          \
   do {                                                                               \
-    __global const store_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
+    __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
     UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
       const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
-      __global const store_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
+      __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = (uint2)(0u);                                                  \
         if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
@@ -126,8 +126,8 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int slots = nq * PACK_GQA;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
 
   /* Q into local memory, each element loaded once; absent rows and

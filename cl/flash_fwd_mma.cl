@@ -80,8 +80,8 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   const size_t k_stride = p.k.seq, v_stride = p.v.seq, o_stride = p.o.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const store_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const store_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
+  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* This lane's rows: g and g + 8 of the warp's 16. */
   /* row: a query token; packed (PACK_GQA), the token of a slot, whose head
@@ -175,7 +175,7 @@ UNROLL
     const float l_row = quad_sum(l[r] MMA_ARGS);
     if (!live[r]) continue;
     const float sink = fcl_row_sink(p, sinks, qb.head + hoff[r], t == 0);
-    const float inv = fcl_row_inv(m[r], p.lse_factor, l_row, sink);
+    const float inv = FCL_ROW_OUT(p, m[r], l_row, sink);
     const size_t at = (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {

@@ -77,7 +77,12 @@ typedef struct fcl_params {
   /* Paged: tokens per page, and pages in each pool (table entries are
    * clamped below it). 0 when not paged. */
   FCL_I32 page_size, num_pages;
-  /* 20 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+  /* A quantized KV cache (FCL_KV_DTYPE): its fcl_kv_dtype, and the fp8
+   * forms' V scale, by which a row's output is multiplied (K's is folded
+   * into scale); 0 and 1 otherwise. */
+  FCL_I32 kv_dtype;
+  FCL_F32 v_scale;
+  /* 22 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
 /* The merge of attention states (cl/merge.cl, host/run/merge.c): rows are
@@ -101,6 +106,9 @@ typedef struct fcl_append_params {
   /* A paged cache (PAGED): the block table's row stride, tokens per page
    * and pages per pool, as in fcl_params; the caches' views are pools. */
   FCL_U64 table_batch, page_size, num_pages;
+  /* A quantized cache's fp8 forms: 1 / k_scale and 1 / v_scale, rounded
+   * to float (kvquant.h; 1 otherwise). */
+  FCL_F32 k_inv, v_inv;
 } fcl_append_params;
 
 /* The buffers every attention kernel takes, in argument order, before the
@@ -110,8 +118,8 @@ typedef struct fcl_append_params {
  * macro, so the two cannot disagree. */
 #define FCL_ATTENTION_BUFFERS(X)                                              \
   X(q, const store_t)     /* [tokens_q][heads_q][head_dim] by p.q */          \
-  X(k, const store_t)     /* [tokens_k][heads_kv][head_dim] by p.k */         \
-  X(v, const store_t)     /* by p.v */                                        \
+  X(k, const kv_t)        /* [tokens_k][heads_kv][head_dim] by p.k (kv_t:  */ \
+  X(v, const kv_t)        /* by p.v      common.cl, FCL_KV_DTYPE)         */ \
   X(o, store_t)           /* as q, by p.o */                                  \
   X(lse, float)           /* by p.lse_batch, p.lse_head */                    \
   X(dout, const store_t)  /* as q, by p.dout */                               \

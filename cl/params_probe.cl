@@ -33,6 +33,8 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   for (int i = 0; i < 4; ++i) out[n++] = as_uint(floats[i]);
   out[n++] = (ulong)(long)p.page_size;
   out[n++] = (ulong)(long)p.num_pages;
+  out[n++] = (ulong)(long)p.kv_dtype;
+  out[n++] = as_uint(p.v_scale);
   /* the buffers: each holds its index in the list, as a float */
   out[n++] = as_uint(q[0]);
   out[n++] = as_uint(k[0]);

@@ -359,8 +359,76 @@ typedef enum fcl_algo {
 /** @return "flash", "naive", or "?". */
 FCL_API const char *fcl_algo_name(fcl_algo algo);
 
+/** How a KV cache keeps K and V (fcl_attention_desc.kv_dtype): as the
+ *  query (FCL_KV_AS_DTYPE), or in one of four quantized forms that a decode
+ *  reads in a half or a quarter of the bytes. Q, O, LSE and the arithmetic
+ *  keep `dtype` and float; the kernels widen each K and V element to float
+ *  as it loads (cl/kvquant.h holds the format, for the library's host code
+ *  and kernels alike).
+ *
+ *  A K or V "row" is the head_dim elements of one (entry, token, head).
+ *  In the quantized forms the k and v layouts (fcl_tensor_layout) count
+ *  BYTES, not elements: a row starts at offset + b batch_stride +
+ *  t seq_stride + h head_stride bytes and is fcl_kv_row_bytes() bytes
+ *  long; all-zero strides mean rows packed back to back,
+ *  [batch or pages][seqlen or page_size][heads_kv][row]. The offset and
+ *  strides must be even (the int forms' f16 scales are 2-byte aligned).
+ *
+ *  The block forms (Q8_0, Q4_0) keep each block of 32 consecutive elements
+ *  of a row (head_dim must be a multiple of 32, else the calls return
+ *  FCL_ERROR_UNSUPPORTED) as one f16 scale d (IEEE binary16, little-endian,
+ *  2 bytes) followed by the block's values: the scale beside its values,
+ *  as llama.cpp's q8_0/q4_0, so that a cache is one buffer per tensor that
+ *  pages, strides and block tables address exactly as an f16 cache, and a
+ *  block's scale arrives with its values in the same cache lines.
+ *    - FCL_KV_Q8_0: 34 bytes a block: d, then 32 int8 q_i (two's complement,
+ *      element i of the block at byte 2 + i). Element = q_i * d.
+ *    - FCL_KV_Q4_0: 18 bytes a block: d, then 16 bytes; byte j holds element
+ *      2j in its low nibble and element 2j + 1 in its high nibble, each as
+ *      u = q + 8 (0..15). Element = (u - 8) * d.
+ *  Written by fcl_kv_cache_append (and readable from any writer): for a
+ *  block of 32 inputs x (in `dtype`, widened to float), amax = max |x_i|,
+ *  d = f16(min(amax * r, 65504)) with r the float nearest 1/127 (Q8_0) or
+ *  1/7 (Q4_0), f16() rounding to nearest even, then raised to the next f16
+ *  value where d * 127 (7) < amax (the f16 rounding, coarse for subnormal
+ *  scales, would otherwise saturate the largest element); then q_i = x_i / d rounded
+ *  to nearest, ties to even (computed exactly), saturated to [-127, 127]
+ *  (Q8_0) or [-7, 7] (Q4_0); d = 0 gives q = 0. So |x_i - q_i d| <= d / 2
+ *  unless amax exceeds 127 * 65504 (Q8_0) or 7 * 65504 (Q4_0), where the
+ *  values saturate. A block holding a NaN or an infinity is written with
+ *  d = NaN (0x7e00) and q = 0: it reads as NaN, and so does every output
+ *  row that sees it. (Readers take every code: int8 -128, nibble 0.)
+ *  - FCL_KV_FP8_E4M3 and FCL_KV_FP8_E5M2: one byte an element, element c of
+ *    the row at byte c, times the per-tensor float scale (k_scale,
+ *    v_scale), as vLLM keeps fp8 caches. E4M3 is OCP's E4M3FN: sign, 4
+ *    exponent bits (bias 7), 3 mantissa bits, subnormals, no infinities,
+ *    S.1111.111 NaN, largest finite 448. E5M2: sign, 5 exponent bits (bias
+ *    15), 2 mantissa bits (IEEE binary16's top byte): subnormals,
+ *    infinities, NaN, largest finite 57344. Written by the append as
+ *    fp8(x * (1 / scale)), 1 / scale rounded to float, then rounded to
+ *    nearest even; magnitudes beyond the largest finite value, infinities
+ *    included, saturate to it (+-448, +-57344); NaN is written NaN (0x7f,
+ *    0x7e with the sign) and reads as NaN.
+ *  The backward refuses a quantized kv_dtype (FCL_ERROR_UNSUPPORTED). */
+typedef enum fcl_kv_dtype {
+  FCL_KV_AS_DTYPE = 0,    /**< K and V in fcl_attention_desc.dtype */
+  FCL_KV_Q8_0 = 1,        /**< int8, blocks of 32 with an f16 scale: 34 bytes / 32 */
+  FCL_KV_Q4_0 = 2,        /**< int4, blocks of 32 with an f16 scale: 18 bytes / 32 */
+  FCL_KV_FP8_E4M3 = 3,    /**< fp8 E4M3FN and a per-tensor float scale */
+  FCL_KV_FP8_E5M2 = 4,    /**< fp8 E5M2 and a per-tensor float scale */
+} fcl_kv_dtype;
+
+/** @return "as-dtype", "int8", "int4", "fp8e4m3", "fp8e5m2", or "?". */
+FCL_API const char *fcl_kv_dtype_name(fcl_kv_dtype kv_dtype);
+
+/** @return the bytes of one K or V row of head_dim elements kept as
+ *  kv_dtype (FCL_KV_AS_DTYPE: in dtype), 0 for an invalid kv_dtype or
+ *  dtype, or a head_dim the form does not take (not a multiple of 32 for
+ *  the block forms). */
+FCL_API size_t fcl_kv_row_bytes(fcl_kv_dtype kv_dtype, fcl_dtype dtype, size_t head_dim);
+
 /** Where a tensor's elements lie in its buffer, counted in elements of its
- *  storage type: element (b, t, h, c) — batch entry, token, head, column —
+ *  storage type (a quantized cache's k and v count bytes: fcl_kv_dtype): element (b, t, h, c) — batch entry, token, head, column —
  *  is at offset + b * batch_stride + t * seq_stride + h * head_stride + c,
  *  so head_dim is contiguous and anything else may be strided, e.g. a
  *  PyTorch [B, H, N, d] view (seq_stride d, head_stride N d) or one of the
@@ -487,6 +555,15 @@ typedef struct fcl_attention_desc {
    *  FCL_ERROR_UNSUPPORTED). Ignored by the forward. NULL (default): not
    *  wanted (dQ, dK and dV are computed as with it). */
   cl_mem dsinks;
+  /* ---- quantized KV caches (fcl_kv_dtype) ------------------------------- */
+  /** How K and V are stored: FCL_KV_AS_DTYPE (0, default): in `dtype`, as
+   *  Q is; else one of the quantized forms of fcl_kv_dtype, whose k and v
+   *  layouts then count bytes (see there). The forward only. */
+  fcl_kv_dtype kv_dtype;
+  /** The fp8 forms' per-tensor scales: a K (V) element is its fp8 value
+   *  times k_scale (v_scale). Finite and > 0; 0 (default): 1. Ignored by
+   *  the other forms. */
+  float k_scale, v_scale;
 } fcl_attention_desc;
 
 /** What a paged cache's page_size must be a multiple of
@@ -518,7 +595,8 @@ FCL_API void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
 /** The bytes each buffer of an attention call must hold at least: up to
  *  the last element its layout touches. */
 typedef struct fcl_buffer_sizes {
-  size_t q, k, v, o;        /**< the forward's tensors (in the storage type) */
+  size_t q, k, v, o;        /**< the forward's tensors (in the storage type; k and v
+                                 in kv_dtype's form, scales included) */
   size_t lse;               /**< LSE, floats */
   size_t dout, dq, dk, dv;  /**< the backward's */
   size_t alibi_slopes;      /**< floats; 0 without ALiBi */
@@ -1085,7 +1163,8 @@ FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc
  *  seqlens_k (required here). The new rows are [batch][new_tokens]
  *  [heads_kv][head_dim] views, `k_new_layout` and `v_new_layout` (NULL or
  *  zeros: packed; a packed QKV projection's K and V views work). Rows are
- *  copied bit for bit. Then raise each seqlens_k[b] by new_tokens and run
+ *  copied bit for bit; into a quantized cache (kv_dtype) they are
+ *  quantised as fcl_kv_dtype writes down. Then raise each seqlens_k[b] by new_tokens and run
  *  the forward with seqlen_q = new_tokens: causal, the new queries see the
  *  cache and themselves. A paged cache (desc->block_table) takes each row
  *  at its token's page, which the table must already name: the entries

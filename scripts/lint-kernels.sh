@@ -125,6 +125,36 @@ for dtype in 0 1 2; do
     done
   done
 done
+# quantized KV caches (common.cl's K/V loads, FCL_KV_DTYPE 1-4): the forwards
+# that read a cache, the NVIDIA decode kernel natively, the append and the
+# naive algorithm's dequantising gather
+for kv in 1 2 3 4; do
+  for dtype in 0 1 2; do
+    for io in "" -DFCL_COUNT_IO=1; do
+      common=(-DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DWINDOW=2 -DSOFTCAP=1 -DALIBI=1 $io)
+      decode=(-DSPLIT_KV=1 -DPAGED=1)
+      check flash_fwd.cl "${common[@]}" -DPAGED=1 -DTHREADS_PER_ROW=2 -DROWS_PER_THREAD=1 \
+        -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128
+      check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=1 \
+        -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DBLOCK_K=32 -DWG_SIZE=128 -DKEY_LANES=16
+      check flash_fwd_cpu.cl "${common[@]}" "${decode[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=16 \
+        -DBLOCK_Q=16
+      if [ "$dtype" -ne 0 ]; then
+        check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+          -DMERGE_LAST_SPLIT=1 -DHEAD_DIM_MAX=128 -DBLOCK_Q=16
+        check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+          -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
+      fi
+      for paged in 0 1; do
+        check cache.cl -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv $io -DPAGED=$paged
+      done
+      [ "$dtype" -ne 0 ] && check convert.cl -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv $io \
+        -DCONVERT_WIDTH=4 -DPACKED_F32=1 -DPAGED=1
+      check convert.cl -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv $io -DCONVERT_WIDTH=4 \
+        -DPACKED_F32=0 -DPAGED=1
+    done
+  done
+done
 check peaks.cl
 check params_probe.cl
 for split in 0 1; do

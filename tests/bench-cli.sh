@@ -61,6 +61,14 @@ expect 2 "excludes --batch" "$bench" "${run[@]}" --varlen 5,6 --batch 2
 expect 2 "excludes --sweep" "$bench" "${run[@]}" --varlen 5,6 --sweep
 expect 2 "add up past" "$bench" "${run[@]}" --varlen 2000000000,2000000000
 expect 2 "--layout needs" "$bench" "${run[@]}" "${shape[@]}" --layout bsdh
+# a quantized KV cache: the forms by name, the forward only, head_dim a
+# multiple of the block for int8 and int4 (the library's reason, exit 3)
+expect 2 "--kv-dtype 'int3'" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8,int3
+expect 2 "listed twice" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8,int8
+expect 2 "--kv-dtype is for --pass fwd" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8 \
+  --pass bwd
+expect 3 "is not a multiple of 32" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8
+expect 0 "f32+fp8e4m3" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype as-dtype,fp8e4m3 --check
 # --causal takes the window's right bound to 0
 expect 0 "window -1,3" "$bench" "${run[@]}" --varlen 5,6 --seqlen-k 4 --causal --window -1,3
 expect 2 "unknown option" "$bench" --frobnicate

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS (9 * 4 + 7 + 14 + 4 + 2)
+#define FIELDS (9 * 4 + 7 + 14 + 4 + 2 + 2)
 #define BUFFERS 18
 
 static cl_mem one_value(fcl_context *ctx, float value) {
@@ -85,6 +85,15 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   for (int f = 0; f < 2; ++f) {
     *tail[f] = (cl_int)(uint32_t)fclu_next(&rng);
     want[n++] = (cl_ulong)(int64_t)*tail[f];
+  }
+  /* a quantized KV cache's form and V scale */
+  p.kv_dtype = (cl_int)(uint32_t)fclu_next(&rng);
+  want[n++] = (cl_ulong)(int64_t)p.kv_dtype;
+  p.v_scale = (float)(fclu_uniform(&rng) * 1e3);
+  {
+    uint32_t bits;
+    memcpy(&bits, &p.v_scale, sizeof bits);
+    want[n++] = bits;
   }
   ck_assert_int_eq(n, FIELDS);
 

@@ -4,6 +4,7 @@
 #include "views.h"
 
 #include "hostdata.h"
+#include "kvcodec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -110,15 +111,25 @@ static const int32_t *pages_of(const fcl_attention_desc *d, fclu_tensor t) {
   return host;
 }
 
+/* Whether tensor t is a quantized cache's K or V: rows of bytes. */
+static int quantized(const fcl_attention_desc *d, fclu_tensor t) {
+  return fclu_kv_quantized(d) && (t == FCLU_K || t == FCLU_V);
+}
+
+/* The units of t's row: head_dim elements, or a quantized row's bytes. */
+static size_t row_units(const fcl_attention_desc *d, fclu_tensor t) {
+  return quantized(d, t) ? fcl_kv_row_bytes(d->kv_dtype, d->dtype, d->head_dim) : d->head_dim;
+}
+
 static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {
   fcl_tensor_layout l = *slot_c(d, t);
   if (l.batch_stride || l.seq_stride || l.head_stride) return l;
   const int pool = pages_of(d, t) != NULL;  /* packed pages */
-  const size_t heads = heads_of(d, t);
+  const size_t heads = heads_of(d, t), row = row_units(d, t);
   const size_t seqlen = pool ? d->page_size : keyside(t) ? d->seqlen_k : d->seqlen_q;
-  l.head_stride = d->head_dim;
-  l.seq_stride = heads * d->head_dim;
-  l.batch_stride = d->cu_seqlens_q ? 0 : seqlen * heads * d->head_dim;
+  l.head_stride = row;
+  l.seq_stride = heads * row;
+  l.batch_stride = d->cu_seqlens_q ? 0 : seqlen * heads * row;
   return l;
 }
 
@@ -138,6 +149,13 @@ static size_t element(const fcl_attention_desc *d, fclu_tensor t, const fcl_tens
 void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, void *image) {
   const fcl_tensor_layout l = resolved(d, t);
   const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  if (quantized(d, t)) {  /* row by row, quantised (kvcodec.h) */
+    for (size_t g = 0; g < tokens; ++g)
+      for (size_t h = 0; h < heads; ++h)
+        fclu_kv_encode_row(d->kv_dtype, x + (g * heads + h) * hd, hd, fclu_kv_scale(d, t == FCLU_V),
+                           (uint8_t *)image + element(d, t, &l, g, h, 0));
+    return;
+  }
   for (size_t g = 0; g < tokens; ++g)
     for (size_t h = 0; h < heads; ++h)
       for (size_t c = 0; c < hd; ++c) {
@@ -154,6 +172,13 @@ void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, vo
 void fclu_gather(const fcl_attention_desc *d, fclu_tensor t, const void *image, float *x) {
   const fcl_tensor_layout l = resolved(d, t);
   const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  if (quantized(d, t)) {  /* row by row, dequantised (kvcodec.h) */
+    for (size_t g = 0; g < tokens; ++g)
+      for (size_t h = 0; h < heads; ++h)
+        fclu_kv_decode_row(d->kv_dtype, (const uint8_t *)image + element(d, t, &l, g, h, 0), hd,
+                           fclu_kv_scale(d, t == FCLU_V), x + (g * heads + h) * hd);
+    return;
+  }
   for (size_t g = 0; g < tokens; ++g)
     for (size_t h = 0; h < heads; ++h)
       for (size_t c = 0; c < hd; ++c) {

@@ -6,6 +6,7 @@
 
 #include "flashcl.h"
 #include "params.h"  /* cl/params.h: the kernels' parameter block and mask */
+#include "kvquant.h"  /* cl/kvquant.h: the quantized KV-cache forms */
 #include "traits.h"  /* cl/traits.h: the kernel families' derived sizes */
 
 #include <limits.h>

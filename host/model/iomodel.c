@@ -85,6 +85,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K and V's, a quantized form's scales included */
   /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
    * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
   const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
@@ -104,7 +105,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const int with_lse = m->with_lse || splits > 1;
   /* paged: every work-item reads a tile's page for K and for V (blocks.cl, TILE_ROWS) */
   const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
-  m->io.loads += slices * (splits * slots * row + 2 * keys * row + page_reads +
+  m->io.loads += slices * (splits * slots * row + 2 * keys * kv_row + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
 }
@@ -256,22 +257,24 @@ static fcl__io naive_view_moves(const fcl__shape *sh, fcl_pass pass, unsigned ch
   fcl__io io = {0, 0};
   const fcl_attention_desc *desc = &sh->desc;
   const fcl__bytes e = sh->elem_size, q = sh->q_elems, kv = sh->kv_elems;
+  /* K's (V's) bytes as stored: a quantized cache's rows, scales included */
+  const fcl__bytes kv_bytes = sh->kv_quant ? kv / desc->head_dim * sh->kv_row_bytes : kv * e;
   const int forward = pass == FCL_PASS_FORWARD;
   if (fcl__naive_compute_dtype(desc) != desc->dtype) {
     /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
      * dQ, dK, dV narrowed. */
     const fcl__bytes in = forward ? q + 2 * kv : 2 * q + 2 * kv;
     const fcl__bytes out = forward ? q : q + 2 * kv;
-    io.loads = in * e + out * 4;
+    io.loads = in * e + out * 4 - (forward ? 2 * (kv * e - kv_bytes) : 0);
     io.stores = in * 4 + out * e;
   } else if (chunks > 1) {
     io.loads = io.stores = (forward ? q : q + 2 * kv) * e;
   }
-  if (sh->paged && forward) {  /* K and V gathered, a table entry per work-item */
+  if ((sh->paged || sh->kv_quant) && forward) {  /* K and V gathered (and dequantised) */
     const fcl__bytes items = 2 * ((kv + (sh->vec4 ? 3 : 0)) / (sh->vec4 ? 4 : 1));
-    io.loads += items * 4;
+    if (sh->paged) io.loads += items * 4;  /* a table entry per work-item */
     if (fcl__naive_compute_dtype(desc) == desc->dtype) {  /* widened, the moves are counted above */
-      io.loads += 2 * kv * e;
+      io.loads += 2 * kv_bytes;
       io.stores += 2 * kv * e;
     }
   }
@@ -358,9 +361,12 @@ fcl__io fcl__io_merge(const fcl__merge_shape *sh, int with_lse) {
   return io;
 }
 
-fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged) {
-  const fcl__bytes chunks = (head_dim + 3) / 4, data = (fcl__bytes)2 * rows * head_dim * elem_size;
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, size_t chunk,
+                          size_t row_bytes, int paged) {
+  const fcl__bytes chunks = (head_dim + chunk - 1) / chunk;
+  const fcl__bytes loaded = (fcl__bytes)2 * rows * head_dim * elem_size;
   /* per work-item: the entry's length, and paged its page's table entry */
   const fcl__bytes per_item = sizeof(cl_int) * (paged ? 2 : 1);
-  return (fcl__io){.loads = (fcl__bytes)rows * chunks * per_item + data, .stores = data};
+  return (fcl__io){.loads = (fcl__bytes)rows * chunks * per_item + loaded,
+                   .stores = (fcl__bytes)2 * rows * row_bytes};
 }

@@ -37,8 +37,10 @@ fcl__io fcl__io_naive(const fcl_device_limits *limits, const fcl__shape *shape, 
 fcl__io fcl__io_merge(const fcl__merge_shape *shape, int with_lse);
 /** Traffic of appending `rows` rows (batch x new tokens x KV heads) of K
  *  and V to a cache (cache.c): each work-item's length (and, paged, its
- *  page's table entry), and the rows read and written once. */
-fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, int paged);
+ *  page's table entry; a work-item takes `chunk` columns of a row), the
+ *  new rows read once and the cache's rows, row_bytes each, written once. */
+fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, size_t chunk,
+                          size_t row_bytes, int paged);
 /** The same for `rows` rows of `parts` parts (the split forward's merge). */
 fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
                            int with_lse);

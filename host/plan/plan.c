@@ -206,7 +206,9 @@ static int simt_hinted(const fcl_plan *hint) {
 static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
                       const fcl_plan *hint) {
   if (hint && hint->kernel) return hint->kernel == FCL_FLASH_KERNEL_MMA;
-  return !simt_hinted(hint) && sh->vec4 && fcl__mma_suits(limits, &sh->desc);
+  /* the MMA forward's tiles arrive by cp.async as storage bytes: a
+   * quantized KV cache is read by the other families */
+  return !simt_hinted(hint) && sh->vec4 && !sh->kv_quant && fcl__mma_suits(limits, &sh->desc);
 }
 
 /* The family that plans a pass: the hint's kernel, else the rules' (the
@@ -221,6 +223,10 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
+  /* a quantized cache on a CPU: the CPU kernels convert it a block at a
+   * time into their tiles (cpu.cl), where the others convert four elements
+   * a load */
+  if (!limits->is_gpu && sh->kv_quant) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA
@@ -263,6 +269,13 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
              "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
              "every tensor's offset and strides to be multiples of 4 elements",
              desc->head_dim);  /* (else the MMA planner says why) */
+  FCL_WHY_IF(backward && sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "a quantized KV cache (kv_dtype %s) is for the forward; the backward takes K and "
+             "V in the storage type (kv_dtype FCL_KV_AS_DTYPE)",
+             fcl_kv_dtype_name(desc->kv_dtype));
+  FCL_WHY_IF(mma && sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "the MMA forward copies K and V tiles as storage bytes; a %s KV cache runs on "
+             "the other kernels", fcl_kv_dtype_name(desc->kv_dtype));
   FCL_WHY_IF(backward && sh->paged, FCL_ERROR_UNSUPPORTED,
              "a paged KV cache (block_table) is for the forward; the backward takes "
              "contiguous K and V");

@@ -118,6 +118,13 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
         fcl_dtype_name(desc->dtype));
     return 0;
   }
+  if (desc->kv_dtype != FCL_KV_AS_DTYPE) {  /* K and V converted as they load: float tiles */
+    if (want == 2)
+      fcl__say(why, why_len, "tiles of 2-byte elements hold the storage type; a %s KV cache "
+               "is converted to floats as it loads", fcl_kv_dtype_name(desc->kv_dtype));
+    out[0] = sizeof(float);
+    return want == 2 ? 0 : 1;
+  }
   if (want) {
     out[0] = want;
     return 1;

@@ -51,6 +51,14 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
     p.page_size = (cl_int)desc->page_size;
     p.num_pages = (cl_int)desc->num_pages;
   }
+  /* fp8 K and V: the codes' values are loaded; K's scale joins the
+   * logits', V's multiplies each row's output (common.cl, FCL_ROW_OUT) */
+  p.kv_dtype = (cl_int)desc->kv_dtype;
+  p.v_scale = 1.0f;
+  if (desc->kv_dtype == FCL_KV_FP8_E4M3 || desc->kv_dtype == FCL_KV_FP8_E5M2) {
+    p.scale = desc->scale * sh->k_scale;
+    p.v_scale = sh->v_scale;
+  }
   if (fcl__scores_transformed(sh)) {
     /* scores are logit log2(e): exponentials of their differences as they
      * are, and LSE = m ln(2) + log(l) */
@@ -58,8 +66,8 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
     p.lse_factor = (cl_float)M_LN2;
   } else {
     /* FCL_MAX_SCALE keeps scale log2(e) a finite float */
-    p.exp_factor = (cl_float)((double)desc->scale * M_LOG2E);
-    p.lse_factor = desc->scale;
+    p.exp_factor = (cl_float)((double)p.scale * M_LOG2E);
+    p.lse_factor = p.scale;
   }
   return p;
 }

@@ -167,10 +167,11 @@ fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t) {
                                       shape->sizes.o,    shape->sizes.dout, shape->sizes.dq,
                                       shape->sizes.dk,   shape->sizes.dv};
   const int pool = shape->paged && (t == FCL__K || t == FCL__V);  /* pages in place of entries */
-  return fcl__layout_view(&shape->views[t], spans[t], shape->elem_size,
+  const int bytes = shape->kv_quant && (t == FCL__K || t == FCL__V);  /* rows of bytes */
+  return fcl__layout_view(&shape->views[t], spans[t], bytes ? 1 : shape->elem_size,
                           pool ? shape->desc.num_pages : shape->desc.batch,
                           keyside ? shape->desc.heads_kv : shape->desc.heads_q,
-                          shape->desc.head_dim, shape->ragged);
+                          bytes ? shape->kv_row_bytes : shape->desc.head_dim, shape->ragged);
 }
 
 fcl__placed_view fcl__range_view(size_t bytes) {

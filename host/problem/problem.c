@@ -60,3 +60,27 @@ void fcl_attention_desc_init(fcl_attention_desc *desc, size_t batch,
   desc->scale = head_dim ? (float)(1.0 / sqrt((double)head_dim)) : 0.0f;
   desc->window_left = desc->window_right = -1;
 }
+
+const char *fcl_kv_dtype_name(fcl_kv_dtype kv_dtype) {
+  switch (kv_dtype) {
+    case FCL_KV_AS_DTYPE: return "as-dtype";
+    case FCL_KV_Q8_0: return "int8";
+    case FCL_KV_Q4_0: return "int4";
+    case FCL_KV_FP8_E4M3: return "fp8e4m3";
+    case FCL_KV_FP8_E5M2: return "fp8e5m2";
+  }
+  return "?";
+}
+
+size_t fcl_kv_row_bytes(fcl_kv_dtype kv_dtype, fcl_dtype dtype, size_t head_dim) {
+  const int block = kv_dtype == FCL_KV_Q8_0 || kv_dtype == FCL_KV_Q4_0;
+  if (block && head_dim % FCL_KV_BLOCK != 0) return 0;
+  switch (kv_dtype) {
+    case FCL_KV_AS_DTYPE: return head_dim * fcl_dtype_size(dtype);
+    case FCL_KV_Q8_0: return head_dim / FCL_KV_BLOCK * FCL_KV_Q8_BYTES;
+    case FCL_KV_Q4_0: return head_dim / FCL_KV_BLOCK * FCL_KV_Q4_BYTES;
+    case FCL_KV_FP8_E4M3:
+    case FCL_KV_FP8_E5M2: return head_dim;
+  }
+  return 0;
+}

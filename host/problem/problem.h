@@ -33,6 +33,12 @@ struct fcl__shape {
   fcl_tensor_layout views[FCL__TENSORS];  /* strides resolved (packed by default); paged K
                                              and V: batch_stride is between pages */
   fcl_buffer_sizes sizes;                 /* the bytes each buffer must hold */
+  /* A quantized KV cache (desc.kv_dtype): K and V's views count bytes,
+   * kv_row_bytes a row's (the storage type's head_dim elements otherwise);
+   * the fp8 forms' scales, 0 taken as 1. */
+  int kv_quant;
+  size_t kv_row_bytes;
+  float k_scale, v_scale;
 };
 
 /* ---- sequences and the mask's pair counts (mask.c) ------------------------ */

@@ -137,6 +137,18 @@ static fcl_status check_scalars(const fcl_attention_desc *desc, char *why, size_
          FCL_MAX_HEAD_DIM);
   FCL_WHY_IF(fcl_dtype_size(desc->dtype) == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
          (int)desc->dtype);
+  FCL_WHY_IF(!fcl_kv_row_bytes(desc->kv_dtype, FCL_DTYPE_F32, FCL_KV_BLOCK),
+             FCL_ERROR_INVALID_ARGUMENT, "kv_dtype = %d is not an fcl_kv_dtype",
+             (int)desc->kv_dtype);
+  FCL_WHY_IF(!fcl_kv_row_bytes(desc->kv_dtype, desc->dtype, desc->head_dim), FCL_ERROR_UNSUPPORTED,
+             "kv_dtype %s keeps blocks of %d elements of a row: head_dim = %zu is not a "
+             "multiple of %d",
+             fcl_kv_dtype_name(desc->kv_dtype), FCL_KV_BLOCK, desc->head_dim, FCL_KV_BLOCK);
+  FCL_WHY_IF(!(isfinite(desc->k_scale) && desc->k_scale >= 0.0f && isfinite(desc->v_scale) &&
+               desc->v_scale >= 0.0f),
+             FCL_ERROR_INVALID_ARGUMENT,
+             "k_scale = %g, v_scale = %g: each must be finite and > 0 (0: 1)",
+             (double)desc->k_scale, (double)desc->v_scale);
   FCL_WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
          "causal = %d; it must be 0 or 1", desc->causal);
   FCL_WHY_IF(!(isfinite(desc->scale) && desc->scale > 0.0f), FCL_ERROR_INVALID_ARGUMENT,
@@ -234,6 +246,10 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
   sh->lse_elems = sh->tokens_q * desc->heads_q;
   sh->elem_size = elem;
   sh->group = desc->heads_q / desc->heads_kv;
+  sh->kv_quant = desc->kv_dtype != FCL_KV_AS_DTYPE;
+  sh->kv_row_bytes = fcl_kv_row_bytes(desc->kv_dtype, desc->dtype, desc->head_dim);
+  sh->k_scale = desc->k_scale > 0.0f ? desc->k_scale : 1.0f;
+  sh->v_scale = desc->v_scale > 0.0f ? desc->v_scale : 1.0f;
   const fcl_tensor_layout *given_views[FCL__TENSORS] = {&desc->q,    &desc->k,  &desc->v,
                                                         &desc->o,    &desc->dout, &desc->dq,
                                                         &desc->dk,   &desc->dv};
@@ -242,20 +258,31 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
   for (int t = 0; t < FCL__TENSORS; ++t) {
     const int keyside = t == 1 || t == 2 || t == 6 || t == 7;
     const int pool = sh->paged && (t == 1 || t == 2);  /* K and V: pages of tokens */
+    /* a quantized cache's K and V: rows of bytes (include/flashcl.h, fcl_kv_dtype) */
+    const int kv_bytes = sh->kv_quant && (t == 1 || t == 2);
     const fcl__view_extent e = {.batch = pool ? desc->num_pages : desc->batch,
                                 .tokens = pool        ? desc->page_size
                                           : sh->ragged ? (keyside ? sh->tokens_k : sh->tokens_q)
                                                       : (keyside ? desc->seqlen_k : desc->seqlen_q),
                                 .heads = keyside ? desc->heads_kv : desc->heads_q,
-                                .head_dim = desc->head_dim,
-                                .elem_size = elem,
+                                .head_dim = kv_bytes ? sh->kv_row_bytes : desc->head_dim,
+                                .elem_size = kv_bytes ? 1 : elem,
                                 .ragged = sh->ragged};
     sh->views[t] = fcl__resolve_layout(given_views[t], e.batch,
                                       pool ? e.tokens : keyside ? desc->seqlen_k : desc->seqlen_q,
-                                      e.heads, desc->head_dim, sh->ragged);
+                                      e.heads, e.head_dim, sh->ragged);
     FCL_FORWARD_IF(fcl__check_layout(&sh->views[t], &e, tensor_names[t], &spans[t], why,
                                      why_len));
-    sh->vec4 = sh->vec4 && fcl__layout_vec4(&sh->views[t]);
+    if (kv_bytes) {  /* the block forms' f16 scales are 2-byte aligned */
+      const fcl_tensor_layout *l = &sh->views[t];
+      FCL_WHY_IF((l->offset | l->batch_stride | l->seq_stride | l->head_stride) % 2 != 0,
+                 FCL_ERROR_INVALID_ARGUMENT,
+                 "%s: a quantized cache's offset and strides count bytes and must be even "
+                 "(offset %zu, batch %zu, seq %zu, head %zu)",
+                 tensor_names[t], l->offset, l->batch_stride, l->seq_stride, l->head_stride);
+    } else {
+      sh->vec4 = sh->vec4 && fcl__layout_vec4(&sh->views[t]);
+    }
   }
   sh->sizes = (fcl_buffer_sizes){.q = spans[0], .k = spans[1], .v = spans[2], .o = spans[3],
                                 .lse = lse * sizeof(float), .dout = spans[4],

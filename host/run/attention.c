@@ -173,6 +173,9 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
   FCL_RETURN_IF(ctx, algo == FCL_ALGO_NAIVE && call.shape.desc.dsinks, FCL_ERROR_UNSUPPORTED,
                 "the sinks' gradient (dsinks) is the flash backward's; the naive backward "
                 "computes dQ, dK and dV with sinks, not dsinks");
+  FCL_RETURN_IF(ctx, call.shape.kv_quant, FCL_ERROR_UNSUPPORTED,
+                "a quantized KV cache (kv_dtype %s) is for the forward; the backward takes K "
+                "and V in the storage type", fcl_kv_dtype_name(call.shape.desc.kv_dtype));
   call.ctx = ctx;
   call.settings = fcl__context_settings(ctx);
   call.desc = &call.shape.desc;

@@ -22,6 +22,13 @@
 
 #define APPEND_WG 64
 
+/* The columns of a row one work-item appends (cl/cache.cl): four, or a
+ * quantized form's block (APPEND_CHUNK). */
+static size_t append_chunk(const fcl__shape *sh) {
+  const fcl_kv_dtype f = sh->desc.kv_dtype;
+  return f == FCL_KV_Q8_0 || f == FCL_KV_Q4_0 ? FCL_KV_BLOCK : 4;
+}
+
 /* The launch, after every check: the lengths uploaded, the kernel built. */
 static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const fcl_append_params *p,
                                  cl_mem k_new, cl_mem v_new, cl_mem k_cache, cl_mem v_cache,
@@ -30,9 +37,11 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   fcl__options_init(&opts);
   fcl__options_define(&opts, "FCL_DTYPE", (long)sh->desc.dtype);
   fcl__options_define(&opts, "PAGED", sh->paged);
+  if (sh->kv_quant) fcl__options_define(&opts, "FCL_KV_DTYPE", (long)sh->desc.kv_dtype);
   fcl__options_count_io(&opts, io_counter);
+  const char *name = sh->kv_quant ? "kv_append_quant" : "kv_append";
   cl_kernel kernel;
-  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CACHE, &opts, "kv_append", &kernel));
+  FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CACHE, &opts, name, &kernel));
   fcl_status status = FCL_SUCCESS;
   cl_mem lens = fcl__upload(ctx, sh->desc.seqlens_k, sh->desc.batch * sizeof(int32_t),
                             "the cache's lengths", &status);
@@ -42,11 +51,11 @@ static fcl_status append_enqueue(fcl_context *ctx, const fcl__shape *sh, const f
   if (sh->paged) args[n++] = FCL_ARG(sh->desc.block_table);
   args[n++] = FCL_ARG(*p);
   if (io_counter) args[n++] = FCL_ARG(io_counter);
-  if (status == FCL_SUCCESS) status = fcl__set_args(ctx, kernel, "kv_append", args, n);
+  if (status == FCL_SUCCESS) status = fcl__set_args(ctx, kernel, name, args, n);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, timer);
-  const size_t items = p->batch * p->new_tokens * p->heads * ((p->head_dim + 3) / 4);
-  if (status == FCL_SUCCESS)
-    status = fcl__launch_items(ctx, kernel, "kv_append", items, APPEND_WG);
+  const size_t chunk = append_chunk(sh);
+  const size_t items = p->batch * p->new_tokens * p->heads * ((p->head_dim + chunk - 1) / chunk);
+  if (status == FCL_SUCCESS) status = fcl__launch_items(ctx, kernel, name, items, APPEND_WG);
   fcl__release_mem(&lens);
   fcl__kernel_return(ctx, &kernel);
   return status;
@@ -154,10 +163,13 @@ fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
       .heads = d->heads_kv,
       .head_dim = d->head_dim,
       .vec4 = d->head_dim % 4 == 0 && fcl__layout_vec4(&k_l) && fcl__layout_vec4(&v_l) &&
-              fcl__layout_vec4(&sh.views[FCL__K]) && fcl__layout_vec4(&sh.views[FCL__V]),
+              (sh.kv_quant ||  /* a quantized cache's rows are bytes, written bytewise */
+               (fcl__layout_vec4(&sh.views[FCL__K]) && fcl__layout_vec4(&sh.views[FCL__V]))),
       .table_batch = d->pages_per_seq,
       .page_size = d->page_size,
-      .num_pages = d->num_pages};
+      .num_pages = d->num_pages,
+      .k_inv = 1.0f / sh.k_scale,
+      .v_inv = 1.0f / sh.v_scale};
   call->k_new = k_new;
   call->v_new = v_new;
   call->k_cache = k_cache;
@@ -180,7 +192,9 @@ fcl_status fcl__append_run(fcl_context *ctx, const fcl__append_call *call, fcl_r
   memset(info, 0, sizeof *info);
   info->ms = m.ms;
   info->bytes_model = fcl__io_total(fcl__io_kv_append(p->batch * p->new_tokens * p->heads,
-                                                     p->head_dim, sh->elem_size, sh->paged));
+                                                     p->head_dim, sh->elem_size,
+                                                     append_chunk(sh), sh->kv_row_bytes,
+                                                     sh->paged));
   if (m.counting) info->bytes_counted = m.counted;
   return FCL_SUCCESS;
 }

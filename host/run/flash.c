@@ -37,6 +37,9 @@ static void score_options(const fcl_attention_desc *desc, cl_mem io_counter,
   fcl__options_define(opts, "WINDOW", (long)fcl__window_of(desc));
   fcl__options_define(opts, "SOFTCAP", desc->softcap > 0.0f);
   fcl__options_define(opts, "ALIBI", desc->alibi_slopes != NULL);
+  /* a quantized KV cache's form (common.cl's K/V loads); none: as before */
+  if (desc->kv_dtype != FCL_KV_AS_DTYPE)
+    fcl__options_define(opts, "FCL_KV_DTYPE", (long)desc->kv_dtype);
 }
 
 /* Work-groups of a launch, which the kernels number with 32-bit ints. */

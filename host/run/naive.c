@@ -283,6 +283,9 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   fcl__options_define(&opts, "CONVERT_WIDTH", width);
   fcl__options_define(&opts, "PACKED_F32", f32);
   fcl__options_define(&opts, "PAGED", paged);
+  /* a quantized cache's K and V are dequantised on the way */
+  if (sh->kv_quant && to_packed && (t == FCL__K || t == FCL__V))
+    fcl__options_define(&opts, "FCL_KV_DTYPE", (long)sh->desc.kv_dtype);
   fcl__options_count_io(&opts, io_counter);
   cl_kernel kernel;
   FCL_FORWARD_IF(fcl__kernel(ctx, FCL_SRC_CONVERT, &opts, name, &kernel));
@@ -381,7 +384,8 @@ static fcl_status naive_prepare(fcl__forward_call *call, const fcl__chunking *ch
       *ops[i] = fcl__scratch_operand(ctx, sh, tensors[i], 1, "the naive algorithm's float copies",
                                      &status);
     FCL_FORWARD_IF(status);
-  } else if (sh->paged) {  /* packed copies of a paged cache's K and V, for the GEMMs */
+  } else if (sh->paged || sh->kv_quant) {  /* packed copies of a paged or quantized cache's
+                                             * K and V, for the GEMMs */
     run->k = fcl__scratch_operand(ctx, sh, FCL__K, 0, "the naive algorithm's gathered K", &status);
     if (status == FCL_SUCCESS)
       run->v = fcl__scratch_operand(ctx, sh, FCL__V, 0, "the naive algorithm's gathered V",
@@ -421,7 +425,7 @@ static fcl_status naive_chunk(void *state, const fcl__naive_chunk *c) {
   const size_t s_stride = nq * nk;
   if (nk > 0) {
     const fcl__gemm qk = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d,
-                          .alpha = sh->desc.scale,
+                          .alpha = run->params.scale,  /* with an fp8 cache's k_scale */
                           .a = run->q.mem, .a_off = fcl__operand_at(&run->q, c->b, c->q_start, q_head),
                           .a_ld = run->q.view.seq_stride, .a_stride = group * run->q.view.head_stride,
                           .b = run->k.mem, .b_off = fcl__operand_at(&run->k, c->b, c->k_start, c->kv0),
@@ -445,7 +449,8 @@ static fcl_status naive_chunk(void *state, const fcl__naive_chunk *c) {
                                     (c->kv0 + z) * group + c->member, 1, call->io_counter));
     return FCL_SUCCESS;
   }
-  const fcl__gemm pv = {.type = t, .m = nq, .n = d, .k = nk, .alpha = 1.0f,
+  const fcl__gemm pv = {.type = t, .m = nq, .n = d, .k = nk,
+                        .alpha = run->params.v_scale,  /* an fp8 cache's, else 1 */
                         .a = run->s, .a_ld = nk, .a_stride = s_stride,
                         .b = run->v.mem, .b_off = fcl__operand_at(&run->v, c->b, c->k_start, c->kv0),
                         .b_ld = run->v.view.seq_stride, .b_stride = run->v.view.head_stride,
@@ -478,7 +483,8 @@ fcl_status fcl__naive_forward(fcl__forward_call *call) {
   naive_run run = {.call = call};
   fcl_status status = naive_prepare(call, &ch, &run);
   if (status == FCL_SUCCESS) status = fcl__timer_start(ctx, call->timer);
-  if (run.widened || sh->paged) {  /* widened: all three; paged: K and V gathered */
+  if (run.widened || sh->paged || sh->kv_quant) {  /* widened: all three; paged or
+                                                    * quantized: K and V gathered */
     const cl_mem from[3] = {call->q, call->k, call->v}, to[3] = {run.q.mem, run.k.mem, run.v.mem};
     const int tensors[3] = {FCL__Q, FCL__K, FCL__V};
     for (int i = run.widened ? 0 : 1; i < 3 && status == FCL_SUCCESS; ++i)

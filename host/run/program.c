@@ -22,6 +22,7 @@
 
 /* Generated at build time from the files in cl/ (cmake/embed_sources.cmake). */
 extern const char fcl__cl_params[];
+extern const char fcl__cl_kvquant[];
 extern const char fcl__cl_traits[];
 extern const char fcl__cl_common[];
 extern const char fcl__cl_blocks[];
@@ -47,7 +48,7 @@ extern const char fcl__cl_cache[];
 
 /* Each program is these texts, then the source's prelude if it has one,
  * and the source. */
-static const char *const shared_texts[] = {fcl__cl_params, fcl__cl_traits, fcl__cl_common,
+static const char *const shared_texts[] = {fcl__cl_params, fcl__cl_kvquant, fcl__cl_traits, fcl__cl_common,
                                            fcl__cl_blocks};
 #define N_SHARED_TEXTS (sizeof shared_texts / sizeof shared_texts[0])
 

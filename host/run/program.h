@@ -56,7 +56,7 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
 /** A source's file name in cl/, and its prelude's (NULL if none). */
 const char *fcl__source_file(fcl__source source);
 /** The most texts a program is built from: the shared ones, a prelude, the source. */
-#define FCL__PROGRAM_TEXTS_MAX 6
+#define FCL__PROGRAM_TEXTS_MAX 7
 /** The texts the program of kernel file `file` (e.g. "flash_fwd.cl") is
  *  built from, in order, as the library builds it: what scripts that
  *  compile the kernels with other compilers concatenate. @return how many,

@@ -51,7 +51,9 @@ class AttentionDesc(Structure):
                 ("block_table", c_void_p), ("page_size", c_size_t), ("pages_per_seq", c_size_t),
                 ("num_pages", c_size_t),
                 # attention sinks
-                ("sinks", c_void_p), ("dsinks", c_void_p)]
+                ("sinks", c_void_p), ("dsinks", c_void_p),
+                # quantized KV caches (fcl_kv_dtype; 0: K and V in dtype)
+                ("kv_dtype", c_int), ("k_scale", c_float), ("v_scale", c_float)]
 
 
 class BufferSizes(Structure):

@@ -45,6 +45,10 @@ typedef struct bench_options {
   size_t page_size;               /* --paged: K and V as pools of pages of this many tokens (0: not) */
   fclu_layout layout;             /* --layout */
   const char *json, *csv, *svg;
+  /* --kv-dtype LIST: each shape runs with K and V kept in each form, in
+   * order (default: as-dtype alone) */
+  fcl_kv_dtype kv_dtypes[5];
+  int n_kv_dtypes;
   int quiet;                /* no progress on stderr */
   /* attention sinks */
   int sinks;                /* --sinks or --sinks-value: desc.sinks set (fwd+bwd: dsinks too) */
@@ -103,6 +107,11 @@ typedef struct bench_result {
   unsigned chunks;
   int alibi;                /* desc.alibi_slopes is gone by output time */
   fclu_layout layout;
+  /* a quantized cache with --check: the error against the float64
+   * attention over the unquantised K and V (max_abs_err: over what the
+   * cache holds) */
+  double max_abs_err_unquantised;
+  int have_unquantised;
 } bench_result;
 
 typedef struct bench_results {
@@ -147,6 +156,8 @@ int bench_write_svg(const char *path, const bench_device *devices, size_t n_devi
                     const bench_results *all);
 
 const char *bench_pass_name(int pass);
+/** The storage a result ran with: "f16", or "f16+int8" with a quantized KV cache. */
+const char *bench_dtype_label(const fcl_attention_desc *desc, char *buf, size_t len);
 /** "flash-attn style" label for a device: its name, trimmed. */
 const char *bench_device_label(const bench_device *device);
 

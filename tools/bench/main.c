@@ -32,11 +32,13 @@ void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
 static void add_shape(bench_shape *out, size_t *n, size_t capacity,
                       const fcl_attention_desc *desc, const bench_options *o) {
   for (int t = 0; t < o->n_dtypes; ++t)
-    if (*n < capacity) {
-      out[*n].desc = *desc;
-      out[*n].desc.dtype = o->dtypes[t];
-      bench_apply_problem(o, &out[(*n)++].desc);
-    }
+    for (int f = 0; f < o->n_kv_dtypes; ++f)
+      if (*n < capacity) {
+        out[*n].desc = *desc;
+        out[*n].desc.dtype = o->dtypes[t];
+        out[*n].desc.kv_dtype = o->kv_dtypes[f];
+        bench_apply_problem(o, &out[(*n)++].desc);
+      }
 }
 
 size_t bench_shapes(const bench_options *o, const fcl_device_info *device,

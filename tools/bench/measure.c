@@ -12,6 +12,7 @@
 #include "hostdata.h"
 #include "reference.h"
 #include "views.h"
+#include "kvcodec.h"
 
 /* Rows checked against the float64 reference: enough to catch indexing
  * and masking errors anywhere, few enough for 16k-long rows on the host. */
@@ -49,6 +50,8 @@ typedef struct inputs {
   cl_mem dq, dk, dv, ddout, dslopes;
   float *sinks;             /* attention sinks, and their gradient's buffer (backward) */
   cl_mem dsinks, ddsinks;
+  /* a quantized cache: K and V before quantisation (k and v: what it holds) */
+  float *raw_k, *raw_v;
 } inputs;
 
 static void inputs_free(inputs *in) {
@@ -58,6 +61,8 @@ static void inputs_free(inputs *in) {
   free(in->dout);
   free(in->slopes);
   free(in->sinks);
+  free(in->raw_k);
+  free(in->raw_v);
   cl_mem all[7] = {in->ddout, in->dq, in->dk, in->dv, in->dslopes, in->dsinks, in->ddsinks};
   for (int i = 0; i < 7; ++i)
     if (all[i]) clReleaseMemObject(all[i]);
@@ -177,6 +182,17 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   fill_inputs(&rng, in->q, in->q_elems, d->dtype);
   fill_inputs(&rng, in->k, in->kv_elems, d->dtype);
   fill_inputs(&rng, in->v, in->kv_elems, d->dtype);
+  /* a quantized cache: the reference sees what it holds, and the
+   * unquantised values are kept for the error quantisation makes */
+  if (fclu_kv_quantized(d)) {
+    in->raw_k = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+    in->raw_v = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+    if (!in->raw_k || !in->raw_v) return -1;
+    memcpy(in->raw_k, in->k, in->kv_elems * sizeof(float));
+    memcpy(in->raw_v, in->v, in->kv_elems * sizeof(float));
+  }
+  fclu_kv_round_trip(d, 0, in->k, in->kv_elems / d->head_dim);
+  fclu_kv_round_trip(d, 1, in->v, in->kv_elems / d->head_dim);
   if (alibi) {  /* the slopes, as a device buffer the descriptor names */
     const size_t n = (d->alibi_per_batch ? d->batch : 1) * d->heads_q;
     in->slopes = malloc(n * sizeof *in->slopes);
@@ -670,6 +686,13 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
     if (r->status == FCL_SUCCESS && (host.o || host.dq)) {
       r->max_abs_err = check_run(&in, pass, &host, rows, n_rows, &ref_max);
       r->have_check = 1;
+      if (in.raw_k) {  /* against attention over the unquantised K and V */
+        inputs raw = in;
+        raw.k = in.raw_k;
+        raw.v = in.raw_v;
+        r->max_abs_err_unquantised = check_run(&raw, pass, &host, rows, n_rows, &ref_max);
+        r->have_unquantised = 1;
+      }
     }
     results_free(&host);
     if (r->algo == FCL_ALGO_NAIVE && r->status == FCL_SUCCESS) {

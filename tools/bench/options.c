@@ -91,6 +91,11 @@ static const char usage[] =
     "  --paged P         K and V as a paged cache: pools of pages of P tokens (a\n"
     "                    multiple of 16) named by a block table in a shuffled\n"
     "                    order (forward only)\n"
+    "  --kv-dtype LIST   how K and V are kept: as-dtype (the default: in --dtype),\n"
+    "                    int8, int4, fp8e4m3, fp8e5m2 (include/flashcl.h,\n"
+    "                    fcl_kv_dtype; head_dim a multiple of 32 for int8 and\n"
+    "                    int4), or a list such as as-dtype,int8,int4: each shape\n"
+    "                    runs in each (forward only)\n"
     "  --layout L        bshd (packed [B,N,H,d], the default), bhsd (PyTorch's\n"
     "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
     "                    (q, k, v views of one packed buffer, the gradients of\n"
@@ -211,6 +216,30 @@ static int parse_dtypes(parser *ps, const char *text, bench_options *o) {
   return 0;
 }
 
+static int parse_kv_dtypes(parser *ps, const char *text, bench_options *o) {
+  static const fcl_kv_dtype forms[5] = {FCL_KV_AS_DTYPE, FCL_KV_Q8_0, FCL_KV_Q4_0,
+                                        FCL_KV_FP8_E4M3, FCL_KV_FP8_E5M2};
+  char buf[64];
+  if (strlen(text) >= sizeof buf) return refuse(ps, "--kv-dtype '%s' is too long", text);
+  snprintf(buf, sizeof buf, "%s", text);
+  int n = 0;
+  fcl_kv_dtype got[5];
+  for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    int found = -1;
+    for (int i = 0; i < 5; ++i)
+      if (!strcmp(tok, fcl_kv_dtype_name(forms[i]))) found = i;
+    if (found < 0)
+      return refuse(ps, "--kv-dtype '%s': as-dtype, int8, int4, fp8e4m3 or fp8e5m2", tok);
+    for (int i = 0; i < n; ++i)
+      if (got[i] == forms[found]) return refuse(ps, "kv-dtype '%s' is listed twice", tok);
+    got[n++] = forms[found];
+  }
+  if (!n) return refuse(ps, "--kv-dtype needs as-dtype, int8, int4, fp8e4m3 or fp8e5m2");
+  memcpy(o->kv_dtypes, got, sizeof got);
+  o->n_kv_dtypes = n;
+  return 0;
+}
+
 /* A strict integer of at least -1 (a window bound). */
 static int parse_bound(const char *text, int *out) {
   uint64_t v;
@@ -313,6 +342,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
   o->pass = PASS_FWD;
   o->dtype = o->dtypes[0] = FCL_DTYPE_F32;
   o->n_dtypes = 1;
+  o->kv_dtypes[0] = FCL_KV_AS_DTYPE;
+  o->n_kv_dtypes = 1;
   o->causal = CAUSAL_UNSET;
   o->warmup = -1;  /* -1: by device type */
   o->repeat = -1;
@@ -429,6 +460,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
         return refuse(ps, "--packed-heads needs 0 (the planner's), 1 (never) or heads / "
                           "heads-kv: %s", vwhy);
       o->tiling.packed_heads = (unsigned)packed;
+    } else if (!strcmp(a, "--kv-dtype")) {
+      VALUE(val);
+      TRY(parse_kv_dtypes(ps, val, o));
     } else if (!strcmp(a, "--paged")) {
       VALUE(val);
       uint64_t ps_tokens;
@@ -517,6 +551,8 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
   }
   if (o->page_size && o->n_varlen) return refuse(ps, "--paged and --varlen exclude each other");
   if (o->page_size && o->pass != PASS_FWD) return refuse(ps, "--paged is for --pass fwd");
+  if ((o->n_kv_dtypes > 1 || o->kv_dtypes[0] != FCL_KV_AS_DTYPE) && o->pass != PASS_FWD)
+    return refuse(ps, "--kv-dtype is for --pass fwd");
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
   if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");
   if (!shape_given) o->sweep = 1;

@@ -76,8 +76,9 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
         header = 1;
       }
       const fcl_attention_desc *d = &r->desc;
+      char label[32];
       fprintf(out, "%-6s %-4s %3zu %4zu %4zu %6zu %6zu %4zu %-3s %-5s ", bench_pass_name(r->pass),
-              fcl_dtype_name(d->dtype), d->batch, d->heads_q, d->heads_kv, d->seqlen_q,
+              bench_dtype_label(d, label, sizeof label), d->batch, d->heads_q, d->heads_kv, d->seqlen_q,
               d->seqlen_k, d->head_dim, d->causal ? "yes" : "no", fcl_algo_name(r->algo));
       if (r->status != FCL_SUCCESS) {
         fprintf(out, "%s: %s\n", fcl_status_str(r->status), r->message);
@@ -100,6 +101,8 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
       if (opts->check) {
         if (r->have_check) fprintf(out, " %9.2e %6.2f", r->max_abs_err, r->err_ratio);
         else fprintf(out, " %9s %6s", "-", "-");
+        /* a quantized cache: max_err is over what it holds; this, over the unquantised K, V */
+        if (r->have_unquantised) fprintf(out, "  vs unquantised %.2e", r->max_abs_err_unquantised);
       }
       fprintf(out, "\n");
     }
@@ -203,6 +206,15 @@ static void json_problem(FILE *f, const bench_result *r) {
   }
   fprintf(f, ", \"layout\": \"%s\", \"page_size\": %zu", fclu_layout_name(r->layout),
           d->page_size);
+  fprintf(f, ", \"kv_dtype\": \"%s\", \"max_abs_err_unquantised\": ",
+          fcl_kv_dtype_name(d->kv_dtype));
+  json_number(f, r->have_unquantised ? r->max_abs_err_unquantised : NAN);
+}
+
+const char *bench_dtype_label(const fcl_attention_desc *d, char *buf, size_t len) {
+  if (d->kv_dtype == FCL_KV_AS_DTYPE) return fcl_dtype_name(d->dtype);
+  snprintf(buf, len, "%s+%s", fcl_dtype_name(d->dtype), fcl_kv_dtype_name(d->kv_dtype));
+  return buf;
 }
 
 int bench_write_json(const char *path, const bench_device *devices, size_t n_devices,
@@ -326,7 +338,7 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
           "device,algo,pass,dtype,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,causal,"
           "ms_median,ms_min,bytes_model,bytes_counted,flops,gbps,tflops,speedup_vs_naive,"
           "max_abs_err,naive_max_abs_err,err_ratio,status,block_q,block_k,wg_size,"
-          "local_bytes,message,window_left,window_right,softcap,alibi,ragged,layout\n");
+          "local_bytes,message,window_left,window_right,softcap,alibi,ragged,layout,kv_dtype\n");
   for (size_t i = 0; i < all->count; ++i) {
     const bench_result *r = &all->items[i];
     const fcl_attention_desc *d = &r->desc;
@@ -353,8 +365,8 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
             r->plan.block_k, r->plan.wg_size, r->plan.local_bytes);
     csv_cell(f, ok ? "" : r->message);
     /* Appended after message, so older readers' columns keep their places. */
-    fprintf(f, ",%d,%d,%.6g,%d,%d,%s\n", d->window_left, d->window_right, d->softcap, r->alibi,
-            d->cu_seqlens_q != NULL, fclu_layout_name(r->layout));
+    fprintf(f, ",%d,%d,%.6g,%d,%d,%s,%s\n", d->window_left, d->window_right, d->softcap, r->alibi,
+            d->cu_seqlens_q != NULL, fclu_layout_name(r->layout), fcl_kv_dtype_name(d->kv_dtype));
   }
   return fclose(f) == 0 ? 0 : -1;
 }
