@@ -83,7 +83,8 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
 #if Q_IN_LOCAL
-  __local frag_t q_local[BLOCK_Q * HEAD_DIM_MAX * FCL_MMA_TILE_ELEM / 4];
+  __local frag_t q_local[BLOCK_Q * HEAD_DIM_MAX * FCL_MMA_TILE_ELEM / 4]
+      __attribute__((aligned(16)));
 #endif
   MMA_DECLARE_SCRATCH(WARPS);
   const int tid = get_local_id(0);
@@ -115,10 +116,13 @@ UNROLL
 
   /* Q as A fragments, for every k-step over head_dim, of each row tile: in
    * registers, or (Q_IN_LOCAL) in local memory where each lane reads back
-   * only the words it wrote (no barrier), consecutive lanes' words adjacent. */
+   * only the words it wrote (no barrier): a fragment's four words
+   * together, 16 bytes a lane, the warp's lanes one after another (one
+   * vector access a fragment without bank conflicts). */
 #if Q_IN_LOCAL
-#define Q_AT(a, mt, kk, i) (a)[(((mt) * FRAG_STEPS(D_TILES) + (kk)) * 4 + (i)) * 32]
-  __local frag_t *const qa = q_local + warp * (M_TILES * FRAG_STEPS(D_TILES) * 4 * 32) + (tid & 31);
+#define Q_AT(a, mt, kk, i) (a)[((mt) * FRAG_STEPS(D_TILES) + (kk)) * 32 * 4 + (i)]
+  __local frag_t *const qa =
+      q_local + warp * (M_TILES * FRAG_STEPS(D_TILES) * 32 * 4) + (tid & 31) * 4;
 UNROLL
   for (int mt = 0; mt < M_TILES; ++mt) {
     DECLARE_FRAG_A(q_tile, D_TILES);
