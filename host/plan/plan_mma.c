@@ -208,7 +208,12 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
   const int q_in_local = FCL_MMA_FWD_Q_IN_LOCAL(plan.head_dim_padded, m_tiles);
+  /* Two row tiles hold two tiles of scores: Bc / 2 registers each, so
+   * 64 keys in 16-bit types and 32 in f32 (v21: 128 spilled at d = 64,
+   * 32 was the faster f32 tile). */
+  const unsigned two_tiles_bk = plan.tile_elem_size == 4 ? 32 : 64;
   plan.block_k = fixed_bk                                               ? hint->block_k
+                 : m_tiles == 2                                          ? two_tiles_bk
                  : causal_short                                          ? 128
                  : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
                                                                          : 64;
