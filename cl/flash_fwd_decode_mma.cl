@@ -197,7 +197,7 @@ UNROLL
     if (tile + 1 < end_tile) LOAD_K_STEP(kx, kw + BLOCK_K);
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
-    MMA_MASK_SCORES(s, 2, kw, WARP_KEYS);
+    MMA_MASK_SCORES(s, 2, kw, WARP_KEYS, 0);
 UNROLL
     for (int h = 0; h < ROW_HALVES; ++h) MMA_ONLINE_SOFTMAX(s, 2, acc, N_TILES, m, l, h);
 

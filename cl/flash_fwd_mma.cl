@@ -4,8 +4,9 @@
  * The algorithm is flash_fwd.cl's (running max, running sum, unnormalised
  * accumulator, one division at the end, unscaled scores with the scale
  * applied to s - m); the arithmetic is different. Each warp of 32
- * work-items owns 16 query rows and computes its S = Q K^T and O += P V
- * tiles with the m16n8 matrix multiply-accumulate instructions of NVIDIA's
+ * work-items owns 16 query rows (M_TILES 2: two such row tiles, which
+ * share each K and V fragment the warp reads) and computes its S = Q K^T
+ * and O += P V tiles with the m16n8 matrix multiply-accumulate instructions of NVIDIA's
  * tensor cores (PTX mma.sync, sm_80 and later), which the SIMT kernel's
  * fused multiply-adds cannot approach: they are where PyTorch's attention
  * kernels get their speed on NVIDIA, in fp32 as well (CUTLASS's 3xTF32).
@@ -34,6 +35,15 @@
 #ifndef WARPS
 #define WARPS 4             // warps per work-group
 #endif
+#ifndef M_TILES
+#define M_TILES 1           // 16-row tiles a warp: 1 or 2 (traits.h)
+#endif
+#if M_TILES != 1 && M_TILES != 2
+#error "M_TILES must be 1 or 2"
+#endif
+#ifndef Q_IN_LOCAL
+#define Q_IN_LOCAL FCL_MMA_FWD_Q_IN_LOCAL(HEAD_DIM_MAX, M_TILES)  // Q's fragments (traits.h)
+#endif
 #ifndef TILE_LOADS_UNROLL
 /* Loads in flight a work-item: 8 in f32 and at d = 128, 2 for 16-bit
  * d <= 64, the fastest measured (docs/design.md, "The rules, measured"). */
@@ -60,7 +70,8 @@
 #error "TILE_BARRIERS must be 2 or 4"
 #endif
 #define WG_SIZE (32 * WARPS)
-#define BLOCK_Q (16 * WARPS)  // Br
+#define BLOCK_Q FCL_MMA_FWD_BLOCK_Q(WARPS, M_TILES)  // Br
+#define WARP_ROWS (16 * M_TILES)
 #define K_TILES (BLOCK_K / 8)
 
 #if BLOCK_K % 16 != 0
@@ -71,6 +82,10 @@ __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
+#if Q_IN_LOCAL
+  __local frag_t q_local[BLOCK_Q * HEAD_DIM_MAX * FCL_MMA_TILE_ELEM / 4]
+      __attribute__((aligned(16)));
+#endif
   MMA_DECLARE_SCRATCH(WARPS);
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
@@ -83,29 +98,60 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
   __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
-  /* This lane's rows: g and g + 8 of the warp's 16. */
+  /* This lane's rows: g and g + 8 of each of the warp's row tiles (r:
+   * 2 tile + 0 or 1). */
   /* row: a query token; packed (PACK_GQA), the token of a slot, whose head
    * is `hoff` past the block's. */
   const int slots = nq * PACK_GQA;
-  int row[2], hoff[2], live[2], key_lo[2], key_hi[2];
+  int row[2 * M_TILES], hoff[2 * M_TILES], live[2 * M_TILES], key_lo[2 * M_TILES],
+      key_hi[2 * M_TILES];
 UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int slot = q0 + 16 * warp + g + 8 * r;
+  for (int r = 0; r < 2 * M_TILES; ++r) {
+    const int slot = q0 + WARP_ROWS * warp + 16 * (r >> 1) + g + 8 * (r & 1);
     row[r] = SLOT_TOKEN(slot);
     hoff[r] = SLOT_HEAD(slot);
     live[r] = slot < slots;
     fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
   }
 
-  /* Q as A fragments, for every k-step over head_dim. */
-  DECLARE_FRAG_A(qa, D_TILES);
-  LOAD_A_ROWS(qa, D_TILES, q_rows, q0 + 16 * warp + g, slots, p.q.seq, p.q.head, 0);
-
-  float acc[D_TILES][4];
-  float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
-  float l[2] = {0.0f, 0.0f};  // this lane's columns; the quad sums at the end
+  /* Q as A fragments, for every k-step over head_dim, of each row tile: in
+   * registers, or (Q_IN_LOCAL) in local memory where each lane reads back
+   * only the words it wrote (no barrier): a fragment's four words
+   * together, 16 bytes a lane, the warp's lanes one after another (one
+   * vector access a fragment without bank conflicts). */
+#if Q_IN_LOCAL
+#define Q_AT(a, mt, kk, i) (a)[((mt) * FRAG_STEPS(D_TILES) + (kk)) * 32 * 4 + (i)]
+  __local frag_t *const qa =
+      q_local + warp * (M_TILES * FRAG_STEPS(D_TILES) * 32 * 4) + (tid & 31) * 4;
 UNROLL
-  for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int mt = 0; mt < M_TILES; ++mt) {
+    DECLARE_FRAG_A(q_tile, D_TILES);
+    LOAD_A_ROWS(q_tile, D_TILES, q_rows, q0 + WARP_ROWS * warp + 16 * mt + g, slots, p.q.seq,
+                p.q.head, 0);
+UNROLL
+    for (int kk = 0; kk < FRAG_STEPS(D_TILES); ++kk)
+UNROLL
+      for (int i = 0; i < 4; ++i) Q_AT(qa, mt, kk, i) = q_tile[kk][i];
+  }
+#else
+#define Q_AT FRAG_OF_TILES
+  frag_t qa[M_TILES][FRAG_STEPS(D_TILES)][4];
+UNROLL
+  for (int mt = 0; mt < M_TILES; ++mt)
+    LOAD_A_ROWS(qa[mt], D_TILES, q_rows, q0 + WARP_ROWS * warp + 16 * mt + g, slots, p.q.seq,
+                p.q.head, 0);
+#endif
+
+  float acc[M_TILES][D_TILES][4];
+  float m[M_TILES][2], l[M_TILES][2];  // l: this lane's columns; the quad sums at the end
+UNROLL
+  for (int mt = 0; mt < M_TILES; ++mt) {
+    m[mt][0] = m[mt][1] = FCL_MAX_INIT;
+    l[mt][0] = l[mt][1] = 0.0f;
+UNROLL
+    for (int n = 0; n < D_TILES; ++n)
+      acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+  }
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
@@ -136,10 +182,12 @@ UNROLL
 #endif
 
     /* ---- S = Q K^T ---- */
-    float s[K_TILES][4];
-    MMA_SCORES(s, K_TILES, qa, D_TILES, k_tile, split_tf32_signed);
+    float s[M_TILES][K_TILES][4];
+    MMA_SCORES_TILES(s, ROW_TILE, M_TILES, K_TILES, qa, Q_AT, D_TILES, k_tile,
+                     split_tf32_signed);
 #if TILE_BARRIERS == 2
-    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
+UNROLL
+    for (int mt = 0; mt < M_TILES; ++mt) MMA_MASK_SCORES(s[mt], K_TILES, k0, BLOCK_K, 2 * mt);
     FETCH_WAIT(0);  // this tile's V
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with K: the next may come
@@ -151,39 +199,46 @@ UNROLL
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
 #if TILE_BARRIERS == 4
-    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K);
+UNROLL
+    for (int mt = 0; mt < M_TILES; ++mt) MMA_MASK_SCORES(s[mt], K_TILES, k0, BLOCK_K, 2 * mt);
 #endif
 UNROLL
-    for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
+    for (int mt = 0; mt < M_TILES; ++mt)
+UNROLL
+      for (int r = 0; r < 2; ++r)
+        MMA_ONLINE_SOFTMAX(s[mt], K_TILES, acc[mt], D_TILES, m[mt], l[mt], r);
 
     /* ---- O += P V ---- */
 #if TILE_BARRIERS == 4
     FETCH_WAIT(1);  // this tile's V
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-    MMA_ACCUMULATE(acc, D_TILES, s, K_TILES, v_tile);
+    MMA_ACCUMULATE_TILES(acc, ROW_TILE, M_TILES, D_TILES, s, K_TILES, v_tile);
 #if TILE_BARRIERS == 4
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's V overwrites this one
 #endif
   }
 #undef K_TILE_ROWS
 #undef V_TILE_ROWS
+#undef Q_AT
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const float l_row = quad_sum(l[r] MMA_ARGS);
+  for (int r = 0; r < 2 * M_TILES; ++r) {
+    const int mt = r >> 1, h = r & 1;  // row tile, fragment row
+    const float l_row = quad_sum(l[mt][h] MMA_ARGS);
     if (!live[r]) continue;
     const float sink = fcl_row_sink(p, sinks, qb.head + hoff[r], t == 0);
-    const float inv = FCL_ROW_OUT(p, m[r], l_row, sink);
+    const float inv = FCL_ROW_OUT(p, m[mt][h], l_row, sink);
     const size_t at = (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head + 2 * t;
 UNROLL
     for (int n = 0; n < D_TILES; ++n) {
       if (8 * n + 2 * t >= head_dim) continue;
-      STORE_PAIR(o_rows + at + 8 * n, acc[n][2 * r] * inv, acc[n][2 * r + 1] * inv);
+      STORE_PAIR(o_rows + at + 8 * n, acc[mt][n][2 * h] * inv, acc[mt][n][2 * h + 1] * inv);
     }
     if (FCL_STORES_LSE(lse) && t == 0)
-      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r], fcl_row_lse(m[r], p.lse_factor, l_row, sink));
+      STORE_F32(lse, qb.lse + (size_t)hoff[r] * p.lse_head + row[r],
+                fcl_row_lse(m[mt][h], p.lse_factor, l_row, sink));
   }
   FCL_IO_COMMIT();
 }

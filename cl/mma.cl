@@ -488,10 +488,13 @@ inline void ldsm_x4_trans(uint reg[4], __local const tile_t *base, const int hi,
  * stored (split at each use: kept split they would need twice the
  * registers), 16-bit types two to a register. */
 #if FCL_DTYPE == 0
-#define DECLARE_FRAG_A(name, width) float name[width][4]
+typedef float frag_t;  // a register of an A fragment
+#define FRAG_STEPS(width) (width)  // its k-steps over 8 * width columns
 #else
-#define DECLARE_FRAG_A(name, width) uint name[(width) / 2][4]
+typedef uint frag_t;
+#define FRAG_STEPS(width) ((width) / 2)
 #endif
+#define DECLARE_FRAG_A(name, width) frag_t name[FRAG_STEPS(width)][4]
 
 /* This lane's part of rows row_g and row_g + 8 (row_g = the warp's first
  * row + g), columns [col0, col0 + 8 * width), from base (`stride` elements
@@ -544,25 +547,43 @@ inline void ldsm_x4_trans(uint reg[4], __local const tile_t *base, const int hi,
 #error "MMA_CHAIN must divide HEAD_DIM_MAX / 8"
 #endif
 
-/* s[n] (16 x 8, n < tiles) = A (16 x 8 width, DECLARE_FRAG_A) times rows
- * [8n, 8n + 8) of the local tile `rows` (its columns from the fragments'
- * first), transposed: B's column is a row of the tile. f32 splits both
- * operands with `split` (split_tf32, or split_tf32_signed where infinite
- * logits must keep their sign). B comes two n-tiles at a time (ldsm_x4):
- * tiles is even. */
+/* Row tiles: the products take `mtiles` 16-row A operands (a warp's row
+ * tiles) against each B fragment, which is read from local memory once for
+ * all of them. TILE_AT(x, m) names row tile m of an operand that has
+ * such a first index (ROW_TILE), or the operand itself (ONE_TILE: one row
+ * tile, arrays without it). The A fragments' elements are read through
+ * an accessor A_AT(a, m, kk, i) (register element i of k-step kk of row
+ * tile m): FRAG_OF_ONE and FRAG_OF_TILES for DECLARE_FRAG_A arrays (one,
+ * or one per row tile), or the kernel's own. */
+#define ONE_TILE(x, m) (x)
+#define ROW_TILE(x, m) (x)[m]
+#define FRAG_OF_ONE(a, m, kk, i) (a)[kk][i]
+#define FRAG_OF_TILES(a, m, kk, i) (a)[m][kk][i]
+
+/* S_AT(s, m)[n] (16 x 8, n < tiles) = A of row tile m (16 x 8 width, read
+ * by A_AT) times rows [8n, 8n + 8) of the local tile `rows` (its columns
+ * from the fragments' first), transposed: B's column is a row of the
+ * tile. f32 splits both operands with `split` (split_tf32, or
+ * split_tf32_signed where infinite logits must keep their sign). B comes
+ * two n-tiles at a time (ldsm_x4): tiles is even. */
 #if FCL_DTYPE == 0
-#define MMA_SCORES(s, tiles, a, width, rows, split)                             \
+#define MMA_SCORES_TILES(s, S_AT, mtiles, tiles, a, A_AT, width, rows, split)   \
   do {                                                                          \
+    UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                                \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
-      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
+      S_AT(s, m_)[n_][0] = S_AT(s, m_)[n_][1] = S_AT(s, m_)[n_][2] =           \
+          S_AT(s, m_)[n_][3] = 0.0f;                                            \
     UNROLL for (int k0_ = 0; k0_ < (width); k0_ += MMA_PART_STEPS) {            \
-      float part_[tiles][4];                                                    \
+      float part_[mtiles][tiles][4];                                            \
+      UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                              \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
-        part_[n_][0] = part_[n_][1] = part_[n_][2] = part_[n_][3] = 0.0f;       \
+        part_[m_][n_][0] = part_[m_][n_][1] = part_[m_][n_][2] =                \
+            part_[m_][n_][3] = 0.0f;                                            \
       UNROLL for (int kk_ = k0_; kk_ < k0_ + MMA_PART_STEPS; ++kk_) {           \
-        uint a_big_[4], a_small_[4];                                            \
+        uint a_big_[mtiles][4], a_small_[mtiles][4];                            \
+        UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                            \
         UNROLL for (int i_ = 0; i_ < 4; ++i_)                                   \
-          split((a)[kk_][i_], &a_big_[i_], &a_small_[i_]);                      \
+          split(A_AT(a, m_, kk_, i_), &a_big_[m_][i_], &a_small_[m_][i_]);      \
         UNROLL for (int n_ = 0; n_ < (tiles); n_ += 2) {                        \
           uint w_[4];                                                           \
           ldsm_x4(w_, (rows) + 8 * n_ * TILE_LD + 8 * kk_, 8 * TILE_LD, 4);     \
@@ -570,31 +591,47 @@ inline void ldsm_x4_trans(uint reg[4], __local const tile_t *base, const int hi,
             uint b_big_[2], b_small_[2];                                        \
             split(as_float(w_[2 * h_]), &b_big_[0], &b_small_[0]);              \
             split(as_float(w_[2 * h_ + 1]), &b_big_[1], &b_small_[1]);          \
-            mma_3xtf32(part_[n_ + h_], a_big_, a_small_, b_big_, b_small_ MMA_ARGS); \
+            UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                        \
+              mma_3xtf32(part_[m_][n_ + h_], a_big_[m_], a_small_[m_], b_big_,  \
+                         b_small_ MMA_ARGS);                                    \
           }                                                                     \
         }                                                                       \
       }                                                                         \
+      UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                              \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
-        UNROLL for (int i_ = 0; i_ < 4; ++i_) s[n_][i_] += part_[n_][i_];       \
+        UNROLL for (int i_ = 0; i_ < 4; ++i_) S_AT(s, m_)[n_][i_] += part_[m_][n_][i_]; \
     }                                                                           \
   } while (0)
 #else
-#define MMA_SCORES(s, tiles, a, width, rows, split)                             \
+#define MMA_SCORES_TILES(s, S_AT, mtiles, tiles, a, A_AT, width, rows, split)   \
   do {                                                                          \
+    UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                                \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
-      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                         \
-    UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_)                          \
+      S_AT(s, m_)[n_][0] = S_AT(s, m_)[n_][1] = S_AT(s, m_)[n_][2] =           \
+          S_AT(s, m_)[n_][3] = 0.0f;                                            \
+    UNROLL for (int kk_ = 0; kk_ < (width) / 2; ++kk_) {                        \
+      uint a_[mtiles][4];                                                       \
+      UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                              \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_) a_[m_][i_] = A_AT(a, m_, kk_, i_);  \
       UNROLL for (int n_ = 0; n_ < (tiles); n_ += 2) {                          \
         uint b_[4];                                                             \
         ldsm_x4(b_, (rows) + 8 * n_ * TILE_LD + 16 * kk_, 8 * TILE_LD, 8);      \
-        mma_16bit(s[n_], (a)[kk_], b_ MMA_ARGS);                                \
-        mma_16bit(s[n_ + 1], (a)[kk_], b_ + 2 MMA_ARGS);                        \
+        UNROLL for (int m_ = 0; m_ < (mtiles); ++m_) {                          \
+          mma_16bit(S_AT(s, m_)[n_], a_[m_], b_ MMA_ARGS);                      \
+          mma_16bit(S_AT(s, m_)[n_ + 1], a_[m_], b_ + 2 MMA_ARGS);              \
+        }                                                                       \
       }                                                                         \
+    }                                                                           \
   } while (0)
 #endif
+/* One row tile: s[n] from a DECLARE_FRAG_A array. */
+#define MMA_SCORES(s, tiles, a, width, rows, split) \
+  MMA_SCORES_TILES(s, ONE_TILE, 1, tiles, a, FRAG_OF_ONE, width, rows, split)
 
-/* acc (16 x 8 width) += p (16 x 8 tiles, C fragments) times the local
- * tile `rows` (8 tiles x 8 width, from the accumulator's first column).
+/* ACC_AT(acc, m) (16 x 8 width) += P_AT(p, m) (16 x 8 tiles, C fragments)
+ * times the local tile `rows` (8 tiles x 8 width, from the accumulator's
+ * first column), for each of `mtiles` row tiles, each B fragment read once
+ * for all of them (ACC_AT and P_AT: ONE_TILE or ROW_TILE, above).
  * p's fragments become A fragments in
  * place: for 16-bit types the layouts coincide; for tf32 (A: columns t and
  * t + 4) the tile's rows are renumbered inside each group of 8 (logical
@@ -603,67 +640,83 @@ inline void ldsm_x4_trans(uint reg[4], __local const tile_t *base, const int hi,
  * B comes transposed, two n-tiles at a time (ldsm_x4_trans): width is even.
  * (f32 has no transposing load of 32-bit elements: it reads B as before.) */
 #if FCL_DTYPE == 0
-#define MMA_ACCUMULATE(acc, width, p, tiles, rows)                              \
+#define MMA_ACCUMULATE_TILES(acc, AT, mtiles, width, p, tiles, rows)            \
   do {                                                                          \
-    uint p_big_[tiles][4], p_small_[tiles][4];                                  \
+    uint p_big_[mtiles][tiles][4], p_small_[mtiles][tiles][4];                  \
+    UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                                \
     UNROLL for (int kt_ = 0; kt_ < (tiles); ++kt_) {                            \
-      const float a_[4] = {p[kt_][0], p[kt_][2], p[kt_][1], p[kt_][3]};         \
+      const float a_[4] = {AT(p, m_)[kt_][0], AT(p, m_)[kt_][2], AT(p, m_)[kt_][1], \
+                           AT(p, m_)[kt_][3]};                                  \
       UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
-        split_tf32(a_[i_], &p_big_[kt_][i_], &p_small_[kt_][i_]);               \
+        split_tf32(a_[i_], &p_big_[m_][kt_][i_], &p_small_[m_][kt_][i_]);       \
     }                                                                           \
     UNROLL for (int n_ = 0; n_ < (width); ++n_)                                 \
       UNROLL for (int k0_ = 0; k0_ < (tiles); k0_ += MMA_PART_STEPS) {          \
-        float part_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                              \
+        float part_[mtiles][4];                                                 \
+        UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                            \
+          part_[m_][0] = part_[m_][1] = part_[m_][2] = part_[m_][3] = 0.0f;     \
         UNROLL for (int kt_ = k0_; kt_ < k0_ + MMA_PART_STEPS; ++kt_) {         \
           __local const float *br_ = (rows) + (8 * kt_ + 2 * t) * TILE_LD + 8 * n_ + g; \
           uint b_big_[2], b_small_[2];                                          \
           split_tf32(br_[0], &b_big_[0], &b_small_[0]);                         \
           split_tf32(br_[TILE_LD], &b_big_[1], &b_small_[1]);                   \
-          mma_3xtf32(part_, p_big_[kt_], p_small_[kt_], b_big_, b_small_ MMA_ARGS); \
+          UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                          \
+            mma_3xtf32(part_[m_], p_big_[m_][kt_], p_small_[m_][kt_], b_big_,   \
+                       b_small_ MMA_ARGS);                                      \
         }                                                                       \
-        UNROLL for (int i_ = 0; i_ < 4; ++i_) acc[n_][i_] += part_[i_];         \
+        UNROLL for (int m_ = 0; m_ < (mtiles); ++m_)                            \
+          UNROLL for (int i_ = 0; i_ < 4; ++i_) AT(acc, m_)[n_][i_] += part_[m_][i_]; \
       }                                                                         \
   } while (0)
 #else
-#define MMA_ACCUMULATE(acc, width, p, tiles, rows)                              \
+#define MMA_ACCUMULATE_TILES(acc, AT, mtiles, width, p, tiles, rows)            \
   do {                                                                          \
     UNROLL for (int kt_ = 0; kt_ < (tiles) / 2; ++kt_) {                        \
-      const uint a_[4] = {pack2(p[2 * kt_][0], p[2 * kt_][1]),                  \
-                          pack2(p[2 * kt_][2], p[2 * kt_][3]),                  \
-                          pack2(p[2 * kt_ + 1][0], p[2 * kt_ + 1][1]),          \
-                          pack2(p[2 * kt_ + 1][2], p[2 * kt_ + 1][3])};         \
+      uint a_[mtiles][4];                                                       \
+      UNROLL for (int m_ = 0; m_ < (mtiles); ++m_) {                            \
+        a_[m_][0] = pack2(AT(p, m_)[2 * kt_][0], AT(p, m_)[2 * kt_][1]);        \
+        a_[m_][1] = pack2(AT(p, m_)[2 * kt_][2], AT(p, m_)[2 * kt_][3]);        \
+        a_[m_][2] = pack2(AT(p, m_)[2 * kt_ + 1][0], AT(p, m_)[2 * kt_ + 1][1]); \
+        a_[m_][3] = pack2(AT(p, m_)[2 * kt_ + 1][2], AT(p, m_)[2 * kt_ + 1][3]); \
+      }                                                                         \
       UNROLL for (int n_ = 0; n_ < (width); n_ += 2) {                          \
         uint b_[4];                                                             \
         ldsm_x4_trans(b_, (rows) + 16 * kt_ * TILE_LD + 8 * n_, 8, 8 * TILE_LD); \
-        mma_16bit(acc[n_], a_, b_ MMA_ARGS);                                    \
-        mma_16bit(acc[n_ + 1], a_, b_ + 2 MMA_ARGS);                            \
+        UNROLL for (int m_ = 0; m_ < (mtiles); ++m_) {                          \
+          mma_16bit(AT(acc, m_)[n_], a_[m_], b_ MMA_ARGS);                      \
+          mma_16bit(AT(acc, m_)[n_ + 1], a_[m_], b_ + 2 MMA_ARGS);              \
+        }                                                                       \
       }                                                                         \
     }                                                                           \
   } while (0)
 #endif
+/* One row tile: acc[n] and p[kt], arrays without a row-tile index. */
+#define MMA_ACCUMULATE(acc, width, p, tiles, rows) \
+  MMA_ACCUMULATE_TILES(acc, ONE_TILE, 1, width, p, tiles, rows)
 
 /* ---- the softmax of S's fragments -----------------------------------------
  * Statement macros over the `tiles` n-tiles of a step of S whose first key
  * is k0: s[n][i] is row row[i >> 1] (g or g + 8 of the fragment), key
  * k0 + 8 n + 2 t + (i & 1). They use the kernel's p, qb, t, nq, nk, diag,
- * row, key_lo and key_hi. */
+ * row, key_lo and key_hi: a fragment's rows are row[r0], row[r0 + 1]. */
 
 /* The score transforms (softcap, ALiBi), then -inf where a row does not
  * see a key; the mask only on a step of `keys` keys that some row of the
  * block does not see whole (uniform over the work-group). */
-#define MMA_MASK_SCORES(s, tiles, k0, keys)                                     \
+#define MMA_MASK_SCORES(s, tiles, k0, keys, r0)                                   \
   do {                                                                          \
     if (SCORES_TRANSFORMED) {                                                   \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
       UNROLL for (int i_ = 0; i_ < 4; ++i_)                                     \
         s[n_][i_] = fcl_score(s[n_][i_], p, qb.slope,                           \
-                              row[i_ >> 1] + diag - ((k0) + 8 * n_ + 2 * t + (i_ & 1))); \
+                              row[(r0) + (i_ >> 1)] + diag - ((k0) + 8 * n_ + 2 * t + (i_ & 1))); \
     }                                                                           \
     if ((k0) < qb.full_lo || (k0) + (keys) > qb.full_hi) {                      \
       UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                               \
       UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                   \
         const int key_ = (k0) + 8 * n_ + 2 * t + (i_ & 1);                      \
-        s[n_][i_] = ROW_SEES(key_, row[i_ >> 1], nq, nk, key_lo[i_ >> 1], key_hi[i_ >> 1]) \
+        const int r_ = (r0) + (i_ >> 1);                                        \
+        s[n_][i_] = ROW_SEES(key_, row[r_], nq, nk, key_lo[r_], key_hi[r_])     \
                         ? s[n_][i_] : -INFINITY;                                \
       }                                                                         \
     }                                                                           \

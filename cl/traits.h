@@ -59,7 +59,7 @@
 
 /* ---- MMA: flash_fwd_mma.cl, flash_bwd_mma.cl (mma.cl) ---------------------
  * Tunables: HEAD_DIM_MAX (hd, a multiple of 16), WARPS, the forward's
- * BLOCK_K, the backward's SUB_TILES and HEAD_SPLIT (warps a 16-row
+ * BLOCK_K and M_TILES, the backward's SUB_TILES and HEAD_SPLIT (warps a 16-row
  * fragment's columns are split over); tiles in the storage type (elem: 4
  * for f32, else 2). MMA_EMULATE adds the emulated products' scratch. */
 
@@ -71,8 +71,19 @@
 #define FCL_MMA_TILES_BYTES(hd, rows, elem) (2 * (rows) * FCL_MMA_TILE_LD(hd, elem) * (elem))
 /* Emulated, each warp's A and B products in floats (mma.cl). */
 #define FCL_MMA_EMULATE_BYTES(warps) ((warps) * (16 * 16 + 16 * 8) * 4)
-#define FCL_MMA_FWD_LOCAL_BYTES(hd, block_k, warps, elem, emulate) \
-  (FCL_MMA_TILES_BYTES(hd, block_k, elem) +                        \
+/* The forward's M_TILES (m_tiles: 16-row tiles a warp, 1 or 2; each B
+ * fragment read from a tile feeds all of them): its block of rows, and
+ * whether its warps keep Q's A fragments in local memory (each lane its
+ * own words, read back at each k-step of S) instead of registers: with two
+ * row tiles beyond hd 64, where Q, the two accumulators and the two tiles
+ * of scores would take more than a lane's 255 registers (16-bit hd 128:
+ * 64 + 128 + Bc words). */
+#define FCL_MMA_FWD_BLOCK_Q(warps, m_tiles) (16 * (m_tiles) * (warps))
+#define FCL_MMA_FWD_Q_IN_LOCAL(hd, m_tiles) ((m_tiles) > 1 && (hd) > 64)
+#define FCL_MMA_FWD_LOCAL_BYTES(hd, block_k, warps, elem, emulate, m_tiles)                \
+  (FCL_MMA_TILES_BYTES(hd, block_k, elem) +                                              \
+   (FCL_MMA_FWD_Q_IN_LOCAL(hd, m_tiles) ? FCL_MMA_FWD_BLOCK_Q(warps, m_tiles) * (hd) * (elem) \
+                                         : 0) +                                           \
    ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
 /* The backward's rows a work-group owns and streams a tile of. */
 #define FCL_MMA_BWD_BLOCK(warps, head_split) (16 * ((warps) / (head_split)))

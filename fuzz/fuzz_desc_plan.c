@@ -261,9 +261,10 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     if (hint && hint->block_k) CHECK(plan->block_k == hint->block_k);
     return;
   }
-  if (mma) {  /* the instructions' layout: 16 rows per warp, or per pair of
-               * warps splitting head_dim in the backward */
-    CHECK(plan->rows_per_thread == 2);
+  if (mma) {  /* the instructions' layout: 16 rows per warp (two such tiles
+               * in a forward asked so), or per pair of warps splitting
+               * head_dim in the backward */
+    CHECK(plan->rows_per_thread == 2 || (forward && plan->rows_per_thread == 4));
     CHECK(plan->threads_per_row == 4 ||
           (!forward && plan->threads_per_row == 8 && plan->head_dim_padded % 32 == 0));
     CHECK(plan->wg_size % (8 * plan->threads_per_row) == 0 && plan->block_k % 16 == 0);

@@ -711,11 +711,13 @@ typedef struct fcl_plan {
    *  tile and 2-byte elements let a larger one fit. */
   unsigned tile_elem_size;
   /** fcl_flash_kernel of the pass. An MMA plan has rows_per_thread = 2
-   *  (16 rows per warp), threads_per_row = 4 (a row's four lanes of a
-   *  warp) or, in the backward only, 8 (a pair of warps shares 16 rows,
-   *  each holding half of head_dim; for head_dim that pads to a multiple
-   *  of 32), and block_q = wg_size * 2 / threads_per_row; its backward has
-   *  block_k = block_q. A DECODE plan has block_q rows in every work-item
+   *  (16 rows per warp; in a forward whose hint asks for it, 4: two 16-row
+   *  tiles per warp, each K/V fragment read once for both),
+   *  threads_per_row = 4 (a row's four lanes of a warp) or, in the
+   *  backward only, 8 (a pair of warps shares 16 rows, each holding half
+   *  of head_dim; for head_dim that pads to a multiple of 32), and
+   *  block_q = wg_size * rows_per_thread / threads_per_row; its backward
+   *  has block_k = block_q. A DECODE plan has block_q rows in every work-item
    *  (rows_per_thread = block_q), threads_per_row work-items sharing each
    *  key (head_dim_padded / threads_per_row elements each), and block_k
    *  keys per step, block_k * threads_per_row / wg_size per key group. A

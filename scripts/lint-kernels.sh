@@ -61,6 +61,11 @@ for dtype in 0 1 2; do
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=32 -DBLOCK_K=16 \
           -DWARPS=1 -DMMA_CHAIN=0
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=64
+        # two 16-row tiles a warp: Q in registers (d 64), in local memory (d 128)
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=64 -DBLOCK_K=64 \
+          -DM_TILES=2
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=16 \
+          -DM_TILES=2
         # over pages of 16 keys: the smallest tiles, paged
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16
         check flash_fwd.cl "${common[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128

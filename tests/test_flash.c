@@ -5,11 +5,12 @@
  * relative, also with logits of +-1e4; rows that see no key give zeros and
  * -inf; runs are bit-identical.
  *
- * The main tests loop over the two forward kernels: _i = 0 takes the
+ * The main tests loop over the forward kernels: _i = 0 takes the
  * planner's choice (SIMT on CPUs, MMA on tensor-core GPUs), _i = 1 forces
  * the MMA kernel (emulated where the device has no matrix instructions),
- * with head_dims it takes, and _i = 2 the MMA kernel with two 16-row
- * tiles per warp.
+ * with head_dims it takes; those of large logits, masked rows and reruns
+ * also _i = 2, the MMA kernel with two 16-row tiles per warp (test_mma
+ * takes it over more shapes).
  */
 #include "harness.h"
 
@@ -40,14 +41,15 @@ static size_t pick_head_dim(fclu_rng *rng) {
 static fcl_context *kernel_context(int kernel) {
   fcl_context *ctx = th_context();
   if (kernel) {
-    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
+    const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA,
+                          .rows_per_thread = kernel == 2 ? 4 : 0};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
   }
   return ctx;
 }
 
 static const char *kernel_name(int kernel) {
-  return kernel == 0 ? "planned" : "MMA";
+  return kernel == 0 ? "planned" : kernel == 1 ? "MMA" : "MMA, two row tiles a warp";
 }
 
 static fcl_attention_desc random_desc(fclu_rng *rng, int index, int kernel) {
@@ -293,10 +295,10 @@ int main(void) {
   Suite *s = suite_create("flash");
   TCase *tc = th_tcase("forward");
   tcase_add_loop_test(tc, flash_matches_reference_on_random_shapes, 0, 2);
-  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 2);
+  tcase_add_loop_test(tc, flash_matches_at_logits_of_1e4, 0, 3);
   tcase_add_loop_test(tc, flash_survives_a_scale_that_spreads_logits_to_1e4, 0, 2);
-  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 2);
-  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 2);
+  tcase_add_loop_test(tc, flash_fully_masked_rows_are_zero_with_lse_minus_inf, 0, 3);
+  tcase_add_loop_test(tc, flash_is_bit_identical_run_to_run, 0, 3);
   tcase_add_test(tc, flash_tiling_override_gives_the_same_answer);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

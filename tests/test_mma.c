@@ -9,6 +9,14 @@
  *   - NaN and infinite operands give NaN and non-finite products.
  * Without NVIDIA's instructions the emulation runs, which models the same
  * assumptions: there the tests check the model.
+ *
+ * Also the MMA forward with two 16-row tiles a warp (M_TILES 2: a hint's
+ * rows_per_thread 4), which shares each K and V fragment between them and
+ * keeps Q in local memory beyond head_dim 64: on shapes of every storage
+ * type, head_dim 32 to 128, causal and windowed masks, packed GQA heads,
+ * ragged batches and key splits, its error against the float64 reference
+ * is held to twice that of one tile a warp (the other suites' kernel) on
+ * the same inputs, plus the stored type's rounding.
  */
 #include "harness.h"
 #include "resources.h"
@@ -175,6 +183,97 @@ START_TEST(nonfinite_operands_stay_nonfinite) {
 }
 END_TEST
 
+/* ---- two row tiles a warp ------------------------------------------------ */
+
+typedef struct tiles_case {
+  fcl_dtype dtype;
+  size_t b, hq, hkv, nq, nk, d;
+  int causal, wl, wr;
+  unsigned splits, packed;             /* the hint's; 0: the planner's */
+  const int32_t *cu_q, *cu_k;          /* ragged: b + 1 offsets each, or NULL */
+} tiles_case;
+
+/* Ragged batches (nq, nk: their longest sequences), with a sequence of
+ * one token and one of none. */
+static const int32_t ragged_q[4] = {0, 1, 50, 120}, ragged_k[4] = {0, 60, 60, 180};
+static const int32_t ragged_q2[3] = {0, 31, 64}, ragged_k2[3] = {0, 100, 200};
+
+static const tiles_case tiles_cases[] = {
+    {FCL_DTYPE_F16, 2, 4, 2, 70, 90, 64, 1, -1, -1, 0, 0, NULL, NULL},
+    {FCL_DTYPE_BF16, 1, 2, 2, 100, 80, 128, 0, -1, -1, 0, 0, NULL, NULL},
+    {FCL_DTYPE_F32, 1, 2, 1, 65, 130, 64, 1, -1, -1, 0, 0, NULL, NULL},
+    {FCL_DTYPE_F32, 1, 2, 2, 40, 70, 128, 0, 8, 3, 0, 0, NULL, NULL},
+    {FCL_DTYPE_F16, 2, 8, 2, 12, 150, 32, 1, -1, -1, 3, 4, NULL, NULL},
+    {FCL_DTYPE_BF16, 1, 4, 1, 5, 300, 96, 0, 50, -1, 2, 4, NULL, NULL},
+    {FCL_DTYPE_F16, 3, 2, 1, 70, 120, 128, 1, -1, -1, 0, 0, ragged_q, ragged_k},
+    {FCL_DTYPE_BF16, 1, 1, 1, 33, 47, 48, 0, 5, 5, 0, 0, NULL, NULL},
+    {FCL_DTYPE_F32, 2, 3, 3, 33, 100, 32, 1, -1, -1, 2, 0, ragged_q2, ragged_k2},
+    {FCL_DTYPE_F16, 1, 2, 2, 96, 96, 80, 1, -1, -1, 2, 0, NULL, NULL},
+};
+#define TILES_CASES (int)(sizeof tiles_cases / sizeof *tiles_cases)
+
+/* The forward of p with the MMA kernel, `m_tiles` row tiles a warp. */
+static th_forward mma_forward(fcl_context *ctx, const th_problem *p, const tiles_case *c,
+                              unsigned m_tiles) {
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA,
+                         .rows_per_thread = 2 * m_tiles,
+                         .splits = c->splits,
+                         .packed_heads = c->packed};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+  th_forward r = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(r.status == FCL_SUCCESS, "MMA forward, %u row tiles a warp: %s", m_tiles,
+                fcl_context_last_error(ctx));
+  const fcl_plan *plan = &r.info.plan;
+  ck_assert_uint_eq(plan->kernel, FCL_FLASH_KERNEL_MMA);
+  ck_assert_uint_eq(plan->rows_per_thread, 2 * m_tiles);
+  ck_assert_uint_eq(plan->block_q, 16 * m_tiles * (plan->wg_size / 32));
+  if (c->packed) ck_assert_uint_eq(plan->packed_heads, c->packed);
+  return r;
+}
+
+START_TEST(two_row_tiles_a_warp_match_the_reference) {
+  const tiles_case *c = &tiles_cases[_i];
+  fcl_context *ctx = th_context();
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->nk, c->d);
+  desc.dtype = c->dtype;
+  desc.causal = c->causal;
+  desc.window_left = c->wl;
+  desc.window_right = c->wr;
+  desc.cu_seqlens_q = c->cu_q;
+  desc.cu_seqlens_k = c->cu_k;
+  char what[200];
+  th_describe(&desc, what, sizeof what);
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 700 + (uint64_t)_i, 1.0);
+  th_reference ref = th_reference_forward(&p);
+  th_forward one = mma_forward(ctx, &p, c, 1), two = mma_forward(ctx, &p, c, 2);
+  /* the elements of the batch's tokens, the first of the buffers' */
+  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
+  const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
+  const double ref_max = fclu_max_abs(ref.o, on);
+  const double err_one =
+      fmax(fclu_max_abs_err(one.o, ref.o, on), fclu_max_abs_err(one.lse, ref.lse, ln));
+  const double err_two =
+      fmax(fclu_max_abs_err(two.o, ref.o, on), fclu_max_abs_err(two.lse, ref.lse, ln));
+  const double floor = th_half_ulp(c->dtype) * ref_max + 1e-6 * fmax(1.0, ref_max);
+  ck_assert_msg(err_two <= 2 * err_one + floor,
+                "%s, splits %u: two row tiles a warp off by %g, one by %g (floor %g)", what,
+                two.info.plan.splits, err_two, err_one, floor);
+  const int same = !memcmp(one.o, two.o, on * sizeof *one.o) &&
+                   !memcmp(one.lse, two.lse, ln * sizeof *one.lse);
+  printf("mma: %s, splits %u, packed %u: two row tiles a warp (Br %u, Bc %u) off by %.3g, "
+         "one by %.3g%s\n",
+         what, two.info.plan.splits, two.info.plan.packed_heads, two.info.plan.block_q,
+         two.info.plan.block_k, err_two, err_one, same ? " (bit-identical)" : "");
+  th_forward_free(&one);
+  th_forward_free(&two);
+  th_reference_free(&ref);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mma");
   TCase *tc = th_tcase("tensor-core operands");
@@ -182,5 +281,8 @@ int main(void) {
   tcase_add_test(tc, split_operands_multiply_at_f32_accuracy);
   tcase_add_test(tc, nonfinite_operands_stay_nonfinite);
   suite_add_tcase(s, tc);
+  TCase *tiles = th_tcase("two row tiles a warp");
+  tcase_add_loop_test(tiles, two_row_tiles_a_warp_match_the_reference, 0, TILES_CASES);
+  suite_add_tcase(s, tiles);
   return th_run_suite(s);
 }

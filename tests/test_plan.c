@@ -459,21 +459,27 @@ START_TEST(forward_plan_on_the_h200_takes_the_tensor_cores) {
 END_TEST
 
 /* The MMA kernels forced on every made-up device (emulated where it has no
- * matrix instructions), forward and backward: plans fit, keep the kernels'
- * fixed layout, and a head_dim they do not take or a device too small is
- * unsupported with a reason. */
+ * matrix instructions), forward and backward, and the forward with two
+ * 16-row tiles a warp: plans fit, keep the kernels' fixed layout, and a
+ * head_dim they do not take or a device too small is unsupported with a
+ * reason. */
 
 START_TEST(mma_plans_fit_every_made_up_device) {
   const uint64_t locals[] = {8, 16, 32, 48, 64, 512};
   const size_t wgs[] = {64, 256, 1024};
-  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_MMA};
+  const fcl_plan hints[2] = {{.kernel = FCL_FLASH_KERNEL_MMA},
+                             {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 4}};
   size_t plans = 0;
   for (size_t li = 0; li < 6; ++li)
     for (size_t wi = 0; wi < 3; ++wi)
       for (unsigned sm = 0; sm <= 90; sm += 90)
         for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
           for (size_t t = 0; t < 3; ++t)
-            for (fcl_pass pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass) {
+            for (unsigned step = 0; step < 3; ++step) {
+              /* the forward with one and two row tiles a warp, the backward */
+              const fcl_pass pass = step < 2 ? FCL_PASS_FORWARD : FCL_PASS_BACKWARD;
+              const unsigned m_tiles = step == 1 ? 2 : 1;
+              const fcl_plan hint = hints[m_tiles - 1];
               fcl_device_limits lim = made_up(locals[li], wgs[wi], sm != 0);
               lim.nvidia_sm = sm;
               fcl_attention_desc desc;
@@ -499,6 +505,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
                                            ? 8
                                            : 4;
                 plan.block_k = 16, plan.wg_size = 8 * plan.threads_per_row;
+                plan.rows_per_thread = 2 * m_tiles;
                 plan.tile_elem_size = (unsigned)fcl_dtype_size(desc.dtype);
                 ck_assert_uint_gt(mma_local_bytes(pass, &plan, !sm, &desc),
                                   lim.local_mem_bytes - 1024);
@@ -510,8 +517,8 @@ START_TEST(mma_plans_fit_every_made_up_device) {
               const unsigned tpr = plan.threads_per_row;
               ck_assert(tpr == 4 || (pass == FCL_PASS_BACKWARD && tpr == 8 &&
                                      plan.head_dim_padded % 32 == 0));
-              ck_assert_uint_eq(plan.rows_per_thread, 2);
-              ck_assert_uint_eq(plan.block_q, plan.wg_size * 2 / tpr);
+              ck_assert_uint_eq(plan.rows_per_thread, 2 * m_tiles);
+              ck_assert_uint_eq(plan.block_q, plan.wg_size * 2 * m_tiles / tpr);
               ck_assert_uint_eq(plan.wg_size % (8 * tpr), 0);
               ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
               ck_assert_uint_eq(plan.block_k % 16, 0);
@@ -549,11 +556,23 @@ START_TEST(mma_plans_fit_every_made_up_device) {
       FCL_ERROR_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(why, "halves"));
   desc.head_dim = 64;
-  /* one 16-row tile per warp, in both passes */
+  /* two 16-row tiles a warp in the forward only, in half the warps; one
+   * tile by default; no other count */
   const fcl_plan two_tiles = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 4};
-  for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass)
-    ck_assert_int_eq(fcl__plan_flash(&lim, &desc, pass, &two_tiles, &plan, NULL, 0),
-                     FCL_ERROR_UNSUPPORTED);
+  const fcl_plan three = {.kernel = FCL_FLASH_KERNEL_MMA, .rows_per_thread = 3};
+  fcl_plan one;
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &hints[0], &one, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(one.rows_per_thread, 2);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &two_tiles, &plan, NULL, 0),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.rows_per_thread, 4);
+  ck_assert_uint_eq(plan.wg_size, one.wg_size / 2);
+  ck_assert_uint_eq(plan.block_q, one.block_q);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_BACKWARD, &two_tiles, &plan, NULL, 0),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_int_eq(fcl__plan_flash(&lim, &desc, FCL_PASS_FORWARD, &three, &plan, NULL, 0),
+                   FCL_ERROR_UNSUPPORTED);
   /* the backward's tiles are its blocks: a block_k hint sets the
    * work-group, and one that contradicts wg_size is refused */
   desc.dtype = FCL_DTYPE_F16;

@@ -21,7 +21,7 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_MMA,
                      {"flash_fwd_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
-                      FCL_TUNE_BLOCK_K},
+                      FCL_TUNE_BLOCK_K, FCL_TUNE_M_TILES},
                      fcl__plan_forward_mma},
          .backward = {FCL_SRC_FLASH_BWD_MMA,
                       {"flash_bwd_dkdv_mma", "flash_bwd_dq_mma"},
@@ -75,6 +75,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_SUB_TILES] = "SUB_TILES",
       [FCL_TUNE_HEAD_SPLIT] = "HEAD_SPLIT",
       [FCL_TUNE_TILE_STORAGE] = "TILE_STORAGE",
+      [FCL_TUNE_M_TILES] = "M_TILES",
   };
   return names[t];
 }
@@ -96,14 +97,23 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_SUB_TILES: return FCL__MMA_BWD_SUB_TILES;
     case FCL_TUNE_HEAD_SPLIT: return plan->threads_per_row / 4;  /* 8: warp pairs */
     case FCL_TUNE_TILE_STORAGE: return plan->tile_elem_size == 2;
+    case FCL_TUNE_M_TILES: return fcl__flash_mma_m_tiles(plan);
     case FCL_TUNE_END: break;
   }
   return 0;
 }
 
+/* Whether a tunable's value is the kernel's own default, which the options
+ * leave out: a tunable added to a family so changes no earlier program. */
+static int tunable_is_default(fcl__tunable t, long value) {
+  return t == FCL_TUNE_M_TILES && value == 1;
+}
+
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
                          const fcl_plan *plan, fcl__options *opts) {
-  for (int i = 0; i < FCL__MAX_TUNABLES && fp->tunables[i] != FCL_TUNE_END; ++i)
-    fcl__options_define(opts, tunable_name(fp->tunables[i]),
-                        tunable_value(fp->tunables[i], limits, plan));
+  for (int i = 0; i < FCL__MAX_TUNABLES && fp->tunables[i] != FCL_TUNE_END; ++i) {
+    const long value = tunable_value(fp->tunables[i], limits, plan);
+    if (!tunable_is_default(fp->tunables[i], value))
+      fcl__options_define(opts, tunable_name(fp->tunables[i]), value);
+  }
 }

@@ -29,6 +29,8 @@ typedef enum fcl__tunable {
   FCL_TUNE_SUB_TILES,
   FCL_TUNE_HEAD_SPLIT,
   FCL_TUNE_TILE_STORAGE,
+  /* the MMA forward's 16-row tiles a warp; left out at 1 (families.c) */
+  FCL_TUNE_M_TILES,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

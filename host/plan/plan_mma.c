@@ -8,7 +8,10 @@
  * What is left to choose for the forward (docs/design.md, "The rules,
  * measured", says why each is what it is):
  *   - one 16-row tile per warp: two would double the registers of Q, the
- *     accumulator and the scores, and lost wherever they were measured;
+ *     accumulator and the scores, and lost wherever they were measured
+ *     (v3e, v21). A hint's rows_per_thread 4 takes two (M_TILES 2, each
+ *     B fragment read once for both): half the warps, the same rows a
+ *     work-group, Q in local memory beyond d = 64 (traits.h);
  *   - warps per work-group: 8 (Br = 128 rows share each K/V tile, read
  *     from global memory half as often as with 4), halved down to one
  *     while the launch has fewer than two work-groups per compute unit, as
@@ -66,7 +69,7 @@ static int mma_head_splits(const fcl_attention_desc *desc) {
 }
 
 /* What the MMA kernels' fixed layout lets a hint set: one 16-row tile per
- * warp (rows_per_thread 2), a row's four lanes of one warp
+ * warp (rows_per_thread 2; in the forward also two, 4), a row's four lanes of one warp
  * (threads_per_row 4) or, in the backward, of a pair of warps that split
  * head_dim (8), tiles in the storage type, warps of 32; block_k is checked
  * by each planner. */
@@ -82,13 +85,14 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
   if (!hint) return FCL_SUCCESS;
   const unsigned tpr = hint->threads_per_row;
   const int pairs = pass == FCL_PASS_BACKWARD && tpr == 8;
+  const unsigned rpt = hint->rows_per_thread;
   if ((tpr && tpr != 4 && !pairs) ||
-      (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+      (rpt && rpt != 2 && !(pass == FCL_PASS_FORWARD && rpt == 4)) ||
       (hint->tile_elem_size && hint->tile_elem_size != elem)) {
     fcl__say(why, why_len,
              "the MMA kernels' layout is fixed: threads_per_row 4 (8 in the backward: warp "
-             "pairs that split head_dim), rows_per_thread 2 (one 16-row tile per warp), "
-             "tile_elem_size %u for %s",
+             "pairs that split head_dim), rows_per_thread 2 (one 16-row tile per warp; 4 in "
+             "the forward: two), tile_elem_size %u for %s",
              elem, fcl_dtype_name(desc->dtype));
     return FCL_ERROR_UNSUPPORTED;
   }
@@ -107,10 +111,12 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
   return FCL_SUCCESS;
 }
 
+unsigned fcl__flash_mma_m_tiles(const fcl_plan *plan) { return plan->rows_per_thread / 2; }
+
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return FCL_MMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_k,
                                  (size_t)plan->wg_size / 32, (size_t)plan->tile_elem_size,
-                                 emulate);
+                                 emulate, (size_t)fcl__flash_mma_m_tiles(plan));
 }
 
 /* The planner's work-group: `warps` warps, `per_row` of them to each 16
@@ -189,30 +195,41 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
    * faster than 8 warps over 64 (docs/design.md, "The rules, measured"). */
   const int causal_short = desc->dtype != FCL_DTYPE_F32 && desc->causal &&
                            mma_head_dim_padded(desc) <= 64;
+  /* Two row tiles a warp (a hint's rows_per_thread 4) in half the warps:
+   * the rules' rows a work-group. */
+  const unsigned m_tiles = hint && hint->rows_per_thread == 4 ? 2 : 1;
+  unsigned wg = fixed_wg ? hint->wg_size
+                         : mma_wg(limits, causal_short ? MMA_WARPS / 2 : MMA_WARPS, 1,
+                                  query_blocks, desc);
+  if (!fixed_wg && m_tiles == 2 && wg > 32) wg /= 2;
   fcl_plan plan;
-  FCL_FORWARD_IF(mma_layout(limits, desc,
-                            fixed_wg ? hint->wg_size
-                                     : mma_wg(limits, causal_short ? MMA_WARPS / 2 : MMA_WARPS,
-                                              1, query_blocks, desc),
-                            4, &plan, why, why_len));
+  FCL_FORWARD_IF(mma_layout(limits, desc, wg, 4, &plan, why, why_len));
+  plan.rows_per_thread = 2 * m_tiles;
   const uint64_t budget = fcl__local_budget(limits);
   const int emulate = !fcl__mma_native(limits);
+  const int q_in_local = FCL_MMA_FWD_Q_IN_LOCAL(plan.head_dim_padded, m_tiles);
+  /* Two row tiles hold two tiles of scores: Bc / 2 registers each, so
+   * 64 keys in 16-bit types and 32 in f32 (v21: 128 spilled at d = 64,
+   * 32 was the faster f32 tile). */
+  const unsigned two_tiles_bk = plan.tile_elem_size == 4 ? 32 : 64;
   plan.block_k = fixed_bk                                               ? hint->block_k
+                 : m_tiles == 2                                          ? two_tiles_bk
                  : causal_short                                          ? 128
                  : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
                                                                          : 64;
   /* A paged cache's tiles within a page; then smaller key tiles, then (for
-   * the emulation's scratch) fewer warps, while local memory does not fit. */
+   * the emulation's scratch, or Q's fragments) fewer warps, while local
+   * memory does not fit. */
   while (!fixed_bk && plan.block_k > fcl__page_tile_cap(desc)) plan.block_k /= 2;
   while (fcl__flash_mma_local_bytes(&plan, emulate) > budget) {
     if (!fixed_bk && plan.block_k > MMA_MIN_BLOCK_K)
       plan.block_k /= 2;
-    else if (!fixed_wg && emulate && plan.wg_size > 32)
+    else if (!fixed_wg && (emulate || q_in_local) && plan.wg_size > 32)
       plan.wg_size /= 2;
     else
       break;
   }
-  plan.block_q = plan.wg_size / 2;  /* 16 rows per warp */
+  plan.block_q = FCL_MMA_FWD_BLOCK_Q(plan.wg_size / 32, m_tiles);  /* 16 rows per tile */
   plan.local_bytes = fcl__flash_mma_local_bytes(&plan, emulate);
   if (plan.local_bytes > budget) return too_big(desc, &plan, budget, "forward", why, why_len);
   *out = plan;

@@ -91,6 +91,9 @@ fcl__planner fcl__plan_forward_mma;
 /** Local memory of flash_fwd_mma.cl for a tiling, with its emulation
  *  scratch when `emulate`. */
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
+/** The MMA forward's 16-row tiles a warp (its M_TILES option):
+ *  rows_per_thread / 2, 1 or 2. */
+unsigned fcl__flash_mma_m_tiles(const fcl_plan *plan);
 /* The CPU forward's planner (plan_cpu.c). */
 /** Whether the rules take the CPU forward: a CPU device, a forward of at
  *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
