@@ -460,7 +460,54 @@ typedef struct fcl_attention_desc {
   size_t page_size;      /**< tokens per page */
   size_t pages_per_seq;  /**< int32s per row of block_table */
   size_t num_pages;      /**< pages in each of the K and V pools, 1 .. INT_MAX */
+  /* ---- batch invariance ---- */
+  /** 1: the forward's O and LSE bits of a sequence do not depend on the
+   *  rest of the call (FA4's seqlen_k_per_split, FlashInfer's
+   *  fixed_split_size). Everything that orders the floating-point
+   *  operations of a row is then chosen from that row's own problem (its
+   *  keys, head_dim, dtype, mask, scale) and the device's kind, never from
+   *  the batch, the other sequences' lengths, paging or the compute-unit
+   *  count: key splits of FCL_BATCH_INVARIANT_SPLIT_KEYS keys (as many as
+   *  the longest sequence needs; a sequence's own keys fill the first ones
+   *  and the rest weigh nothing in the merge), merged by the merge kernel
+   *  in split order with one lane group a row; key tiles of
+   *  FCL_PAGE_SIZE_MULTIPLE keys in the families whose tile is a page
+   *  lookup (SIMT, CPU and the SIMT decode kernel; the decode kernel on
+   *  matrix instructions looks pages up 16 keys a warp at any size and
+   *  keeps its 64-key steps), whatever the page size; work-group sizes
+   *  that fill the device are still chosen from the batch, but the tiles
+   *  and sums they would change are not; no tuned plans.
+   *  Invariant, for one device and library version: a sequence's rows
+   *  (its O row and LSE, per head) against the batch size, the other
+   *  sequences (their lengths, contents, padded or ragged placement),
+   *  seqlen_k as a KV cache's capacity, a paged cache or not (any page
+   *  size), and the compute units. Not invariant: across kernel families,
+   *  which the call's query rows choose (seqlen_q, max_seqlen_q of a
+   *  ragged batch, times the packed heads): a decode step (a few query
+   *  rows) and a prefill of the same keys run different kernels, so the
+   *  decode row differs in its last bits from the prefill's
+   *  (docs/design.md, "Batch invariance", measures it); across devices,
+   *  drivers and library versions; in a batch whose longest sequence has
+   *  more than FCL_MAX_SPLITS x FCL_BATCH_INVARIANT_SPLIT_KEYS keys (the
+   *  split doubles until the splits fit); where a tiling hint
+   *  (fcl_context_set_flash_tiling) names the splits, block_k or the
+   *  merge, which it then decides. The backward is deterministic without
+   *  it (no atomics) and takes the flag without effect.
+   *  Cost (docs/performance.md, "Batch invariance"): the splits a short
+   *  call no longer gets and a long batch no longer avoids, the merge
+   *  kernel's launch, and smaller key tiles in the SIMT and CPU families.
+   *  0 (default): the planner chooses for speed from the whole call, as
+   *  before; the mode is asked for, since most calls want the speed and
+   *  every result is still deterministic for the same call. */
+  int batch_invariant;
 } fcl_attention_desc;
+
+/** Keys of one split in the batch-invariant mode
+ *  (fcl_attention_desc.batch_invariant): a multiple of every key tile,
+ *  enough keys that a split's partial state costs little to write and
+ *  merge, few enough that a single long sequence still spreads over the
+ *  device (32k keys: 64 splits). */
+#define FCL_BATCH_INVARIANT_SPLIT_KEYS 512
 
 /** What a paged cache's page_size must be a multiple of
  *  (fcl_attention_desc.block_table): the smallest key tile of the flash
@@ -661,6 +708,12 @@ typedef struct fcl_plan {
    *  AUTO, or the one wanted (LAST_SPLIT with another kernel, or more
    *  splits than fit: FCL_ERROR_UNSUPPORTED). */
   unsigned merge;
+  /* ---- batch invariance ---- */
+  /** Keys of each split: 0 when the splits share seqlen_k evenly (whole
+   *  tiles each); a fixed count in the batch-invariant mode
+   *  (fcl_attention_desc.batch_invariant), splits then being as many as
+   *  seqlen_k needs. Set by the planner; a tiling hint must leave it 0. */
+  unsigned split_keys;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for

@@ -264,13 +264,19 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
              desc->head_dim, bucket, g);
     return FCL_ERROR_UNSUPPORTED;
   }
+  /* batch-invariant: the tile is chosen for this work-group, which the
+   * rows below may shrink (local memory only shrinks with it) */
+  const unsigned tile_wg = wg;
   if (!(hint && hint->wg_size)) {
     /* No larger a block than the rows there are (decode: a few rows),
      * down to a GPU's sub-group (a work-group narrower than an AMD
      * wavefront leaves lanes idle), or CPU_MIN_WG (PoCL vectorises across
      * work-items: idle rows cost it as much as live ones). */
     const unsigned gpu_floor = limits->sub_group_size > MIN_WG ? limits->sub_group_size : MIN_WG;
-    const unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    /* batch-invariant: sums by shuffle or in local memory as at tile_wg */
+    if (desc->batch_invariant && floor_wg < fcl__shuffle_width(limits))
+      floor_wg = fcl__shuffle_width(limits) < tile_wg ? fcl__shuffle_width(limits) : tile_wg;
     while (wg / 2 >= floor_wg && wg / 2 >= g &&
            (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
       wg /= 2;
@@ -308,6 +314,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
    * fits, for each element size; 2-byte tiles only where they fit a larger
    * one. A requested size either fits or not. */
   unsigned bk = 0, best_elem = elems[0];
+  if (desc->batch_invariant) plan.wg_size = tile_wg;
   for (int e = 0; e < n_elems; ++e) {
     plan.tile_elem_size = elems[e];
     for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
@@ -319,6 +326,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
       if (fixed_bk) break;
     }
   }
+  plan.wg_size = wg;
   plan.tile_elem_size = best_elem;
   plan.block_k = bk;
   if (bk < MIN_BLOCK_K) {
