@@ -461,44 +461,49 @@ typedef struct fcl_attention_desc {
   size_t pages_per_seq;  /**< int32s per row of block_table */
   size_t num_pages;      /**< pages in each of the K and V pools, 1 .. INT_MAX */
   /* ---- batch invariance ---- */
-  /** 1: the forward's O and LSE bits of a sequence do not depend on the
-   *  rest of the call (FA4's seqlen_k_per_split, FlashInfer's
-   *  fixed_split_size). Everything that orders the floating-point
-   *  operations of a row is then chosen from that row's own problem (its
-   *  keys, head_dim, dtype, mask, scale) and the device's kind, never from
-   *  the batch, the other sequences' lengths, paging or the compute-unit
-   *  count: key splits of FCL_BATCH_INVARIANT_SPLIT_KEYS keys (as many as
-   *  the longest sequence needs; a sequence's own keys fill the first ones
-   *  and the rest weigh nothing in the merge), merged by the merge kernel
-   *  in split order with one lane group a row; key tiles of
-   *  FCL_PAGE_SIZE_MULTIPLE keys in the families whose tile is a page
-   *  lookup (SIMT, CPU and the SIMT decode kernel; the decode kernel on
-   *  matrix instructions looks pages up 16 keys a warp at any size and
-   *  keeps its 64-key steps), whatever the page size; work-group sizes
-   *  that fill the device are still chosen from the batch, but the tiles
-   *  and sums they would change are not; no tuned plans.
-   *  Invariant, for one device and library version: a sequence's rows
-   *  (its O row and LSE, per head) against the batch size, the other
-   *  sequences (their lengths, contents, padded or ragged placement),
-   *  seqlen_k as a KV cache's capacity, a paged cache or not (any page
-   *  size), and the compute units. Not invariant: across kernel families,
-   *  which the call's query rows choose (seqlen_q, max_seqlen_q of a
-   *  ragged batch, times the packed heads): a decode step (a few query
-   *  rows) and a prefill of the same keys run different kernels, so the
-   *  decode row differs in its last bits from the prefill's
-   *  (docs/design.md, "Batch invariance", measures it); across devices,
-   *  drivers and library versions; in a batch whose longest sequence has
-   *  more than FCL_MAX_SPLITS x FCL_BATCH_INVARIANT_SPLIT_KEYS keys (the
-   *  split doubles until the splits fit); where a tiling hint
-   *  (fcl_context_set_flash_tiling) names the splits, block_k or the
-   *  merge, which it then decides. The backward is deterministic without
-   *  it (no atomics) and takes the flag without effect.
-   *  Cost (docs/performance.md, "Batch invariance"): the splits a short
-   *  call no longer gets and a long batch no longer avoids, the merge
-   *  kernel's launch, and smaller key tiles in the SIMT and CPU families.
-   *  0 (default): the planner chooses for speed from the whole call, as
-   *  before; the mode is asked for, since most calls want the speed and
-   *  every result is still deterministic for the same call. */
+  /** 1: batch-invariant forward (FA4's seqlen_k_per_split, FlashInfer's
+   *  fixed_split_size): a sequence's O rows and LSE do not depend on the
+   *  rest of the call. Every choice that orders a row's floating-point
+   *  operations is then made from the row's own problem (its keys,
+   *  head_dim, dtype, mask, scale), the call's query rows and the device's
+   *  kind, never from the batch size, the other sequences, paging or the
+   *  compute-unit count:
+   *  - keys split in FCL_BATCH_INVARIANT_SPLIT_KEYS-key ranges (as many as
+   *    the longest sequence needs; a shorter sequence's ranges past its
+   *    keys weigh nothing) where a block has at most
+   *    FCL_BATCH_INVARIANT_SPLIT_ROWS query rows, else not split; merged
+   *    by the merge kernel, one lane group a row, in split order;
+   *  - key tiles of FCL_PAGE_SIZE_MULTIPLE keys in the families whose tile
+   *    is a page lookup (SIMT, CPU, the SIMT decode kernel), paged or not;
+   *    the decode kernel on matrix instructions keeps its 64-key steps
+   *    (it looks pages up 16 keys a warp at any page size);
+   *  - the SIMT forward's tile chosen before its work-group shrinks to
+   *    the rows and the device, the MMA forward's work-group not shrunk;
+   *  - on CPU devices the CPU forward for every call, whatever its rows;
+   *  - no tuned plans (they are chosen per bucket of whole calls).
+   *  Invariant, on one device with one library version: a sequence's rows
+   *  against the batch size, the other sequences (contents, lengths,
+   *  padded or ragged placement), a KV cache's capacity (seqlen_k) and
+   *  seqlens_k, paging (any page size) and the compute units; on a CPU
+   *  also a decode step's row against the same row of a prefill chunk of
+   *  up to FCL_BATCH_INVARIANT_SPLIT_ROWS rows over the same keys.
+   *  Not invariant: across the kernel families a GPU picks from the call's
+   *  query rows (seqlen_q, max_seqlen_q of a ragged batch, times the packed
+   *  heads: a decode step runs a decode kernel, a prefill the MMA or SIMT
+   *  one), nor across the split rule's bound, so a decode step's row
+   *  differs from a prefill's in its last bits there (docs/design.md,
+   *  "Batch invariance", measures it); across devices, drivers and library
+   *  versions; in a call whose longest sequence has more than
+   *  FCL_MAX_SPLITS x FCL_BATCH_INVARIANT_SPLIT_KEYS keys (the split size
+   *  doubles until the splits fit); under a tiling hint
+   *  (fcl_context_set_flash_tiling), which decides what it names. The
+   *  backward ignores the flag (it is deterministic, without atomics).
+   *  Cost (docs/performance.md, "Batch invariance"): splits a short call
+   *  no longer gets and a large batch no longer avoids, the merge
+   *  kernel's launch, smaller tiles in the SIMT and CPU families.
+   *  0 (default): the planner chooses for speed from the whole call. The
+   *  mode is asked for: most calls want the speed, and every call is
+   *  deterministic without it (the same call, the same bits). */
   int batch_invariant;
 } fcl_attention_desc;
 
@@ -508,6 +513,14 @@ typedef struct fcl_attention_desc {
  *  merge, few enough that a single long sequence still spreads over the
  *  device (32k keys: 64 splits). */
 #define FCL_BATCH_INVARIANT_SPLIT_KEYS 512
+
+/** The most query rows a block of a call may have (seqlen_q, or
+ *  max_seqlen_q of a ragged batch, times the packed heads) for the
+ *  batch-invariant mode to split its keys: decode steps, speculative rows
+ *  and short chunks, whose blocks alone would leave a device idle; a
+ *  longer prefill has blocks enough and is not split (its partial states
+ *  would cost as much scratch as O for every split). */
+#define FCL_BATCH_INVARIANT_SPLIT_ROWS 64
 
 /** What a paged cache's page_size must be a multiple of
  *  (fcl_attention_desc.block_table): the smallest key tile of the flash

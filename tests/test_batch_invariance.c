@@ -7,6 +7,8 @@
  * for it: its O rows and LSE are the same bits (memcmp) in every batch as
  * alone, and close to the float64 reference. Without the mode, a paged
  * cache's or a batch's plan differs and so do the bits: the test can fail.
+ * A decode step's row against the same row of a prefill chunk: close, and
+ * on a CPU the same bits for a chunk the mode splits.
  */
 #include "harness.h"
 #include "views.h"
@@ -352,6 +354,58 @@ START_TEST(test_bits_differ_without_the_mode) {
 }
 END_TEST
 
+/* _i: dtype x prefill rows (20: split as a decode step's keys; 100: not).
+ * In the mode, the last row of a causal prefill chunk over a cache and the
+ * decode step of that row over the same keys: both close to the float64
+ * reference (run_alone) and to each other, and on a CPU, where the mode
+ * runs one kernel family, the same bits for a chunk the mode splits as it
+ * splits the decode step. What differs is printed (docs/design.md, "Batch
+ * invariance", records it). */
+START_TEST(test_decode_row_against_prefill) {
+  const fcl_dtype dtype = dtypes[_i % 2];
+  const size_t rows = _i < 2 ? 20 : 100, nk = 700, hq = 2, d = 64;
+  fcl_context *ctx = th_context();
+  target pre = make_target(hq, hq, rows, nk, d, 1, dtype, 300 + (uint64_t)_i);
+  target dec = pre;
+  dec.nq = 1;
+  dec.q = pre.q + (rows - 1) * hq * d;  /* the chunk's last row */
+  float *o_pre = malloc(rows * hq * d * sizeof *o_pre), *lse_pre = malloc(rows * hq * sizeof *lse_pre);
+  float o_dec[2 * 64], lse_dec[2];
+  ck_assert(o_pre && lse_pre);
+  fcl_plan plan_pre, plan_dec;
+  run_alone(ctx, &pre, 1, o_pre, lse_pre, &plan_pre);
+  run_alone(ctx, &dec, 1, o_dec, lse_dec, &plan_dec);
+  const float *last = o_pre + (rows - 1) * hq * d;
+  size_t differ = 0;
+  double worst = 0.0;
+  for (size_t c = 0; c < hq * d; ++c) {
+    differ += memcmp(&last[c], &o_dec[c], sizeof *o_dec) != 0;
+    worst = fmax(worst, fabs((double)last[c] - o_dec[c]));
+  }
+  size_t lse_differ = 0;
+  for (size_t h = 0; h < hq; ++h)
+    lse_differ += memcmp(&lse_pre[h * rows + rows - 1], &lse_dec[h], sizeof *lse_dec) != 0;
+  printf("decode row vs prefill row (%s, %zu-row chunk over %zu keys; %s %u splits, block_k "
+         "%u against %s %u splits, block_k %u): %zu of %zu O elements and %zu of %zu LSEs "
+         "differ, largest difference %.3g\n",
+         fcl_dtype_name(dtype), rows, nk, fcl_flash_kernel_name(plan_pre.kernel),
+         plan_pre.splits, plan_pre.block_k, fcl_flash_kernel_name(plan_dec.kernel),
+         plan_dec.splits, plan_dec.block_k, differ, hq * d, lse_differ, hq, worst);
+  ck_assert_msg(worst < (dtype == FCL_DTYPE_F32 ? 1e-5 : 2e-3),
+                "the decode row is %g from the prefill's", worst);
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  if (!dev.limits.is_gpu && rows <= FCL_BATCH_INVARIANT_SPLIT_ROWS)
+    ck_assert_msg(differ == 0 && lse_differ == 0,
+                  "on a CPU the decode row must be the %zu-row chunk's, bit for bit", rows);
+  free(o_pre);
+  free(lse_pre);
+  dec.q = NULL;
+  target_free(&pre);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 /* The flag is 0 or 1; a split_keys hint is refused. */
 START_TEST(test_bad_flag) {
   fcl_attention_desc d;
@@ -392,6 +446,7 @@ int main(void) {
   TCase *tc = th_tcase("batch_invariance");
   tcase_add_loop_test(tc, test_same_bits_in_every_batch, 0, (int)(SHAPES * 2));
   tcase_add_loop_test(tc, test_bits_differ_without_the_mode, 0, 2);
+  tcase_add_loop_test(tc, test_decode_row_against_prefill, 0, 4);
   tcase_add_test(tc, test_bad_flag);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

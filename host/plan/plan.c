@@ -126,7 +126,11 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
   plan->split_keys = 0;
   if (desc->batch_invariant && !(hint && hint->splits)) {
     /* Batch-invariant: splits of a fixed size, whole tiles (block_k is a
-     * power of two up to 128), doubled only past FCL_MAX_SPLITS of them. */
+     * power of two up to 128), doubled only past FCL_MAX_SPLITS of them;
+     * for calls of few query rows (desc: packed) only, whose blocks are
+     * too few to fill a device unsplit. */
+    plan->splits = 1;
+    if (desc->seqlen_q > FCL_BATCH_INVARIANT_SPLIT_ROWS) return;
     size_t keys = (FCL_BATCH_INVARIANT_SPLIT_KEYS + plan->block_k - 1) / plan->block_k *
                   plan->block_k;
     while ((desc->seqlen_k + keys - 1) / keys > FCL_MAX_SPLITS) keys *= 2;
@@ -245,6 +249,10 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
+  /* batch-invariant on a CPU: one family whatever the query rows, so that
+   * a decode step's row is a prefill chunk's (docs/design.md, "Batch
+   * invariance") */
+  if (desc->batch_invariant && !limits->is_gpu) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA

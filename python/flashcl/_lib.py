@@ -49,7 +49,8 @@ class AttentionDesc(Structure):
                 ("o", TensorLayout), ("dout", TensorLayout), ("dq", TensorLayout),
                 ("dk", TensorLayout), ("dv", TensorLayout), ("seqlens_k", _int32_p),
                 ("block_table", c_void_p), ("page_size", c_size_t), ("pages_per_seq", c_size_t),
-                ("num_pages", c_size_t)]
+                ("num_pages", c_size_t),
+                ("batch_invariant", c_int)]
 
 
 class BufferSizes(Structure):
@@ -62,7 +63,8 @@ class Plan(Structure):
                 ("threads_per_row", c_uint), ("rows_per_thread", c_uint),
                 ("head_dim_padded", c_uint), ("local_bytes", c_size_t),
                 ("tile_elem_size", c_uint), ("kernel", c_uint), ("splits", c_uint),
-                ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint)]
+                ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint),
+                ("split_keys", c_uint)]
 
 
 class RunInfo(Structure):
