@@ -60,6 +60,36 @@ static void target_free(target *t) {
   free(t->v);
 }
 
+/* A target's O rows and LSE from two runs: [0] the sequence alone, [1] in
+ * a batch. */
+typedef struct row_pair {
+  float *o[2], *lse[2];
+  size_t o_n, lse_n;
+} row_pair;
+
+static row_pair rows_alloc(const target *t) {
+  row_pair r = {.o_n = t->nq * t->hq * t->d, .lse_n = t->nq * t->hq};
+  for (int i = 0; i < 2; ++i) {
+    r.o[i] = malloc(r.o_n * sizeof *r.o[i]);
+    r.lse[i] = malloc(r.lse_n * sizeof *r.lse[i]);
+    ck_assert(r.o[i] && r.lse[i]);
+  }
+  return r;
+}
+
+/* Whether the two runs' O and LSE are the same bits. */
+static int rows_same(const row_pair *r) {
+  return memcmp(r->o[0], r->o[1], r->o_n * sizeof *r->o[0]) == 0 &&
+         memcmp(r->lse[0], r->lse[1], r->lse_n * sizeof *r->lse[0]) == 0;
+}
+
+static void rows_free(row_pair *r) {
+  for (int i = 0; i < 2; ++i) {
+    free(r->o[i]);
+    free(r->lse[i]);
+  }
+}
+
 /* A batch of `n` entries with the target at `slot`: neighbours of up to
  * max_nq queries (the target's where padded or cached: one query shape)
  * and min_nk to max_nk keys, random; page_size for PAGED. */
@@ -270,12 +300,9 @@ START_TEST(test_same_bits_in_every_batch) {
   fcl_context *ctx = th_context();
   target t = make_target(shapes[si].hq, shapes[si].hkv, shapes[si].nq, shapes[si].nk,
                          shapes[si].d, shapes[si].causal, dtype, 100 + (uint64_t)_i);
-  const size_t o_n = t.nq * t.hq * t.d, lse_n = t.nq * t.hq;
-  float *o0 = malloc(o_n * sizeof *o0), *lse0 = malloc(lse_n * sizeof *lse0);
-  float *o1 = malloc(o_n * sizeof *o1), *lse1 = malloc(lse_n * sizeof *lse1);
-  ck_assert(o0 && lse0 && o1 && lse1);
+  row_pair rows = rows_alloc(&t);
   fcl_plan alone, plain_alone;
-  run_alone(ctx, &t, 1, o0, lse0, &alone);
+  run_alone(ctx, &t, 1, rows.o[0], rows.lse[0], &alone);
   char why[256];
   unsigned plans_differ = 0;
   {
@@ -299,9 +326,8 @@ START_TEST(test_same_bits_in_every_batch) {
                     p.block_q != plain_alone.block_q || p.wg_size != plain_alone.wg_size ||
                     p.merge != plain_alone.merge;
     fcl_plan used;
-    run_batch(ctx, &bt, &t, o1, lse1, &used);
-    ck_assert_msg(memcmp(o0, o1, o_n * sizeof *o0) == 0 &&
-                      memcmp(lse0, lse1, lse_n * sizeof *lse0) == 0,
+    run_batch(ctx, &bt, &t, rows.o[1], rows.lse[1], &used);
+    ck_assert_msg(rows_same(&rows),
                   "%s %s batch of %zu (slot %zu, pages %zu): O or LSE bits differ from the "
                   "sequence alone (plans: %u splits of %u keys, block_k %u, wg %u alone; %u "
                   "splits of %u keys, block_k %u, wg %u here)",
@@ -312,10 +338,7 @@ START_TEST(test_same_bits_in_every_batch) {
   }
   /* the placements exercise what the mode fixes */
   ck_assert_uint_gt(plans_differ, 0);
-  free(o0);
-  free(lse0);
-  free(o1);
-  free(lse1);
+  rows_free(&rows);
   target_free(&t);
   fcl_context_release(ctx);
 }
@@ -329,26 +352,19 @@ START_TEST(test_bits_differ_without_the_mode) {
   const fcl_dtype dtype = dtypes[_i];
   fcl_context *ctx = th_context();
   target t = make_target(2, 1, 1, 1500, 64, 0, dtype, 200 + (uint64_t)_i);
-  const size_t o_n = t.nq * t.hq * t.d, lse_n = t.nq * t.hq;
-  float *o0 = malloc(o_n * sizeof *o0), *lse0 = malloc(lse_n * sizeof *lse0);
-  float *o1 = malloc(o_n * sizeof *o1), *lse1 = malloc(lse_n * sizeof *lse1);
-  ck_assert(o0 && lse0 && o1 && lse1);
+  row_pair rows = rows_alloc(&t);
   fcl_plan alone, used;
-  run_alone(ctx, &t, 0, o0, lse0, &alone);
+  run_alone(ctx, &t, 0, rows.o[0], rows.lse[0], &alone);
   batch bt = make_batch(&t, PAGED, 3, 1, 1, 0, 1500, 16, 0, 7);
-  run_batch(ctx, &bt, &t, o1, lse1, &used);
+  run_batch(ctx, &bt, &t, rows.o[1], rows.lse[1], &used);
   ck_assert_msg(used.block_k != alone.block_k || used.splits != alone.splits,
                 "the planner chose the same tiles (%u) and splits (%u) paged in a batch",
                 used.block_k, used.splits);
-  ck_assert_msg(memcmp(o0, o1, o_n * sizeof *o0) != 0 ||
-                    memcmp(lse0, lse1, lse_n * sizeof *lse0) != 0,
+  ck_assert_msg(!rows_same(&rows),
                 "without the mode, block_k %u / %u and splits %u / %u gave the same bits",
                 alone.block_k, used.block_k, alone.splits, used.splits);
   batch_free(&bt);
-  free(o0);
-  free(lse0);
-  free(o1);
-  free(lse1);
+  rows_free(&rows);
   target_free(&t);
   fcl_context_release(ctx);
 }
