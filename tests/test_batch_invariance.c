@@ -103,15 +103,13 @@ static batch make_batch(const target *t, placing how, size_t n, size_t slot, siz
   fclu_rng_seed(&rng, th_seed() + seed);
   size_t nqs[32], nks[32];
   ck_assert(n <= 32);
-  size_t most_q = t->nq, most_k = t->nk, tokens_q = 0, tokens_k = 0;
+  size_t most_q = t->nq, most_k = t->nk;
   for (size_t b = 0; b < n; ++b) {
     nqs[b] = b == slot || how != RAGGED ? t->nq : fclu_range(&rng, 1, max_nq);
     nks[b] = b == slot ? t->nk : fclu_range(&rng, min_nk > nqs[b] ? min_nk : nqs[b], max_nk);
     if (how == PADDED) nks[b] = t->nk;
     if (nqs[b] > most_q) most_q = nqs[b];
     if (nks[b] > most_k) most_k = nks[b];
-    tokens_q += nqs[b];
-    tokens_k += nks[b];
   }
   fcl_attention_desc *d = &bt.desc;
   fcl_attention_desc_init(d, n, t->hq, t->hkv, most_q, most_k, t->d);
@@ -135,7 +133,6 @@ static batch make_batch(const target *t, placing how, size_t n, size_t slot, siz
     for (size_t b = 0; b < n; ++b) bt.lens[b] = (int32_t)nks[b];
     d->seqlens_k = bt.lens;
   }
-  (void)tokens_k;
   const size_t nq_all = fclu_tokens(d, FCLU_Q), nk_all = fclu_tokens(d, FCLU_K);
   const size_t q_row = t->hq * t->d, k_row = t->hkv * t->d;
   bt.q = malloc(nq_all * q_row * sizeof *bt.q);
