@@ -478,7 +478,9 @@ typedef struct fcl_attention_desc {
    *    the decode kernel on matrix instructions keeps its 64-key steps
    *    (it looks pages up 16 keys a warp at any page size);
    *  - the SIMT forward's tile chosen before its work-group shrinks to
-   *    the rows and the device, the MMA forward's work-group not shrunk;
+   *    the rows and the device, the MMA forward's work-group not shrunk,
+   *    the SIMT decode kernel's slices of head_dim 4 elements at any
+   *    rows (its lanes order a row's sums);
    *  - on CPU devices the CPU forward for every call, whatever its rows;
    *  - no tuned plans (they are chosen per bucket of whole calls).
    *  Invariant, on one device with one library version: a sequence's rows

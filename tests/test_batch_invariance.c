@@ -4,8 +4,9 @@
  * placed in batches of 1, 3 and 17 among random neighbours — padded, ragged
  * (cu_seqlens), a KV cache (seqlens_k) contiguous and paged in pages of 16
  * and 48 — whose planner would choose other splits, tiles and work-groups
- * for it: its O rows and LSE are the same bits (memcmp) in every batch as
- * alone, and close to the float64 reference. Without the mode, a paged
+ * for it, in the planner's kernel family and (f32) the SIMT and SIMT
+ * decode kernels forced: its O rows and LSE are the same bits (memcmp) in
+ * every batch as alone, and close to the float64 reference. Without the mode, a paged
  * cache's or a batch's plan differs and so do the bits: the test can fail.
  * A decode step's row against the same row of a prefill chunk: close, and
  * on a CPU the same bits for a chunk the mode splits.
@@ -288,13 +289,27 @@ static const struct {
 
 static const fcl_dtype dtypes[] = {FCL_DTYPE_F32, FCL_DTYPE_F16};
 
-/* _i: shape x dtype. In the mode, every placement's rows equal the rows
+/* The kernel families the placements run: the planner's, and on any device
+ * the SIMT and the SIMT decode kernels forced (a hint naming the kernel
+ * alone: the mode still chooses the rest), which a GPU plans and a CPU in
+ * the mode does not. */
+static const unsigned families[] = {FCL_FLASH_KERNEL_AUTO, FCL_FLASH_KERNEL_SIMT,
+                                    FCL_FLASH_KERNEL_DECODE};
+#define FAMILIES (sizeof families / sizeof families[0])
+
+/* _i: shape x family x dtype. In the mode, every placement's rows equal the rows
  * alone, bit for bit, though the plans the planner makes without the mode
  * differ among them. */
 START_TEST(test_same_bits_in_every_batch) {
-  const size_t si = (size_t)_i / 2;
+  const size_t si = (size_t)_i / (2 * FAMILIES);
+  const unsigned family = families[(size_t)_i / 2 % FAMILIES];
   const fcl_dtype dtype = dtypes[_i % 2];
+  /* forced families in f32 only; the decode kernel for decode rows */
+  if (family != FCL_FLASH_KERNEL_AUTO && dtype != FCL_DTYPE_F32) return;
+  if (family == FCL_FLASH_KERNEL_DECODE && shapes[si].max_nq > FCL_DECODE_MAX_ROWS) return;
   fcl_context *ctx = th_context();
+  const fcl_plan hint = {.kernel = family};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
   target t = make_target(shapes[si].hq, shapes[si].hkv, shapes[si].nq, shapes[si].nk,
                          shapes[si].d, shapes[si].causal, dtype, 100 + (uint64_t)_i);
   row_pair rows = rows_alloc(&t);
@@ -325,10 +340,11 @@ START_TEST(test_same_bits_in_every_batch) {
     fcl_plan used;
     run_batch(ctx, &bt, &t, rows.o[1], rows.lse[1], &used);
     ck_assert_msg(rows_same(&rows),
-                  "%s %s batch of %zu (slot %zu, pages %zu): O or LSE bits differ from the "
-                  "sequence alone (plans: %u splits of %u keys, block_k %u, wg %u alone; %u "
-                  "splits of %u keys, block_k %u, wg %u here)",
-                  fcl_dtype_name(dtype), placing_name[pl->how], pl->n, pl->slot, pl->page,
+                  "%s %s, %s batch of %zu (slot %zu, pages %zu): O or LSE bits differ from "
+                  "the sequence alone (plans: %u splits of %u keys, block_k %u, wg %u alone; "
+                  "%u splits of %u keys, block_k %u, wg %u here)",
+                  fcl_flash_kernel_name(used.kernel), fcl_dtype_name(dtype),
+                  placing_name[pl->how], pl->n, pl->slot, pl->page,
                   alone.splits, alone.split_keys, alone.block_k, alone.wg_size, used.splits,
                   used.split_keys, used.block_k, used.wg_size);
     batch_free(&bt);
@@ -457,7 +473,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("batch_invariance");
   TCase *tc = th_tcase("batch_invariance");
-  tcase_add_loop_test(tc, test_same_bits_in_every_batch, 0, (int)(SHAPES * 2));
+  tcase_add_loop_test(tc, test_same_bits_in_every_batch, 0, (int)(SHAPES * FAMILIES * 2));
   tcase_add_loop_test(tc, test_bits_differ_without_the_mode, 0, 2);
   tcase_add_loop_test(tc, test_decode_row_against_prefill, 0, 4);
   tcase_add_test(tc, test_bad_flag);

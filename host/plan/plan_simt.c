@@ -274,14 +274,17 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
      * work-items: idle rows cost it as much as live ones). */
     const unsigned gpu_floor = limits->sub_group_size > MIN_WG ? limits->sub_group_size : MIN_WG;
     unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    unsigned fill_floor = limits->is_gpu ? gpu_floor : MIN_WG;
     /* batch-invariant: sums by shuffle or in local memory as at tile_wg */
-    if (desc->batch_invariant && floor_wg < fcl__shuffle_width(limits))
-      floor_wg = fcl__shuffle_width(limits) < tile_wg ? fcl__shuffle_width(limits) : tile_wg;
+    const unsigned width = fcl__shuffle_width(limits);
+    const unsigned sums_floor = !desc->batch_invariant ? 0 : width < tile_wg ? width : tile_wg;
+    if (floor_wg < sums_floor) floor_wg = sums_floor;
+    if (fill_floor < sums_floor) fill_floor = sums_floor;
     while (wg / 2 >= floor_wg && wg / 2 >= g &&
            (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
       wg /= 2;
     wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_q,
-                     desc->seqlen_q, limits->is_gpu ? gpu_floor : MIN_WG);
+                     desc->seqlen_q, fill_floor);
   }
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
