@@ -479,8 +479,9 @@ typedef struct fcl_attention_desc {
    *    (it looks pages up 16 keys a warp at any page size);
    *  - the SIMT forward's tile chosen before its work-group shrinks to
    *    the rows and the device, the MMA forward's work-group not shrunk,
-   *    the SIMT decode kernel's slices of head_dim 4 elements at any
-   *    rows (its lanes order a row's sums);
+   *    the SIMT decode kernel's slices of head_dim 8 elements at any
+   *    rows (its lanes order a row's sums; the planner takes 4 beyond 4
+   *    rows a block, for registers);
    *  - on CPU devices the CPU forward for every call, whatever its rows;
    *  - no tuned plans (they are chosen per bucket of whole calls).
    *  Invariant, on one device with one library version: a sequence's rows
