@@ -66,11 +66,12 @@ static const char *const bench_values[] = {
     "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--head-dim", "--warmup",
     "--repeat", "--device", "--algo", "--pass", "--dtype", "--tiling", "--kernel", "--json",
     "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", "--splits", "--merge",
-    "--packed-heads", "--cache-lens", NULL};
+    "--packed-heads", "--cache-lens", "--back-to-back", "--paged", NULL};
 static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
                                            "--seqlen", "--seqlen-k", "--head-dim", NULL};
 static const char *const info_values[] = {"--batch",    "--heads",    "--heads-kv", "--seqlen",
                                           "--seqlen-k", "--head-dim", "--dtype",    "--profile",
+                                          "--shuffle",  "--kernel",   "--splits",   "--program-text",
                                           NULL};
 
 static void fuzz_bench(int argc, char **argv) {

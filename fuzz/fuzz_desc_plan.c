@@ -51,7 +51,8 @@
  *   modulo 10); a merge's part count (byte) and part stride (size), for
  *   the merge descriptor's checks over the same sizes and q's layout; a
  *   paged cache's flags byte and sizes (see there); the hint's merge (byte,
- *   modulo 4: 3 is no fcl_split_merge). Fields were appended in that
+ *   modulo 4: 3 is no fcl_split_merge); batch_invariant (byte, modulo 3: 2
+ *   is refused). Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -208,6 +209,14 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     CHECK(keys % plan->block_k == 0 && (plan->splits - 1) * keys < desc->seqlen_k &&
           plan->splits * keys >= desc->seqlen_k);
   }
+  /* batch-invariant: splits of a fixed size merged by the merge kernel,
+   * where no hint names them; otherwise none of it */
+  if (forward && desc->batch_invariant && !(hint && hint->splits) && plan->splits > 1) {
+    CHECK(plan->split_keys >= FCL_BATCH_INVARIANT_SPLIT_KEYS &&
+          plan->split_keys % plan->block_k == 0);
+    if (!(hint && hint->merge)) CHECK(plan->merge == FCL_SPLIT_MERGE_KERNEL);
+  }
+  if (!desc->batch_invariant || (hint && hint->splits)) CHECK(plan->split_keys == 0);
   /* paged: every page lookup's keys within one page */
   if (forward && desc->block_table) CHECK(desc->page_size % fcl__page_lookup_keys(plan) == 0);
   CHECK(plan->packed_heads == 1 ||
@@ -432,6 +441,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     given.desc.num_pages = (size_t)take(&r, 2);
   }
   hint.merge = (unsigned)take(&r, 1) % 4;
+  given.desc.batch_invariant = (int)(take(&r, 1) % 3);  /* 2: not a flag */
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */

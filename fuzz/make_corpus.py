@@ -27,7 +27,7 @@ def special(tag, payload):
 def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
          pass_=0, local=48 * 1024, wg=1024, cus=132, glob=141 << 30,
          maxalloc=35 << 30, flags=0b10001, hint=None, scratch=0, why_len=200,
-         sizes=None, kernel=0, sm=0):
+         sizes=None, kernel=0, sm=0, invariant=None):
     out = b''.join(sizes if sizes else [size(x) for x in (b, hq, hkv, nq, nk, d)])
     out += struct.pack('<i', dtype) + struct.pack('<b', causal) + scale
     out += struct.pack('<i', pass_)
@@ -38,8 +38,13 @@ def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
     else:
         out += bytes([0]) + b'\0' * 8
     out += size(scratch) + struct.pack('<H', why_len)
-    if kernel or sm:
+    if kernel or sm or invariant is not None:
         out += bytes([kernel, sm])
+    if invariant is not None:
+        # no window, no extras, this header; no split, packing or merge
+        # hint; a merge of 0 parts, stride 0; not paged; then the flag
+        out += struct.pack('<bb', -1, -1) + bytes([0, 0]) + struct.pack('<H', 0)
+        out += bytes([0, 0]) + size(0) + bytes([0, 0, invariant])
     return out
 
 
@@ -85,6 +90,13 @@ seeds = {
                             nq=77, nk=150, hint=(0, 0, 0, 0), kernel=2),
     'mma_hint_wg_96': seed(d=64, hint=(32, 96, 0, 0), kernel=2, sm=86),
     'mma_bad_kernel': seed(hint=(0, 0, 0, 0), kernel=3),
+    'batch_invariant_h200_decode': seed(dtype=1, b=8, hq=32, hkv=8, nq=1, nk=32768, d=128,
+                                        sm=90, invariant=1),
+    'batch_invariant_pocl': seed(local=512 * 1024, wg=4096, cus=2, flags=0b01111, d=64,
+                                 nq=1, nk=5000, invariant=1),
+    'batch_invariant_long_keys': seed(b=1, hq=8, hkv=1, nq=1, nk=200000, d=64, invariant=1),
+    'batch_invariant_prefill': seed(d=128, causal=1, nq=4096, nk=4096, sm=90, invariant=1),
+    'batch_invariant_bad': seed(invariant=2),
 }
 
 os.makedirs(os.path.join(HERE, 'corpus'), exist_ok=True)

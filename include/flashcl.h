@@ -564,7 +564,70 @@ typedef struct fcl_attention_desc {
    *  times k_scale (v_scale). Finite and > 0; 0 (default): 1. Ignored by
    *  the other forms. */
   float k_scale, v_scale;
+  /* ---- batch invariance ---- */
+  /** 1: batch-invariant forward (FA4's seqlen_k_per_split, FlashInfer's
+   *  fixed_split_size): a sequence's O rows and LSE do not depend on the
+   *  rest of the call. Every choice that orders a row's floating-point
+   *  operations is then made from the row's own problem (its keys,
+   *  head_dim, dtype, mask, scale), the call's query rows and the device's
+   *  kind, never from the batch size, the other sequences, paging or the
+   *  compute-unit count:
+   *  - keys split in FCL_BATCH_INVARIANT_SPLIT_KEYS-key ranges (as many as
+   *    the longest sequence needs; a shorter sequence's ranges past its
+   *    keys weigh nothing) where a block has at most
+   *    FCL_BATCH_INVARIANT_SPLIT_ROWS query rows, else not split; merged
+   *    by the merge kernel, one lane group a row, in split order;
+   *  - key tiles of FCL_PAGE_SIZE_MULTIPLE keys in the families whose tile
+   *    is a page lookup (SIMT, CPU, the SIMT decode kernel), paged or not;
+   *    the decode kernel on matrix instructions keeps its 64-key steps
+   *    (it looks pages up 16 keys a warp at any page size);
+   *  - the SIMT forward's tile chosen before its work-group shrinks to
+   *    the rows and the device, the MMA forward's work-group not shrunk,
+   *    the SIMT decode kernel's slices of head_dim 8 elements at any
+   *    rows (its lanes order a row's sums; the planner takes 4 beyond 4
+   *    rows a block, for registers);
+   *  - on CPU devices the CPU forward for every call, whatever its rows;
+   *  - no tuned plans (they are chosen per bucket of whole calls).
+   *  Invariant, on one device with one library version: a sequence's rows
+   *  against the batch size, the other sequences (contents, lengths,
+   *  padded or ragged placement), a KV cache's capacity (seqlen_k) and
+   *  seqlens_k, paging (any page size) and the compute units; on a CPU
+   *  also a decode step's row against the same row of a prefill chunk of
+   *  up to FCL_BATCH_INVARIANT_SPLIT_ROWS rows over the same keys.
+   *  Not invariant: across the kernel families a GPU picks from the call's
+   *  query rows (seqlen_q, max_seqlen_q of a ragged batch, times the packed
+   *  heads: a decode step runs a decode kernel, a prefill the MMA or SIMT
+   *  one), nor across the split rule's bound, so a decode step's row
+   *  differs from a prefill's in its last bits there (docs/design.md,
+   *  "Batch invariance", measures it); across devices, drivers and library
+   *  versions; in a call whose longest sequence has more than
+   *  FCL_MAX_SPLITS x FCL_BATCH_INVARIANT_SPLIT_KEYS keys (the split size
+   *  doubles until the splits fit); under a tiling hint
+   *  (fcl_context_set_flash_tiling), which decides what it names. The
+   *  backward ignores the flag (it is deterministic, without atomics).
+   *  Cost (docs/performance.md, "Batch invariance"): splits a short call
+   *  no longer gets and a large batch no longer avoids, the merge
+   *  kernel's launch, smaller tiles in the SIMT and CPU families.
+   *  0 (default): the planner chooses for speed from the whole call. The
+   *  mode is asked for: most calls want the speed, and every call is
+   *  deterministic without it (the same call, the same bits). */
+  int batch_invariant;
 } fcl_attention_desc;
+
+/** Keys of one split in the batch-invariant mode
+ *  (fcl_attention_desc.batch_invariant): a multiple of every key tile,
+ *  enough keys that a split's partial state costs little to write and
+ *  merge, few enough that a single long sequence still spreads over the
+ *  device (32k keys: 64 splits). */
+#define FCL_BATCH_INVARIANT_SPLIT_KEYS 512
+
+/** The most query rows a block of a call may have (seqlen_q, or
+ *  max_seqlen_q of a ragged batch, times the packed heads) for the
+ *  batch-invariant mode to split its keys: decode steps, speculative rows
+ *  and short chunks, whose blocks alone would leave a device idle; a
+ *  longer prefill has blocks enough and is not split (its partial states
+ *  would cost as much scratch as O for every split). */
+#define FCL_BATCH_INVARIANT_SPLIT_ROWS 64
 
 /** What a paged cache's page_size must be a multiple of
  *  (fcl_attention_desc.block_table): the smallest key tile of the flash
@@ -740,7 +803,8 @@ typedef struct fcl_plan {
    *  are few: 2 * compute_units / work-groups rounded down to a power of
    *  two, at most 64), each a whole number of tiles, and fewer if the keys
    *  run out. The backward is never split (1). In a tiling hint: the count
-   *  wanted, which the keys' tiles may lower. */
+   *  wanted, which the keys' tiles may lower. The batch-invariant mode
+   *  splits by a fixed key count instead (split_keys). */
   unsigned splits;
   /** Query heads whose rows one forward block packs (FA3's pack_gqa,
    *  flash-attn's seqlenq_ngroups_swapped): heads_q / heads_kv when the
@@ -768,6 +832,12 @@ typedef struct fcl_plan {
    *  AUTO, or the one wanted (LAST_SPLIT with another kernel, or more
    *  splits than fit: FCL_ERROR_UNSUPPORTED). */
   unsigned merge;
+  /* ---- batch invariance ---- */
+  /** Keys of each split: 0 when the splits share seqlen_k evenly (whole
+   *  tiles each); a fixed count in the batch-invariant mode
+   *  (fcl_attention_desc.batch_invariant), splits then being as many as
+   *  seqlen_k needs. Set by the planner; a tiling hint must leave it 0. */
+  unsigned split_keys;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for

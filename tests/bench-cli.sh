@@ -44,6 +44,10 @@ expect 1 "largest allocation" "$bench" "${run[@]}" --seqlen 540000000 --seqlen-k
 # the sweep goes on past a failing shape: one result per algorithm, all there
 expect 3 "naive" "$bench" "${run[@]}" --head-dim 300 --seqlen 64 --causal both
 [ "$(grep -c 'FCL_ERROR_UNSUPPORTED' "$tmp/out.txt")" -eq 4 ] || fail "--causal both: not 4 results"
+# --batch-invariant both: each shape without, then with the mode
+expect 0 "inv" "$bench" "${run[@]}" --algo flash --batch 2 --heads 2 --seqlen 1 --seqlen-k 700 \
+  --head-dim 16 --batch-invariant both
+[ "$(grep -cE ' (no|yes)$' "$tmp/out.txt")" -eq 2 ] || fail "--batch-invariant both: not 2 results"
 # strict values: junk, signs, trailing commas, exponents, overflow
 for tiling in 32,128,1,1junk '32,128,1,1,' -1,128,1,1 32,,1,1 32,128,1; do
   expect 2 "--tiling needs" "$bench" "${run[@]}" "${shape[@]}" --tiling "$tiling"

@@ -21,7 +21,8 @@ fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__sha
   /* A bucket's tuned plan may not suit every shape in it (a head_dim its
    * threads do not divide): the rules take those. */
   fcl_plan tuned;
-  if (fcl__tuned_plan(ctx, &sh->desc, pass, &tuned) &&
+  if (!sh->desc.batch_invariant /* tuned by buckets of whole calls */ &&
+      fcl__tuned_plan(ctx, &sh->desc, pass, &tuned) &&
       fcl__plan_shape(limits, sh, pass, &tuned, plan, NULL, 0) == FCL_SUCCESS) {
     plan->tuned = 1;
     return FCL_SUCCESS;

@@ -66,6 +66,13 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "merge = %u is not an fcl_split_merge", hint->merge);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (hint->split_keys) {
+    fcl__say(why, why_len,
+             "split_keys = %u: the planner sets it (the batch-invariant mode); a hint gives "
+             "splits",
+             hint->split_keys);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
   return FCL_SUCCESS;
 }
 
@@ -80,6 +87,7 @@ const char *fcl_split_merge_name(unsigned merge) {
 }
 
 unsigned fcl__split_keys(const fcl_plan *plan, size_t seqlen_k) {
+  if (plan->split_keys) return plan->split_keys;
   const size_t splits = plan->splits ? plan->splits : 1;
   const size_t tiles = (seqlen_k + plan->block_k - 1) / plan->block_k;
   const size_t tiles_per_split = (tiles + splits - 1) / splits;
@@ -115,6 +123,22 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
  * that reproduces the counts measured best. */
 static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                           const fcl_plan *hint, fcl_plan *plan) {
+  plan->split_keys = 0;
+  if (desc->batch_invariant && !(hint && hint->splits)) {
+    /* Batch-invariant: splits of a fixed size, whole tiles (block_k is a
+     * power of two up to 128), doubled only past FCL_MAX_SPLITS of them;
+     * for calls of few query rows (desc: packed) only, whose blocks are
+     * too few to fill a device unsplit. */
+    plan->splits = 1;
+    if (desc->seqlen_q > FCL_BATCH_INVARIANT_SPLIT_ROWS) return;
+    size_t keys = (FCL_BATCH_INVARIANT_SPLIT_KEYS + plan->block_k - 1) / plan->block_k *
+                  plan->block_k;
+    while ((desc->seqlen_k + keys - 1) / keys > FCL_MAX_SPLITS) keys *= 2;
+    plan->split_keys = (unsigned)keys;
+    plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
+    if (plan->splits <= 1) plan->splits = 1, plan->split_keys = 0;
+    return;
+  }
   const int decode = fcl__decode_kernel_family(plan->kernel);
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const size_t groups =
@@ -153,7 +177,11 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
   const int decode = fcl__decode_kernel_family(plan->kernel);
   const size_t row_floats = decode ? fcl__decode_state_row_floats(plan) : 0;
   const int fits = decode && plan->splits <= row_floats;
-  const unsigned wanted = hint ? hint->merge : FCL_SPLIT_MERGE_AUTO;
+  /* batch-invariant: the merge kernel, whose order is each row's own
+   * (fcl__merge_layout_parts) */
+  const unsigned wanted = hint && hint->merge      ? hint->merge
+                          : desc->batch_invariant ? FCL_SPLIT_MERGE_KERNEL
+                                                  : FCL_SPLIT_MERGE_AUTO;
   if (wanted == FCL_SPLIT_MERGE_LAST_SPLIT) {
     FCL_WHY_IF(!decode, FCL_ERROR_UNSUPPORTED,
                "merge = last split: only the decode kernels merge in their own launch, not "
@@ -227,6 +255,10 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
    * time into their tiles (cpu.cl), where the others convert four elements
    * a load */
   if (!limits->is_gpu && sh->kv_quant) return FCL_FLASH_KERNEL_CPU;
+  /* batch-invariant on a CPU: one family whatever the query rows, so that
+   * a decode step's row is a prefill chunk's (docs/design.md, "Batch
+   * invariance") */
+  if (desc->batch_invariant && !limits->is_gpu) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA

@@ -118,7 +118,10 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_DECODE};
   plan.block_q = pow2_at_least(desc->seqlen_q ? desc->seqlen_q : 1);
   plan.rows_per_thread = plan.block_q;
-  const size_t elems = plan.block_q <= 4 ? 8 : 4;
+  /* batch-invariant: 8 whatever the rows, which the call's longest query
+   * sequence sets (the lanes sharing a key order a row's sums); 4 there
+   * measured 1.5-2.7x slower on PoCL (docs/performance.md) */
+  const size_t elems = plan.block_q <= 4 || desc->batch_invariant ? 8 : 4;
   unsigned lanes = pow2_at_least((desc->head_dim + elems - 1) / elems);
   if (lanes > DECODE_MAX_LANES) lanes = DECODE_MAX_LANES;
   const size_t slice = ((desc->head_dim + lanes - 1) / lanes + 3) / 4 * 4;

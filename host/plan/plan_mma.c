@@ -122,14 +122,15 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
 /* The planner's work-group: `warps` warps, `per_row` of them to each 16
  * rows (1, or a warp pair), halved while the device's limit is smaller,
  * and while a launch of `groups(block)` work-groups, for the rows it owns,
- * leaves the device with fewer than two per compute unit. */
+ * leaves the device with fewer than two per compute unit (groups NULL: not
+ * for that). */
 static unsigned mma_wg(const fcl_device_limits *limits, unsigned warps, unsigned per_row,
                        size_t (*groups)(const fcl_attention_desc *, size_t),
                        const fcl_attention_desc *desc) {
   unsigned wg = 32 * warps;
   while (wg > 32 * per_row && wg > limits->max_work_group_size) wg /= 2;
   const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
-  while (wg > 32 * per_row && groups(desc, wg / 2 / per_row) < want) wg /= 2;
+  while (groups && wg > 32 * per_row && groups(desc, wg / 2 / per_row) < want) wg /= 2;
   return wg;
 }
 
@@ -200,7 +201,9 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
   const unsigned m_tiles = hint && hint->rows_per_thread == 4 ? 2 : 1;
   unsigned wg = fixed_wg ? hint->wg_size
                          : mma_wg(limits, causal_short ? MMA_WARPS / 2 : MMA_WARPS, 1,
-                                  query_blocks, desc);
+                                  /* batch-invariant: not shrunk to fill the device,
+                                     which may change the tile */
+                                  desc->batch_invariant ? NULL : query_blocks, desc);
   if (!fixed_wg && m_tiles == 2 && wg > 32) wg /= 2;
   fcl_plan plan;
   FCL_FORWARD_IF(mma_layout(limits, desc, wg, 4, &plan, why, why_len));

@@ -271,18 +271,27 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
              desc->head_dim, bucket, g);
     return FCL_ERROR_UNSUPPORTED;
   }
+  /* batch-invariant: the tile is chosen for this work-group, which the
+   * rows below may shrink (local memory only shrinks with it) */
+  const unsigned tile_wg = wg;
   if (!(hint && hint->wg_size)) {
     /* No larger a block than the rows there are (decode: a few rows),
      * down to a GPU's sub-group (a work-group narrower than an AMD
      * wavefront leaves lanes idle), or CPU_MIN_WG (PoCL vectorises across
      * work-items: idle rows cost it as much as live ones). */
     const unsigned gpu_floor = limits->sub_group_size > MIN_WG ? limits->sub_group_size : MIN_WG;
-    const unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    unsigned floor_wg = limits->is_gpu ? gpu_floor : CPU_MIN_WG;
+    unsigned fill_floor = limits->is_gpu ? gpu_floor : MIN_WG;
+    /* batch-invariant: sums by shuffle or in local memory as at tile_wg */
+    const unsigned width = fcl__shuffle_width(limits);
+    const unsigned sums_floor = !desc->batch_invariant ? 0 : width < tile_wg ? width : tile_wg;
+    if (floor_wg < sums_floor) floor_wg = sums_floor;
+    if (fill_floor < sums_floor) fill_floor = sums_floor;
     while (wg / 2 >= floor_wg && wg / 2 >= g &&
            (size_t)wg / 2 / g * plan.rows_per_thread >= desc->seqlen_q)
       wg /= 2;
     wg = fill_device(limits, wg, g, plan.rows_per_thread, desc->batch * desc->heads_q,
-                     desc->seqlen_q, limits->is_gpu ? gpu_floor : MIN_WG);
+                     desc->seqlen_q, fill_floor);
   }
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
@@ -315,6 +324,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
    * fits, for each element size; 2-byte tiles only where they fit a larger
    * one. A requested size either fits or not. */
   unsigned bk = 0, best_elem = elems[0];
+  if (desc->batch_invariant) plan.wg_size = tile_wg;
   for (int e = 0; e < n_elems; ++e) {
     plan.tile_elem_size = elems[e];
     for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
@@ -326,6 +336,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
       if (fixed_bk) break;
     }
   }
+  plan.wg_size = wg;
   plan.tile_elem_size = best_elem;
   plan.block_k = bk;
   if (bk < MIN_BLOCK_K) {

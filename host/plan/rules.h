@@ -19,9 +19,12 @@ static inline unsigned fcl__floor_pow2(size_t x) {
 /** The most keys a paged forward's tile may hold, so that no tile
  *  straddles two pages (tiles start at multiples of their size): the
  *  largest power of two dividing page_size, FCL_PAGE_SIZE_MULTIPLE at
- *  least; without a block table, no limit. Every forward planner keeps
- *  its block_k within it. */
+ *  least; without a block table, no limit; in the batch-invariant mode
+ *  FCL_PAGE_SIZE_MULTIPLE, paged or not. Every forward planner keeps its
+ *  block_k within it. */
 static inline unsigned fcl__page_tile_cap(const fcl_attention_desc *desc) {
+  /* batch-invariant: every allowed page size's tile, paged or not */
+  if (desc->batch_invariant) return FCL_PAGE_SIZE_MULTIPLE;
   if (!desc->block_table || !desc->page_size) return UINT_MAX;
   return (unsigned)(desc->page_size & (~desc->page_size + 1));  /* page_size <= INT_MAX */
 }
@@ -113,7 +116,7 @@ static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
          a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
          a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
          a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned &&
-         a->merge == b->merge;
+         a->merge == b->merge && a->split_keys == b->split_keys;
 }
 /** Whether a kernel family is one of the two decode kernels. */
 static inline int fcl__decode_kernel_family(unsigned kernel) {

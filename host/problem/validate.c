@@ -151,6 +151,8 @@ static fcl_status check_scalars(const fcl_attention_desc *desc, char *why, size_
              (double)desc->k_scale, (double)desc->v_scale);
   FCL_WHY_IF(desc->causal != 0 && desc->causal != 1, FCL_ERROR_INVALID_ARGUMENT,
          "causal = %d; it must be 0 or 1", desc->causal);
+  FCL_WHY_IF(desc->batch_invariant != 0 && desc->batch_invariant != 1, FCL_ERROR_INVALID_ARGUMENT,
+         "batch_invariant = %d; it must be 0 or 1", desc->batch_invariant);
   FCL_WHY_IF(!(isfinite(desc->scale) && desc->scale > 0.0f), FCL_ERROR_INVALID_ARGUMENT,
          "scale = %g; it must be finite and > 0 (1/sqrt(head_dim) is the usual "
          "choice)",

@@ -102,7 +102,8 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
       fcl__options_define(&out[0].opts, "MERGE_LAST_SPLIT", 1);
       return 1;
     }
-    const fcl__merge_layout merge = fcl__merge_layout_of(limits, desc->head_dim, plan->splits);
+    const fcl__merge_layout merge =
+        fcl__merge_layout_of(limits, desc->head_dim, fcl__merge_layout_parts(plan));
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
                              .wg_size = merge.wg_size};
@@ -191,6 +192,7 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
   char why[256];
   fcl_status status = fcl__check_merge_why(&m, &run->merge, why, sizeof why);
   FCL_RETURN_IF(ctx, status != FCL_SUCCESS, status, "the split forward's merge: %s", why);
+  run->merge.layout_parts = fcl__merge_layout_parts(plan);
   size_t o_bytes, lse_bytes;
   FCL_RETURN_IF(ctx,
                 __builtin_mul_overflow(sh->q_elems * sh->elem_size, splits, &o_bytes) ||

@@ -96,6 +96,7 @@ fcl_status fcl__check_merge_why(const fcl_merge_desc *given, fcl__merge_shape *s
                                .lse = sh.lse_per_part * sizeof(float)};
   sh.vec4 = d->head_dim % 4 == 0 && sh.o_part_stride % 4 == 0 &&
             fcl__layout_vec4(&sh.o_parts) && fcl__layout_vec4(&sh.o);
+  sh.layout_parts = d->parts;
   if (shape) *shape = sh;
   return FCL_SUCCESS;
 }
@@ -152,7 +153,7 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
                               fcl__merge_run *run) {
   run->kernel = NULL;
   const fcl__merge_layout layout =
-      fcl__merge_layout_of(&ctx->info.limits, sh->desc.head_dim, sh->desc.parts);
+      fcl__merge_layout_of(&ctx->info.limits, sh->desc.head_dim, sh->layout_parts);
   FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < layout.wg_size,
                 FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %u; %s allows %zu",
                 layout.wg_size, ctx->info.name, ctx->info.limits.max_work_group_size);

@@ -19,6 +19,7 @@ typedef struct fcl__merge_shape {
   int vec4;
   fcl_merge_sizes sizes;
   size_t sinks_bytes;        /* the sinks' floats (0: none) */
+  size_t layout_parts;  /* the parts the kernel's layout is chosen for (fcl__merge_layout_parts) */
 } fcl__merge_shape;
 /** Validates a merge descriptor as fcl_merge_states does. */
 fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *shape,
@@ -32,6 +33,14 @@ typedef struct fcl__merge_layout {
 } fcl__merge_layout;
 fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
                                        size_t parts);
+/** The parts a split forward's merge layout is chosen for: its splits, or
+ *  1 in the batch-invariant mode (fcl_plan.split_keys set): one lane group
+ *  a row, which adds the row's parts in order in chunks that depend on
+ *  head_dim alone, so that parts of LSE -inf (the splits past a shorter
+ *  sequence's keys) change no bit of it. */
+static inline size_t fcl__merge_layout_parts(const fcl_plan *plan) {
+  return plan->split_keys ? 1 : plan->splits;
+}
 /** The merge kernel's build options for a layout. */
 void fcl__merge_options(const fcl__merge_layout *layout, fcl_dtype dtype, cl_mem io_counter,
                         fcl__options *opts);

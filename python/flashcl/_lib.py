@@ -53,7 +53,9 @@ class AttentionDesc(Structure):
                 # attention sinks
                 ("sinks", c_void_p), ("dsinks", c_void_p),
                 # quantized KV caches (fcl_kv_dtype; 0: K and V in dtype)
-                ("kv_dtype", c_int), ("k_scale", c_float), ("v_scale", c_float)]
+                ("kv_dtype", c_int), ("k_scale", c_float), ("v_scale", c_float),
+                # batch invariance
+                ("batch_invariant", c_int)]
 
 
 class BufferSizes(Structure):
@@ -66,7 +68,8 @@ class Plan(Structure):
                 ("threads_per_row", c_uint), ("rows_per_thread", c_uint),
                 ("head_dim_padded", c_uint), ("local_bytes", c_size_t),
                 ("tile_elem_size", c_uint), ("kernel", c_uint), ("splits", c_uint),
-                ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint)]
+                ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint),
+                ("split_keys", c_uint)]
 
 
 class RunInfo(Structure):

@@ -53,7 +53,12 @@ typedef struct bench_options {
   /* attention sinks */
   int sinks;                /* --sinks or --sinks-value: desc.sinks set (fwd+bwd: dsinks too) */
   float sinks_value;        /* --sinks-value's X; NAN with --sinks: random values */
+  /* ---- batch invariance ---- */
+  int batch_invariant;      /* --batch-invariant: BATCH_INVARIANT_* */
 } bench_options;
+
+/** --batch-invariant: off, on, or each shape both ways (off first). */
+enum { BATCH_INVARIANT_OFF = 0, BATCH_INVARIANT_ON = 1, BATCH_INVARIANT_BOTH = 2 };
 
 /** What bench_parse found: options to run with, a request for the usage
  *  or the version, or a bad command line. */

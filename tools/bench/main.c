@@ -28,17 +28,21 @@ void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
 /* The decode sweep's largest batch x cache, in cached tokens. */
 #define DECODE_MAX_TOKENS ((size_t)1 << 20)
 
-/* Adds a shape once per storage type asked for. */
+/* Adds a shape once per storage type asked for, and with --batch-invariant
+ * both, without then with the mode. */
 static void add_shape(bench_shape *out, size_t *n, size_t capacity,
                       const fcl_attention_desc *desc, const bench_options *o) {
+  const int modes = o->batch_invariant == BATCH_INVARIANT_BOTH ? 2 : 1;
   for (int t = 0; t < o->n_dtypes; ++t)
     for (int f = 0; f < o->n_kv_dtypes; ++f)
-      if (*n < capacity) {
-        out[*n].desc = *desc;
-        out[*n].desc.dtype = o->dtypes[t];
-        out[*n].desc.kv_dtype = o->kv_dtypes[f];
-        bench_apply_problem(o, &out[(*n)++].desc);
-      }
+      for (int m = 0; m < modes; ++m)
+        if (*n < capacity) {
+          out[*n].desc = *desc;
+          out[*n].desc.dtype = o->dtypes[t];
+          out[*n].desc.kv_dtype = o->kv_dtypes[f];
+          out[*n].desc.batch_invariant = o->batch_invariant == BATCH_INVARIANT_ON || m == 1;
+          bench_apply_problem(o, &out[(*n)++].desc);
+        }
 }
 
 size_t bench_shapes(const bench_options *o, const fcl_device_info *device,

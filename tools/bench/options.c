@@ -100,6 +100,11 @@ static const char usage[] =
     "                    [B,H,N,d] views of q, k, v and their gradients) or qkv\n"
     "                    (q, k, v views of one packed buffer, the gradients of\n"
     "                    another)\n"
+    "  --batch-invariant [both]\n"
+    "                    the batch-invariant mode (fcl_attention_desc.\n"
+    "                    batch_invariant: a sequence's bits whatever the rest of\n"
+    "                    the batch); \"both\" runs each shape without it, then\n"
+    "                    with it, to measure its cost\n"
     "\n"
     "  --kernel K        the flash kernels, forward and backward: auto (the\n"
     "                    planner's), simt, mma (tensor cores on NVIDIA\n"
@@ -454,6 +459,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
     } else if (!strcmp(a, "--cache-lens")) {
       VALUE(val);
       TRY(parse_cache_lens(ps, val, o));
+    } else if (!strcmp(a, "--batch-invariant")) {
+      o->batch_invariant = BATCH_INVARIANT_ON;
+      if (i + 1 < argc && !strcmp(argv[i + 1], "both")) o->batch_invariant = BATCH_INVARIANT_BOTH, ++i;
     } else if (!strcmp(a, "--packed-heads")) {
       VALUE(val);
       char vwhy[FCLU_WHY_LEN];

@@ -50,6 +50,7 @@ static void print_problem(FILE *out, const bench_options *o) {
   if (o->n_cache_lens) ITEM(", KV cache: %d lengths, capacity %zu", o->n_cache_lens, o->seqlen_k);
   if (o->layout != FCLU_BSHD) ITEM(", layout %s", fclu_layout_name(o->layout));
   if (o->page_size) ITEM(", paged K and V, %zu tokens a page", o->page_size);
+  if (o->batch_invariant == BATCH_INVARIANT_ON) ITEM(", batch-invariant");
 #undef ITEM
   if (!n) return;
   fprintf(out, "   every shape:%s\n", line + 1);
@@ -72,6 +73,7 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
                 "GB/s", "%bw", "TFLOP/s", "%fma", "speedup");
         if (opts->count_io) fprintf(out, " %9s", "counted");
         if (opts->check) fprintf(out, " %9s %6s", "max_err", "ratio");
+        if (opts->batch_invariant) fprintf(out, " %3s", "inv");
         fprintf(out, "\n");
         header = 1;
       }
@@ -104,6 +106,7 @@ void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,
         /* a quantized cache: max_err is over what it holds; this, over the unquantised K, V */
         if (r->have_unquantised) fprintf(out, "  vs unquantised %.2e", r->max_abs_err_unquantised);
       }
+      if (opts->batch_invariant) fprintf(out, " %3s", d->batch_invariant ? "yes" : "no");
       fprintf(out, "\n");
     }
   }
@@ -209,6 +212,7 @@ static void json_problem(FILE *f, const bench_result *r) {
   fprintf(f, ", \"kv_dtype\": \"%s\", \"max_abs_err_unquantised\": ",
           fcl_kv_dtype_name(d->kv_dtype));
   json_number(f, r->have_unquantised ? r->max_abs_err_unquantised : NAN);
+  fprintf(f, ", \"batch_invariant\": %s", d->batch_invariant ? "true" : "false");
 }
 
 const char *bench_dtype_label(const fcl_attention_desc *d, char *buf, size_t len) {
@@ -309,12 +313,12 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
             ", \"chunks\": %u, \"plan\": {\"block_q\": %u, \"block_k\": %u, \"wg_size\": %u, "
             "\"threads_per_row\": %u, \"rows_per_thread\": %u, \"local_bytes\": %zu, "
             "\"tile_elem_size\": %u, \"kernel\": \"%s\", \"splits\": %u, \"merge\": \"%s\", "
-            "\"packed_heads\": %u, \"tuned\": %u}}",
+            "\"packed_heads\": %u, \"tuned\": %u, \"split_keys\": %u}}",
             r->chunks, r->plan.block_q, r->plan.block_k, r->plan.wg_size,
             r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes,
             r->plan.tile_elem_size, fcl_flash_kernel_name(r->plan.kernel),
             r->plan.splits, fcl_split_merge_name(r->plan.merge), r->plan.packed_heads,
-            r->plan.tuned);
+            r->plan.tuned, r->plan.split_keys);
   }
   fprintf(f, "\n  ]\n}\n");
   return fclose(f) == 0 ? 0 : -1;
@@ -338,7 +342,8 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
           "device,algo,pass,dtype,batch,heads,heads_kv,seqlen_q,seqlen_k,head_dim,causal,"
           "ms_median,ms_min,bytes_model,bytes_counted,flops,gbps,tflops,speedup_vs_naive,"
           "max_abs_err,naive_max_abs_err,err_ratio,status,block_q,block_k,wg_size,"
-          "local_bytes,message,window_left,window_right,softcap,alibi,ragged,layout,kv_dtype\n");
+          "local_bytes,message,window_left,window_right,softcap,alibi,ragged,layout,kv_dtype,"
+          "batch_invariant\n");
   for (size_t i = 0; i < all->count; ++i) {
     const bench_result *r = &all->items[i];
     const fcl_attention_desc *d = &r->desc;
@@ -365,8 +370,9 @@ int bench_write_csv(const char *path, const bench_device *devices, const bench_r
             r->plan.block_k, r->plan.wg_size, r->plan.local_bytes);
     csv_cell(f, ok ? "" : r->message);
     /* Appended after message, so older readers' columns keep their places. */
-    fprintf(f, ",%d,%d,%.6g,%d,%d,%s,%s\n", d->window_left, d->window_right, d->softcap, r->alibi,
-            d->cu_seqlens_q != NULL, fclu_layout_name(r->layout), fcl_kv_dtype_name(d->kv_dtype));
+    fprintf(f, ",%d,%d,%.6g,%d,%d,%s,%s,%d\n", d->window_left, d->window_right, d->softcap,
+            r->alibi, d->cu_seqlens_q != NULL, fclu_layout_name(r->layout),
+            fcl_kv_dtype_name(d->kv_dtype), d->batch_invariant);
   }
   return fclose(f) == 0 ? 0 : -1;
 }

@@ -18,6 +18,8 @@ typedef struct info_options {
   int shuffle;          /* fcl_shuffle + 1 for profiles planned with it; 0: theirs */
   fcl_plan hint;        /* --kernel, --splits: the plans asked for (zeros: the planner's) */
   const char *program_text;  /* --program-text FILE: print that program's text, nothing else */
+  /* ---- batch invariance ---- */
+  int batch_invariant;  /* --batch-invariant: the descriptors' flag */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

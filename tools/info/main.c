@@ -43,6 +43,9 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
          name, fcl_flash_kernel_name(plan.kernel), plan.block_q, plan.block_k, layout,
          plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded,
          !from_context ? "" : plan.tuned ? " (tuned)" : " (rules)");
+  if (plan.split_keys)
+    printf("      flash %s splits: %u of %u keys (batch-invariant), merged by the %s\n", name,
+           plan.splits, plan.split_keys, fcl_split_merge_name(plan.merge));
   fcl_io_estimate flash, naive;
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
     printf("      flash %s traffic: %.2f MB\n", name,

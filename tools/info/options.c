@@ -13,7 +13,7 @@ static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
     "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
-    "                    [--splits S]\n"
+    "                    [--splits S] [--batch-invariant]\n"
     "       flashcl-info --program-text FILE\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
@@ -35,6 +35,9 @@ static const char usage[] =
     "                 kernels: forward only; the backward then keeps the\n"
     "                 planner's), as fcl_context_set_flash_tiling forces them\n"
       "  --splits S     the forward's key splits asked for (0: the planner's)\n"
+    "  --batch-invariant\n"
+    "                 plan with fcl_attention_desc.batch_invariant (the splits\n"
+    "                 of fixed size it takes are shown)\n"
     "  --program-text FILE\n"
     "                 print the whole text the library compiles for kernel file\n"
     "                 FILE (e.g. flash_fwd.cl: the shared texts, its prelude,\n"
@@ -69,6 +72,10 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
     if (!strcmp(a, "--version")) return INFO_PARSE_VERSION;
     if (!strcmp(a, "--causal")) {
       o->causal = 1;
+      continue;
+    }
+    if (!strcmp(a, "--batch-invariant")) {
+      o->batch_invariant = 1;
       continue;
     }
     if (!strcmp(a, "--shuffle")) {
@@ -157,6 +164,7 @@ int info_descs(const info_options *o, fcl_attention_desc out[2]) {
                             o->head_dim ? o->head_dim : dims[k]);
     out[k].causal = o->causal;
     out[k].dtype = o->dtype;
+    out[k].batch_invariant = o->batch_invariant;
   }
   return n;
 }
