@@ -18,6 +18,8 @@ typedef struct info_options {
   int shuffle;          /* fcl_shuffle + 1 for profiles planned with it; 0: theirs */
   fcl_plan hint;        /* --kernel, --splits: the plans asked for (zeros: the planner's) */
   const char *program_text;  /* --program-text FILE: print that program's text, nothing else */
+  /* --grid: with --profile KEY, the distinct programs of a grid of problems */
+  const char *grid;  /* NULL, "full" or "ci" */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */
@@ -34,5 +36,11 @@ const char *info_usage(void);
 /** The descriptors the options name: one, or head_dim 64 and 128.
  *  @return how many (1 or 2). */
 int info_descs(const info_options *opts, fcl_attention_desc out[2]);
+
+/** --grid: prints each distinct program the planner builds on `limits`
+ *  over the grid opts->grid names ("full" or "ci"), once, as --programs
+ *  prints them plus the first problem that built it, and a count on
+ *  stderr. @return 0, or 1 out of memory. */
+int info_grid(const info_options *opts, const fcl_device_limits *limits);
 
 #endif

@@ -150,10 +150,12 @@ static int show_profiles(const info_options *opts, const fcl_attention_desc *des
       printf("%s\t%s\t%s\n", p->key, p->compiler, p->source);
       continue;
     }
-    printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
-           p->compiler, p->source);
     fcl_device_info info = p->info;
     if (opts->shuffle) info.limits.shuffle = (unsigned)(opts->shuffle - 1);
+    /* the programs alone, as vendor-check.sh reads them */
+    if (opts->grid) return info_grid(opts, &info.limits);
+    printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
+           p->compiler, p->source);
     show_device(&info, NULL, descs, n_descs, opts->programs, &opts->hint);
   }
   if (!shown) {
