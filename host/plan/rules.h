@@ -75,6 +75,12 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
 typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shape *sh,
                                 const fcl_attention_desc *desc, const fcl_plan *hint,
                                 fcl_plan *out, char *why, size_t why_len);
+/** The SIMT forward's register cost model (plan_simt.c): `*cost` gets the
+ *  private floats a work-item of `plan` keeps for `desc`, with what its
+ *  vendor's compiler spends on the kernel's hooks, `*budget` the most
+ *  that compiled without spilling there. @return whether it fits. */
+int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                                const fcl_plan *plan, unsigned *cost, unsigned *budget);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
