@@ -27,10 +27,17 @@
 /* The forward's extra private floats on Intel (register_budget), fitted
  * per register file: Arc (SIMD8 lanes of 32-byte GRFs) and Max (SIMD16 of
  * 64-byte GRFs). */
-#define FWD_WINDOW_ARC 0u
-#define FWD_TILE2_ARC 0u
-#define FWD_WINDOW_PVC 0u
+#define FWD_WINDOW_ARC 64u
+#define FWD_TILE2_ARC 32u
+#define FWD_WINDOW_PVC 16u
 #define FWD_TILE2_PVC 0u
+/* ... and on AMD's wave64 chips (CDNA: MI300X) per key of the tile where
+ * a row's lanes sum its scores by shuffles, for a budget of 2 waves per
+ * SIMD (at most 256 of a lane's 512 VGPRs and AGPRs): clang 15 for gfx940
+ * gave d 64 (2 lanes a row), 96 and 128 (4) 256 VGPRs and 40-120 AGPRs at
+ * Bc 32, 1 wave, and 170-182 VGPRs at Bc 16 and 8, 2 waves; d 32 (1 lane)
+ * 184 at Bc 32, 2 waves. */
+#define FWD_SHARED_CDNA 1u
 
 /* Private floats a work-item may keep without spilling, per vendor, and
  * the forward's cost model: a work-item's q and accumulator slices and one
@@ -46,14 +53,17 @@ typedef struct register_budget {
   unsigned bwd;         /* the backward's four row slices */
   unsigned fwd_window;  /* extra: a general window's bounds (WINDOW 2) */
   unsigned fwd_tile2;   /* extra: 2-byte tiles, converted at every read */
+  unsigned fwd_shared;  /* extra: per key of the tile where lanes share a row (g > 1) */
 } register_budget;
 
 static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
-    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, FWD_WINDOW_ARC, FWD_TILE2_ARC}
-                                       : (register_budget){80, 64, 32, FWD_WINDOW_PVC, FWD_TILE2_PVC};
-  if (limits->vendor == FCL_VENDOR_AMD) return (register_budget){96, 64, 64, 0, 0};
-  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0, 0};
+    return limits->sub_group_size <= 8
+               ? (register_budget){128, 64, 32, FWD_WINDOW_ARC, FWD_TILE2_ARC, 0}
+               : (register_budget){80, 64, 32, FWD_WINDOW_PVC, FWD_TILE2_PVC, 0};
+  if (limits->vendor == FCL_VENDOR_AMD)
+    return (register_budget){96, 64, 64, 0, 0, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0};
+  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0, 0, 0};
 }
 
 /* The forward's private floats by the cost model (register_budget), for a
@@ -62,6 +72,7 @@ static unsigned fwd_cost(const register_budget *regs, const fcl_plan *plan,
                          const fcl_attention_desc *desc) {
   const unsigned rows = plan->rows_per_thread;
   return rows * (2 * plan->head_dim_padded / plan->threads_per_row + plan->block_k) +
+         (plan->threads_per_row > 1 ? plan->block_k * regs->fwd_shared : 0) +
          (fcl__window_of(desc) == FCL__WINDOW_GENERAL ? regs->fwd_window : 0) +
          (plan->tile_elem_size == 2 ? regs->fwd_tile2 : 0);
 }
