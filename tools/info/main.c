@@ -45,9 +45,10 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
          !from_context ? "" : plan.tuned ? " (tuned)" : " (rules)");
   unsigned cost, budget;  /* the SIMT forward's register cost model, where it plans */
   if (plan.kernel == FCL_FLASH_KERNEL_SIMT && pass == FCL_PASS_FORWARD && dev->limits.is_gpu &&
-      !fcl__simt_forward_registers(&dev->limits, d, &plan, &cost, &budget))
+      !fcl__simt_forward_registers(&dev->limits, &plan, &cost, &budget))
     printf("      flash %s registers: %u private floats by the cost model, over the %u this "
-           "device's compiler kept without spilling: no SIMT tiling fits (expect spills)\n",
+           "device's compiler kept without spilling: no SIMT tiling fits (expect spills, "
+           "or on MI300X one wave per SIMD)\n",
            name, cost, budget);
   fcl_io_estimate flash, naive;
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
