@@ -145,7 +145,7 @@ echo "vendor-check: compiled in $(( $(date +%s) - start )) s" >&2
 # 3. The table, and the verdict.
 failures=0 warnings=0
 printf 'profile\ttarget\tpass\tkernel\tsimd\tregs\tagprs\tsgprs\tspill\tscratch\tlocal\tplan_local\toccupancy\tverdict\toptions\tproblem\n'
-while IFS=$'\t' read -r key target limit pass file prelude _ local _ options problem result; do
+while IFS=$'\t' read -r key target limit pass file _ _ local _ options problem result; do
   if [ "${result%.failed}" != "$result" ]; then
     printf '%s\t%s\t%s\t%s\tcompile error (%s.log)\n' "$key" "$target" "$pass" "$file" \
       "${result%.failed}"
