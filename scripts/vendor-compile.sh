@@ -15,7 +15,7 @@
 #            pvc      Intel Data Center GPU Max 1550 (Xe-HPC), ocloc -device pvc
 #            gfx940   AMD Instinct MI300X (CDNA 3), clang-15 -mcpu=gfx940
 #            gfx1030  AMD RDNA 2, standing in for the RX 7900 XTX (RDNA 3):
-#                     clang 15 caps gfx1100 at 128 VGPRs, which RDNA 3 is not
+#                     Debian 12's device libraries have no gfx11 bitcode
 #
 # Output: one tab-separated line per kernel of the program (with a header line
 # first under --header):

@@ -24,23 +24,51 @@
 #define BWD_PRIVATE_FLOATS 128u  /* four row slices: k, v, dk, dv */
 #define BWD_MAX_THREADS_PER_ROW 8u
 #define FWD_MAX_THREADS_PER_ROW 8u
+/* The forward's extra private floats (register_budget) on AMD's wave64
+ * chips (CDNA: MI300X), per key of the tile where a row's lanes sum its
+ * scores by shuffles (their partial sums stay live), for 2 waves per
+ * SIMD (at most 256 of a lane's 512 VGPRs and AGPRs): clang 15 for gfx940
+ * gave d 64 (2 lanes a row), 96 and 128 (4) 256 VGPRs and 40-120 AGPRs at
+ * Bc 32, 1 wave, and 170-182 VGPRs at Bc 16 and 8, 2 waves; d 32 (1 lane)
+ * 184 at Bc 32, 2 waves. */
+#define FWD_SHARED_CDNA 1u
 
-/* Private floats a work-item may keep without spilling, per vendor: the
- * numbers above are NVIDIA's (255 registers a work-item); Intel's and
- * AMD's are what their compilers took without spilling
- * (scripts/vendor-check.sh; docs/design.md, "The rules, measured"). */
+/* Private floats a work-item may keep without spilling, per vendor, and
+ * the forward's cost model: a work-item's q and accumulator slices, one
+ * score per key of the tile, and the extra its vendor's compiler spends.
+ * The numbers above are NVIDIA's (255 registers a work-item; no extra);
+ * Intel's and AMD's are what their compilers took without spilling
+ * (scripts/vendor-check.sh; docs/design.md, "Every planned kernel,
+ * compiled", which also says where this model does not reach). */
 typedef struct register_budget {
-  unsigned fwd;      /* q + accumulator slices + Bc scores */
-  unsigned fwd_row;  /* q + accumulator slices */
-  unsigned bwd;      /* the backward's four row slices */
+  unsigned fwd;         /* q + accumulator slices + Bc scores (+ the extra) */
+  unsigned fwd_row;     /* q + accumulator slices */
+  unsigned bwd;         /* the backward's four row slices */
+  unsigned fwd_shared;  /* extra: per key of the tile where lanes share a row (g > 1) */
 } register_budget;
 
 static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
-    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32}
-                                       : (register_budget){80, 64, 32};
-  if (limits->vendor == FCL_VENDOR_AMD) return (register_budget){96, 64, 64};
-  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS};
+    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, 0}
+                                       : (register_budget){80, 64, 32, 0};
+  if (limits->vendor == FCL_VENDOR_AMD)
+    return (register_budget){96, 64, 64, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0};
+  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0};
+}
+
+/* The forward's private floats by the cost model (register_budget). */
+static unsigned fwd_cost(const register_budget *regs, const fcl_plan *plan) {
+  const unsigned rows = plan->rows_per_thread;
+  return rows * (2 * plan->head_dim_padded / plan->threads_per_row + plan->block_k) +
+         (plan->threads_per_row > 1 ? plan->block_k * regs->fwd_shared : 0);
+}
+
+int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
+                                unsigned *cost, unsigned *budget) {
+  const register_budget regs = register_budget_of(limits);
+  *cost = fwd_cost(&regs, plan);
+  *budget = regs.fwd;
+  return *cost <= *budget;
 }
 
 /* flash-attn's head_dim buckets: one kernel build serves a range of head
@@ -251,6 +279,14 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
   if (hint && hint->rows_per_thread) rows = hint->rows_per_thread;
   plan.rows_per_thread = rows;
+  /* Narrower slices where even the smallest tile's cost is over the
+   * budget (the vendor's extra), while float4 slices remain. */
+  plan.block_k = MIN_BLOCK_K;
+  plan.tile_elem_size = sizeof(float);
+  for (plan.threads_per_row = g; !cpu_rule && !(hint && hint->threads_per_row) &&
+                                 g < FWD_MAX_THREADS_PER_ROW && bucket % (8 * g) == 0 &&
+                                 fwd_cost(&regs, &plan) > regs.fwd;)
+    plan.threads_per_row = g *= 2;
   if (g > FWD_MAX_THREADS_PER_ROW) {
     fcl__say(why, why_len, "the forward splits a row over at most %u work-items, not %u",
         FWD_MAX_THREADS_PER_ROW, g);
@@ -307,19 +343,16 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   unsigned elems[2];
   const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
-  /* Registers first: 2 * slice + rows * Bc private floats. */
-  unsigned bk_cap = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
-  if (bk_cap > fcl__page_tile_cap(desc)) bk_cap = fcl__page_tile_cap(desc);
-  const unsigned row_floats = 2 * plan.head_dim_padded / g * plan.rows_per_thread;
-  while (!cpu_rule && bk_cap > MIN_BLOCK_K && row_floats + plan.rows_per_thread * bk_cap > regs.fwd)
-    bk_cap /= 2;
+  /* Registers first: the largest Bc whose cost (fwd_cost: 2 * slice +
+   * rows * Bc private floats and the vendor's extra) fits the budget. */
+  unsigned most_bk = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
+  if (most_bk > fcl__page_tile_cap(desc)) most_bk = fcl__page_tile_cap(desc);
   const int fixed_bk = hint && hint->block_k;
   if (fixed_bk && hint->block_k < MIN_BLOCK_K) {
     fcl__say(why, why_len, "block_k = %u is below the SIMT forward's minimum of %u keys per tile",
              hint->block_k, MIN_BLOCK_K);
     return FCL_ERROR_UNSUPPORTED;
   }
-  if (fixed_bk) bk_cap = hint->block_k;
   /* Then local memory: the largest power-of-two tile up to the cap that
    * fits, for each element size; 2-byte tiles only where they fit a larger
    * one. A requested size either fits or not. */
@@ -327,6 +360,11 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   if (desc->batch_invariant) plan.wg_size = tile_wg;
   for (int e = 0; e < n_elems; ++e) {
     plan.tile_elem_size = elems[e];
+    unsigned bk_cap = most_bk;
+    plan.block_k = bk_cap;
+    while (!cpu_rule && bk_cap > MIN_BLOCK_K && fwd_cost(&regs, &plan) > regs.fwd)
+      plan.block_k = bk_cap /= 2;
+    if (fixed_bk) bk_cap = hint->block_k;
     for (unsigned b = bk_cap; b >= MIN_BLOCK_K; b /= 2) {
       plan.block_k = b;
       if (fcl__flash_local_bytes(&plan, limits) <= budget) {

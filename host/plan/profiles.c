@@ -68,8 +68,8 @@ static const fcl_device_profile profiles[] = {
                  .sub_group_size = 64,
                  .shuffle = FCL_SHUFFLE_AMD}}},
     {"rx-7900-xtx", "clang-15 -target amdgcn-amd-amdhsa -mcpu=gfx1030",
-     "AMD Radeon RX 7900 XTX (RDNA 3, gfx1100; compiled for gfx1030, since clang 15 caps "
-     "gfx1100 at 128 VGPRs): 96 compute units in 48 work-group processors and 24 GB "
+     "AMD Radeon RX 7900 XTX (RDNA 3, gfx1100; compiled for gfx1030, since Debian 12's "
+     "device libraries have no gfx11 bitcode): 96 compute units in 48 work-group processors and 24 GB "
      "(AMD's specifications), which ROCm's OpenCL reports as 48 compute units; 64 KiB of "
      "LDS, 32-wide wavefronts, work-groups of up to 256 (ROCm's OpenCL default); the "
      "largest allocation is taken as the whole memory",

@@ -78,6 +78,12 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
 typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shape *sh,
                                 const fcl_attention_desc *desc, const fcl_plan *hint,
                                 fcl_plan *out, char *why, size_t why_len);
+/** The SIMT forward's register cost model (plan_simt.c): `*cost` gets the
+ *  private floats a work-item of `plan` keeps, with the extra its vendor's
+ *  compiler spends, `*budget` the most that compiled without spilling (on
+ *  MI300X: at 2 waves per SIMD). @return whether it fits. */
+int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
+                                unsigned *cost, unsigned *budget);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 

@@ -20,6 +20,8 @@ typedef struct info_options {
   const char *program_text;  /* --program-text FILE: print that program's text, nothing else */
   /* ---- batch invariance ---- */
   int batch_invariant;  /* --batch-invariant: the descriptors' flag */
+  /* --grid: with --profile KEY, the distinct programs of a grid of problems */
+  const char *grid;  /* NULL, "full" or "ci" */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */
@@ -36,5 +38,11 @@ const char *info_usage(void);
 /** The descriptors the options name: one, or head_dim 64 and 128.
  *  @return how many (1 or 2). */
 int info_descs(const info_options *opts, fcl_attention_desc out[2]);
+
+/** --grid: prints each distinct program the planner builds on `limits`
+ *  over the grid opts->grid names ("full" or "ci"), once, as --programs
+ *  prints them plus the first problem that built it, and a count on
+ *  stderr. @return 0, or 1 out of memory. */
+int info_grid(const info_options *opts, const fcl_device_limits *limits);
 
 #endif

@@ -46,6 +46,13 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
   if (plan.split_keys)
     printf("      flash %s splits: %u of %u keys (batch-invariant), merged by the %s\n", name,
            plan.splits, plan.split_keys, fcl_split_merge_name(plan.merge));
+  unsigned cost, budget;  /* the SIMT forward's register cost model, where it plans */
+  if (plan.kernel == FCL_FLASH_KERNEL_SIMT && pass == FCL_PASS_FORWARD && dev->limits.is_gpu &&
+      !fcl__simt_forward_registers(&dev->limits, &plan, &cost, &budget))
+    printf("      flash %s registers: %u private floats by the cost model, over the %u this "
+           "device's compiler kept without spilling: no SIMT tiling fits (expect spills, "
+           "or on MI300X one wave per SIMD)\n",
+           name, cost, budget);
   fcl_io_estimate flash, naive;
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
     printf("      flash %s traffic: %.2f MB\n", name,
@@ -153,10 +160,12 @@ static int show_profiles(const info_options *opts, const fcl_attention_desc *des
       printf("%s\t%s\t%s\n", p->key, p->compiler, p->source);
       continue;
     }
-    printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
-           p->compiler, p->source);
     fcl_device_info info = p->info;
     if (opts->shuffle) info.limits.shuffle = (unsigned)(opts->shuffle - 1);
+    /* the programs alone, as vendor-check.sh reads them */
+    if (opts->grid) return info_grid(opts, &info.limits);
+    printf("\nprofile %s: %s\n    compiled as: %s\n    source: %s\n", p->key, p->info.name,
+           p->compiler, p->source);
     show_device(&info, NULL, descs, n_descs, opts->programs, &opts->hint);
   }
   if (!shown) {

@@ -15,6 +15,7 @@ static const char usage[] =
     "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
     "                    [--splits S] [--batch-invariant]\n"
     "       flashcl-info --program-text FILE\n"
+    "       flashcl-info --profile KEY --grid full|cover|ci\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -43,6 +44,16 @@ static const char usage[] =
     "                 FILE (e.g. flash_fwd.cl: the shared texts, its prelude,\n"
     "                 the file), as scripts that compile the kernels with other\n"
     "                 compilers need it, and nothing else\n"
+    "  --grid G       with --profile KEY: the programs the planner builds for that\n"
+    "                 profile over a grid of problems (every head_dim bucket,\n"
+    "                 batch x heads x length, Nq x GQA group, decode rows 1-16,\n"
+    "                 paged caches, every type, mask and pass), as --programs\n"
+    "                 prints them plus the first problem that built each; counts\n"
+    "                 on stderr. G: full, each distinct program once; cover, one\n"
+    "                 per tiling (options less the feature hooks WINDOW, SOFTCAP,\n"
+    "                 ALIBI, PACK_GQA, PAGED, SPLIT_KV, MERGE_LAST_SPLIT), the one\n"
+    "                 with the most hooks on; ci, cover over a smaller grid with\n"
+    "                 each decision boundary. The shape options are ignored\n"
     "\n"
     "Exit status: 0 when the devices were listed, 1 when there is none, 2 when\n"
     "the command line, the shape or the profile is wrong.\n";
@@ -121,7 +132,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       const char *name, *what;
       const char **slot;
     } const strings[] = {{"--profile", "a value", &o->profile},
-                         {"--program-text", "a kernel file", &o->program_text}};
+                         {"--program-text", "a kernel file", &o->program_text},
+                         {"--grid", "full, cover or ci", &o->grid}};
     int taken = 0;
     for (size_t k = 0; k < sizeof strings / sizeof strings[0] && !taken; ++k) {
       if (strcmp(a, strings[k].name)) continue;
@@ -150,6 +162,14 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       continue;
     }
     snprintf(why, why_len, "%s: %s", a, reason);
+    return INFO_PARSE_ERROR;
+  }
+  if (o->grid && strcmp(o->grid, "full") && strcmp(o->grid, "cover") && strcmp(o->grid, "ci")) {
+    snprintf(why, why_len, "--grid needs full, cover or ci, not '%s'", o->grid);
+    return INFO_PARSE_ERROR;
+  }
+  if (o->grid && (!o->profile || !strcmp(o->profile, "all") || !strcmp(o->profile, "list"))) {
+    snprintf(why, why_len, "--grid needs --profile KEY (one profile)");
     return INFO_PARSE_ERROR;
   }
   return INFO_PARSE_RUN;
