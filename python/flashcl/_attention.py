@@ -205,11 +205,12 @@ def _shape_of(axes: Sequence[Optional[int]], b: int, t: int, h: int, c: int) -> 
 
 def make_desc(b: int, hq: int, hkv: int, nq: int, nk: int, d: int, code: int, *,
               causal: bool = False, softmax_scale: Optional[float] = None,
-              window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0
-              ) -> _lib.AttentionDesc:
+              window_size: Tuple[int, int] = (-1, -1), softcap: float = 0.0,
+              batch_invariant: bool = False) -> _lib.AttentionDesc:
     """An fcl_attention_desc with the shape and the mask (the library checks
     them): a copy of the one made for the same arguments before, if any."""
-    key = (b, hq, hkv, nq, nk, d, code, causal, softmax_scale, tuple(window_size), softcap)
+    key = (b, hq, hkv, nq, nk, d, code, causal, softmax_scale, tuple(window_size), softcap,
+           batch_invariant)
     made = _DESCS.get(key)
     if made is None:
         made = _lib.AttentionDesc()
@@ -224,6 +225,7 @@ def make_desc(b: int, hq: int, hkv: int, nq: int, nk: int, d: int, code: int, *,
         except (TypeError, ValueError):
             raise InvalidArgumentError(f"window_size must be (left, right), not {window_size!r}")
         made.softcap = float(softcap)
+        made.batch_invariant = 1 if batch_invariant else 0
         if len(_DESCS) >= 256:
             _DESCS.clear()
         _DESCS[key] = made
@@ -266,13 +268,23 @@ def _alibi(call: _Call, desc: _lib.AttentionDesc, slopes: Any, b: int, hq: int) 
     desc.alibi_per_batch = 1 if len(shape) == 2 else 0
 
 
+def _sinks(call: _Call, desc: _lib.AttentionDesc, sinks: Any, hq: int) -> None:
+    if sinks is None:
+        return
+    shape = tuple(sinks.shape) if hasattr(sinks, "shape") else np.shape(sinks)
+    if shape != (hq,):
+        raise InvalidShapeError(f"sinks has shape {shape}: [heads_q] = ({hq},)")
+    desc.sinks = call.aux_floats(sinks, "sinks")
+
+
 def attention(q: Array, k: Array, v: Array, *, causal: bool = False,
               softmax_scale: Optional[float] = None, window_size: Tuple[int, int] = (-1, -1),
               softcap: float = 0.0, alibi_slopes: Optional[Array] = None,
               return_lse: bool = False, layout: str = "bshd", algo: str = "flash",
               ctx: Optional[Context] = None, dtype: Optional[str] = None,
               out: Optional[Array] = None, lse_out: Optional[Array] = None,
-              info: bool = False) -> Any:
+              info: bool = False, sinks: Optional[Array] = None,
+              batch_invariant: bool = False) -> Any:
     """Exact attention forward: ``softmax(softmax_scale * q k^T + mask) v``.
 
     Returns ``o`` (q's shape and dtype), ``(o, lse)`` with ``return_lse``,
@@ -280,16 +292,20 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False,
     flops, plan, tuned; the call then waits for the device). See the module
     documentation for shapes, masks, GQA and LSE. ``algo="naive"`` runs the
     baseline (S and P in global memory, CLBlast GEMMs). ``dtype="bf16"``
-    marks uint16 arrays as bfloat16 bits.
+    marks uint16 arrays as bfloat16 bits. ``sinks``: float32 ``[heads_q]``
+    attention sinks (a logit per head in every row's denominator, with no
+    value; LSE includes it). ``batch_invariant``: a sequence's bits do not
+    depend on the rest of the batch (fcl_attention_desc.batch_invariant).
     """
     # pyopencl arrays with out= (a decode loop's calls): the prepared call of
     # the same arrays and options again, without the Python layer's checks
     # (the library checks every call itself)
     key = None
-    if out is not None and alibi_slopes is None and type(q) is cla.Array \
+    if out is not None and alibi_slopes is None and sinks is None and type(q) is cla.Array \
             and (lse_out is not None or not return_lse):
         key = (_meta(q), _meta(k), _meta(v), _meta(out), _meta(lse_out), causal, softmax_scale,
-               tuple(window_size), softcap, layout, algo, dtype, id(ctx) if ctx else q.queue)
+               tuple(window_size), softcap, layout, algo, dtype, id(ctx) if ctx else q.queue,
+               batch_invariant)
         hit = _PREPARED.get(key)
         if hit is not None:
             c, args = hit
@@ -305,11 +321,13 @@ def attention(q: Array, k: Array, v: Array, *, causal: bool = False,
     call = _Call(q, ctx, dtype)
     b, hq, hkv, nq, nk, d = _qkv_shapes(q, k, v, axes, 4)
     desc = make_desc(b, hq, hkv, nq, nk, d, call.code, causal=causal,
-                     softmax_scale=softmax_scale, window_size=window_size, softcap=softcap)
+                     softmax_scale=softmax_scale, window_size=window_size, softcap=softcap,
+                     batch_invariant=batch_invariant)
     if not call.device:
         _check_sizes(call.ctx, desc)
     tq, tk, tv = call.input(q, "q", axes), call.input(k, "k", axes), call.input(v, "v", axes)
     _alibi(call, desc, alibi_slopes, b, hq)
+    _sinks(call, desc, sinks, hq)
     to, o = call.output(_shape_of(axes, b, nq, hq, d), axes, "out", out)
     tl, lse = (call.output((b, hq, nq), (0, 2, 1, None), "lse_out", lse_out, lse=True)
                if return_lse or lse_out is not None else (None, None))
@@ -355,13 +373,15 @@ def attention_backward(dout: Array, q: Array, k: Array, v: Array, o: Array, lse:
                        algo: str = "flash", ctx: Optional[Context] = None,
                        dtype: Optional[str] = None, dq: Optional[Array] = None,
                        dk: Optional[Array] = None, dv: Optional[Array] = None,
-                       info: bool = False) -> Any:
+                       info: bool = False, sinks: Optional[Array] = None) -> Any:
     """Exact attention backward: ``(dq, dk, dv)`` from the forward's inputs, its
     ``o`` and ``lse`` (as :func:`attention` returned them for the same problem)
     and ``dout``. With GQA, dk and dv of a kv head sum over the query heads that
     read it. A query row that saw no key contributes nothing (dq = 0). The flash
     algorithm is deterministic (no atomics). ``dq=``, ``dk=``, ``dv=``: outputs
-    to write (each untouched or whole on failure)."""
+    to write (each untouched or whole on failure). ``sinks``: the forward's
+    attention sinks (its lse includes them); their gradient is the C
+    library's (fcl_attention_desc.dsinks), not returned here."""
     axes = _axes(layout)
     call = _Call(q, ctx, dtype)
     b, hq, hkv, nq, nk, d = _qkv_shapes(q, k, v, axes, 4)
@@ -379,6 +399,7 @@ def attention_backward(dout: Array, q: Array, k: Array, v: Array, o: Array, lse:
                                                  ("dout", dout))}
     tlse = _lse_input(call, lse)
     _alibi(call, desc, alibi_slopes, b, hq)
+    _sinks(call, desc, sinks, hq)
     tdq, gq = call.output(_shape_of(axes, b, nq, hq, d), axes, "dq", dq)
     tdk, gk = call.output(_shape_of(axes, b, nk, hkv, d), axes, "dk", dk)
     tdv, gv = call.output(_shape_of(axes, b, nk, hkv, d), axes, "dv", dv)
@@ -406,13 +427,15 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Any, cu_seqlens
                      alibi_slopes: Optional[Array] = None, return_lse: bool = False,
                      algo: str = "flash", ctx: Optional[Context] = None,
                      dtype: Optional[str] = None, out: Optional[Array] = None,
-                     info: bool = False) -> Any:
+                     info: bool = False, sinks: Optional[Array] = None,
+                     batch_invariant: bool = False) -> Any:
     """A ragged batch (flash-attn's flash_attn_varlen_func): q ``[total_q,
     heads_q, head_dim]``, k and v ``[total_k, heads_kv, head_dim]``; sequence
     b is tokens ``cu_seqlens_q[b]:cu_seqlens_q[b+1]`` of q (of k and v for
     cu_seqlens_k), int32 prefix sums starting at 0 (empty sequences allowed;
     read on the host: a pyopencl array is read back). Masks align to each
-    sequence's own bottom-right corner. LSE: float32 ``[heads_q, total_q]``."""
+    sequence's own bottom-right corner. LSE: float32 ``[heads_q, total_q]``.
+    ``sinks`` and ``batch_invariant`` as in :func:`attention`."""
     call = _Call(q, ctx, dtype)
     tq_, hq, d = _dims(q, "q", RAGGED_AXES, 3)[1:]
     _, tk_, hkv, dk = _dims(k, "k", RAGGED_AXES, 3)
@@ -429,13 +452,14 @@ def attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Any, cu_seqlens
                                 f"counts of q ({tq_}) and k ({tk_})")
     desc = make_desc(len(cq) - 1, hq, hkv, int(max_seqlen_q), int(max_seqlen_k), d, call.code,
                      causal=causal, softmax_scale=softmax_scale, window_size=window_size,
-                     softcap=softcap)
+                     softcap=softcap, batch_invariant=batch_invariant)
     desc.cu_seqlens_q = cq.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     desc.cu_seqlens_k = ck.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     if not call.device:
         _check_sizes(call.ctx, desc)
     tq, tk, tv = (call.input(x, n, RAGGED_AXES) for n, x in (("q", q), ("k", k), ("v", v)))
     _alibi(call, desc, alibi_slopes, len(cq) - 1, hq)
+    _sinks(call, desc, sinks, hq)
     to, o = call.output((tq_, hq, d), RAGGED_AXES, "out", out)
     tl, lse = (call.output((hq, tq_), (None, 1, 0, None), "lse", None, lse=True)
                if return_lse else (None, None))
@@ -453,7 +477,8 @@ def attention_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional
                            alibi_slopes: Optional[Array] = None, return_lse: bool = False,
                            algo: str = "flash", ctx: Optional[Context] = None,
                            dtype: Optional[str] = None, out: Optional[Array] = None,
-                           info: bool = False) -> Any:
+                           info: bool = False, sinks: Optional[Array] = None,
+                           batch_invariant: bool = False) -> Any:
     """Attention over a KV cache (flash-attn's flash_attn_with_kvcache).
 
     q ``[batch, seqlen_q, heads_q, head_dim]``; k_cache, v_cache ``[batch,
@@ -467,7 +492,9 @@ def attention_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional
     place (a numpy cache is updated in place too), and the queries attend to
     ``cache_seqlens[b] + new`` keys; as in flash-attn, ``cache_seqlens`` itself
     is not raised: the caller does. Queries are the last positions of each
-    sequence: the causal mask aligns to its length."""
+    sequence: the causal mask aligns to its length. ``sinks`` and
+    ``batch_invariant`` as in :func:`attention` (paged or not, a sequence's
+    bits are the same in the batch-invariant mode)."""
     call = _Call(q, ctx, dtype)
     axes = AXES["bshd"]
     b, nq, hq, d = _dims(q, "q", axes, 4)
@@ -512,7 +539,8 @@ def attention_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional
             raise InvalidShapeError(f"cache_seqlens must have batch = {b} entries, not "
                                     f"{lens.shape}")
     desc = make_desc(b, hq, hkv, nq, capacity, d, call.code, causal=causal,
-                     softmax_scale=softmax_scale, window_size=window_size, softcap=softcap)
+                     softmax_scale=softmax_scale, window_size=window_size, softcap=softcap,
+                     batch_invariant=batch_invariant)
     desc.seqlens_k = lens.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
     if paged:
         desc.page_size, desc.pages_per_seq, desc.num_pages = ps, bt_shape[1], pb
@@ -523,6 +551,7 @@ def attention_with_kvcache(q: Array, k_cache: Array, v_cache: Array, k: Optional
     if paged:
         desc.block_table = call.aux_int32(block_table, "block_table")
     _alibi(call, desc, alibi_slopes, b, hq)
+    _sinks(call, desc, sinks, hq)
     to, o = call.output((b, nq, hq, d), axes, "out", out)
     tl, lse = (call.output((b, hq, nq), (0, 2, 1, None), "lse", None, lse=True)
                if return_lse else (None, None))

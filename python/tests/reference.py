@@ -26,8 +26,9 @@ def mask(nq, nk, causal=False, window=(-1, -1), q_len=None, k_len=None):
 
 
 def forward(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None,
-            k_len=None):
-    """O [B,Nq,Hq,d] and LSE [B,Hq,Nq] in float64; alibi [Hq] or [B,Hq]."""
+            k_len=None, sinks=None):
+    """O [B,Nq,Hq,d] and LSE [B,Hq,Nq] in float64; alibi [Hq] or [B,Hq]; sinks
+    [Hq]: a logit per head in every row's denominator, with no value."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     b, nq, hq, d = q.shape
     nk, hkv = k.shape[1], k.shape[2]
@@ -50,9 +51,14 @@ def forward(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, ali
             sb = sb - slopes[:, None, None] * dist[None]
         sb = np.where(m[None], sb, -np.inf)
         mx = sb.max(-1, keepdims=True)
+        sink = None if sinks is None else np.asarray(sinks, np.float64)[:, None, None]
+        if sink is not None:
+            mx = np.maximum(mx, sink)
         ok = np.isfinite(mx)
         p = np.where(ok, np.exp(sb - np.where(ok, mx, 0)), 0.0)
         l = p.sum(-1, keepdims=True)
+        if sink is not None:
+            l = l + np.exp(sink - mx)
         o[bi] = np.einsum("hij,jhd->ihd", np.where(l > 0, p / np.where(l > 0, l, 1), 0), vv[bi])
         lse[bi] = np.where(l[..., 0] > 0, np.log(np.where(l > 0, l, 1))[..., 0] + mx[..., 0],
                            -np.inf)
@@ -60,7 +66,7 @@ def forward(q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, ali
 
 
 def backward(dout, q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0.0, alibi=None,
-             o_stored=None):
+             o_stored=None, sinks=None):
     """dq, dk, dv in float64 (GQA: dk, dv summed over each kv head's group).
     D = rowsum(dO * O) from o_stored when given (the O the caller stored)."""
     q, k, v, dout = (np.asarray(x, np.float64) for x in (q, k, v, dout))
@@ -68,7 +74,7 @@ def backward(dout, q, k, v, causal=False, scale=None, window=(-1, -1), softcap=0
     nk, hkv = k.shape[1], k.shape[2]
     scale = 1 / np.sqrt(d) if scale is None else scale
     g = hq // hkv
-    o, lse = forward(q, k, v, causal, scale, window, softcap, alibi)
+    o, lse = forward(q, k, v, causal, scale, window, softcap, alibi, sinks=sinks)
     if o_stored is not None:
         o = np.asarray(o_stored, np.float64)
     kk, vv = np.repeat(k, g, axis=2), np.repeat(v, g, axis=2)

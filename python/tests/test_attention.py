@@ -12,6 +12,9 @@ CASES = {  # name: (B, Hq, Hkv, Nq, Nk, d, options)
     "causal-window": (1, 2, 2, 33, 33, 32, {"causal": True, "window_size": (5, -1)}),
     "softcap-scale": (1, 2, 1, 32, 40, 32, {"softcap": 2.0, "softmax_scale": 0.5}),
     "alibi-per-batch": (2, 2, 2, 20, 20, 16, {"alibi": (2, 2), "causal": True}),
+    # sinks of +30, -30 and ordinary sizes; causal with more queries than
+    # keys: the first rows see no key (zeros, LSE = the sink)
+    "sinks-gqa-causal": (2, 4, 2, 24, 16, 32, {"sinks": [30.0, -30.0, 0.7, -1.5], "causal": True}),
 }
 
 
@@ -22,6 +25,8 @@ def _args(opts, rng):
     if "alibi" in o:
         slopes = rng.uniform(0.05, 0.5, o.pop("alibi")).astype(np.float32)
         o["alibi_slopes"] = ref["alibi"] = slopes
+    if "sinks" in o:
+        o["sinks"] = ref["sinks"] = np.asarray(o.pop("sinks"), np.float32)
     return o, ref
 
 
@@ -47,7 +52,8 @@ def test_forward(ctx, rng, name):
     assert np.allclose(lse[seen], ref_lse[seen], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["plain", "gqa-causal", "softcap-scale", "alibi-per-batch"])
+@pytest.mark.parametrize("name", ["plain", "gqa-causal", "softcap-scale", "alibi-per-batch",
+                                  "sinks-gqa-causal"])
 def test_backward(ctx, rng, name):
     b, hq, hkv, nq, nk, d, opts = CASES[name]
     q, k, v = _inputs(rng, b, hq, hkv, nq, nk, d)
@@ -60,6 +66,8 @@ def test_backward(ctx, rng, name):
     for n, g, nv, r in zip(("dq", "dk", "dv"), got, naive, refs):
         assert g.shape == r.shape
         assert_rule(err(g, r), err(nv, r), floor("f32", r), f"{name} {n}", factor=3.0)
+        # and in absolute terms: a term both algorithms missed would pass the rule
+        assert err(g, r) <= 1e-4 * max(1.0, float(np.max(np.abs(r)))), f"{name} {n}"
 
 
 def _round(x, dtype):
@@ -144,3 +152,35 @@ def test_info(ctx, rng):
     o, info = flashcl.attention(q, k, v, ctx=ctx, info=True)
     assert info["ms"] > 0 and info["bytes_model"] > 0 and info["flops"] == 4 * 32 * 32 * 2 * 16
     assert info["plan"]["kernel"] != "auto" and info["tuned"] is False
+
+
+def test_sinks_rows_without_keys(ctx, rng):
+    """A row that sees no key: zeros and LSE = its head's sink, exactly."""
+    sinks = np.array([2.5, -4.0], np.float32)
+    q, k, v = _inputs(rng, 1, 2, 1, 12, 4, 16)
+    o, lse = flashcl.attention(q, k, v, causal=True, sinks=sinks, return_lse=True, ctx=ctx)
+    assert np.all(o[0, :8] == 0)  # rows 0..7 see no key (bottom-right aligned)
+    assert np.array_equal(lse[0, :, :8], np.repeat(sinks[:, None], 8, axis=1))
+    with pytest.raises(flashcl.InvalidShapeError):
+        flashcl.attention(q, k, v, sinks=sinks[:1], ctx=ctx)
+
+
+def test_batch_invariant_varlen(ctx, rng):
+    """One sequence alone and among neighbours of other lengths: the same bits in the
+    batch-invariant mode."""
+    hq, hkv, d, n = 4, 2, 32, 37
+    q, k, v = (rng.standard_normal((n, h, d)).astype(np.float32) for h in (hq, hkv, hkv))
+    outs = []
+    for before, after in ((0, 0), (300, 5), (3, 700)):
+        qs = [rng.standard_normal((m, hq, d)).astype(np.float32) for m in (before, after)]
+        ks = [rng.standard_normal((m, hkv, d)).astype(np.float32) for m in (before, after)]
+        cu = np.array([0, before, before + n, before + n + after], np.int32)
+        o = flashcl.attention_varlen(np.concatenate([qs[0], q, qs[1]]),
+                                     np.concatenate([ks[0], k, ks[1]]),
+                                     np.concatenate([ks[0], v, ks[1]]), cu, cu,
+                                     max(before, n, after), max(before, n, after), causal=True,
+                                     batch_invariant=True, ctx=ctx)
+        outs.append(o[before:before + n])
+    assert all(np.array_equal(outs[0], x) for x in outs[1:])
+    ref_o, _ = forward(q[None], k[None], v[None], causal=True)
+    assert err(outs[0], ref_o[0]) < 1e-5
