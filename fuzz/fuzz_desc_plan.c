@@ -52,7 +52,9 @@
  *   the merge descriptor's checks over the same sizes and q's layout; a
  *   paged cache's flags byte and sizes (see there); the hint's merge (byte,
  *   modulo 4: 3 is no fcl_split_merge); batch_invariant (byte, modulo 3: 2
- *   is refused). Fields were appended in that
+ *   is refused); a features byte (bit 0: sinks, bit 1: dsinks, as handles
+ *   never read here; bits 2-4: kv_dtype, 5 to 7 not a form; bits 5-7: the
+ *   fp8 scales, see take_scales). Fields were appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -146,6 +148,15 @@ static void check_why(const char *why, size_t why_len) {
   CHECK(memchr(why, '\0', why_len) != NULL);
 }
 
+/* The fp8 scales of a features byte's top bits: defaults, ordinary, and
+ * the values the header refuses (negative, NaN, infinite). */
+static void take_scales(unsigned pick, float *k_scale, float *v_scale) {
+  static const float k[8] = {0.0f, 1.0f, 0.25f, -1.0f, NAN, INFINITY, 0.0f, 3.0f};
+  static const float v[8] = {0.0f, 2.0f, 0.0f, 1.0f, 1.0f, 1.0f, NAN, 1e-30f};
+  *k_scale = k[pick & 7];
+  *v_scale = v[pick & 7];
+}
+
 static void check_desc(const fcl_attention_desc *desc, fcl_status st,
                        const fcl__shape *shape) {
   CHECK(valid_status(st));
@@ -169,6 +180,14 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
     CHECK(!desc->page_size && !desc->pages_per_seq && !desc->num_pages);
   }
   CHECK(isfinite(desc->scale) && desc->scale > 0);
+  /* sinks: heads_q floats, and their gradient only with them */
+  CHECK(shape->sinks_bytes == (desc->sinks ? desc->heads_q * sizeof(float) : 0));
+  CHECK(!desc->dsinks || desc->sinks);
+  /* a quantized cache: a form the header names, whole blocks, usable scales */
+  CHECK(shape->kv_quant == (desc->kv_dtype != FCL_KV_AS_DTYPE));
+  CHECK(shape->kv_row_bytes > 0);
+  CHECK(isfinite(shape->k_scale) && shape->k_scale > 0 && isfinite(shape->v_scale) &&
+        shape->v_scale > 0);
   CHECK(shape->elem_size == fcl_dtype_size(desc->dtype) && shape->elem_size > 0);
   const unsigned __int128 tq = shape->ragged ? shape->tokens_q
                                              : (unsigned __int128)desc->batch * desc->seqlen_q;
@@ -442,6 +461,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   hint.merge = (unsigned)take(&r, 1) % 4;
   given.desc.batch_invariant = (int)(take(&r, 1) % 3);  /* 2: not a flag */
+  const unsigned features = (unsigned)take(&r, 1);
+  given.desc.sinks = features & 1 ? (cl_mem)(uintptr_t)0x20 : NULL;
+  given.desc.dsinks = features & 2 ? (cl_mem)(uintptr_t)0x30 : NULL;
+  given.desc.kv_dtype = (fcl_kv_dtype)((features >> 2) & 7);
+  take_scales(features >> 5, &given.desc.k_scale, &given.desc.v_scale);
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
@@ -478,6 +502,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
     CHECK(fcl__same_plan(&plan, &again));
     check_plan(&lim, &shape.desc, pass, h, &plan);
+    /* a quantized cache's tiles are converted as they load: never by the
+     * MMA forward's cp.async */
+    if (shape.kv_quant) CHECK(plan.kernel != FCL_FLASH_KERNEL_MMA);
     /* The model walks the query blocks: keep the fuzzer's units quick. */
     if (shape.desc.seqlen_q * plan.packed_heads / plan.block_q * plan.splits < 100000 &&
         shape.desc.seqlen_k / plan.block_k < 100000) {

@@ -27,7 +27,7 @@ def special(tag, payload):
 def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
          pass_=0, local=48 * 1024, wg=1024, cus=132, glob=141 << 30,
          maxalloc=35 << 30, flags=0b10001, hint=None, scratch=0, why_len=200,
-         sizes=None, kernel=0, sm=0, invariant=None):
+         sizes=None, kernel=0, sm=0, invariant=None, features=None):
     out = b''.join(sizes if sizes else [size(x) for x in (b, hq, hkv, nq, nk, d)])
     out += struct.pack('<i', dtype) + struct.pack('<b', causal) + scale
     out += struct.pack('<i', pass_)
@@ -38,6 +38,8 @@ def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
     else:
         out += bytes([0]) + b'\0' * 8
     out += size(scratch) + struct.pack('<H', why_len)
+    if features is not None and invariant is None:
+        invariant = 0
     if kernel or sm or invariant is not None:
         out += bytes([kernel, sm])
     if invariant is not None:
@@ -45,6 +47,8 @@ def seed(b=1, hq=8, hkv=8, nq=512, nk=512, d=64, dtype=0, causal=0, scale=b'\0',
         # hint; a merge of 0 parts, stride 0; not paged; then the flag
         out += struct.pack('<bb', -1, -1) + bytes([0, 0]) + struct.pack('<H', 0)
         out += bytes([0, 0]) + size(0) + bytes([0, 0, invariant])
+    if features is not None:
+        out += bytes([features])
     return out
 
 
@@ -97,6 +101,17 @@ seeds = {
     'batch_invariant_long_keys': seed(b=1, hq=8, hkv=1, nq=1, nk=200000, d=64, invariant=1),
     'batch_invariant_prefill': seed(d=128, causal=1, nq=4096, nk=4096, sm=90, invariant=1),
     'batch_invariant_bad': seed(invariant=2),
+    # sinks and dsinks; quantized caches (kv_dtype in bits 2-4, scales in 5-7)
+    'sinks_backward': seed(d=128, causal=1, pass_=1, sm=90, features=0b11),
+    'dsinks_alone': seed(pass_=1, features=0b10),
+    'kv_int8_decode_h200': seed(dtype=1, b=8, hq=32, hkv=8, nq=1, nk=8192, d=128, sm=90,
+                                features=1 << 2),
+    'kv_int4_pocl': seed(local=512 * 1024, wg=4096, cus=2, flags=0b01111, nq=4, nk=5000,
+                         features=2 << 2),
+    'kv_fp8_scales': seed(dtype=1, nq=1, nk=4096, d=128, sm=90, features=(3 << 2) | (2 << 5)),
+    'kv_fp8_nan_scale': seed(nq=1, nk=4096, features=(4 << 2) | (4 << 5)),
+    'kv_int8_d40': seed(d=40, nq=1, nk=512, features=1 << 2),
+    'kv_not_a_form': seed(features=6 << 2),
 }
 
 os.makedirs(os.path.join(HERE, 'corpus'), exist_ok=True)
