@@ -37,7 +37,9 @@
  * the append and the forward in one call, and that call on the decode
  * kernel in key splits merged in their own launch, whose arrival counts
  * are a buffer of their own, and the append into a paged cache, which
- * reads back the block-table entries it writes through):
+ * reads back the block-table entries it writes through; with attention
+ * sinks, the forward in key splits and the backward with the sinks'
+ * gradient):
  * each names its outputs and a function that calls it.
  */
 #include "harness.h"
@@ -253,6 +255,28 @@ static fcl_status attend_in_launch_call(fcl_context *ctx, fixture *f, fcl_algo a
   return attend_call(ctx, f, algo, instrumented);
 }
 
+/* Attention sinks, one per query head, some large: the forward's row end
+ * and the split merge's sink term, and the backward's dsinks kernel. */
+static void sinks_setup(fixture *f) {
+  float sinks[8];
+  for (size_t h = 0; h < f->desc.heads_q && h < 8; ++h) sinks[h] = (float)h * 2.5f - 4.0f;
+  ck_assert_uint_le(f->desc.heads_q, 8);
+  f->desc.sinks = fclu_upload(f->owner, sinks, f->desc.heads_q, FCL_DTYPE_F32);
+  ck_assert_ptr_nonnull(f->desc.sinks);
+}
+
+static void sinks_forward_setup(fixture *f) {
+  sinks_setup(f);
+  forward_setup(f);
+}
+
+static void sinks_backward_setup(fixture *f) {
+  sinks_setup(f);
+  backward_setup(f);
+  add_output(f, "dsinks", f->desc.heads_q * sizeof(float));
+  f->desc.dsinks = f->out[3];
+}
+
 static const entry entries[] = {
     {"forward", 1, forward_setup, forward_call},
     {"backward", 1, backward_setup, backward_call},
@@ -262,6 +286,8 @@ static const entry entries[] = {
     {"paged-append", 0, paged_append_setup, append_call},
     {"append-and-attend", 1, attend_setup, attend_call},
     {"append-and-attend-in-launch", 0, attend_setup, attend_in_launch_call},
+    {"sinks-split-forward", 0, sinks_forward_setup, split_forward_call},
+    {"sinks-backward", 0, sinks_backward_setup, backward_call},
 };
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
 
@@ -408,8 +434,8 @@ static void fixture_free(fixture *f) {
   for (int v = 0; v < N_VARIANTS; ++v)
     for (size_t i = 0; i < f->n_out; ++i) free(f->clean[v][i]);
   for (size_t i = 0; i < f->n_out; ++i) clReleaseMemObject(f->out[i]);
-  cl_mem extra[] = {f->fwd_o,   f->fwd_lse,   f->dout, f->desc.alibi_slopes,
-                    f->parts_o, f->parts_lse, f->table};
+  cl_mem extra[] = {f->fwd_o,     f->fwd_lse,   f->dout,  f->desc.alibi_slopes,
+                    f->parts_o,   f->parts_lse, f->table, f->desc.sinks};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; ++i)
     if (extra[i]) clReleaseMemObject(extra[i]);
   th_problem_free(&f->p);

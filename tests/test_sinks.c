@@ -605,6 +605,7 @@ START_TEST(bad_sinks_are_refused_and_nan_stays_in_its_head) {
   b = th_run_backward(ctx, &p, &g, FCL_ALGO_FLASH);
   ck_assert_int_eq(b.status, FCL_ERROR_INVALID_ARGUMENT);
   th_backward_free(&b);
+  clReleaseMemObject(dsinks);
   /* a dsinks buffer too small */
   p.desc.sinks = mem;
   cl_mem small_d = fclu_poisoned_buffer(ctx, (d.heads_q - 1) * sizeof(float));
