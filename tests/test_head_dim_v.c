@@ -78,6 +78,10 @@ static float *download(fcl_context *ctx, cl_mem mem, size_t n) {
   return x;
 }
 
+static void release(const cl_mem *mems, size_t n) {
+  for (size_t i = 0; i < n; ++i) clReleaseMemObject(mems[i]);
+}
+
 /* Whether every byte of a buffer still holds fclu_poison's 0xFF. */
 static int still_poisoned(fcl_context *ctx, cl_mem mem, size_t bytes) {
   unsigned char *x = malloc(bytes);
@@ -183,11 +187,7 @@ START_TEST(naive_backward_matches_reference) {
   free(rl);
   free(fo);
   free(fl);
-  clReleaseMemObject(o);
-  clReleaseMemObject(lse);
-  clReleaseMemObject(dq);
-  clReleaseMemObject(dk);
-  clReleaseMemObject(dvm);
+  release((cl_mem[]){o, lse, dq, dk, dvm}, 5);
   inputs_free(&in);
   fcl_context_release(ctx);
 }
@@ -231,11 +231,7 @@ START_TEST(flash_refuses_and_writes_nothing) {
   ck_assert_int_eq(st, FCL_ERROR_UNSUPPORTED);
   ck_assert(still_poisoned(ctx, dq, in.nq * 4) && still_poisoned(ctx, dk, in.nk * 4) &&
             still_poisoned(ctx, dvm, in.nv * 4));
-  clReleaseMemObject(o);
-  clReleaseMemObject(lse);
-  clReleaseMemObject(dq);
-  clReleaseMemObject(dk);
-  clReleaseMemObject(dvm);
+  release((cl_mem[]){o, lse, dq, dk, dvm}, 5);
   inputs_free(&in);
   fcl_context_release(ctx);
 }
@@ -273,10 +269,7 @@ START_TEST(bad_widths_and_small_buffers_are_refused) {
   desc = desc_of(64, 96, 0);
   desc.kv_dtype = FCL_KV_Q8_0;
   ck_assert_int_eq(fcl_attention_buffer_sizes(&desc, &s, why, sizeof why), FCL_ERROR_UNSUPPORTED);
-  clReleaseMemObject(small_v);
-  clReleaseMemObject(small_o);
-  clReleaseMemObject(o);
-  clReleaseMemObject(lse);
+  release((cl_mem[]){small_v, small_o, o, lse}, 4);
   inputs_free(&in);
   fcl_context_release(ctx);
 }
