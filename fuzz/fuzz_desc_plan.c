@@ -54,7 +54,9 @@
  *   modulo 4: 3 is no fcl_split_merge); batch_invariant (byte, modulo 3: 2
  *   is refused); a features byte (bit 0: sinks, bit 1: dsinks, as handles
  *   never read here; bits 2-4: kv_dtype, 5 to 7 not a form; bits 5-7: the
- *   fp8 scales, see take_scales). Fields were appended in that
+ *   fp8 scales, see take_scales); head_dim_v (uint16, modulo
+ *   FCL_MAX_HEAD_DIM + 2: one past the largest; 0: head_dim). Fields were
+ *   appended in that
  *   order, so older corpus entries still read as they were written (all
  *   zero past their end: no window, no extras, this header).
  */
@@ -197,6 +199,11 @@ static void check_desc(const fcl_attention_desc *desc, fcl_status st,
   unsigned __int128 kv = tk * desc->heads_kv * desc->head_dim;
   unsigned __int128 lse = tq * desc->heads_q;
   CHECK(q == shape->q_elems && kv == shape->kv_elems && lse == shape->lse_elems);
+  /* V, O, dO and dV at head_dim_v (0: head_dim) */
+  const size_t dv = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
+  CHECK(shape->head_dim_v == dv && dv <= FCL_MAX_HEAD_DIM);
+  CHECK(tq * desc->heads_q * dv == shape->o_elems && tk * desc->heads_kv * dv == shape->v_elems);
+  CHECK(shape->sizes.o >= (size_t)(shape->o_elems * shape->elem_size) || shape->o_elems == 0);
   CHECK(q * shape->elem_size <= SIZE_MAX && kv * shape->elem_size <= SIZE_MAX &&
         lse * sizeof(float) <= SIZE_MAX);
   CHECK(shape->window_left >= -1 && shape->window_right >= -1);
@@ -466,6 +473,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   given.desc.dsinks = features & 2 ? (cl_mem)(uintptr_t)0x30 : NULL;
   given.desc.kv_dtype = (fcl_kv_dtype)((features >> 2) & 7);
   take_scales(features >> 5, &given.desc.k_scale, &given.desc.v_scale);
+  given.desc.head_dim_v = (size_t)take(&r, 2) % (FCL_MAX_HEAD_DIM + 2);
   memcpy(&desc, &given.desc, sizeof desc);
 
   /* Validation. */
@@ -498,6 +506,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(st2 == st);
   if (st == FCL_SUCCESS) {
     CHECK(desc_st == FCL_SUCCESS);
+    CHECK(shape.head_dim_v == shape.desc.head_dim);  /* the flash kernels keep one width */
     CHECK(pass == FCL_PASS_FORWARD || pass == FCL_PASS_BACKWARD);
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
     CHECK(fcl__same_plan(&plan, &again));

@@ -13,6 +13,7 @@
  *   - Tensors are caller-owned cl_mem buffers, by default packed
  *       Q, O, dQ, dO : [batch][seqlen_q][heads_q ][head_dim]
  *       K, V, dK, dV : [batch][seqlen_k][heads_kv][head_dim]
+ *       (V, O, dO, dV: head_dim_v columns where the descriptor sets it)
  *       LSE          : float [batch][heads_q][seqlen_q]
  *     from offset 0; any other offset and strides (PyTorch's [B, H, N, d]
  *     views, packed QKV) are an fcl_tensor_layout per tensor, ragged batches
@@ -612,6 +613,16 @@ typedef struct fcl_attention_desc {
    *  mode is asked for: most calls want the speed, and every call is
    *  deterministic without it (the same call, the same bits). */
   int batch_invariant;
+
+  /* ---- a value head size of its own ---- */
+  /** Columns of V, O, dO and dV (and of their layouts' rows): 1 ..
+   *  FCL_MAX_HEAD_DIM; 0 (default): head_dim. Q, K, dQ and dK keep
+   *  head_dim. DeepSeek's latent attention prefills at (192, 128).
+   *  FCL_ALGO_NAIVE takes any width, forward and backward; the flash
+   *  kernels, fcl_kv_cache_append and a quantized cache (kv_dtype) take
+   *  head_dim_v equal to head_dim, and refuse another with
+   *  FCL_ERROR_UNSUPPORTED, writing nothing. */
+  size_t head_dim_v;
 } fcl_attention_desc;
 
 /** Keys of one split in the batch-invariant mode

@@ -94,9 +94,14 @@ static float logit_f(const fcl_attention_desc *d, float slope, size_t nq, size_t
   return x - slope * fabsf(rel);
 }
 
-/* A row of the problem: its sequence, its key range, where q and k start. */
+/* Columns of V, O, dO and dV (fcl_attention_desc.head_dim_v, 0: head_dim). */
+static size_t dv_of(const fcl_attention_desc *d) {
+  return d->head_dim_v ? d->head_dim_v : d->head_dim;
+}
+
+/* A row of the problem: its sequence, its key range, where q (o) and k start. */
 typedef struct row_ctx {
-  size_t nq, nk, lo, hi, hkv, q_at, k0;
+  size_t nq, nk, lo, hi, hkv, q_at, o_at, k0;
   double slope;
 } row_ctx;
 
@@ -107,6 +112,7 @@ static row_ctx row_of(const fcl_attention_desc *d, size_t b, size_t h, size_t i)
   visible(d, r.nq, r.nk, i, &r.lo, &r.hi);
   r.hkv = h / (d->heads_q / d->heads_kv);
   r.q_at = ((q0 + i) * d->heads_q + h) * d->head_dim;
+  r.o_at = ((q0 + i) * d->heads_q + h) * dv_of(d);
   r.slope = slope_of(d, b, h);
   return r;
 }
@@ -116,16 +122,22 @@ static const float *key_row(const fcl_attention_desc *d, const float *k, const r
   return k + ((r->k0 + j) * d->heads_kv + r->hkv) * d->head_dim;
 }
 
+/* Row j of V (dV), head_dim_v wide. */
+static const float *value_row(const fcl_attention_desc *d, const float *v, const row_ctx *r,
+                              size_t j) {
+  return v + ((r->k0 + j) * d->heads_kv + r->hkv) * dv_of(d);
+}
+
 /* ---- the forward -------------------------------------------------------- */
 
 void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const float *k,
                         const float *v, size_t b, size_t h, size_t i, double *o_row,
                         double *lse) {
-  const size_t d = desc->head_dim;
+  const size_t d = desc->head_dim, dv = dv_of(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const float *qi = q + r.q_at;
   const double sink = sink_of(desc, h);  /* joins the denominator, no value */
-  for (size_t c = 0; c < d; ++c) o_row[c] = 0.0;
+  for (size_t c = 0; c < dv; ++c) o_row[c] = 0.0;
   if (r.lo >= r.hi) {
     *lse = sink;
     return;
@@ -143,11 +155,11 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const fl
   double l = sink == -INFINITY ? 0.0 : exp(sink - m);
   for (size_t j = r.lo; j < r.hi; ++j) {
     const double p = exp(s[j - r.lo] - m);
-    const float *vj = key_row(desc, v, &r, j);
+    const float *vj = value_row(desc, v, &r, j);
     l += p;
-    for (size_t c = 0; c < d; ++c) o_row[c] += p * (double)vj[c];
+    for (size_t c = 0; c < dv; ++c) o_row[c] += p * (double)vj[c];
   }
-  for (size_t c = 0; c < d; ++c) o_row[c] /= l;
+  for (size_t c = 0; c < dv; ++c) o_row[c] /= l;
   *lse = m + log(l);
   free(s);
 }
@@ -161,13 +173,16 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const fl
       for (size_t i_ = 0; i_ < nq_; ++i_) {                                     \
         const size_t b = b_, h = h_, i = i_;                                    \
         const size_t at = ((q0_ + i) * (desc)->heads_q + h) * (desc)->head_dim; \
+        const size_t at_v = ((q0_ + i) * (desc)->heads_q + h) * dv_of(desc);    \
+        (void)at;                                                               \
+        (void)at_v;                                                             \
         body;                                                                   \
       }                                                                         \
   }
 
 void fclref_forward(const fcl_attention_desc *desc, const float *q, const float *k,
                     const float *v, double *o, double *lse) {
-  EACH_ROW(desc, fclref_forward_row(desc, q, k, v, b, h, i, o + at,
+  EACH_ROW(desc, fclref_forward_row(desc, q, k, v, b, h, i, o + at_v,
                                     lse + fclref_lse_at(desc, b, h, i)));
 }
 
@@ -219,9 +234,9 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
 static void backward_row(const fcl_attention_desc *desc, const float *q, const float *k,
                          const float *v, const float *dout, const float *o, size_t b, size_t h,
                          size_t i, double *dq_row, double *dk, double *dv) {
-  const size_t d = desc->head_dim;
+  const size_t d = desc->head_dim, dv_cols = dv_of(desc);
   const row_ctx r = row_of(desc, b, h, i);
-  const float *qi = q + r.q_at, *doi = dout + r.q_at;
+  const float *qi = q + r.q_at, *doi = dout + r.o_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0;
   if (r.lo >= r.hi) return;
   const size_t n = r.hi - r.lo;
@@ -230,12 +245,10 @@ static void backward_row(const fcl_attention_desc *desc, const float *q, const f
   const double sink = sink_of(desc, h);
   double m = sink;
   for (size_t j = r.lo; j < r.hi; ++j) {
-    const float *kj = key_row(desc, k, &r, j), *vj = key_row(desc, v, &r, j);
+    const float *kj = key_row(desc, k, &r, j), *vj = value_row(desc, v, &r, j);
     double dot = 0.0, dot_v = 0.0;
-    for (size_t c = 0; c < d; ++c) {
-      dot += (double)qi[c] * (double)kj[c];
-      dot_v += (double)doi[c] * (double)vj[c];
-    }
+    for (size_t c = 0; c < d; ++c) dot += (double)qi[c] * (double)kj[c];
+    for (size_t c = 0; c < dv_cols; ++c) dot_v += (double)doi[c] * (double)vj[c];
     p[j - r.lo] = logit(desc, r.slope, r.nq, r.nk, i, j, dot, &dl[j - r.lo]);
     dp[j - r.lo] = dot_v;
     if (p[j - r.lo] > m) m = p[j - r.lo];
@@ -245,20 +258,19 @@ static void backward_row(const fcl_attention_desc *desc, const float *q, const f
   for (size_t x = 0; x < n; ++x) rowsum += (p[x] /= l) * dp[x];
   if (o) {  /* D = dO . O of the O given, as the flash backward reads it */
     rowsum = 0.0;
-    for (size_t c = 0; c < d; ++c) rowsum += (double)doi[c] * (double)o[r.q_at + c];
+    for (size_t c = 0; c < dv_cols; ++c) rowsum += (double)doi[c] * (double)o[r.o_at + c];
   }
   for (size_t j = r.lo; j < r.hi; ++j) {
     const size_t x = j - r.lo;
     const double ds = p[x] * (dp[x] - rowsum) * dl[x] * (double)desc->scale;
     const float *kj = key_row(desc, k, &r, j);
-    const size_t kv_at = (size_t)(kj - k);
+    const size_t kv_at = (size_t)(kj - k), v_at = (size_t)(value_row(desc, v, &r, j) - v);
     for (size_t c = 0; c < d; ++c) {
       dq_row[c] += ds * (double)kj[c];
-      if (dk) {
-        dk[kv_at + c] += ds * (double)qi[c];
-        dv[kv_at + c] += p[x] * (double)doi[c];
-      }
+      if (dk) dk[kv_at + c] += ds * (double)qi[c];
     }
+    if (dv)
+      for (size_t c = 0; c < dv_cols; ++c) dv[v_at + c] += p[x] * (double)doi[c];
   }
   free(p);
   free(dp);
@@ -278,12 +290,15 @@ static void backward_slice(const fcl_attention_desc *desc, const float *q, const
                            const float *v, const float *dout, const float *o, size_t b,
                            size_t hkv, double *dq, double *dk, double *dv) {
   const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
-  const size_t kv_ld = desc->heads_kv * d;
+  const size_t kv_ld = desc->heads_kv * d, dv_cols = dv_of(desc), v_ld = desc->heads_kv * dv_cols;
   size_t first, nk, q0, nq, k0;
   kv_slice(desc, b, hkv, &first, &nk);
   fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
-  for (size_t j = 0; j < nk; ++j)
-    for (size_t c = 0; c < d; ++c) dk[first + j * kv_ld + c] = dv[first + j * kv_ld + c] = 0.0;
+  const size_t first_v = first / d * dv_cols;
+  for (size_t j = 0; j < nk; ++j) {
+    for (size_t c = 0; c < d; ++c) dk[first + j * kv_ld + c] = 0.0;
+    for (size_t c = 0; c < dv_cols; ++c) dv[first_v + j * v_ld + c] = 0.0;
+  }
   for (size_t h = hkv * group; h < (hkv + 1) * group; ++h)
     for (size_t i = 0; i < nq; ++i)
       backward_row(desc, q, k, v, dout, o, b, h, i, dq + ((q0 + i) * desc->heads_q + h) * d,

@@ -8,7 +8,9 @@
  * the ragged totals) and LSE as the library lays it out (fclref_lse_at).
  * The mask, softcap, ALiBi and ragged batches follow the descriptor,
  * written here from flashcl.h's definitions, independently of the
- * library's own (cl/params.h).
+ * library's own (cl/params.h). The float64 forms (fclref_forward*,
+ * fclref_backward*) take desc.head_dim_v: V, O, dO and dV then have rows
+ * of that width; the naive emulations and fclref_dsinks take head_dim only.
  */
 #ifndef FLASHCL_REFERENCE_H
 #define FLASHCL_REFERENCE_H

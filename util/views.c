@@ -37,8 +37,14 @@ static size_t heads_of(const fcl_attention_desc *d, fclu_tensor t) {
   return keyside(t) ? d->heads_kv : d->heads_q;
 }
 
+/* Columns of t: head_dim_v for V, O, dO and dV where it is set. */
+static size_t width_of(const fcl_attention_desc *d, fclu_tensor t) {
+  const int value = t == FCLU_V || t == FCLU_O || t == FCLU_DOUT || t == FCLU_DV;
+  return value && d->head_dim_v ? d->head_dim_v : d->head_dim;
+}
+
 size_t fclu_packed_elems(const fcl_attention_desc *d, fclu_tensor t) {
-  return fclu_tokens(d, t) * heads_of(d, t) * d->head_dim;
+  return fclu_tokens(d, t) * heads_of(d, t) * width_of(d, t);
 }
 
 static fcl_tensor_layout *slot(fcl_attention_desc *d, fclu_tensor t) {
@@ -58,7 +64,7 @@ void fclu_set_layouts(fcl_attention_desc *d, fclu_layout layout) {
     fcl_tensor_layout *l = slot(d, t);
     memset(l, 0, sizeof *l);
     if (t == FCLU_O || t == FCLU_DOUT) continue;  /* packed */
-    const size_t heads = heads_of(d, t), hd = d->head_dim;
+    const size_t heads = heads_of(d, t), hd = width_of(d, t);
     const size_t seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
     if (layout == FCLU_BHSD) {
       l->seq_stride = hd;
@@ -118,7 +124,7 @@ static int quantized(const fcl_attention_desc *d, fclu_tensor t) {
 
 /* The units of t's row: head_dim elements, or a quantized row's bytes. */
 static size_t row_units(const fcl_attention_desc *d, fclu_tensor t) {
-  return quantized(d, t) ? fcl_kv_row_bytes(d->kv_dtype, d->dtype, d->head_dim) : d->head_dim;
+  return quantized(d, t) ? fcl_kv_row_bytes(d->kv_dtype, d->dtype, d->head_dim) : width_of(d, t);
 }
 
 static fcl_tensor_layout resolved(const fcl_attention_desc *d, fclu_tensor t) {
@@ -148,7 +154,7 @@ static size_t element(const fcl_attention_desc *d, fclu_tensor t, const fcl_tens
 
 void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, void *image) {
   const fcl_tensor_layout l = resolved(d, t);
-  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = width_of(d, t);
   if (quantized(d, t)) {  /* row by row, quantised (kvcodec.h) */
     for (size_t g = 0; g < tokens; ++g)
       for (size_t h = 0; h < heads; ++h)
@@ -171,7 +177,7 @@ void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, vo
 
 void fclu_gather(const fcl_attention_desc *d, fclu_tensor t, const void *image, float *x) {
   const fcl_tensor_layout l = resolved(d, t);
-  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = d->head_dim;
+  const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = width_of(d, t);
   if (quantized(d, t)) {  /* row by row, dequantised (kvcodec.h) */
     for (size_t g = 0; g < tokens; ++g)
       for (size_t h = 0; h < heads; ++h)

@@ -193,6 +193,7 @@ static void naive_forward_sequences(void *state, size_t nq, size_t nk, size_t co
   const fcl_attention_desc *desc = &sh->desc;
   const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
   const fcl__bytes se = fcl__naive_s_elem_size(desc), d = desc->head_dim;
+  const fcl__bytes dv = sh->head_dim_v;
   const fcl__bytes slices = (fcl__bytes)count * desc->heads_q;
   unsigned wg, cols;
   fcl__softmax_config(m->limits, desc->seqlen_k, &wg, &cols);
@@ -201,13 +202,13 @@ static void naive_forward_sequences(void *state, size_t nq, size_t nk, size_t co
                            (desc->sinks ? nq * 4 : 0));
   m->io.stores += slices * ((fcl__bytes)nq * nk * se + (m->with_lse ? nq * 4 : 0));
   if (nk == 0) {
-    m->io.stores += slices * nq * d * e;  /* zero_rows */
+    m->io.stores += slices * nq * dv * e;  /* zero_rows */
     return;
   }
   if (m->own_only) return;
   /* S = Q K^T: reads Q and K, writes S. O = P V: reads P and V, writes O. */
-  m->io.loads += slices * ((nq * d + nk * d) * e + (fcl__bytes)nq * nk * se + nk * d * e);
-  m->io.stores += slices * ((fcl__bytes)nq * nk * se + nq * d * e);
+  m->io.loads += slices * ((nq * d + nk * d) * e + (fcl__bytes)nq * nk * se + nk * dv * e);
+  m->io.stores += slices * ((fcl__bytes)nq * nk * se + nq * dv * e);
 }
 
 /* The backward's, likewise: recompute reads LSE, the slopes and S where
@@ -222,11 +223,12 @@ static void naive_backward_sequences(void *state, size_t nq, size_t nk, size_t c
   const fcl_attention_desc *desc = &sh->desc;
   const fcl__bytes e = fcl_dtype_size(fcl__naive_compute_dtype(desc));
   const fcl__bytes se = fcl__naive_s_elem_size(desc), d = desc->head_dim;
+  const fcl__bytes dv = sh->head_dim_v;
   const fcl__bytes slices = (fcl__bytes)count * desc->heads_q;
   const fcl__bytes kv_slices = (fcl__bytes)count * desc->heads_kv;
   if (nq == 0 || nk == 0) {
     if (nk == 0) m->io.stores += slices * nq * d * e;         /* dQ */
-    if (nq == 0) m->io.stores += kv_slices * 2 * nk * d * e;  /* dK, dV */
+    if (nq == 0) m->io.stores += kv_slices * nk * (d + dv) * e;  /* dK, dV */
     return;
   }
   unsigned wg, cols;
@@ -242,11 +244,12 @@ static void naive_backward_sequences(void *state, size_t nq, size_t nk, size_t c
   m->io.stores += slices * all * se;
   if (m->own_only) return;
   const fcl__bytes q = nq * d * e, kv = nk * d * e, s = all * se;
+  const fcl__bytes o = nq * dv * e, v = nk * dv * e;  /* dO's, V's and dV's width */
   /* S = Q K^T, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q */
-  m->io.loads += slices * ((q + kv) + (s + q) + (q + kv) + (s + kv) + (s + q));
-  m->io.stores += slices * (s + kv + s + q + kv);
+  m->io.loads += slices * ((q + kv) + (s + o) + (o + v) + (s + kv) + (s + q));
+  m->io.stores += slices * (s + v + s + q + kv);
   /* dK and dV of the group's later members add to C (beta = 1): read too */
-  m->io.loads += (slices - kv_slices) * 2 * kv;
+  m->io.loads += (slices - kv_slices) * (kv + v);
 }
 
 /* The whole tensors a run moves besides its chunks, through view_move
@@ -257,25 +260,28 @@ static fcl__io naive_view_moves(const fcl__shape *sh, fcl_pass pass, unsigned ch
   fcl__io io = {0, 0};
   const fcl_attention_desc *desc = &sh->desc;
   const fcl__bytes e = sh->elem_size, q = sh->q_elems, kv = sh->kv_elems;
-  /* K's (V's) bytes as stored: a quantized cache's rows, scales included */
+  const fcl__bytes o = sh->o_elems, v = sh->v_elems;  /* at head_dim_v */
+  /* K's and V's bytes as stored: a quantized cache's rows, scales included */
   const fcl__bytes kv_bytes = sh->kv_quant ? kv / desc->head_dim * sh->kv_row_bytes : kv * e;
+  const fcl__bytes v_bytes = sh->kv_quant ? kv_bytes : v * e;
   const int forward = pass == FCL_PASS_FORWARD;
   if (fcl__naive_compute_dtype(desc) != desc->dtype) {
     /* Forward: Q, K, V widened, O narrowed; backward: Q, K, V, dO widened,
      * dQ, dK, dV narrowed. */
-    const fcl__bytes in = forward ? q + 2 * kv : 2 * q + 2 * kv;
-    const fcl__bytes out = forward ? q : q + 2 * kv;
-    io.loads = in * e + out * 4 - (forward ? 2 * (kv * e - kv_bytes) : 0);
+    const fcl__bytes in = forward ? q + kv + v : q + kv + v + o;
+    const fcl__bytes out = forward ? o : q + kv + v;
+    io.loads = in * e + out * 4 - (forward ? (kv * e - kv_bytes) + (v * e - v_bytes) : 0);
     io.stores = in * 4 + out * e;
   } else if (chunks > 1) {
-    io.loads = io.stores = (forward ? q : q + 2 * kv) * e;
+    io.loads = io.stores = (forward ? o : q + kv + v) * e;
   }
   if ((sh->paged || sh->kv_quant) && forward) {  /* K and V gathered (and dequantised) */
-    const fcl__bytes items = 2 * ((kv + (sh->vec4 ? 3 : 0)) / (sh->vec4 ? 4 : 1));
+    const fcl__bytes w = sh->vec4 ? 4 : 1;
+    const fcl__bytes items = (kv + w - 1) / w + (v + w - 1) / w;
     if (sh->paged) io.loads += items * 4;  /* a table entry per work-item */
     if (fcl__naive_compute_dtype(desc) == desc->dtype) {  /* widened, the moves are counted above */
-      io.loads += 2 * kv_bytes;
-      io.stores += 2 * kv * e;
+      io.loads += kv_bytes + v_bytes;
+      io.stores += (kv + v) * e;
     }
   }
   return io;

@@ -108,6 +108,11 @@ static fcl_status check_local(MPI_Comm comm, fcl_context *ctx, const fcl_attenti
                 "ALiBi, ragged batches, KV caches and paging are not sharded by the ring");
   if (desc->sinks || desc->dsinks)  /* each block's forward would add the sink again */
     return fail(why, FCL_ERROR_UNSUPPORTED, "attention sinks are not sharded by the ring");
+  if (desc->struct_size > offsetof(fcl_attention_desc, head_dim_v) && desc->head_dim_v &&
+      desc->head_dim_v != desc->head_dim)  /* the ring's slices are of one width */
+    return fail(why, FCL_ERROR_UNSUPPORTED,
+                "head_dim_v = %zu with head_dim = %zu: the ring keeps one width for Q, K, V "
+                "and O", desc->head_dim_v, desc->head_dim);
   const fcl_tensor_layout *views[] = {&desc->q, &desc->k, &desc->v, &desc->o,
                                       &desc->dout, &desc->dq, &desc->dk, &desc->dv};
   for (size_t i = 0; i < sizeof views / sizeof *views; i++)

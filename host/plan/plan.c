@@ -292,6 +292,10 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   const fcl_attention_desc *desc = &sh->desc;
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
+  FCL_WHY_IF(sh->head_dim_v != desc->head_dim, FCL_ERROR_UNSUPPORTED,
+             "head_dim_v = %zu with head_dim = %zu: every flash kernel family keeps one "
+             "width for Q, K, V and O; FCL_ALGO_NAIVE takes a value width of its own",
+             sh->head_dim_v, desc->head_dim);
   const int backward = pass == FCL_PASS_BACKWARD;
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
              "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");

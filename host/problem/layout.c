@@ -171,7 +171,8 @@ fcl__placed_view fcl__tensor_view(const fcl__shape *shape, int t) {
   return fcl__layout_view(&shape->views[t], spans[t], bytes ? 1 : shape->elem_size,
                           pool ? shape->desc.num_pages : shape->desc.batch,
                           keyside ? shape->desc.heads_kv : shape->desc.heads_q,
-                          bytes ? shape->kv_row_bytes : shape->desc.head_dim, shape->ragged);
+                          bytes ? shape->kv_row_bytes : fcl__tensor_width(shape, t),
+                          shape->ragged);
 }
 
 fcl__placed_view fcl__range_view(size_t bytes) {

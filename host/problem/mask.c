@@ -71,7 +71,8 @@ double fcl__flops(const fcl__shape *sh, fcl_pass pass) {
   } else {
     f = 4.0 * fcl__shown_pairs(sh);  /* windows, ragged batches, caches: the pairs shown */
   }
-  f *= (double)d->heads_q * (double)d->head_dim;
+  /* QK^T over head_dim, PV over head_dim_v: 2 + 2 flops a pair and column */
+  f *= (double)d->heads_q * 0.5 * ((double)d->head_dim + (double)sh->head_dim_v);
   return pass == FCL_PASS_BACKWARD ? 2.5 * f : f;
 }
 

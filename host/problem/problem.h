@@ -19,6 +19,9 @@ struct fcl__shape {
   size_t tokens_q, tokens_k;  /* batch * seqlen, or the ragged totals */
   size_t q_elems;   /* tokens_q * heads_q * head_dim: Q, O, dO, dQ */
   size_t kv_elems;  /* tokens_k * heads_kv * head_dim: K, V, dK, dV */
+  size_t head_dim_v;  /* desc.head_dim_v, 0 resolved to head_dim */
+  size_t o_elems;   /* tokens_q * heads_q * head_dim_v: O, dO */
+  size_t v_elems;   /* tokens_k * heads_kv * head_dim_v: V, dV */
   size_t lse_elems; /* tokens_q * heads_q */
   size_t elem_size; /* bytes of the storage type */
   size_t group;     /* heads_q / heads_kv */
@@ -40,6 +43,24 @@ struct fcl__shape {
   size_t kv_row_bytes;
   float k_scale, v_scale;
 };
+
+/** Whether tensor t (FCL__Q ..) has head_dim_v columns: V, O, dO, dV. */
+static inline int fcl__value_side(int t) {
+  return t == FCL__V || t == FCL__O || t == FCL__DOUT || t == FCL__DV;
+}
+/** Whether tensor t is indexed by keys (K, V, dK, dV), else by queries. */
+static inline int fcl__key_side(int t) {
+  return t == FCL__K || t == FCL__V || t == FCL__DK || t == FCL__DV;
+}
+/** Columns of tensor t of a checked shape. */
+static inline size_t fcl__tensor_width(const fcl__shape *shape, int t) {
+  return fcl__value_side(t) ? shape->head_dim_v : shape->desc.head_dim;
+}
+/** Elements of tensor t of a checked shape, packed. */
+static inline size_t fcl__tensor_elems(const fcl__shape *shape, int t) {
+  return fcl__key_side(t) ? (fcl__value_side(t) ? shape->v_elems : shape->kv_elems)
+                          : (fcl__value_side(t) ? shape->o_elems : shape->q_elems);
+}
 
 /* ---- sequences and the mask's pair counts (mask.c) ------------------------ */
 

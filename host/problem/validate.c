@@ -135,6 +135,15 @@ static fcl_status check_scalars(const fcl_attention_desc *desc, char *why, size_
   FCL_WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
          "head_dim = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim,
          FCL_MAX_HEAD_DIM);
+  FCL_WHY_IF(desc->head_dim_v > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+         "head_dim_v = %zu exceeds FCL_MAX_HEAD_DIM = %d", desc->head_dim_v,
+         FCL_MAX_HEAD_DIM);
+  FCL_WHY_IF(desc->head_dim_v && desc->head_dim_v != desc->head_dim &&
+                 desc->kv_dtype != FCL_KV_AS_DTYPE,
+             FCL_ERROR_UNSUPPORTED,
+             "kv_dtype %s with head_dim_v = %zu: a quantized cache keeps K and V rows of "
+             "head_dim = %zu elements; give head_dim_v 0 or head_dim",
+             fcl_kv_dtype_name(desc->kv_dtype), desc->head_dim_v, desc->head_dim);
   FCL_WHY_IF(fcl_dtype_size(desc->dtype) == 0, FCL_ERROR_INVALID_ARGUMENT, "dtype = %d is not an fcl_dtype",
          (int)desc->dtype);
   FCL_WHY_IF(!fcl_kv_row_bytes(desc->kv_dtype, FCL_DTYPE_F32, FCL_KV_BLOCK),
@@ -235,8 +244,13 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
   size_t q = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, desc->head_dim, 1);
   size_t kv = product4(sh->tokens_k ? sh->tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
   size_t lse = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, 1, 1);
+  const size_t dv = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
+  size_t o = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, dv, 1);
+  size_t v = product4(sh->tokens_k ? sh->tokens_k : 1, desc->heads_kv, dv, 1);
   size_t bytes;
-  FCL_WHY_IF(!q || !kv || !lse || mul_overflows(q, elem, &bytes) || mul_overflows(kv, elem, &bytes) ||
+  FCL_WHY_IF(!q || !kv || !lse || !o || !v || mul_overflows(q, elem, &bytes) ||
+                 mul_overflows(kv, elem, &bytes) || mul_overflows(o, elem, &bytes) ||
+                 mul_overflows(v, elem, &bytes) ||
              mul_overflows(lse, sizeof(float), &bytes),
          FCL_ERROR_INVALID_SHAPE,
          "the tensors' sizes overflow size_t (batch %zu, seqlen_q %zu, seqlen_k "
@@ -246,6 +260,9 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
   sh->q_elems = sh->tokens_q * desc->heads_q * desc->head_dim;
   sh->kv_elems = sh->tokens_k * desc->heads_kv * desc->head_dim;
   sh->lse_elems = sh->tokens_q * desc->heads_q;
+  sh->head_dim_v = dv;
+  sh->o_elems = sh->tokens_q * desc->heads_q * dv;
+  sh->v_elems = sh->tokens_k * desc->heads_kv * dv;
   sh->elem_size = elem;
   sh->group = desc->heads_q / desc->heads_kv;
   sh->kv_quant = desc->kv_dtype != FCL_KV_AS_DTYPE;
@@ -256,7 +273,7 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
                                                         &desc->o,    &desc->dout, &desc->dq,
                                                         &desc->dk,   &desc->dv};
   size_t spans[FCL__TENSORS];
-  sh->vec4 = desc->head_dim % 4 == 0;
+  sh->vec4 = desc->head_dim % 4 == 0 && dv % 4 == 0;
   for (int t = 0; t < FCL__TENSORS; ++t) {
     const int keyside = t == 1 || t == 2 || t == 6 || t == 7;
     const int pool = sh->paged && (t == 1 || t == 2);  /* K and V: pages of tokens */
@@ -267,7 +284,8 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
                                           : sh->ragged ? (keyside ? sh->tokens_k : sh->tokens_q)
                                                       : (keyside ? desc->seqlen_k : desc->seqlen_q),
                                 .heads = keyside ? desc->heads_kv : desc->heads_q,
-                                .head_dim = kv_bytes ? sh->kv_row_bytes : desc->head_dim,
+                                .head_dim = kv_bytes ? sh->kv_row_bytes
+                                                     : fcl__value_side(t) ? dv : desc->head_dim,
                                 .elem_size = kv_bytes ? 1 : elem,
                                 .ragged = sh->ragged};
     sh->views[t] = fcl__resolve_layout(given_views[t], e.batch,

@@ -117,6 +117,9 @@ fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
   const fcl_attention_desc *d = &sh.desc;
   FCL_RETURN_IF(ctx, !d->seqlens_k, FCL_ERROR_INVALID_ARGUMENT,
                 "desc->seqlens_k is NULL: an append needs the cache's current lengths");
+  FCL_RETURN_IF(ctx, sh.head_dim_v != d->head_dim, FCL_ERROR_UNSUPPORTED,
+                "head_dim_v = %zu with head_dim = %zu: an append writes K and V rows of one "
+                "width", sh.head_dim_v, d->head_dim);
   FCL_RETURN_IF(ctx, new_tokens == 0, FCL_ERROR_INVALID_ARGUMENT, "new_tokens is 0");
   FCL_RETURN_IF(ctx, new_tokens > (size_t)INT_MAX, FCL_ERROR_INVALID_SHAPE,
                 "new_tokens = %zu exceeds %d", new_tokens, INT_MAX);

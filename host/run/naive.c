@@ -244,15 +244,11 @@ static size_t tensor_heads(const fcl__shape *sh, int t) {
   const int keyside = t == FCL__K || t == FCL__V || t == FCL__DK || t == FCL__DV;
   return keyside ? sh->desc.heads_kv : sh->desc.heads_q;
 }
-static size_t tensor_elems(const fcl__shape *sh, int t) {
-  const int keyside = t == FCL__K || t == FCL__V || t == FCL__DK || t == FCL__DV;
-  return keyside ? sh->kv_elems : sh->q_elems;
-}
 
 fcl_tensor_layout fcl__packed_view(const fcl__shape *sh, int t) {
   const fcl_tensor_layout zero = {0, 0, 0, 0};
   return fcl__resolve_layout(&zero, sh->desc.batch, tensor_seqlen(sh, t), tensor_heads(sh, t),
-                             sh->desc.head_dim, sh->ragged);
+                             fcl__tensor_width(sh, t), sh->ragged);
 }
 
 fcl__operand fcl__caller_operand(const fcl__shape *sh, int t, cl_mem mem) {
@@ -262,7 +258,7 @@ fcl__operand fcl__caller_operand(const fcl__shape *sh, int t, cl_mem mem) {
 fcl__operand fcl__scratch_operand(fcl_context *ctx, const fcl__shape *sh, int t, int f32,
                                   const char *what, fcl_status *status) {
   const size_t e = f32 ? sizeof(float) : fcl_dtype_size(fcl__naive_compute_dtype(&sh->desc));
-  const size_t elems = tensor_elems(sh, t);
+  const size_t elems = fcl__tensor_elems(sh, t);
   /* (at least one element: OpenCL has no empty buffers) */
   fcl__operand op = {fcl__buffer(ctx, CL_MEM_READ_WRITE, (elems ? elems : 1) * e, what, status),
                      fcl__packed_view(sh, t)};
@@ -271,7 +267,7 @@ fcl__operand fcl__scratch_operand(fcl_context *ctx, const fcl__shape *sh, int t,
 
 fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_packed,
                           int f32, cl_mem view_mem, cl_mem packed_mem, cl_mem io_counter) {
-  const size_t n = tensor_elems(sh, t);
+  const size_t n = fcl__tensor_elems(sh, t);
   if (n == 0) return FCL_SUCCESS;
   const int width = sh->vec4 ? 4 : 1;
   const char *name = to_packed ? "view_to_packed" : "packed_to_view";
@@ -292,7 +288,7 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   const fcl_tensor_layout *l = &sh->views[t];
   const fcl_view view = {l->offset, l->batch_stride, l->seq_stride, l->head_stride};
   const cl_ulong count = n;
-  const cl_int heads = (cl_int)tensor_heads(sh, t), head_dim = (cl_int)sh->desc.head_dim;
+  const cl_int heads = (cl_int)tensor_heads(sh, t), head_dim = (cl_int)fcl__tensor_width(sh, t);
   const cl_int seqlen = (cl_int)tensor_seqlen(sh, t), ragged = sh->ragged;
   const cl_mem from = to_packed ? view_mem : packed_mem, to = to_packed ? packed_mem : view_mem;
   const cl_ulong table_batch = sh->desc.pages_per_seq;
@@ -315,10 +311,10 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *sh, int t, int to_
   return status;
 }
 
-fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *sh, fcl_dtype type,
+fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *sh, fcl_dtype type, int t,
                           const fcl__operand *op, size_t b, size_t token0, size_t tokens,
                           size_t head0, size_t heads, cl_mem io_counter) {
-  const size_t n = tokens * heads * sh->desc.head_dim;
+  const size_t n = tokens * heads * fcl__tensor_width(sh, t);
   if (n == 0) return FCL_SUCCESS;
   fcl__options opts;
   fcl__options_init(&opts);
@@ -330,7 +326,7 @@ fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *sh, fcl_dtype type
                          op->view.head_stride};
   const cl_int b_i = (cl_int)b, token0_i = (cl_int)token0, tokens_i = (cl_int)tokens;
   const cl_int head0_i = (cl_int)head0, heads_i = (cl_int)heads;
-  const cl_int head_dim = (cl_int)sh->desc.head_dim;
+  const cl_int head_dim = (cl_int)fcl__tensor_width(sh, t);
   fcl__arg args[] = {FCL_ARG(op->mem), FCL_ARG(view),    FCL_ARG(b_i),      FCL_ARG(token0_i),
                      FCL_ARG(tokens_i), FCL_ARG(head0_i), FCL_ARG(heads_i), FCL_ARG(head_dim),
                      FCL_ARG(io_counter)};
@@ -445,11 +441,11 @@ static fcl_status naive_chunk(void *state, const fcl__naive_chunk *c) {
   /* A sequence without keys: its O rows are 0, without a product. */
   if (nk == 0) {
     for (size_t z = 0; z < c->n; ++z)
-      FCL_FORWARD_IF(fcl__zero_rows(ctx, sh, t, &run->o, c->b, c->q_start, nq,
+      FCL_FORWARD_IF(fcl__zero_rows(ctx, sh, t, FCL__O, &run->o, c->b, c->q_start, nq,
                                     (c->kv0 + z) * group + c->member, 1, call->io_counter));
     return FCL_SUCCESS;
   }
-  const fcl__gemm pv = {.type = t, .m = nq, .n = d, .k = nk,
+  const fcl__gemm pv = {.type = t, .m = nq, .n = sh->head_dim_v, .k = nk,
                         .alpha = run->params.v_scale,  /* an fp8 cache's, else 1 */
                         .a = run->s, .a_ld = nk, .a_stride = s_stride,
                         .b = run->v.mem, .b_off = fcl__operand_at(&run->v, c->b, c->k_start, c->kv0),

@@ -74,8 +74,8 @@ fcl_status fcl__view_move(fcl_context *ctx, const fcl__shape *shape, int t, int 
                           int f32, cl_mem view_mem, cl_mem packed_mem, cl_mem io_counter);
 
 /** Zeroes tokens [token0, token0 + tokens) of entry b, heads [head0, head0 +
- *  heads) of an operand (softmax.cl: zero_rows), in `type`. */
-fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *shape, fcl_dtype type,
+ *  heads) of an operand of tensor t's width (softmax.cl: zero_rows), in `type`. */
+fcl_status fcl__zero_rows(fcl_context *ctx, const fcl__shape *shape, fcl_dtype type, int t,
                           const fcl__operand *op, size_t b, size_t token0, size_t tokens,
                           size_t head0, size_t heads, cl_mem io_counter);
 

@@ -108,13 +108,13 @@ static fcl_status bwd_empty(bwd_run *run, const fcl__naive_chunk *c) {
   const size_t group = sh->group;
   if (c->nk == 0) {
     for (size_t z = 0; z < c->n; ++z)
-      FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dq, c->b, c->q_start, c->nq,
+      FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, FCL__DQ, &run->dq, c->b, c->q_start, c->nq,
                                     (c->kv0 + z) * group + c->member, 1, call->io_counter));
   }
   if (c->nq == 0 && c->member == 0) {
-    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dk, c->b, c->k_start, c->nk,
+    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, FCL__DK, &run->dk, c->b, c->k_start, c->nk,
                                   c->kv0, c->n, call->io_counter));
-    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, &run->dv, c->b, c->k_start, c->nk,
+    FCL_FORWARD_IF(fcl__zero_rows(call->ctx, sh, run->type, FCL__DV, &run->dv, c->b, c->k_start, c->nk,
                                   c->kv0, c->n, call->io_counter));
   }
   return FCL_SUCCESS;
@@ -159,7 +159,7 @@ static fcl_status bwd_chunk(void *state, const fcl__naive_chunk *c) {
                                    &run->params, c, group, call->io_counter));
   FCL_FORWARD_IF(fcl__launch(ctx, run->recompute, "softmax_recompute", 2, global, local));
 
-  const fcl__gemm pdo = {.type = t, .trans_a = 1, .m = nk, .n = d, .k = nq, .alpha = 1.0f,
+  const fcl__gemm pdo = {.type = t, .trans_a = 1, .m = nk, .n = sh->head_dim_v, .k = nq, .alpha = 1.0f,
                          .a = run->p, .a_ld = nk, .a_stride = s_stride,
                          .b = run->dout.mem, .b_off = do_off, .b_ld = run->dout.view.seq_stride,
                          .b_stride = group * run->dout.view.head_stride,
@@ -167,7 +167,7 @@ static fcl_status bwd_chunk(void *state, const fcl__naive_chunk *c) {
                          .c = run->dv.mem, .c_off = dv_off, .c_ld = run->dv.view.seq_stride,
                          .c_stride = run->dv.view.head_stride, .batch = c->n};
   FCL_FORWARD_IF(fcl__gemm_run(ctx, &pdo, "dV = P^T dO"));
-  const fcl__gemm dov = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = d, .alpha = 1.0f,
+  const fcl__gemm dov = {.type = t, .trans_b = 1, .m = nq, .n = nk, .k = sh->head_dim_v, .alpha = 1.0f,
                          .a = run->dout.mem, .a_off = do_off, .a_ld = run->dout.view.seq_stride,
                          .a_stride = group * run->dout.view.head_stride,
                          .b = run->v.mem, .b_off = v_off, .b_ld = run->v.view.seq_stride,

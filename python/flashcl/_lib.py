@@ -55,7 +55,9 @@ class AttentionDesc(Structure):
                 # quantized KV caches (fcl_kv_dtype; 0: K and V in dtype)
                 ("kv_dtype", c_int), ("k_scale", c_float), ("v_scale", c_float),
                 # batch invariance
-                ("batch_invariant", c_int)]
+                ("batch_invariant", c_int),
+                # a value head size of its own (0: head_dim)
+                ("head_dim_v", c_size_t)]
 
 
 class BufferSizes(Structure):

@@ -55,6 +55,8 @@ typedef struct bench_options {
   float sinks_value;        /* --sinks-value's X; NAN with --sinks: random values */
   /* ---- batch invariance ---- */
   int batch_invariant;      /* --batch-invariant: BATCH_INVARIANT_* */
+  /* ---- a value head size of its own ---- */
+  size_t head_dim_v;        /* --head-dim-v: desc.head_dim_v (0: head_dim) */
 } bench_options;
 
 /** --batch-invariant: off, on, or each shape both ways (off first). */

@@ -57,6 +57,7 @@ size_t bench_shapes(const bench_options *o, const fcl_device_info *device,
       fcl_attention_desc_init(&d, o->batch, o->heads, o->heads_kv, o->seqlen, o->seqlen_k,
                               o->head_dim);
       d.causal = masks[m];
+      d.head_dim_v = o->head_dim_v;
       add_shape(out, &n, capacity, &d, o);
     }
     return n;

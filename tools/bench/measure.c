@@ -45,6 +45,7 @@ typedef struct inputs {
   fcl_attention_desc desc;
   fcl_buffer_sizes sizes;
   size_t q_elems, kv_elems, lse_elems;  /* packed */
+  size_t o_elems, v_elems;  /* packed O (dO) and V (dV): head_dim_v wide */
   float *q, *k, *v, *dout;  /* dout only for backward passes */
   float *slopes;            /* ALiBi */
   cl_mem dq, dk, dv, ddout, dslopes;
@@ -172,16 +173,18 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   fcl_attention_desc *d = &in->desc;
   in->q_elems = fclu_packed_elems(d, FCLU_Q);
   in->kv_elems = fclu_packed_elems(d, FCLU_K);
+  in->o_elems = fclu_packed_elems(d, FCLU_O);
+  in->v_elems = fclu_packed_elems(d, FCLU_V);
   in->lse_elems = sz->lse / sizeof(float);
   in->q = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
   in->k = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
-  in->v = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+  in->v = malloc((in->v_elems ? in->v_elems : 1) * sizeof(float));
   if (!in->q || !in->k || !in->v) return -1;
   fclu_rng rng;
   fclu_rng_seed(&rng, seed);
   fill_inputs(&rng, in->q, in->q_elems, d->dtype);
   fill_inputs(&rng, in->k, in->kv_elems, d->dtype);
-  fill_inputs(&rng, in->v, in->kv_elems, d->dtype);
+  fill_inputs(&rng, in->v, in->v_elems, d->dtype);
   /* a quantized cache: the reference sees what it holds, and the
    * unquantised values are kept for the error quantisation makes */
   if (fclu_kv_quantized(d)) {
@@ -239,9 +242,9 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
       if (!(*out[i] = view_buffer(ctx, d, bytes[i], &qkv[i], &hosts[i], 1))) return -1;
   }
   if (pass != PASS_FWD) {
-    in->dout = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
+    in->dout = malloc((in->o_elems ? in->o_elems : 1) * sizeof(float));
     if (!in->dout) return -1;
-    fill_inputs(&rng, in->dout, in->q_elems, d->dtype);
+    fill_inputs(&rng, in->dout, in->o_elems, d->dtype);
     const fclu_tensor t = FCLU_DOUT;
     const float *x = in->dout;
     in->ddout = view_buffer(ctx, d, sz->dout, &t, &x, 1);
@@ -478,12 +481,12 @@ static int download_results(fcl_context *ctx, const inputs *in, int pass,
   const fcl_buffer_sizes *sz = &in->sizes;
   memset(h, 0, sizeof *h);
   if (pass == PASS_FWD) {
-    h->o = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
+    h->o = malloc((in->o_elems ? in->o_elems : 1) * sizeof(float));
     return h->o && view_download(ctx, d, out->o, sz->o, FCLU_O, h->o) == 0 ? 0 : -1;
   }
   h->dq = malloc((in->q_elems ? in->q_elems : 1) * sizeof(float));
   h->dk = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
-  h->dv = malloc((in->kv_elems ? in->kv_elems : 1) * sizeof(float));
+  h->dv = malloc((in->v_elems ? in->v_elems : 1) * sizeof(float));
   if (!h->dq || !h->dk || !h->dv) return -1;
   const int shared = fclu_shares_buffer(d, FCLU_DQ);
   const size_t all = largest3(sz->dq, sz->dk, sz->dv);
