@@ -251,14 +251,12 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
-  /* a quantized cache on a CPU: the CPU kernels convert it a block at a
-   * time into their tiles (cpu.cl), where the others convert four elements
-   * a load */
-  if (!limits->is_gpu && sh->kv_quant) return FCL_FLASH_KERNEL_CPU;
-  /* batch-invariant on a CPU: one family whatever the query rows, so that
-   * a decode step's row is a prefill chunk's (docs/design.md, "Batch
-   * invariance") */
-  if (desc->batch_invariant && !limits->is_gpu) return FCL_FLASH_KERNEL_CPU;
+  /* On a CPU, the CPU kernels whatever the query rows: for a quantized
+   * cache, which they convert a block at a time into their tiles (cpu.cl;
+   * the others convert four elements a load), and in the batch-invariant
+   * mode, so that a decode step's row is a prefill chunk's (docs/design.md,
+   * "Batch invariance"). */
+  if (!limits->is_gpu && (sh->kv_quant || desc->batch_invariant)) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA
