@@ -93,10 +93,13 @@ START_TEST(cpu_devices_plan_the_cpu_kernels) {
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
   ck_assert_uint_eq(plan.block_q, 32);
   lim.compute_units = 2;
-  /* decode (a few rows, packed heads): SIMT; a simt hint, SIMT */
+  /* decode (a few rows, packed heads): the CPU kernel too, its four
+   * packed rows in one chunk; a simt hint, SIMT */
   fcl_attention_desc_init(&desc, 1, 8, 2, 1, 4096, 128);
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
-  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_SIMT);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_CPU);
+  ck_assert_uint_eq(plan.packed_heads, 4);
+  ck_assert_uint_eq(plan.block_q, 16);
   fcl_attention_desc_init(&desc, 1, 8, 2, 512, 512, 256);
   const fcl_plan simt = {.kernel = FCL_FLASH_KERNEL_SIMT};
   for (int pass = 0; pass < 2; ++pass) {

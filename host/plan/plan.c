@@ -241,27 +241,25 @@ static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
 
 /* The family that plans a pass: the hint's kernel, else the rules' (the
  * forward's `desc` as the planner sees it, packed; `mma` mma_chosen's
- * answer): a decode kernel, the tensor cores, the CPU kernels, else SIMT. */
+ * answer): on a CPU the CPU kernels, else a decode kernel, the tensor
+ * cores, else SIMT. */
 static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape *sh,
                               const fcl_attention_desc *desc, const fcl_plan *hint,
-                              fcl_pass pass, unsigned packed, int mma) {
+                              fcl_pass pass, int mma) {
   if (hint && hint->kernel) return hint->kernel;
   if (simt_hinted(hint)) return FCL_FLASH_KERNEL_SIMT;
   if (pass == FCL_PASS_BACKWARD)
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
-  /* On a CPU, the CPU kernels whatever the query rows: for a quantized
-   * cache, which they convert a block at a time into their tiles (cpu.cl;
-   * the others convert four elements a load), and in the batch-invariant
-   * mode, so that a decode step's row is a prefill chunk's (docs/design.md,
-   * "Batch invariance"). */
-  if (!limits->is_gpu && (sh->kv_quant || desc->batch_invariant)) return FCL_FLASH_KERNEL_CPU;
+  /* On a CPU, the CPU kernels whatever the query rows: PoCL vectorises
+   * the SIMT kernels' work-items only partly, and a decode row in a
+   * 16-row vector still ran 3-10x faster (docs/design.md, "The rules,
+   * measured"); one family also makes a decode step's row a prefill
+   * chunk's in the batch-invariant mode. */
+  if (fcl__cpu_forward_suits(limits)) return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
-  return decode ? decode
-         : mma  ? FCL_FLASH_KERNEL_MMA
-         : fcl__cpu_forward_suits(limits, desc->seqlen_q, packed) ? FCL_FLASH_KERNEL_CPU
-                                                                   : FCL_FLASH_KERNEL_SIMT;
+  return decode ? decode : mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT;
 }
 
 fcl_status fcl__plan_flash(const fcl_device_limits *limits,
@@ -322,7 +320,7 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   fcl_attention_desc packed_desc = *desc;
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
-  const unsigned kernel = choose_family(limits, sh, &packed_desc, hint, pass, packed, mma);
+  const unsigned kernel = choose_family(limits, sh, &packed_desc, hint, pass, mma);
   const fcl__family_pass *family = fcl__family_pass_of(kernel, pass);
   fcl_plan plan;  /* `out` is written on success only */
   if (backward) {

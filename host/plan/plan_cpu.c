@@ -25,11 +25,11 @@
  * The kernels keep their tiles in private arrays: a plan takes no local
  * memory (local_bytes 0).
  *
- * The rules take the forward where PoCL (or any CPU device) runs one of at
- * least one chunk's rows that does not pack query heads; decode (a few
- * rows, packed GQA heads, split keys) keeps the SIMT kernel's rules. The
- * backward: on every CPU device. A tiling hint (kernel FCL_FLASH_KERNEL_CPU)
- * runs them anywhere, the forward packed or split too.
+ * The rules take both on every CPU device (PoCL), whatever the rows:
+ * prefill, decode, packed GQA heads, split keys; a decode row fills one
+ * lane of a chunk's vectors and still ran 3-10x faster than the SIMT
+ * kernel there. A tiling hint (kernel FCL_FLASH_KERNEL_CPU) runs them
+ * anywhere.
  */
 #include "common.h"
 #include "errors.h"
@@ -47,9 +47,7 @@ static unsigned padded_head_dim(size_t head_dim) {
   return (unsigned)((head_dim + CPU_LANES - 1) / CPU_LANES * CPU_LANES);
 }
 
-int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed) {
-  return !limits->is_gpu && packed == 1 && packed_rows >= CPU_LANES;
-}
+int fcl__cpu_forward_suits(const fcl_device_limits *limits) { return !limits->is_gpu; }
 
 int fcl__cpu_backward_suits(const fcl_device_limits *limits) { return !limits->is_gpu; }
 

@@ -107,7 +107,7 @@ unsigned fcl__flash_mma_m_tiles(const fcl_plan *plan);
 /** Whether the rules take the CPU forward: a CPU device, a forward of at
  *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
  *  does not pack heads (`packed` 1). */
-int fcl__cpu_forward_suits(const fcl_device_limits *limits, size_t packed_rows, unsigned packed);
+int fcl__cpu_forward_suits(const fcl_device_limits *limits);
 /** The CPU forward's tiling for the packed problem `desc`. */
 fcl__planner fcl__plan_forward_cpu;
 /** Whether the rules take the CPU backward: a CPU device. */
