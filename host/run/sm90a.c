@@ -1,0 +1,132 @@
+/*
+ * sm90a.c — the post-compile stage that gives a program on an NVIDIA
+ * sm_90 device Hopper's sm_90a instructions (wgmma), which NVIDIA's OpenCL
+ * compiler cannot emit: the program, built from source with each such
+ * instruction as a marked PTX comment, is read back as PTX, unmarked and
+ * retargeted (ptx.c), and built again from that text. program.c takes it
+ * for programs built with -DFCL_WGMMA=1, and falls back to FCL_WGMMA=0
+ * (the mma.sync kernels) whenever it refuses (docs/design.md, "Hopper's
+ * sm_90a instructions").
+ */
+#include "errors.h"
+#include "program.h"
+#include "ptx.h"
+#include "resources.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ASK "-DFCL_WGMMA=1"
+
+/* Where `options` holds ASK as a whole option, or NULL. */
+static const char *asked_at(const char *options) {
+  const size_t n = strlen(ASK);
+  for (const char *p = options; p && (p = strstr(p, ASK)) != NULL; p += n)
+    if ((p == options || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return p;
+  return NULL;
+}
+
+int fcl__sm90a_asked(const char *options) { return asked_at(options) != NULL; }
+
+int fcl__sm90a_fallback_options(const char *options, char *out, size_t size) {
+  const size_t n = strlen(options);
+  const char *at = asked_at(options);
+  if (!at || n + 1 > size) return -1;
+  memcpy(out, options, n + 1);
+  out[at - options + strlen(ASK) - 1] = '0';
+  return 0;
+}
+
+int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len) {
+  if (limits->vendor == FCL_VENDOR_NVIDIA && limits->nvidia_ptx && limits->nvidia_sm == 90)
+    return 1;
+  if (limits->vendor != FCL_VENDOR_NVIDIA || !limits->nvidia_ptx)
+    snprintf(why, why_len, "not NVIDIA's OpenCL driver");
+  else
+    snprintf(why, why_len, "compute capability %u.%u, not 9.0", limits->nvidia_sm / 10,
+             limits->nvidia_sm % 10);
+  return 0;
+}
+
+/* The program's one binary, NUL-terminated, for free(); NULL with why. */
+static char *read_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
+                         size_t why_len) {
+  cl_uint devices = 0;
+  cl_int err = clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof devices, &devices, NULL);
+  if (err == CL_SUCCESS && devices != 1) err = CL_INVALID_PROGRAM;
+  if (err == CL_SUCCESS)
+    err = clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL);
+  if (err != CL_SUCCESS || *size == 0) {
+    snprintf(why, why_len, "no binary to read back (%s)", fcl__cl_error_name(err));
+    return NULL;
+  }
+  char *binary = fcl__malloc(ctx, *size + 1);
+  unsigned char *binaries[1] = {(unsigned char *)binary};
+  if (!binary) {
+    snprintf(why, why_len, "out of host memory reading the binary");
+    return NULL;
+  }
+  err = clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binaries, binaries, NULL);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_len, "reading the binary: %s", fcl__cl_error_name(err));
+    fcl__free(binary);
+    return NULL;
+  }
+  binary[*size] = '\0';
+  return binary;
+}
+
+void fcl__build_log_line(const char *log, char *out, size_t size) {
+  const char *p = log ? strstr(log, "error") : NULL;
+  if (!p && log) p = strstr(log, "serialized");
+  if (!p) p = log ? log : "";
+  while (p > log && p[-1] != '\n') --p;
+  const size_t n = strcspn(p, "\n");
+  snprintf(out, size, "%.*s", (int)(n < 200 ? n : 200), p);
+}
+
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *options,
+                              cl_program *out, char *why, size_t why_len) {
+  *out = NULL;
+  char detail[400] = "";
+  size_t size = 0;
+  char *binary = read_binary(ctx, built, &size, detail, sizeof detail);
+  char *ptx = NULL;
+  size_t ptx_len = 0;
+  const int unmarked =
+      binary ? fcl__ptx_unmark(binary, size, &ptx, &ptx_len, detail, sizeof detail) : -1;
+  fcl__free(binary);
+  if (unmarked) {
+    snprintf(why, why_len, "its PTX: %s", unmarked == -2 ? "out of host memory" : detail);
+    return unmarked == -2 ? FCL_ERROR_OUT_OF_MEMORY : FCL_ERROR_BUILD_FAILED;
+  }
+  const size_t lengths[1] = {ptx_len + 1};
+  const unsigned char *texts[1] = {(const unsigned char *)ptx};
+  cl_int err = CL_OUT_OF_HOST_MEMORY, loaded = CL_SUCCESS;
+  cl_program program = NULL;
+  if (!fcl__injected(ctx, FCL_INJECT_HOST_ALLOC))
+    program = clCreateProgramWithBinary(ctx->cl, 1, &ctx->device, lengths, texts, &loaded, &err);
+  free(ptx);
+  if (!program || loaded != CL_SUCCESS) {
+    snprintf(why, why_len, "loading the sm_90a PTX: %s",
+             fcl__cl_error_name(program ? loaded : err));
+    if (program) clReleaseProgram(program);
+    return FCL_ERROR_BUILD_FAILED;
+  }
+  err = fcl__build_program(ctx, program, options);
+  char *log = fcl__program_build_log(ctx, program);
+  fcl__build_log_line(log, detail, sizeof detail);
+  /* ptxas serializes a wgmma whose accumulators other instructions define
+   * inside the pipeline: correct, but slower than the mma.sync kernels. */
+  const int serialized = log && strstr(log, "serialized");
+  fcl__free(log);
+  if (err != CL_SUCCESS || serialized) {
+    snprintf(why, why_len, "building the sm_90a PTX: %s: %s",
+             err != CL_SUCCESS ? fcl__cl_error_name(err) : "wgmma serialized", detail);
+    clReleaseProgram(program);
+    return FCL_ERROR_BUILD_FAILED;
+  }
+  *out = program;
+  return FCL_SUCCESS;
+}
