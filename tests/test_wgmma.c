@@ -224,7 +224,7 @@ START_TEST(a_forced_stage_off_hopper_is_refused_cleanly) {
                    CL_SUCCESS);
   cl_program out = (cl_program)kernel;
   why[0] = '\0';
-  ck_assert(fcl__sm90a_rebuild(ctx, built, "", &out, why, sizeof why) != FCL_SUCCESS);
+  ck_assert(fcl__sm90a_rebuild(ctx, built, &out, why, sizeof why) != FCL_SUCCESS);
   ck_assert_ptr_null(out);
   ck_assert_msg(!strncmp(why, "its PTX: ", 9), "%s", why);
   printf("wgmma: this device's binary read back: %s\n", why);

@@ -104,16 +104,19 @@ int fcl__sm90a_fallback_options(const char *options, char *out, size_t size);
 /** Whether the stage may run on a device of `limits`: NVIDIA's driver
  *  (inline PTX), compute capability 9.0. If not, why[why_len] says why. */
 int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len);
-/** The sm_90a program of `built`, a program built from source with
- *  `options` whose sm_90a instructions are marked (ptx.h): its PTX read
- *  back, unmarked and retargeted, loaded with clCreateProgramWithBinary
- *  and built with the same options. Refused when the binary is not PTX of
- *  the expected form, when it does not build, or when ptxas reports a
- *  serialized wgmma. `built` is left to the caller.
+/** The sm_90a program of `built`, a program built from source whose
+ *  sm_90a instructions are marked (ptx.h): its PTX read back, unmarked and
+ *  retargeted, loaded with clCreateProgramWithBinary and built with
+ *  -cl-nv-verbose (the PTX holds what the source's options decided; the
+ *  log says what ptxas did to the wgmma pipeline). Refused when the
+ *  binary is not PTX of the expected form, when it does not build, or
+ *  when ptxas reports serialized wgmmas; waits ptxas injected into the
+ *  pipeline leave a line in the context's log. `built` is left to the
+ *  caller.
  *  @return FCL_SUCCESS and *out; else a status, *out NULL, the reason in
  *  why[why_len] and nothing recorded as the context's error. */
-fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *options,
-                              cl_program *out, char *why, size_t why_len);
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
+                              size_t why_len);
 /** The line of a build log (or a build's error) that names the problem:
  *  the first with "error", else with "serialized", else the first; at most
  *  200 characters, into out[size]. */

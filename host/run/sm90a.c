@@ -9,6 +9,7 @@
  * sm_90a instructions").
  */
 #include "errors.h"
+#include "file.h"
 #include "program.h"
 #include "ptx.h"
 #include "resources.h"
@@ -86,12 +87,29 @@ void fcl__build_log_line(const char *log, char *out, size_t size) {
   snprintf(out, size, "%.*s", (int)(n < 200 ? n : 200), p);
 }
 
-fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *options,
-                              cl_program *out, char *why, size_t why_len) {
+/* FLASHCL_SM90A_PTX=FILE: each attempt's PTX as the driver wrote it,
+ * appended there, to see why a form was refused. A developer's knob. */
+static void dump_ptx(fcl_context *ctx, const char *binary, size_t size) {
+  const char *target = getenv("FLASHCL_SM90A_PTX");
+  if (!target || !target[0]) return;
+  char why[600];
+  FILE *f = fcl__append_file(target, why, sizeof why);
+  if (!f) {
+    fcl__log(ctx, "FLASHCL_SM90A_PTX: %s", why);
+    return;
+  }
+  fwrite(binary, 1, strnlen(binary, size), f);
+  fputc('\n', f);
+  fclose(f);
+}
+
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
+                              size_t why_len) {
   *out = NULL;
   char detail[400] = "";
   size_t size = 0;
   char *binary = read_binary(ctx, built, &size, detail, sizeof detail);
+  if (binary) dump_ptx(ctx, binary, size);
   char *ptx = NULL;
   size_t ptx_len = 0;
   const int unmarked =
@@ -114,12 +132,23 @@ fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *op
     if (program) clReleaseProgram(program);
     return FCL_ERROR_BUILD_FAILED;
   }
-  err = fcl__build_program(ctx, program, options);
+  /* The PTX holds all the source's options decided; ptxas says what it
+   * did to the wgmma pipeline only when verbose. */
+  err = fcl__build_program(ctx, program, "-cl-nv-verbose");
   char *log = fcl__program_build_log(ctx, program);
   fcl__build_log_line(log, detail, sizeof detail);
-  /* ptxas serializes a wgmma whose accumulators other instructions define
-   * inside the pipeline: correct, but slower than the mma.sync kernels. */
+  /* ptxas serializes the wgmmas where other instructions define their
+   * accumulators inside the pipeline, or registers run short: correct,
+   * but slower than the mma.sync kernels. Waits it injects cost less: a
+   * line in the log. */
   const int serialized = log && strstr(log, "serialized");
+  const char *injected = log ? strstr(log, "is injected") : NULL;
+  if (err == CL_SUCCESS && !serialized && injected) {
+    const char *line = injected;
+    while (line > log && line[-1] != '\n') --line;
+    const size_t n = strcspn(line, "\n");
+    fcl__log(ctx, "sm_90a build: ptxas: %.*s", (int)(n < 200 ? n : 200), line);
+  }
   fcl__free(log);
   if (err != CL_SUCCESS || serialized) {
     snprintf(why, why_len, "building the sm_90a PTX: %s: %s",

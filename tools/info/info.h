@@ -25,6 +25,7 @@ typedef struct info_options {
   /* ---- Hopper's wgmma (--wgmma-probe) ---- */
   int wgmma_probe;      /* 1: run the wgmma probe on every device, nothing else */
   unsigned wgmma_reps;  /* --wgmma-reps: the timing loop's reps (0: no timing) */
+  const char *ptx_unmark;  /* --ptx-unmark FILE: print FILE made sm_90a, nothing else */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */
@@ -53,5 +54,9 @@ int info_grid(const info_options *opts, const fcl_device_limits *limits);
  *  against mma.sync (tools/info/wgmma.c). @return 0 when every check
  *  passed (on an NVIDIA sm_90 device: through sm_90a wgmma), else 1. */
 int info_wgmma_probe(const info_options *opts);
+/** --ptx-unmark FILE: FILE's PTX as the sm_90a stage patches it
+ *  (host/run/ptx.c), on stdout. @return 0, 1 when refused (the reason on
+ *  stderr), 2 when FILE cannot be read. */
+int info_ptx_unmark(const char *file);
 
 #endif

@@ -17,6 +17,7 @@ static const char usage[] =
     "       flashcl-info --program-text FILE\n"
     "       flashcl-info --profile KEY --grid full|cover|ci\n"
     "       flashcl-info --wgmma-probe [--wgmma-reps R]\n"
+    "       flashcl-info --ptx-unmark FILE\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -151,7 +152,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       const char **slot;
     } const strings[] = {{"--profile", "a value", &o->profile},
                          {"--program-text", "a kernel file", &o->program_text},
-                         {"--grid", "full, cover or ci", &o->grid}};
+                         {"--grid", "full, cover or ci", &o->grid},
+                         {"--ptx-unmark", "a PTX file", &o->ptx_unmark}};
     int taken = 0;
     for (size_t k = 0; k < sizeof strings / sizeof strings[0] && !taken; ++k) {
       if (strcmp(a, strings[k].name)) continue;

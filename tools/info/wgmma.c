@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "info.h"
 #include "program.h"
+#include "ptx.h"
 #include "wgmma_probe.h"
 
 static const char *path_name(int path) {
@@ -113,4 +115,24 @@ int info_wgmma_probe(const info_options *opts) {
     fcl_context_release(ctx);
   }
   return failures ? 1 : 0;
+}
+
+int info_ptx_unmark(const char *file) {
+  char why[512];
+  char *text = fcl__read_file(file, (size_t)64 << 20, why, sizeof why);
+  if (!text) {
+    fprintf(stderr, "flashcl-info: cannot read %s: %s\n", file, why);
+    return 2;
+  }
+  char *out = NULL;
+  size_t out_len = 0;
+  const int refused = fcl__ptx_unmark(text, strlen(text), &out, &out_len, why, sizeof why);
+  free(text);
+  if (refused) {
+    fprintf(stderr, "flashcl-info: %s: %s\n", file, refused == -2 ? "out of memory" : why);
+    return 1;
+  }
+  fwrite(out, 1, out_len, stdout);
+  free(out);
+  return 0;
 }
