@@ -109,8 +109,9 @@ int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len
  *  retargeted, loaded with clCreateProgramWithBinary and built with
  *  -cl-nv-verbose (the PTX holds what the source's options decided; the
  *  log says what ptxas did to the wgmma pipeline). Refused when the
- *  binary is not PTX of the expected form, when it does not build, or
- *  when ptxas reports serialized wgmmas; waits ptxas injected into the
+ *  binary is not PTX of the expected form, when it does not build, when
+ *  ptxas reports serialized wgmmas, or when its kernels are not those of
+ *  `built`; waits ptxas injected into the
  *  pipeline leave a line in the context's log. `built` is left to the
  *  caller.
  *  @return FCL_SUCCESS and *out; else a status, *out NULL, the reason in

@@ -87,6 +87,19 @@ void fcl__build_log_line(const char *log, char *out, size_t size) {
   snprintf(out, size, "%.*s", (int)(n < 200 ? n : 200), p);
 }
 
+/* Whether two built programs have the same kernels, by name: a patched
+ * program that lost one would fail the call at its kernel's creation,
+ * where a refusal falls back. */
+static int same_kernels(cl_program a, cl_program b) {
+  char names[2][1024];
+  cl_program programs[2] = {a, b};
+  for (int i = 0; i < 2; ++i)
+    if (clGetProgramInfo(programs[i], CL_PROGRAM_KERNEL_NAMES, sizeof names[i], names[i], NULL) !=
+        CL_SUCCESS)
+      return 0;
+  return !strcmp(names[0], names[1]);
+}
+
 /* FLASHCL_SM90A_PTX=FILE: each attempt's PTX as the driver wrote it,
  * appended there, to see why a form was refused. A developer's knob. */
 static void dump_ptx(fcl_context *ctx, const char *binary, size_t size) {
@@ -153,6 +166,11 @@ fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *ou
   if (err != CL_SUCCESS || serialized) {
     snprintf(why, why_len, "building the sm_90a PTX: %s: %s",
              err != CL_SUCCESS ? fcl__cl_error_name(err) : "wgmma serialized", detail);
+    clReleaseProgram(program);
+    return FCL_ERROR_BUILD_FAILED;
+  }
+  if (!same_kernels(built, program)) {
+    snprintf(why, why_len, "the sm_90a program's kernels are not the source's");
     clReleaseProgram(program);
     return FCL_ERROR_BUILD_FAILED;
   }
