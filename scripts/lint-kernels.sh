@@ -166,6 +166,19 @@ for split in 0 1; do
   check mma_probe.cl -DFCL_DTYPE=0 -DMMA_EMULATE=1 -DSPLIT=$split
   check mma_probe.cl -DFCL_DTYPE=0 "${nvptx[@]}" -DSPLIT=$split
 done
+# Hopper's warpgroup MMA probe: the marked sm_90a instructions (each N's
+# operand list), mma.sync, and the emulated layouts
+for dtype in 1 2; do
+  for n in 8 16 32 64 128; do
+    check wgmma_probe.cl -DFCL_DTYPE=$dtype "${nvptx[@]}" -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=2
+  done
+  for n in 8 128; do
+    check wgmma_probe.cl -DFCL_DTYPE=$dtype "${nvptx[@]}" -DWGMMA_N=$n -DKSTEPS=3
+    check wgmma_probe.cl -DFCL_DTYPE=$dtype -DMMA_EMULATE=1 -DWGMMA_N=$n
+    check wgmma_probe.cl -DFCL_DTYPE=$dtype -DMMA_EMULATE=1 -DWGMMA_EMULATE=1 -DWGMMA_N=$n \
+      -DKSTEPS=2
+  done
+done
 # every kernel file, once at least: a new one is not silently left out
 for path in cl/*.cl; do
   file="${path#cl/}"

@@ -102,6 +102,17 @@ grep -qF "void flash_fwd_mma(" "$tmp/out.txt" || fail "--program-text flash_fwd_
 grep -qF "inline void ldsm_x4(" "$tmp/out.txt" || fail "--program-text flash_fwd_mma.cl: no prelude"
 expect 2 "no kernel file of the library" "$info" --program-text nope.cl
 expect 2 "needs a kernel file" "$info" --program-text
+# the wgmma probe's options, and the sm_90a stage's patch on a file
+expect 2 "--wgmma-reps needs 0 to" "$info" --wgmma-probe --wgmma-reps x
+expect 2 "needs a PTX file" "$info" --ptx-unmark
+expect 2 "cannot read" "$info" --ptx-unmark "$tmp/no-such.ptx"
+printf '.version 9.0\n.target sm_90\n\tmov.u32 %%r1, 0; //@@ wgmma.fence.sync.aligned;\n' \
+  > "$tmp/inside.ptx"
+expect 1 "line 3: a marker inside other text" "$info" --ptx-unmark "$tmp/inside.ptx"
+printf '.version 9.0\n.target sm_90\n\t//@@ wgmma.fence.sync.aligned;\n' > "$tmp/marked.ptx"
+expect 0 ".target sm_90a" "$info" --ptx-unmark "$tmp/marked.ptx"
+grep -qF "$(printf '\twgmma.fence.sync.aligned;')" "$tmp/out.txt" ||
+  fail "--ptx-unmark: the marker is still there"
 
 expect 0 "usage" "$callcost" --help
 expect 0 "in a run" "$callcost" "${device[@]}" --dtype f32 2 100

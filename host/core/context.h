@@ -70,6 +70,8 @@ struct fcl_context {
   /* The last error of each thread that failed on this context. */
   fcl__error_slot **errors;
   size_t n_errors, cap_errors;
+  /* ---- the sm_90a stage (host/run/sm90a.c) ---- */
+  int sm90a_forced;       /* test hook fcl__sm90a_force; guarded by `lock` */
 };
 
 /* ---- devices (devices.c) ---- */

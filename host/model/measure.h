@@ -22,6 +22,10 @@ fcl_status fcl__timer_start(fcl_context *ctx, fcl__timer *timer);
 fcl_status fcl__timer_stop(fcl_context *ctx, fcl__timer *timer, double *ms);
 /** Host monotonic clock in milliseconds. */
 double fcl__now_ms(void);
+/** Launches `kernel` (1-D, `local` 0 for the driver's choice) once to warm
+ *  up, then 5 times, and gives the fastest run's ms (peaks.c). */
+fcl_status fcl__fastest_launch(fcl_context *ctx, cl_kernel kernel, const char *name,
+                               size_t global, size_t local, double *best_ms);
 
 /* ---- I/O counting ------------------------------------------------------- */
 

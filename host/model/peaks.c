@@ -20,9 +20,8 @@
 #define CPU_FMA_CHAINS 8
 #define CPU_FMA_WIDTH 16
 
-/* Runs `kernel` PEAK_RUNS times and returns the fastest, in ms. */
-static fcl_status best_of(fcl_context *ctx, cl_kernel kernel, const char *name,
-                          size_t global, size_t local, double *best_ms) {
+fcl_status fcl__fastest_launch(fcl_context *ctx, cl_kernel kernel, const char *name,
+                               size_t global, size_t local, double *best_ms) {
   *best_ms = 0.0;
   for (int run = 0; run <= PEAK_RUNS; ++run) {  /* run 0 warms up */
     fcl__timer timer = {0};
@@ -67,7 +66,8 @@ static fcl_status measure_copy(fcl_context *ctx, double *gbps) {
   size_t global = lim->is_gpu ? (size_t)(lim->compute_units ? lim->compute_units : 1) * 2048
                               : (size_t)(bytes / 16);
   if (local) global = (global + local - 1) / local * local;
-  if (status == FCL_SUCCESS) status = best_of(ctx, kernel, "peak_copy", global, local, &ms);
+  if (status == FCL_SUCCESS)
+    status = fcl__fastest_launch(ctx, kernel, "peak_copy", global, local, &ms);
   fcl__kernel_return(ctx, &kernel);
   fcl__release_mem(&dst);
   fcl__release_mem(&src);
@@ -99,7 +99,8 @@ static fcl_status measure_fma(fcl_context *ctx, double *tflops) {
   fcl__arg args[] = {FCL_ARG(out), FCL_ARG(iterations), FCL_ARG(a), FCL_ARG(b)};
   if (status == FCL_SUCCESS) status = fcl__set_args(ctx, kernel, "peak_fma", args, 4);
   double ms = 0.0;
-  if (status == FCL_SUCCESS) status = best_of(ctx, kernel, "peak_fma", global, local, &ms);
+  if (status == FCL_SUCCESS)
+    status = fcl__fastest_launch(ctx, kernel, "peak_fma", global, local, &ms);
   fcl__kernel_return(ctx, &kernel);
   fcl__release_mem(&out);
   if (status == FCL_SUCCESS)

@@ -45,6 +45,7 @@ extern const char fcl__cl_mma_probe[];
 extern const char fcl__cl_params_probe[];
 extern const char fcl__cl_merge[];
 extern const char fcl__cl_cache[];
+extern const char fcl__cl_wgmma_probe[];
 
 /* Each program is these texts, then the source's prelude if it has one,
  * and the source. */
@@ -76,6 +77,7 @@ static const struct {
                                       fcl__cl_mma, "mma.cl"},
     [FCL_SRC_FLASH_FWD_CPU] = {fcl__cl_flash_fwd_cpu, "flash_fwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
     [FCL_SRC_FLASH_BWD_CPU] = {fcl__cl_flash_bwd_cpu, "flash_bwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
+    [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl"},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }
@@ -231,9 +233,7 @@ static void cache_drop(fcl_context *ctx, fcl__program_entry *gone) {
   fcl__free(gone);
 }
 
-/* The program's build log, NUL-terminated, to be freed; NULL when it
- * cannot be read. */
-static char *build_log(fcl_context *ctx, cl_program program) {
+char *fcl__program_build_log(fcl_context *ctx, cl_program program) {
   size_t log_size = 0;
   char *log = NULL;
   if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
@@ -259,7 +259,7 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
     fcl__log(ctx, "FLASHCL_BUILD_LOG: %s", why);
     return;
   }
-  char *log = build_log(ctx, program);
+  char *log = fcl__program_build_log(ctx, program);
   fprintf(f, "== %s %s\n%s\n", sources[source].file, options, log ? log : "");
   fcl__free(log);
   if (f != stderr) fclose(f);
@@ -281,20 +281,20 @@ size_t fcl__program_texts_of(const char *file, const char *texts[FCL__PROGRAM_TE
   return 0;
 }
 
-/* Compiles one program; records the build log as the error on failure. */
-static fcl_status build(fcl_context *ctx, fcl__source source,
-                        const char *options, cl_program *out) {
+/* Compiles one program from its source; records the build log as the
+ * error on failure. */
+static fcl_status compile(fcl_context *ctx, fcl__source source, const char *options,
+                          cl_program *out) {
   const char *texts[FCL__PROGRAM_TEXTS_MAX];
   const cl_uint n_texts = program_texts(source, texts);
   cl_program program;
   FCL_FORWARD_IF(fcl__create_program(ctx, n_texts, texts, &program));
   cl_int err = fcl__build_program(ctx, program, options);
   if (err == CL_SUCCESS) {
-    write_build_log(ctx, source, options, program);
     *out = program;
     return FCL_SUCCESS;
   }
-  char *log = build_log(ctx, program);
+  char *log = fcl__program_build_log(ctx, program);
   clReleaseProgram(program);
   fcl_status status = fcl__fail(
       ctx, err == CL_OUT_OF_HOST_MEMORY ? FCL_ERROR_OUT_OF_MEMORY : FCL_ERROR_BUILD_FAILED,
@@ -302,6 +302,51 @@ static fcl_status build(fcl_context *ctx, fcl__source source,
       options, fcl__cl_error_name(err), (int)err, log ? log : "");
   fcl__free(log);
   return status;
+}
+
+void fcl__sm90a_force(fcl_context *ctx, int force) {
+  pthread_mutex_lock(&ctx->lock);
+  ctx->sm90a_forced = force;
+  pthread_mutex_unlock(&ctx->lock);
+}
+
+/* A program that asks for the sm_90a stage (program.h): built with it
+ * where the device allows and the stage succeeds, else with FCL_WGMMA=0
+ * and a line in the context's log; fails only as that build does. */
+static fcl_status build_sm90a(fcl_context *ctx, fcl__source source, const char *options,
+                              cl_program *out) {
+  char why[600] = "";
+  pthread_mutex_lock(&ctx->lock);
+  const int forced = ctx->sm90a_forced;
+  pthread_mutex_unlock(&ctx->lock);
+  if (fcl__sm90a_device(&ctx->info.limits, why, sizeof why) || forced) {
+    cl_program marked = NULL;
+    if (compile(ctx, source, options, &marked) == FCL_SUCCESS) {
+      const fcl_status status = fcl__sm90a_rebuild(ctx, marked, out, why, sizeof why);
+      clReleaseProgram(marked);
+      if (status == FCL_SUCCESS) return FCL_SUCCESS;
+    } else {
+      char line[256];
+      fcl__build_log_line(fcl_context_last_error(ctx), line, sizeof line);
+      snprintf(why, sizeof why, "building the marked source: %s", line);
+    }
+  }
+  char fallback[sizeof ((fcl__options *)0)->text];
+  if (fcl__sm90a_fallback_options(options, fallback, sizeof fallback))
+    return fcl__fail(ctx, FCL_ERROR_INVALID_ARGUMENT, "build options too long: %s", options);
+  fcl__log(ctx, "%s: no sm_90a build (%s); built with FCL_WGMMA=0 (mma.sync) instead",
+           sources[source].file, why);
+  return compile(ctx, source, fallback, out);
+}
+
+/* Builds one program, through the sm_90a stage where its options ask for
+ * it, and writes its log where FLASHCL_BUILD_LOG asks. */
+static fcl_status build(fcl_context *ctx, fcl__source source, const char *options,
+                        cl_program *out) {
+  FCL_FORWARD_IF(fcl__sm90a_asked(options) ? build_sm90a(ctx, source, options, out)
+                                           : compile(ctx, source, options, out));
+  write_build_log(ctx, source, options, *out);
+  return FCL_SUCCESS;
 }
 
 long fcl__program_builds(fcl_context *ctx) {

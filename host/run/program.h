@@ -25,6 +25,8 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_FWD_DECODE_MMA,
   FCL_SRC_FLASH_FWD_CPU,
   FCL_SRC_FLASH_BWD_CPU,
+  /* ---- Hopper's sm_90a instructions ---- */
+  FCL_SRC_WGMMA_PROBE,    /* host/model/wgmma_probe.c */
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -82,5 +84,46 @@ void fcl__kernel_return(fcl_context *ctx, cl_kernel *kernel);
 
 /** Releases every cached program of the context. */
 void fcl__programs_release(fcl_context *ctx);
+
+/** The program's build log on the context's device, NUL-terminated, to be
+ *  freed with fcl__free; NULL when it cannot be read. */
+char *fcl__program_build_log(fcl_context *ctx, cl_program program);
+
+/* ---- the sm_90a stage (sm90a.c) ----
+ * A program built with -DFCL_WGMMA=1 asks for Hopper's sm_90a instructions:
+ * on an NVIDIA sm_90 device the cache builds it with the stage below; where
+ * the stage refuses, or on any other device, it builds the same options
+ * with FCL_WGMMA=0 (the mma.sync kernels), logs why in the context's log,
+ * and keeps that program under the asked-for options. */
+
+/** Whether `options` hold -DFCL_WGMMA=1. */
+int fcl__sm90a_asked(const char *options);
+/** `options` with -DFCL_WGMMA=1 made -DFCL_WGMMA=0, into out[size].
+ *  @return 0, or -1 when they do not ask or do not fit. */
+int fcl__sm90a_fallback_options(const char *options, char *out, size_t size);
+/** Whether the stage may run on a device of `limits`: NVIDIA's driver
+ *  (inline PTX), compute capability 9.0. If not, why[why_len] says why. */
+int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len);
+/** The sm_90a program of `built`, a program built from source whose
+ *  sm_90a instructions are marked (ptx.h): its PTX read back, unmarked and
+ *  retargeted, loaded with clCreateProgramWithBinary and built with
+ *  -cl-nv-verbose (the PTX holds what the source's options decided; the
+ *  log says what ptxas did to the wgmma pipeline). Refused when the
+ *  binary is not PTX of the expected form, when it does not build, when
+ *  ptxas reports serialized wgmmas, or when its kernels are not those of
+ *  `built`; waits ptxas injected into the
+ *  pipeline leave a line in the context's log. `built` is left to the
+ *  caller.
+ *  @return FCL_SUCCESS and *out; else a status, *out NULL, the reason in
+ *  why[why_len] and nothing recorded as the context's error. */
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
+                              size_t why_len);
+/** The line of a build log (or a build's error) that names the problem:
+ *  the first with "error", else with "serialized", else the first; at most
+ *  200 characters, into out[size]. */
+void fcl__build_log_line(const char *log, char *out, size_t size);
+/** Test hook: while `force` is 1, programs that ask for the stage attempt
+ *  it on any device (where it must refuse cleanly); 0 restores the check. */
+void fcl__sm90a_force(fcl_context *ctx, int force);
 
 #endif

@@ -22,6 +22,10 @@ typedef struct info_options {
   int batch_invariant;  /* --batch-invariant: the descriptors' flag */
   /* --grid: with --profile KEY, the distinct programs of a grid of problems */
   const char *grid;  /* NULL, "full" or "ci" */
+  /* ---- Hopper's wgmma (--wgmma-probe) ---- */
+  int wgmma_probe;      /* 1: run the wgmma probe on every device, nothing else */
+  unsigned wgmma_reps;  /* --wgmma-reps: the timing loop's reps (0: no timing) */
+  const char *ptx_unmark;  /* --ptx-unmark FILE: print FILE made sm_90a, nothing else */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */
@@ -44,5 +48,15 @@ int info_descs(const info_options *opts, fcl_attention_desc out[2]);
  *  prints them plus the first problem that built it, and a count on
  *  stderr. @return 0, or 1 out of memory. */
 int info_grid(const info_options *opts, const fcl_device_limits *limits);
+
+/** --wgmma-probe: on every device, the wgmma probe's exact checks (the
+ *  sm_90a stage's path and its fallbacks) and, on GPUs, its timing loop
+ *  against mma.sync (tools/info/wgmma.c). @return 0 when every check
+ *  passed (on an NVIDIA sm_90 device: through sm_90a wgmma), else 1. */
+int info_wgmma_probe(const info_options *opts);
+/** --ptx-unmark FILE: FILE's PTX as the sm_90a stage patches it
+ *  (host/run/ptx.c), on stdout. @return 0, 1 when refused (the reason on
+ *  stderr), 2 when FILE cannot be read. */
+int info_ptx_unmark(const char *file);
 
 #endif

@@ -187,6 +187,8 @@ int main(int argc, char **argv) {
       fprintf(stderr, "flashcl-info: %s\nTry 'flashcl-info --help'.\n", why);
       return 2;
   }
+  if (opts.wgmma_probe) return info_wgmma_probe(&opts);
+  if (opts.ptx_unmark) return info_ptx_unmark(opts.ptx_unmark);
   if (opts.program_text) {
     const char *texts[FCL__PROGRAM_TEXTS_MAX];
     const size_t n_texts = fcl__program_texts_of(opts.program_text, texts);

@@ -16,6 +16,8 @@ static const char usage[] =
     "                    [--splits S] [--batch-invariant]\n"
     "       flashcl-info --program-text FILE\n"
     "       flashcl-info --profile KEY --grid full|cover|ci\n"
+    "       flashcl-info --wgmma-probe [--wgmma-reps R]\n"
+    "       flashcl-info --ptx-unmark FILE\n"
     "\n"
     "Lists every OpenCL device with the limits flashcl plans with, then the flash\n"
     "tilings (forward and backward) and the global-memory bytes of both\n"
@@ -66,6 +68,7 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
   o->heads = 16;
   o->seqlen = 4096;
   o->dtype = FCL_DTYPE_F32;
+  o->wgmma_reps = 8192;
   if (why && why_len) why[0] = '\0';
   char reason[FCLU_WHY_LEN];
   for (int i = 1; i < argc; ++i) {
@@ -102,6 +105,22 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       o->shuffle = kind + 1;
       continue;
     }
+    if (!strcmp(a, "--wgmma-probe")) {
+      o->wgmma_probe = 1;
+      continue;
+    }
+    if (!strcmp(a, "--wgmma-reps")) {
+      uint64_t reps;
+      if (i + 1 >= argc ||
+          fclu_parse_u64(argv[i + 1], 0, 1u << 24, &reps, reason, sizeof reason) != 0) {
+        snprintf(why, why_len, "--wgmma-reps needs 0 to %u%s%s", 1u << 24,
+                 i + 1 < argc ? ": " : "", i + 1 < argc ? reason : "");
+        return INFO_PARSE_ERROR;
+      }
+      ++i;
+      o->wgmma_reps = (unsigned)reps;
+      continue;
+    }
     if (!strcmp(a, "--programs")) {
       o->programs = 1;
       continue;
@@ -133,7 +152,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       const char **slot;
     } const strings[] = {{"--profile", "a value", &o->profile},
                          {"--program-text", "a kernel file", &o->program_text},
-                         {"--grid", "full, cover or ci", &o->grid}};
+                         {"--grid", "full, cover or ci", &o->grid},
+                         {"--ptx-unmark", "a PTX file", &o->ptx_unmark}};
     int taken = 0;
     for (size_t k = 0; k < sizeof strings / sizeof strings[0] && !taken; ++k) {
       if (strcmp(a, strings[k].name)) continue;

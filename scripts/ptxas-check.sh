@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Assembles the wgmma probe's sm_90a instructions with NVIDIA's ptxas, without
+# the GPU: each N and type of cl/wgmma_probe.cl (FCL_WGMMA=1) compiled to PTX
+# by clang's NVPTX target, given the .target NVIDIA's OpenCL compiler writes
+# (sm_90) and .version 8.0 (wgmma's: any ptxas that knows sm_90a takes it),
+# patched by the library's sm_90a stage
+# (flashcl-info --ptx-unmark) and assembled for sm_90a, warnings as errors,
+# and ptxas's notes that it serialized the wgmmas or injected waits into
+# their pipeline as failures. What the lint cannot tell: that the operand
+# lists, the descriptor operand and the patched text are PTX that ptxas
+# takes. Exits 77 (skipped) without a ptxas that assembles sm_90a.
+# Usage: scripts/ptxas-check.sh [clang] [flashcl-info] [ptxas]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+clang="${1:-clang}"
+info="${2:-build/tools/flashcl-info}"
+ptxas="${3:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}"
+[ -x "$ptxas" ] || { echo "ptxas-check: no ptxas (skipped)"; exit 77; }
+[ -x "$info" ] || { echo "ptxas-check: no flashcl-info at $info (build first)" >&2; exit 2; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# a ptxas older than sm_90a (CUDA 12.0, PTX ISA 8.0) cannot tell
+printf '.version 8.0\n.target sm_90a\n.address_size 64\n' > "$tmp/empty.ptx"
+if ! "$ptxas" -arch=sm_90a "$tmp/empty.ptx" -o "$tmp/empty.cubin" > /dev/null 2>&1; then
+  echo "ptxas-check: $ptxas does not assemble sm_90a (skipped)"
+  exit 77
+fi
+"$info" --program-text wgmma_probe.cl > "$tmp/k.cl"
+failures=0 builds=0
+for dtype in 1 2; do
+  for n in 8 16 32 64 128; do
+    builds=$((builds + 1))
+    # clang's OpenCL has no library for NVPTX: the probe's two builtins
+    # spelled as the NVVM intrinsics they are
+    if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -fdeclare-opencl-builtins \
+        -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S \
+        -Dasm=__asm__ -Xclang -cl-ext=+cl_khr_fp16 -DFCL_NVIDIA_PTX=1 \
+        -D'get_local_id(x)=__nvvm_read_ptx_sreg_tid_x()' -D'barrier(x)=__nvvm_bar_sync(0)' \
+        -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=4 -o "$tmp/clang.ptx" "$tmp/k.cl" \
+        2> "$tmp/log" ||
+      ! sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_[0-9]*/.target sm_90/' \
+        "$tmp/clang.ptx" > "$tmp/sm90.ptx" ||
+      ! "$info" --ptx-unmark "$tmp/sm90.ptx" > "$tmp/sm90a.ptx" 2>> "$tmp/log" ||
+      ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
+        >> "$tmp/log" 2>&1 ||
+      grep -q 'serialized\|is injected' "$tmp/log"; then
+      echo "FAILED: wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n"
+      cat "$tmp/log"
+      failures=$((failures + 1))
+      continue
+    fi
+    echo "wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n: $(grep -o 'Used [0-9]* registers' "$tmp/log"), $(grep -o '[0-9]* bytes spill stores' "$tmp/log")"
+  done
+done
+echo "ptxas-check: $builds builds, $failures failed"
+[ "$failures" -eq 0 ]
