@@ -23,6 +23,8 @@ static inline unsigned fcl__floor_pow2(size_t x) {
  *  instructions) or per tile of that many (the CPU forward), so that key
  *  tiles may span pages (cl/blocks.cl, "a paged cache") and every family
  *  takes its unpaged tile. */
+_Static_assert(FCL_PAGE_SIZE_MULTIPLE % FCL_PAGE_RUN_KEYS == 0,
+               "every allowed page size must hold whole runs of a page lookup's keys");
 static inline unsigned fcl__page_lookup_keys(const fcl_plan *plan) {
   const unsigned kernel = plan->kernel;
   return kernel == FCL_FLASH_KERNEL_SIMT || kernel == FCL_FLASH_KERNEL_DECODE ? 1
