@@ -38,14 +38,19 @@ inline size_t fcl_at(const fcl_view v, int b, int token, int head) {
 
 /* ---- a paged cache ---------------------------------------------------------
  * PAGED = 1: K and V are pools of pages (fcl_attention_desc.block_table),
- * their views' batch stride the stride between pages. A forward's key tile
- * [k0, k0 + BLOCK_K) lies in one page (the planners keep tiles within the
- * largest power of two dividing page_size; the decode kernel on matrix
- * instructions looks pages up a warp's 16 keys at a time), so TILE_ROWS
+ * their views' batch stride the stride between pages. A key tile may span
+ * pages: the kernels look a page up per key row (KEY_ROW: the SIMT and
+ * decode forwards), per FCL_PAGE_RUN_KEYS (16) keys (the MMA forward's
+ * FETCH_KEYS, mma.cl; the decode kernel on matrix instructions' warp
+ * steps) or per tile of that many keys (the CPU forward), and page_size is
+ * a multiple of 16, so that such a run of keys lies in one page. TILE_ROWS
  * gives the row of key k0 of the block's (batch, KV head), from which a
- * kernel steps by the seq stride, and KEY_IN_TILE a key's row past it. Unpaged, they are the block's rows
- * and the key itself: the kernels' arithmetic as before paging existed.
- * They need the kernel's `qb` and `pages` in scope. */
+ * kernel steps by the seq stride, and KEY_IN_TILE a key's row past it,
+ * within the run; KEY_ROW a key's row, a key past the sequence's last
+ * taken as the last (whose page the table names), so that a lookup never
+ * reads past the table's row. Unpaged, they are the block's rows and the
+ * key itself: the kernels' arithmetic as before paging existed. They need
+ * the kernel's `qb` and `pages` in scope. */
 #ifndef PAGED
 #define PAGED 0
 #endif
@@ -64,9 +69,12 @@ inline size_t fcl_page_row(const fcl_params p, const fcl_view view, __global con
 #define TILE_ROWS(rows, tensor, view, k0) \
   ((tensor) + fcl_page_row(p, (view), pages, qb.batch, qb.kv_head, (k0) IO_LOADS_ARG))
 #define KEY_IN_TILE(key, k0) ((key) - (k0))
+#define KEY_ROW(rows, tensor, view, stride, key) \
+  TILE_ROWS(rows, tensor, view, min((int)(key), qb.seq.nk - 1))
 #else
 #define TILE_ROWS(rows, tensor, view, k0) (rows)
 #define KEY_IN_TILE(key, k0) (key)
+#define KEY_ROW(rows, tensor, view, stride, key) ((rows) + (size_t)(key) * (stride))
 #endif
 /* Key k0's row, where a tile from k0 starts, paged or not (stride: the
  * view's rows apart, as the kernel holds it). */

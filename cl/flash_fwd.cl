@@ -151,9 +151,8 @@ UNROLL
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, qb.seq.nk - k0);
 
-    /* ---- K and V tiles into local memory, coalesced over head_dim ---- */
-    __global const kv_t *k_tile_rows = TILE_ROWS(k_rows, k, p.k, k0);
-    __global const kv_t *v_tile_rows = TILE_ROWS(v_rows, v, p.v, k0);
+    /* ---- K and V tiles into local memory, coalesced over head_dim ----
+     * (paged, each row's page looked up: a tile may span pages, KEY_ROW) */
     const int quads = (head_dim + 3) / 4;
     for (int i = tid; i < BLOCK_K * quads; i += WG_SIZE) {
       const int j = i / quads;
@@ -161,9 +160,9 @@ UNROLL
       const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
       tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
-        const size_t row = (size_t)KEY_IN_TILE(k0 + j, k0);
         /* the K/V hooks take a row and a column (common.cl) */
-        __global const kv_t *kr = k_tile_rows + row * k_stride, *vr = v_tile_rows + row * v_stride;
+        __global const kv_t *kr = KEY_ROW(k_rows, k, p.k, k_stride, k0 + j);
+        __global const kv_t *vr = KEY_ROW(v_rows, v, p.v, v_stride, k0 + j);
         if (vec) {
           kx = KV_TILE4(kr, c);
           vx = KV_TILE4(vr, c);

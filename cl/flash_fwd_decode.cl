@@ -55,17 +55,17 @@
 
 /* This key group's rows of a tile of K or V from key k0: keys
  * k0 + u KEY_GROUPS + group (adjacent groups on adjacent keys), this
- * lane's ELEMS columns; keys past nk and columns past head_dim are 0. */
+ * lane's ELEMS columns; keys past nk and columns past head_dim are 0.
+ * Paged, each key's page is looked up (KEY_ROW): a tile may span pages. */
 #define LOAD_KEY_GROUP(x, rows, tensor, view, stride, k0)                      \
   do {                                                                         \
-    __global const kv_t *tile_rows_ = TILE_ROWS(rows, tensor, view, k0);    \
     UNROLL for (int u_ = 0; u_ < KEYS_PER_GROUP; ++u_) {                       \
       const int key_ = (k0) + u_ * KEY_GROUPS + group;                         \
-      const size_t row_ = (size_t)KEY_IN_TILE(key_, k0);                       \
+      __global const kv_t *row_ = KEY_ROW(rows, tensor, view, stride, key_);   \
       UNROLL for (int e_ = 0; e_ < ELEMS4; ++e_) {                             \
         (x)[u_][e_] = (float4)(0.0f);                                          \
         if (key_ < nk && col + 4 * e_ < head_dim)                              \
-          (x)[u_][e_] = KV_LOAD4(tile_rows_ + row_ * (stride), col + 4 * e_);  \
+          (x)[u_][e_] = KV_LOAD4(row_, col + 4 * e_);                          \
       }                                                                        \
     }                                                                          \
   } while (0)

@@ -160,11 +160,13 @@ UNROLL
    * of each in local memory: V of this tile during S = Q K^T, K of the
    * next during the softmax and O += P V. TILE_BARRIERS (above) says how
    * the work-group knows a tile whole and a buffer free. */
-#define K_TILE_ROWS(k0) TILE_START(k_rows, k, p.k, k_stride, k0)
-#define V_TILE_ROWS(k0) TILE_START(v_rows, v, p.v, v_stride, k0)
+#define K_ROW(key) KEY_ROW(k_rows, k, p.k, k_stride, key)
+#define V_ROW(key) KEY_ROW(v_rows, v, p.v, v_stride, key)
+#define FETCH_K(k0, keys) FETCH_KEYS(k_tile, K_ROW, k, k_rows, k0, keys, BLOCK_K, k_stride)
+#define FETCH_V(k0, keys) FETCH_KEYS(v_tile, V_ROW, v, v_rows, k0, keys, BLOCK_K, v_stride)
   if (first_tile < end_tile) {
     const int k0 = first_tile * BLOCK_K;
-    FETCH_TILE(k_tile, K_TILE_ROWS(k0), min(BLOCK_K, nk - k0), BLOCK_K, k_stride);
+    FETCH_K(k0, min(BLOCK_K, nk - k0));
   }
   FETCH_COMMIT();
   for (int tile = first_tile; tile < end_tile; ++tile) {
@@ -174,7 +176,7 @@ UNROLL
     FETCH_WAIT(0);  // this tile's K
     barrier(CLK_LOCAL_MEM_FENCE);  // K whole, and every warp done with the last V
 #endif
-    FETCH_TILE(v_tile, V_TILE_ROWS(k0), keys, BLOCK_K, v_stride);
+    FETCH_V(k0, keys);
     FETCH_COMMIT();
 #if TILE_BARRIERS == 4
     FETCH_WAIT(1);  // this tile's K
@@ -193,7 +195,7 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with K: the next may come
     if (tile + 1 < end_tile) {
       const int k1 = k0 + BLOCK_K;
-      FETCH_TILE(k_tile, K_TILE_ROWS(k1), min(BLOCK_K, nk - k1), BLOCK_K, k_stride);
+      FETCH_K(k1, min(BLOCK_K, nk - k1));
     }
     FETCH_COMMIT();
 
@@ -218,8 +220,10 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's V overwrites this one
 #endif
   }
-#undef K_TILE_ROWS
-#undef V_TILE_ROWS
+#undef K_ROW
+#undef V_ROW
+#undef FETCH_K
+#undef FETCH_V
 #undef Q_AT
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */

@@ -379,7 +379,15 @@ typedef ushort4 chunk_t;
 #endif
 /* The loop of LOAD_TILE and FETCH_TILE; COPY(dst, src, valid) moves one
  * chunk, or writes zeros where !valid. */
-#define TILE_CHUNKS_BY(COPY, tile, src, rows, tile_rows, stride)                \
+#define TILE_CHUNKS_BY(COPY, tile, src, rows, tile_rows, stride) \
+  TILE_CHUNKS_RUNS(COPY, tile, src, 0, NO_ROW, 0, rows, tile_rows, stride)
+#define NO_ROW(key) ((__global const store_t *)0)
+/* ... and of a paged cache's keys [k0, k0 + tile_rows) (runs: 1): ROW(key)
+ * gives a key's row (KEY_ROW), looked up at each FCL_PAGE_RUN_KEYS keys
+ * that a work-item's rows enter (traits.h, FCL_MMA_PAGE_REBASE), each row
+ * where they are not a whole number of runs; within a run the rows are
+ * `stride` apart. `src` is then any valid row: !valid chunks name it. */
+#define TILE_CHUNKS_RUNS(COPY, tile, src, runs, ROW, k0, rows, tile_rows, stride)  \
   if (WG_SIZE % TILE_CHUNKS == 0) {                                             \
     const int c_ = (tid % TILE_CHUNKS) * 4, j0_ = tid / TILE_CHUNKS;            \
     const size_t step_ = (size_t)TILE_ROW_STEP * (stride);                      \
@@ -388,6 +396,7 @@ typedef ushort4 chunk_t;
     for (int r_ = 0; r_ < ((tile_rows) + TILE_ROW_STEP - 1) / TILE_ROW_STEP;    \
          ++r_, at_ += step_) {                                                  \
       const int j = j0_ + r_ * TILE_ROW_STEP;                                   \
+      if ((runs) && FCL_MMA_PAGE_REBASE(TILE_ROW_STEP, r_)) at_ = ROW((k0) + j) + c_; \
       if ((tile_rows) % TILE_ROW_STEP == 0 || j < (tile_rows))                  \
         COPY((tile) + j * TILE_LD + c_, j < (rows) && c_ < head_dim ? at_ : (src), \
              j < (rows) && c_ < head_dim);                                      \
@@ -396,8 +405,8 @@ typedef ushort4 chunk_t;
     for (int i = tid; i < (tile_rows) * TILE_CHUNKS; i += WG_SIZE) {            \
       const int j = i / TILE_CHUNKS, c = (i % TILE_CHUNKS) * 4;                 \
       const int valid_ = j < (rows) && c < head_dim;                            \
-      COPY((tile) + j * TILE_LD + c, valid_ ? (src) + (size_t)j * (stride) + c : (src), \
-           valid_);                                                             \
+      __global const store_t *row_ = (runs) ? ROW((k0) + j) : (src) + (size_t)j * (stride); \
+      COPY((tile) + j * TILE_LD + c, valid_ ? row_ + c : (src), valid_);        \
     }                                                                           \
   }
 #define COPY_CHUNK(dst, src, valid) \
@@ -426,14 +435,26 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
                :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 8 : 0) : "memory");
 #endif
 }
-#define FETCH_TILE(tile, src, rows, tile_rows, stride) \
-  TILE_CHUNKS_BY(fetch_chunk, tile, src, rows, tile_rows, stride)
+#define FETCH_COPY fetch_chunk
 #define FETCH_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define FETCH_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
 #else
-#define FETCH_TILE(tile, src, rows, tile_rows, stride) LOAD_TILE(tile, src, rows, tile_rows, stride)
+#define FETCH_COPY COPY_CHUNK
 #define FETCH_COMMIT() ((void)0)
 #define FETCH_WAIT(n) ((void)0)
+#endif
+#define FETCH_TILE(tile, src, rows, tile_rows, stride) \
+  TILE_CHUNKS_BY(FETCH_COPY, tile, src, rows, tile_rows, stride)
+/* FETCH_TILE of keys [k0, k0 + tile_rows) of K or V, whose rows from
+ * `rows` are `stride` apart; paged, a tile may span pages: ROW(key) gives
+ * a key's row (KEY_ROW), looked up per run of keys, and `pool` is the
+ * tensor (blocks.cl, "a paged cache"). */
+#if PAGED
+#define FETCH_KEYS(tile, ROW, pool, rows, k0, keys, tile_rows, stride) \
+  TILE_CHUNKS_RUNS(FETCH_COPY, tile, pool, 1, ROW, k0, keys, tile_rows, stride)
+#else
+#define FETCH_KEYS(tile, ROW, pool, rows, k0, keys, tile_rows, stride) \
+  FETCH_TILE(tile, (rows) + (size_t)(k0) * (stride), keys, tile_rows, stride)
 #endif
 
 /* ---- B fragments from a tile: ldmatrix -------------------------------------

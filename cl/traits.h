@@ -85,6 +85,28 @@
    (FCL_MMA_FWD_Q_IN_LOCAL(hd, m_tiles) ? FCL_MMA_FWD_BLOCK_Q(warps, m_tiles) * (hd) * (elem) \
                                          : 0) +                                           \
    ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
+/* A paged cache's keys the forward's K and V tile loads (mma.cl,
+ * TILE_CHUNKS_RUNS) step through from one page lookup: every page size is
+ * a multiple of it (FCL_PAGE_SIZE_MULTIPLE), so that a tile may span pages. */
+#define FCL_PAGE_RUN_KEYS 16
+/* Rows a work-group of `wg` covers at once where it covers whole rows of
+ * hd / 4 chunks, else 0 (mma.cl's TILE_ROW_STEP, and its loop's choice). */
+#define FCL_MMA_TILE_ROW_STEP(hd, wg) ((wg) % ((hd) / 4) == 0 ? (wg) / ((hd) / 4) : 0)
+/* Whether a work-item's loop iteration r (its rows `step` apart) looks a
+ * page up: the first of each run of keys, or each where rows of one
+ * work-item never share a run. */
+#define FCL_MMA_PAGE_REBASE(step, r) \
+  ((step) >= FCL_PAGE_RUN_KEYS || FCL_PAGE_RUN_KEYS % (step) != 0 || \
+   ((r) * (step)) % FCL_PAGE_RUN_KEYS == 0)
+/* Page lookups of one paged K or V tile of `rows` (BLOCK_K) by the
+ * work-group: a lookup per row and chunk where the work-items do not
+ * cover whole rows, else each work-item's rebasing iterations. */
+#define FCL_MMA_PAGE_LOOKUPS(hd, rows, wg)                                               \
+  (FCL_MMA_TILE_ROW_STEP(hd, wg) == 0 ? (rows) * ((hd) / 4)                             \
+   : FCL_MMA_TILE_ROW_STEP(hd, wg) >= FCL_PAGE_RUN_KEYS ||                              \
+           FCL_PAGE_RUN_KEYS % FCL_MMA_TILE_ROW_STEP(hd, wg) != 0                       \
+       ? (wg) * (((rows) + FCL_MMA_TILE_ROW_STEP(hd, wg) - 1) / FCL_MMA_TILE_ROW_STEP(hd, wg)) \
+       : (wg) * (((rows) + FCL_PAGE_RUN_KEYS - 1) / FCL_PAGE_RUN_KEYS))
 /* The backward's rows a work-group owns and streams a tile of. */
 #define FCL_MMA_BWD_BLOCK(warps, head_split) (16 * ((warps) / (head_split)))
 /* ... its two tiles, LSE and D (and with row_keys the visible keys) of a

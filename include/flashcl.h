@@ -578,10 +578,8 @@ typedef struct fcl_attention_desc {
    *    keys weigh nothing) where a block has at most
    *    FCL_BATCH_INVARIANT_SPLIT_ROWS query rows, else not split; merged
    *    by the merge kernel, one lane group a row, in split order;
-   *  - key tiles of FCL_PAGE_SIZE_MULTIPLE keys in the families whose tile
-   *    is a page lookup (SIMT, CPU, the SIMT decode kernel), paged or not;
-   *    the decode kernel on matrix instructions keeps its 64-key steps
-   *    (it looks pages up 16 keys a warp at any page size);
+   *  - (key tiles: each family's own, paged or not, since the kernels
+   *    look pages up within a tile and a paged plan is the contiguous one)
    *  - the SIMT forward's tile chosen before its work-group shrinks to
    *    the rows and the device, the MMA forward's work-group not shrunk,
    *    the SIMT decode kernel's slices of head_dim 8 elements at any
@@ -641,11 +639,10 @@ typedef struct fcl_attention_desc {
 #define FCL_BATCH_INVARIANT_SPLIT_ROWS 64
 
 /** What a paged cache's page_size must be a multiple of
- *  (fcl_attention_desc.block_table): the smallest key tile of the flash
- *  kernels. The planners keep a paged forward's tiles within a page (the
- *  largest power of two dividing page_size), so pages of 16 or 48 tokens
- *  run 16-key tiles, and 64 or more the tiles they would run unpaged, up
- *  to that power of two. */
+ *  (fcl_attention_desc.block_table): the most keys the flash kernels read
+ *  through one page lookup (a key row, or a run of 16 keys). A key tile
+ *  may span pages, so a paged forward runs the tiles it would run
+ *  contiguous, whatever the page size. */
 #define FCL_PAGE_SIZE_MULTIPLE 16
 
 /** The largest scale a descriptor may hold: FLT_MAX / log2(e), rounded

@@ -66,9 +66,11 @@ for dtype in 0 1 2; do
           -DM_TILES=2
         check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=16 \
           -DM_TILES=2
-        # over pages of 16 keys: the smallest tiles, paged
-        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16
-        check flash_fwd.cl "${common[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=16 -DWG_SIZE=128
+        # paged: tiles spanning pages, looked up per 16 keys (whole rows a
+        # work-item step) and per row (d 96: rows not whole)
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=64
+        check flash_fwd_mma.cl "${common[@]}" "${nvptx[@]}" -DPAGED=1 -DHEAD_DIM_MAX=96 -DBLOCK_K=64
+        check flash_fwd.cl "${common[@]}" -DPAGED=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=64 -DWG_SIZE=128
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DWARPS=4
         check flash_bwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=16 -DWARPS=1 \
           -DMMA_EMULATE_ALIGN=1 -DMMA_CHAIN=0

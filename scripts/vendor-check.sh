@@ -27,7 +27,7 @@
 # batch x heads x length across the work-group and key-tile choices, with
 # and without GQA; Nq x GQA group across packing and splitting (decode rows
 # 1-16, packed-and-split forwards of 9-64 rows) over short and long caches;
-# paged caches whose pages cap the tiles; f32, f16 and bf16; no mask,
+# paged caches (tiles spanning pages); f32, f16 and bf16; no mask,
 # causal, a sliding window (and in cover and full soft-capping and ALiBi);
 # forward and backward. A program is the planner's file and options, and
 # under ci and cover one per tiling: the options less the feature hooks

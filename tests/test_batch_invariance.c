@@ -6,8 +6,10 @@
  * and 48 — whose planner would choose other splits, tiles and work-groups
  * for it, in the planner's kernel family and the SIMT, SIMT decode (f32)
  * and matrix decode (f16) kernels forced: its O rows and LSE are the same bits (memcmp) in
- * every batch as alone, and close to the float64 reference. Without the mode, a paged
- * cache's or a batch's plan differs and so do the bits: the test can fail.
+ * every batch as alone, in the mode's tile, paged or not, and close to the float64
+ * reference. Without the mode, a batch's plan differs (here or on a GPU's rules) and so do
+ * the bits: the test can fail. The mode's tile is the family's unpaged one: paged plans
+ * are the contiguous ones, on an H100's rules the usual 64-key MMA tile.
  * A decode step's row against the same row of a prefill chunk: close, and
  * on a CPU the same bits for a chunk the mode splits.
  */
@@ -297,6 +299,31 @@ static const unsigned families[] = {FCL_FLASH_KERNEL_AUTO, FCL_FLASH_KERNEL_SIMT
                                     FCL_FLASH_KERNEL_DECODE, FCL_FLASH_KERNEL_DECODE_MMA};
 #define FAMILIES (sizeof families / sizeof families[0])
 
+/* An H100 as the planner sees it (NVIDIA's OpenCL: 48 KiB of local
+ * memory), for plans made without the device. */
+static fcl_device_limits h100_rules(void) {
+  fcl_device_limits l;
+  memset(&l, 0, sizeof l);
+  l.local_mem_bytes = 48 << 10;
+  l.max_work_group_size = 1024;
+  l.compute_units = 132;
+  l.global_mem_bytes = 80ull << 30;
+  l.max_alloc_bytes = 20ull << 30;
+  l.is_gpu = 1;
+  l.nvidia_ptx = 1;
+  l.nvidia_sm = 90;
+  l.shuffle = FCL_SHUFFLE_NVIDIA_PTX;
+  l.vendor = FCL_VENDOR_NVIDIA;
+  l.sub_group_size = 32;
+  return l;
+}
+
+/* Whether two plans order a row's operations differently. */
+static int plans_differ_in_order(const fcl_plan *a, const fcl_plan *b) {
+  return a->splits != b->splits || a->block_k != b->block_k || a->block_q != b->block_q ||
+         a->wg_size != b->wg_size || a->merge != b->merge;
+}
+
 /* _i: shape x family x dtype. In the mode, every placement's rows equal the rows
  * alone, bit for bit, though the plans the planner makes without the mode
  * differ among them. */
@@ -315,14 +342,17 @@ START_TEST(test_same_bits_in_every_batch) {
   target t = make_target(shapes[si].hq, shapes[si].hkv, shapes[si].nq, shapes[si].nk,
                          shapes[si].d, shapes[si].causal, dtype, 100 + (uint64_t)_i);
   row_pair rows = rows_alloc(&t);
-  fcl_plan alone, plain_alone;
+  fcl_plan alone, plain_alone, gpu_alone;
   run_alone(ctx, &t, 1, rows.o[0], rows.lse[0], &alone);
   char why[256];
   unsigned plans_differ = 0;
+  const fcl_device_limits gpu = h100_rules();
   {
     batch bt = make_batch(&t, PADDED, 1, 0, t.nq, 0, t.nk, 0, 0, 0);
     ck_assert_int_eq(fcl_context_plan(ctx, &bt.desc, FCL_PASS_FORWARD, &plain_alone, why,
                                       sizeof why), FCL_SUCCESS);
+    ck_assert_int_eq(fcl_plan_flash(&gpu, &bt.desc, FCL_PASS_FORWARD, &gpu_alone, why,
+                                    sizeof why), FCL_SUCCESS);
     batch_free(&bt);
   }
   for (size_t c = 0; c < PLACEMENTS; ++c) {
@@ -333,14 +363,18 @@ START_TEST(test_same_bits_in_every_batch) {
     batch plain = bt;
     plain.desc.batch_invariant = 0;
     if (pl->how == PAGED) plain.desc.block_table = (cl_mem)1;  /* planned, never read */
-    fcl_plan p;
+    fcl_plan p, g;
     ck_assert_int_eq(fcl_context_plan(ctx, &plain.desc, FCL_PASS_FORWARD, &p, why, sizeof why),
                      FCL_SUCCESS);
-    plans_differ += p.splits != plain_alone.splits || p.block_k != plain_alone.block_k ||
-                    p.block_q != plain_alone.block_q || p.wg_size != plain_alone.wg_size ||
-                    p.merge != plain_alone.merge;
+    ck_assert_int_eq(fcl_plan_flash(&gpu, &plain.desc, FCL_PASS_FORWARD, &g, why, sizeof why),
+                     FCL_SUCCESS);
+    plans_differ +=
+        plans_differ_in_order(&p, &plain_alone) || plans_differ_in_order(&g, &gpu_alone);
     fcl_plan used;
     run_batch(ctx, &bt, &t, rows.o[1], rows.lse[1], &used);
+    /* the mode's tile, paged or not (tiles span pages) */
+    ck_assert_uint_eq(used.kernel, alone.kernel);
+    ck_assert_uint_eq(used.block_k, alone.block_k);
     ck_assert_msg(rows_same(&rows),
                   "%s %s, %s batch of %zu (slot %zu, pages %zu): O or LSE bits differ from "
                   "the sequence alone (plans: %u splits of %u keys, block_k %u, wg %u alone; "
@@ -351,21 +385,19 @@ START_TEST(test_same_bits_in_every_batch) {
                   used.split_keys, used.block_k, used.wg_size);
     batch_free(&bt);
   }
-  /* the placements exercise what the mode fixes (in the planner's family
-   * on a GPU; a forced one, and the CPU kernel, whose tile is 16 keys
-   * whatever the call, may plan them all alike without the mode) */
-  if (family == FCL_FLASH_KERNEL_AUTO && plain_alone.kernel != FCL_FLASH_KERNEL_CPU)
-    ck_assert_uint_gt(plans_differ, 0);
+  /* the placements exercise what the mode fixes (in the planner's family;
+   * a forced one may plan them all alike without the mode), here or on a
+   * GPU's rules (a CPU's few compute units may split them all alike) */
+  if (family == FCL_FLASH_KERNEL_AUTO) ck_assert_uint_gt(plans_differ, 0);
   rows_free(&rows);
   target_free(&t);
   fcl_context_release(ctx);
 }
 END_TEST
 
-/* _i: dtype. Without the mode, a paged cache of 16-token pages gets other
- * key tiles than the contiguous one, and a batch of 3 other splits than
- * one sequence alone: the rows' bits differ, which the mode's test would
- * catch. */
+/* _i: dtype. Without the mode, a batch of 3 (paged in 16-token pages) gets
+ * other splits than one sequence alone: the rows' bits differ, which the
+ * mode's test would catch. */
 START_TEST(test_bits_differ_without_the_mode) {
   const fcl_dtype dtype = dtypes[_i];
   fcl_context *ctx = th_context();
@@ -471,7 +503,73 @@ START_TEST(test_bad_flag) {
   ck_assert_uint_eq(plan.splits, 4);
   ck_assert_uint_eq(plan.split_keys, FCL_BATCH_INVARIANT_SPLIT_KEYS);
   ck_assert_uint_eq(plan.merge, FCL_SPLIT_MERGE_KERNEL);
-  ck_assert_uint_le(plan.block_k, FCL_PAGE_SIZE_MULTIPLE);
+}
+END_TEST
+
+/* The mode's plan of a problem `desc` on `lim`, paged in pages of `page`
+ * tokens (0: contiguous) or not in the mode (`invariant` 0). */
+static fcl_plan plan_of(const fcl_device_limits *lim, fcl_attention_desc desc, int invariant,
+                        size_t page, const char *name) {
+  desc.batch_invariant = invariant;
+  if (page) {
+    desc.block_table = (cl_mem)&desc;  /* planned, never read */
+    desc.page_size = page;
+    desc.pages_per_seq = (desc.seqlen_k + page - 1) / page;
+    desc.num_pages = desc.batch * desc.pages_per_seq;
+  }
+  fcl_plan plan;
+  char why[256] = "";
+  ck_assert_msg(fcl_plan_flash(lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                    FCL_SUCCESS,
+                "%s: %s", name, why);
+  return plan;
+}
+
+/* The mode's key tile is the unpaged one: a paged cache's plan in the mode
+ * (pages of 16 and 48) is the contiguous one, and on an H100's rules its
+ * tile that of the planner's usual plan (64 keys for the f16 prefill of
+ * head_dim 128, whose 16-key tiles once cost 1.8x), on every profile and
+ * made-up device, prefill and decode rows. */
+START_TEST(test_mode_takes_the_unpaged_tile) {
+  fcl_device_limits devices[16];
+  const char *names[16];
+  size_t n = 0;
+  devices[0] = h100_rules();
+  names[n++] = "H100 rules";
+  size_t count = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&count);
+  for (size_t i = 0; i < count && n < 16; ++i, ++n) {
+    devices[n] = profiles[i].info.limits;
+    names[n] = profiles[i].key;
+  }
+  const size_t rows[3] = {4096, 40, 1};
+  for (size_t dv = 0; dv < n; ++dv)
+    for (size_t r = 0; r < 3; ++r)
+      for (int causal = 0; causal < 2; ++causal) {
+        fcl_attention_desc desc;
+        fcl_attention_desc_init(&desc, 4, 16, r == 0 ? 16 : 4, rows[r], 4096, 128);
+        desc.dtype = FCL_DTYPE_F16;
+        desc.causal = causal;
+        char name[96];
+        snprintf(name, sizeof name, "%s, %zu rows, causal %d", names[dv], rows[r], causal);
+        const fcl_plan flat = plan_of(&devices[dv], desc, 1, 0, name);
+        for (int pi = 0; pi < 2; ++pi) {
+          const fcl_plan paged = plan_of(&devices[dv], desc, 1, pi ? 48 : 16, name);
+          ck_assert_msg(paged.kernel == flat.kernel && paged.block_k == flat.block_k &&
+                            paged.wg_size == flat.wg_size && paged.splits == flat.splits,
+                        "%s, pages of %d: block_k %u wg %u, contiguous %u, %u", name,
+                        pi ? 48 : 16, paged.block_k, paged.wg_size, flat.block_k,
+                        flat.wg_size);
+        }
+        if (dv == 0 && r == 0) {
+          const fcl_plan usual = plan_of(&devices[dv], desc, 0, 0, name);
+          ck_assert_uint_eq(usual.kernel, FCL_FLASH_KERNEL_MMA);
+          ck_assert_msg(flat.kernel == usual.kernel && flat.block_k == usual.block_k,
+                        "%s: the mode's block_k %u, the usual %u", name, flat.block_k,
+                        usual.block_k);
+          ck_assert_uint_gt(flat.block_k, FCL_PAGE_SIZE_MULTIPLE);
+        }
+      }
 }
 END_TEST
 
@@ -482,6 +580,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_bits_differ_without_the_mode, 0, 2);
   tcase_add_loop_test(tc, test_decode_row_against_prefill, 0, 4);
   tcase_add_test(tc, test_bad_flag);
+  tcase_add_test(tc, test_mode_takes_the_unpaged_tile);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

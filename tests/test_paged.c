@@ -6,10 +6,11 @@
  * pages), the four forward kernels (those on matrix instructions emulated
  * off NVIDIA, the decode one's in f16 and bf16), caches of different
  * lengths, splits, packed heads and 16-bit storage, and a 16-bit causal
- * prefill over pages smaller than its unpaged tiles; a paged run takes
- * tiles within a page and is bit-identical to the same problem with
- * contiguous K and V under the same plan. Counted bytes
- * equal the I/O model; reruns are bit-identical; bad table entries stay
+ * prefill over pages smaller than its tiles; a paged run takes the
+ * contiguous problem's plan (its tiles span pages: the kernels look pages
+ * up within a tile) and is bit-identical to the same problem with
+ * contiguous K and V under that plan. Counted bytes
+ * equal the I/O model (its page lookups included); reruns are bit-identical; bad table entries stay
  * inside the pools; every refusal is a documented status with a reason and
  * nothing written; fcl_kv_cache_append writes into the pages.
  */
@@ -92,8 +93,10 @@ static void set_hint(fcl_context *ctx, int family, unsigned splits, unsigned pac
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
 }
 
-/* The family's paged run (the planner's tiles within a page), then the
- * contiguous problem under that plan, which it must match bit for bit. */
+/* The family's paged run, whose plan must be the contiguous problem's
+ * (tiles span pages) and whose counted bytes, where the context counts
+ * them, the model's; then the contiguous problem under that plan, which it
+ * must match bit for bit. */
 static void run_paged_and_flat(fcl_context *ctx, int family, unsigned splits, unsigned packed,
                                const th_problem *p, const paged *pg, th_forward *r,
                                th_forward *flat) {
@@ -103,6 +106,21 @@ static void run_paged_and_flat(fcl_context *ctx, int family, unsigned splits, un
                 fcl_flash_kernel_name(family_kernel[family]), fcl_context_last_error(ctx));
   const fcl_plan *used = &r->info.plan;
   ck_assert_uint_eq(pg->run.desc.page_size % fcl__page_lookup_keys(used), 0);
+  fcl_plan unpaged;
+  char why[256] = "";
+  ck_assert_msg(fcl_context_plan(ctx, &p->desc, FCL_PASS_FORWARD, &unpaged, why, sizeof why) ==
+                    FCL_SUCCESS,
+                "%s", why);
+  ck_assert_msg(unpaged.kernel == used->kernel && unpaged.block_k == used->block_k &&
+                    unpaged.wg_size == used->wg_size && unpaged.splits == used->splits,
+                "%s, pages of %zu: block_k %u wg %u, contiguous %u, %u",
+                fcl_flash_kernel_name(family_kernel[family]), pg->run.desc.page_size,
+                used->block_k, used->wg_size, unpaged.block_k, unpaged.wg_size);
+  ck_assert_msg(!r->info.bytes_counted || r->info.bytes_counted == r->info.bytes_model,
+                "%s, pages of %zu: counted %llu bytes, the model says %llu",
+                fcl_flash_kernel_name(family_kernel[family]), pg->run.desc.page_size,
+                (unsigned long long)r->info.bytes_counted,
+                (unsigned long long)r->info.bytes_model);
   const fcl_plan same = {.kernel = used->kernel, .block_k = used->block_k,
                          .wg_size = used->wg_size, .splits = used->splits,
                          .packed_heads = used->packed_heads, .merge = used->merge,
@@ -199,12 +217,14 @@ START_TEST(paged_forward_matches_contiguous_and_reference) {
 }
 END_TEST
 
-/* A 16-bit causal prefill at head_dim 64, whose unpaged MMA plan takes
- * 128-key tiles: over pages of 16 and 64 tokens the planner's tiles fit the
- * pages (run_paged_and_flat checks), one split. */
+/* A 16-bit causal prefill at head_dim 64, whose MMA plan takes 128-key
+ * tiles: over pages of 16 and 48 tokens (a partial last page) the tiles
+ * span pages, the plan is the contiguous one and the counted bytes the
+ * model's (run_paged_and_flat checks), one split. */
 START_TEST(mma_prefill_over_small_pages) {
   fcl_context *ctx = th_context();
-  const size_t pages[2] = {16, 64};
+  th_count_io(ctx);
+  const size_t pages[2] = {16, 48};
   for (size_t i = 0; i < 2; ++i) {
     fcl_attention_desc desc;
     fcl_attention_desc_init(&desc, 1, 4, 2, 40, 200, 64);
@@ -364,8 +384,9 @@ START_TEST(paged_refusals_write_nothing) {
         ck_assert_msg(isnan(r.o[j]), "refusal %d wrote O[%zu]", i, j);
       th_forward_free(&r);
     }
-  /* The backward and the decode kernel's planner refuse a paged cache it
-   * cannot tile; a hint's block_k that straddles pages is refused. */
+  /* The backward refuses a paged cache; a hint's block_k of 96 keys, whose
+   * tiles span pages of 64, plans (the kernels look pages up within a
+   * tile). */
   fcl_device_info info;
   ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
   fcl_plan plan;
@@ -375,11 +396,11 @@ START_TEST(paged_refusals_write_nothing) {
   ck_assert_int_eq(fcl_plan_flash(&info.limits, &whole, FCL_PASS_BACKWARD, &plan, why, sizeof why),
                    FCL_ERROR_UNSUPPORTED);
   ck_assert(strstr(why, "paged"));
-  const fcl_plan straddle = {.kernel = FCL_FLASH_KERNEL_DECODE, .block_k = 96, .wg_size = 128};
-  ck_assert_int_eq(fcl__plan_flash(&info.limits, &whole, FCL_PASS_FORWARD, &straddle, &plan, why,
-                                   sizeof why),
-                   FCL_ERROR_UNSUPPORTED);
-  ck_assert(strstr(why, "straddle"));
+  const fcl_plan spanning = {.kernel = FCL_FLASH_KERNEL_DECODE, .block_k = 96, .wg_size = 128};
+  ck_assert_msg(fcl__plan_flash(&info.limits, &whole, FCL_PASS_FORWARD, &spanning, &plan, why,
+                                sizeof why) == FCL_SUCCESS,
+                "%s", why);
+  ck_assert_uint_eq(plan.block_k, 96);
   paged_free(&pg);
   th_problem_free(&p);
   fcl_context_release(ctx);

@@ -69,6 +69,26 @@ static fcl__bytes block_queries_loaded(const fcl__shape *sh, size_t nq, size_t n
   return (end < nq ? end : nq) - first;
 }
 
+/* Page lookups a block's forward makes for K (and as many for V) of a
+ * paged cache, over `tiles` tiles holding `keys` keys of the sequence
+ * (blocks.cl, "a paged cache"): SIMT, one per key row and float4 of it
+ * that a work-item loads; the decode kernel, one per key of each
+ * work-item's key group; the MMA forward, its tile loads' (traits.h); the
+ * CPU forward and a warp's step of the decode kernel on matrix
+ * instructions, one per work-item and tile. */
+static fcl__bytes page_lookups(const fcl__shape *sh, const fcl_plan *plan, fcl__bytes tiles,
+                               fcl__bytes keys) {
+  switch (plan->kernel) {
+    case FCL_FLASH_KERNEL_SIMT: return keys * ((sh->desc.head_dim + 3) / 4);
+    case FCL_FLASH_KERNEL_DECODE:
+      return tiles * plan->wg_size *
+             FCL_DECODE_KEYS_PER_GROUP(plan->block_k, plan->wg_size, plan->threads_per_row);
+    case FCL_FLASH_KERNEL_MMA:
+      return tiles * FCL_MMA_PAGE_LOOKUPS(plan->head_dim_padded, plan->block_k, plan->wg_size);
+    default: return tiles * plan->wg_size;
+  }
+}
+
 typedef struct flash_model {
   const fcl__shape *sh;
   const fcl_plan *plan;
@@ -103,8 +123,7 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
       tiles += visited;
     }
   const int with_lse = m->with_lse || splits > 1;
-  /* paged: every work-item reads a tile's page for K and for V (blocks.cl, TILE_ROWS) */
-  const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
+  const fcl__bytes page_reads = sh->paged ? 2 * 4 * page_lookups(sh, plan, tiles, keys) : 0;
   m->io.loads += slices * (splits * slots * row + 2 * keys * kv_row + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));

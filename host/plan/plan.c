@@ -206,14 +206,14 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
 }
 
 /* A paged forward reads each page lookup's keys from one page (cl/blocks.cl,
- * PAGED; fcl__page_lookup_keys). The planners keep tiles within
- * fcl__page_tile_cap; a hint's may not be. */
+ * PAGED; fcl__page_lookup_keys): at most 16, which every page size is a
+ * multiple of, so this holds for every family's tiles. */
 static fcl_status check_pages_fit(const fcl__shape *sh, const fcl_plan *plan, char *why,
                                   size_t why_len) {
   const unsigned keys = fcl__page_lookup_keys(plan);
   FCL_WHY_IF(sh->paged && sh->desc.page_size % keys != 0, FCL_ERROR_UNSUPPORTED,
-             "block_k = %u keys a tile do not divide page_size = %zu: a tile would straddle "
-             "two pages",
+             "%u keys a page lookup do not divide page_size = %zu: a lookup's keys would "
+             "straddle two pages",
              keys, sh->desc.page_size);
   return FCL_SUCCESS;
 }

@@ -130,10 +130,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = fcl__floor_pow2(limits->max_work_group_size);
-  /* paged: a step's keys within a page (fcl__page_tile_cap) */
-  const unsigned page_groups = fcl__page_tile_cap(desc) / decode_keys_per_group(limits);
-  const unsigned max_groups = page_groups < DECODE_MAX_GROUPS ? page_groups : DECODE_MAX_GROUPS;
-  if (!(hint && hint->wg_size) && wg > max_groups * lanes) wg = max_groups * lanes;
+  if (!(hint && hint->wg_size) && wg > DECODE_MAX_GROUPS * lanes) wg = DECODE_MAX_GROUPS * lanes;
   if (!(hint && hint->wg_size) && wg < lanes) wg = lanes;
   FCL_WHY_IF(wg % lanes != 0 || wg / lanes > DECODE_MAX_GROUPS, FCL_ERROR_UNSUPPORTED,
              "wg_size = %u: the decode kernel's work-group is 1 to %u key groups of %u "
@@ -221,7 +218,7 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
   const uint64_t budget = fcl__local_budget(limits);
   for (;;) {
     plan.wg_size = wg;
-    plan.block_k = FCL__DECODE_MMA_WARP_KEYS * (wg / 32);
+    plan.block_k = FCL_DECODE_MMA_WARP_KEYS * (wg / 32);
     plan.local_bytes = decode_mma_local_bytes(&plan, emulate);
     if (plan.local_bytes <= budget) break;
     FCL_WHY_IF(fixed_wg || wg == 32, FCL_ERROR_UNSUPPORTED,

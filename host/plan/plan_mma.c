@@ -220,10 +220,8 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
                  : causal_short                                          ? 128
                  : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
                                                                          : 64;
-  /* A paged cache's tiles within a page; then smaller key tiles, then (for
-   * the emulation's scratch, or Q's fragments) fewer warps, while local
-   * memory does not fit. */
-  while (!fixed_bk && plan.block_k > fcl__page_tile_cap(desc)) plan.block_k /= 2;
+  /* Smaller key tiles, then (for the emulation's scratch, or Q's
+   * fragments) fewer warps, while local memory does not fit. */
   while (fcl__flash_mma_local_bytes(&plan, emulate) > budget) {
     if (!fixed_bk && plan.block_k > MMA_MIN_BLOCK_K)
       plan.block_k /= 2;

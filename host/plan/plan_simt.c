@@ -346,7 +346,6 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   /* Registers first: the largest Bc whose cost (fwd_cost: 2 * slice +
    * rows * Bc private floats and the vendor's extra) fits the budget. */
   unsigned most_bk = cpu_rule ? CPU_BLOCK_K : MAX_BLOCK_K;
-  if (most_bk > fcl__page_tile_cap(desc)) most_bk = fcl__page_tile_cap(desc);
   const int fixed_bk = hint && hint->block_k;
   if (fixed_bk && hint->block_k < MIN_BLOCK_K) {
     fcl__say(why, why_len, "block_k = %u is below the SIMT forward's minimum of %u keys per tile",

@@ -16,26 +16,19 @@ static inline unsigned fcl__floor_pow2(size_t x) {
   while ((size_t)p * 2 <= x && p < (1u << 30)) p *= 2;
   return p;
 }
-/** The most keys a paged forward's tile may hold, so that no tile
- *  straddles two pages (tiles start at multiples of their size): the
- *  largest power of two dividing page_size, FCL_PAGE_SIZE_MULTIPLE at
- *  least; without a block table, no limit; in the batch-invariant mode
- *  FCL_PAGE_SIZE_MULTIPLE, paged or not. Every forward planner keeps its
- *  block_k within it. */
-static inline unsigned fcl__page_tile_cap(const fcl_attention_desc *desc) {
-  /* batch-invariant: every allowed page size's tile, paged or not */
-  if (desc->batch_invariant) return FCL_PAGE_SIZE_MULTIPLE;
-  if (!desc->block_table || !desc->page_size) return UINT_MAX;
-  return (unsigned)(desc->page_size & (~desc->page_size + 1));  /* page_size <= INT_MAX */
-}
-/** Keys the decode kernel on matrix instructions reads a warp a step, from
- *  one page of a paged cache (cl/flash_fwd_decode_mma.cl). */
-#define FCL__DECODE_MMA_WARP_KEYS 16u
 /** Keys a plan's kernel reads through one page lookup of a paged cache,
- *  which page_size must be a multiple of: a tile's, or a warp's step in
- *  the decode kernel on matrix instructions. */
+ *  which page_size must be a multiple of: the forwards look a page up per
+ *  key row (SIMT, decode), per run of FCL_PAGE_RUN_KEYS keys (the MMA
+ *  forward's tile loads, a warp's step of the decode kernel on matrix
+ *  instructions) or per tile of that many (the CPU forward), so that key
+ *  tiles may span pages (cl/blocks.cl, "a paged cache") and every family
+ *  takes its unpaged tile. */
+_Static_assert(FCL_PAGE_SIZE_MULTIPLE % FCL_PAGE_RUN_KEYS == 0,
+               "every allowed page size must hold whole runs of a page lookup's keys");
 static inline unsigned fcl__page_lookup_keys(const fcl_plan *plan) {
-  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? FCL__DECODE_MMA_WARP_KEYS : plan->block_k;
+  const unsigned kernel = plan->kernel;
+  return kernel == FCL_FLASH_KERNEL_SIMT || kernel == FCL_FLASH_KERNEL_DECODE ? 1
+                                                                              : FCL_PAGE_RUN_KEYS;
 }
 /** The local memory a flash kernel may declare: the device's less the 1 KiB
  *  NVIDIA keeps per work-group (an H200 reports 48 KiB; 47 KiB of __local

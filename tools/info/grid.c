@@ -297,7 +297,7 @@ int info_grid(const info_options *opts, const fcl_device_limits *limits) {
                      g.short_nk[n], dim, t, x);
                 visit(&w, &d, 1, x->name);
               }
-        /* paged caches: the page caps the key tile */
+        /* paged caches: the PAGED programs (tiles spanning pages) */
         for (size_t p = 0; g.pages[p]; ++p)
           for (size_t q = 0; g.paged_nq[q]; ++q)
             for (size_t k = 0; g.groups[k]; ++k) {
