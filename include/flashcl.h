@@ -849,6 +849,12 @@ typedef struct fcl_plan {
    *  (fcl_attention_desc.batch_invariant), splits then being as many as
    *  seqlen_k needs. Set by the planner; a tiling hint must leave it 0. */
   unsigned split_keys;
+  /* ---- a value head size of its own ---- */
+  /** head_dim_v rounded up to the slices' width where the descriptor gives
+   *  V and O a width of their own (fcl_attention_desc.head_dim_v), the
+   *  kernels' HEAD_DIM_V_MAX; 0 when it is head_dim (head_dim_padded
+   *  serves both). Set by the planner; ignored in a tiling hint. */
+  unsigned head_dim_v_padded;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for
