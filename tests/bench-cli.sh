@@ -90,6 +90,9 @@ expect 2 "unknown option" "$bench" --frobnicate
 expect 2 "needs a value" "$bench" --seqlen
 
 expect 0 "flash forward plan" "$info" --seqlen 1000 --head-dim 64
+# DeepSeek's prefill widths: V's bucket of its own in both passes' plans
+expect 0 "value width: V, O, dO and dV in a bucket of 128" "$info" --profile arc-a770 \
+  --head-dim 192 --head-dim-v 128
 expect 0 "Exit status" "$info" --help
 for bad in 1e3 12abc 99999999999999999999999 -5 0; do
   expect 2 "--seqlen" "$info" --seqlen "$bad"
