@@ -618,10 +618,13 @@ typedef struct fcl_attention_desc {
   /** Columns of V, O, dO and dV (and of their layouts' rows): 1 ..
    *  FCL_MAX_HEAD_DIM; 0 (default): head_dim. Q, K, dQ and dK keep
    *  head_dim. DeepSeek's latent attention prefills at (192, 128).
-   *  FCL_ALGO_NAIVE takes any width, forward and backward; the flash
-   *  kernels, fcl_kv_cache_append and a quantized cache (kv_dtype) take
-   *  head_dim_v equal to head_dim, and refuse another with
-   *  FCL_ERROR_UNSUPPORTED, writing nothing. */
+   *  FCL_ALGO_NAIVE takes any width, forward and backward; so does
+   *  FCL_ALGO_FLASH on the SIMT and CPU kernels (the planner's choice for
+   *  such a call), unsplit, from contiguous K and V. The MMA and decode
+   *  kernels (a tiling hint naming them, or splits > 1), a paged cache,
+   *  fcl_kv_cache_append and a quantized cache (kv_dtype) take head_dim_v
+   *  equal to head_dim, and refuse another with FCL_ERROR_UNSUPPORTED,
+   *  writing nothing. */
   size_t head_dim_v;
 } fcl_attention_desc;
 
