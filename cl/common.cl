@@ -524,3 +524,10 @@ inline float fcl_row_lse(float m, float f, float l, float s) {
     IO_HELPER_LOADS_DONE();                                                    \
     return x;                                                                  \
   }
+
+/* V, O, dO and dV rows' width bucket where the descriptor gives them one
+ * of their own (fcl_attention_desc.head_dim_v, run-time p.head_dim_v):
+ * the -D option the prefill families take, else head_dim's. */
+#ifndef HEAD_DIM_V_MAX
+#define HEAD_DIM_V_MAX HEAD_DIM_MAX
+#endif

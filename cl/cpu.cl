@@ -22,8 +22,9 @@
 #define LANES 16                     // rows a vector holds, one a lane
 #define VECS (HEAD_DIM_MAX / LANES)  // float16s of a row
 
-#if HEAD_DIM_MAX % LANES != 0
-#error "HEAD_DIM_MAX must be a multiple of 16"
+#define VECS_V (HEAD_DIM_V_MAX / LANES)  // ... of a V, O, dO or dV row (common.cl)
+#if HEAD_DIM_MAX % LANES != 0 || HEAD_DIM_V_MAX % LANES != 0
+#error "HEAD_DIM_MAX and HEAD_DIM_V_MAX must be multiples of 16"
 #endif
 
 /* The vectors are explicit and a work-group is one work-item, so there is
@@ -45,21 +46,22 @@
 DEFINE_QUAD_LOADER(fcl_cpu_quad, float4, LOAD4, LOAD1)
 DEFINE_QUAD_LOADER_OF(fcl_cpu_kv_quad, float4, kv_t, KV_LOAD4, KV_LOAD1)
 
-/* Defines `name`: rows [0, n) of a tensor into a tile [row][HEAD_DIM_MAX]
- * as floats, row j at rows + j stride, each four columns by `quad`; rows
- * from `live` on, and columns past head_dim, are 0 (never stale memory:
- * 0 * NaN is NaN). fcl_cpu_tile for queries and dO, fcl_cpu_kv_tile for
- * keys and values (common.cl's K/V loads). */
+/* Defines `name`: rows [0, n) of a tensor into a tile [row][ld] as
+ * floats (ld: HEAD_DIM_MAX, or HEAD_DIM_V_MAX for the value side's rows),
+ * row j at rows + j stride, each four columns by `quad`; rows from `live`
+ * on, and columns past head_dim (the row's width), are 0 (never stale
+ * memory: 0 * NaN is NaN). fcl_cpu_tile for queries and dO,
+ * fcl_cpu_kv_tile for keys and values (common.cl's K/V loads). */
 #define DEFINE_CPU_TILE(name, quad, elem)                                           \
   inline void name(__private float *tile, const int n, __global const elem *rows,    \
                    const size_t stride, const int live, const int head_dim,         \
-                   const int vec IO_LOADS) {                                         \
+                   const int ld, const int vec IO_LOADS) {                          \
     IO_HELPER_INIT;                                                                 \
     for (int j = 0; j < n; ++j)                                                     \
-      for (int c = 0; c < HEAD_DIM_MAX; c += 4) {                                   \
+      for (int c = 0; c < ld; c += 4) {                                             \
         float4 x = (float4)(0.0f);                                                  \
         if (j < live) x = quad(rows + (size_t)j * stride, c, head_dim, vec IO_LOADS_ARG); \
-        vstore4(x, 0, tile + j * HEAD_DIM_MAX + c);                                 \
+        vstore4(x, 0, tile + j * ld + c);                                           \
       }                                                                             \
     IO_HELPER_LOADS_DONE();                                                         \
   }
@@ -72,11 +74,11 @@ DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad, store_t)
  * of the block) and rows from `live` on are 0. */
 inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const kv_t *rows,
                             const size_t stride, const int live, const int head_dim,
-                            const int vec IO_LOADS) {
+                            const int ld, const int vec IO_LOADS) {
   IO_HELPER_INIT;
   (void)vec;
   for (int j = 0; j < n; ++j)
-    for (int c = 0; c < HEAD_DIM_MAX; c += 16) {
+    for (int c = 0; c < ld; c += 16) {
       float16 x = (float16)(0.0f);
       if (j < live && c < head_dim) {
         __global const kv_t *b = KV_BLOCK_AT(rows + (size_t)j * stride, c);
@@ -92,7 +94,7 @@ inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const k
         x = (convert_float16(nib) - 8.0f) * d;
 #endif
       }
-      vstore16(x, 0, tile + j * HEAD_DIM_MAX + c);
+      vstore16(x, 0, tile + j * ld + c);
     }
   IO_HELPER_LOADS_DONE();
 }
@@ -120,10 +122,10 @@ inline float16 fcl_cpu_fp8x16(const uchar16 code) {
 }
 inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const kv_t *rows,
                             const size_t stride, const int live, const int head_dim,
-                            const int vec IO_LOADS) {
+                            const int ld, const int vec IO_LOADS) {
   IO_HELPER_INIT;
   for (int j = 0; j < n; ++j)
-    for (int c = 0; c < HEAD_DIM_MAX; c += 16) {
+    for (int c = 0; c < ld; c += 16) {
       float16 x = (float16)(0.0f);
       if (j < live && c + 16 <= head_dim) {
         x = fcl_cpu_fp8x16(FCL_COUNTED_LOAD(16, vload16(0, rows + (size_t)j * stride + c)));
@@ -132,7 +134,7 @@ inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const k
           vstore4(fcl_cpu_kv_quad(rows + (size_t)j * stride, c + k, head_dim, vec IO_LOADS_ARG), 0,
                   (__private float *)&x + k);
       }
-      vstore16(x, 0, tile + j * HEAD_DIM_MAX + c);
+      vstore16(x, 0, tile + j * ld + c);
     }
   IO_HELPER_LOADS_DONE();
 }
@@ -165,22 +167,23 @@ inline void fcl_cpu_prefetch_rows(__global const uchar *rows, const size_t strid
   fcl_cpu_prefetch_rows((__global const uchar *)(a), (a_stride) * sizeof(*(a)), (n), \
                         FCL_CPU_ROW_BYTES(a, head_dim))
 /* Rows [0, n) of the two tiles a loop loads together, row j at a + j
- * a_stride and b + j b_stride; elsewhere nothing, its arguments unread. */
-#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) \
-  (FCL_CPU_PREFETCH_ROWS(a, a_stride, n, head_dim), FCL_CPU_PREFETCH_ROWS(b, b_stride, n, head_dim))
+ * a_stride and b + j b_stride, of a_dim and b_dim elements; elsewhere
+ * nothing, its arguments unread. */
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, a_dim, b_dim) \
+  (FCL_CPU_PREFETCH_ROWS(a, a_stride, n, a_dim), FCL_CPU_PREFETCH_ROWS(b, b_stride, n, b_dim))
 #else
-#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, head_dim) ((void)0)
+#define FCL_CPU_PREFETCH_TILES(a, a_stride, b, b_stride, n, a_dim, b_dim) ((void)0)
 #endif
 
 /* Sixteen rows, transposed: dst[c * 16 + r] = element c of row r, row r at
- * base + off[r]; rows from `live` on, and columns past head_dim, are 0.
- * dst is a private float16[HEAD_DIM_MAX] seen as floats. */
+ * base + off[r]; rows from `live` on, and columns past head_dim (the rows'
+ * width), are 0. dst is a private float16[ld] seen as floats. */
 inline void fcl_cpu_rows_t(__private float *dst, __global const store_t *base,
                            __private const size_t *off, const int live, const int head_dim,
-                           const int vec IO_LOADS) {
+                           const int ld, const int vec IO_LOADS) {
   IO_HELPER_INIT;
   for (int r = 0; r < LANES; ++r)
-    for (int c = 0; c < HEAD_DIM_MAX; c += 4) {
+    for (int c = 0; c < ld; c += 4) {
       float4 x = (float4)(0.0f);
       if (r < live) x = fcl_cpu_quad(base + off[r], c, head_dim, vec IO_LOADS_ARG);
       dst[(c + 0) * LANES + r] = x.x;
@@ -191,66 +194,76 @@ inline void fcl_cpu_rows_t(__private float *dst, __global const store_t *base,
   IO_HELPER_LOADS_DONE();
 }
 
-/* A row of VECS float16s times `factor` to global memory, its head_dim
- * columns only. */
-inline void fcl_cpu_store_row(__global store_t *dst, __private const float16 *row,
-                              const float factor, const int head_dim, const int vec IO_STORES) {
-  IO_HELPER_INIT;
-  float out[HEAD_DIM_MAX];
-  CPU_UNROLL
-  for (int c = 0; c < VECS; ++c) vstore16(row[c] * factor, c, out);
-  for (int c = 0; c < head_dim; c += 4) {
-    const float4 x = vload4(0, out + c);
-    if (vec) {
-      STORE4(dst, c, x);
-    } else {
-      STORE1(dst, c + 0, x.x);
-      if (c + 1 < head_dim) STORE1(dst, c + 1, x.y);
-      if (c + 2 < head_dim) STORE1(dst, c + 2, x.z);
-      if (c + 3 < head_dim) STORE1(dst, c + 3, x.w);
-    }
+/* Defines `name`: a row of `vecs` float16s times `factor` to global
+ * memory, its head_dim columns only (the row's width): fcl_cpu_store_row
+ * for rows of VECS, fcl_cpu_store_row_v for the value side's of VECS_V. */
+#define DEFINE_CPU_STORE_ROW(name, vecs)                                              \
+  inline void name(__global store_t *dst, __private const float16 *row, const float factor, \
+                   const int head_dim, const int vec IO_STORES) {                    \
+    IO_HELPER_INIT;                                                                  \
+    float out[(vecs) * LANES];                                                       \
+    CPU_UNROLL                                                                       \
+    for (int c = 0; c < (vecs); ++c) vstore16(row[c] * factor, c, out);              \
+    for (int c = 0; c < head_dim; c += 4) {                                          \
+      const float4 x = vload4(0, out + c);                                           \
+      if (vec) {                                                                     \
+        STORE4(dst, c, x);                                                           \
+      } else {                                                                       \
+        STORE1(dst, c + 0, x.x);                                                     \
+        if (c + 1 < head_dim) STORE1(dst, c + 1, x.y);                               \
+        if (c + 2 < head_dim) STORE1(dst, c + 2, x.z);                               \
+        if (c + 3 < head_dim) STORE1(dst, c + 3, x.w);                               \
+      }                                                                              \
+    }                                                                                \
+    IO_HELPER_STORES_DONE();                                                         \
   }
-  IO_HELPER_STORES_DONE();
-}
+DEFINE_CPU_STORE_ROW(fcl_cpu_store_row, VECS)
+DEFINE_CPU_STORE_ROW(fcl_cpu_store_row_v, VECS_V)
 
-/* acc[r] += sum_j w[j][r] x_j for 16 rows r, over n tile rows x_j =
- * tile[j], two rows at a time: a row's VECS accumulators stay in registers
- * over the tile, and each vector of x_j feeds both rows. acc holds LANES
- * rows of VECS float16s; w is [n][LANES] floats. `scale`: each row first
- * multiplied by its scale[r] (the forward's e^(m_old - m_new)), or NULL.
- * `partial`: the tile's terms summed on their own first, then added (the
- * backward's gradients, long sums over every query or key; flash_bwd_rows.cl,
+/* Defines `name`: acc[r] += sum_j w[j][r] x_j for 16 rows r, over n tile
+ * rows x_j = tile[j], two rows at a time: a row's `vecs` accumulators stay
+ * in registers over the tile, and each vector of x_j feeds both rows. acc
+ * holds LANES rows of `vecs` float16s, the tile's rows are `vecs` float16s
+ * (fcl_cpu_rows_axpy: VECS; fcl_cpu_rows_axpy_v: the value side's VECS_V);
+ * w is [n][LANES] floats. `scale`: each row first multiplied by its
+ * scale[r] (the forward's e^(m_old - m_new)), or NULL. `partial`: the
+ * tile's terms summed on their own first, then added (the backward's
+ * gradients, long sums over every query or key; flash_bwd_rows.cl,
  * ACCUMULATE, says why); `scale` is then not used. */
-inline void fcl_cpu_rows_axpy(__private float16 (*acc)[VECS], __private const float *scale,
-                              const int partial, __private const float *w,
-                              __private const float *tile, const int n) {
-  for (int r = 0; r < LANES; r += 2) {
-    float16 a0[VECS], a1[VECS];
-    const float s0 = scale ? scale[r] : 1.0f, s1 = scale ? scale[r + 1] : 1.0f;
-    CPU_UNROLL
-    for (int c = 0; c < VECS; ++c) {
-      a0[c] = partial ? (float16)(0.0f) : acc[r][c] * s0;
-      a1[c] = partial ? (float16)(0.0f) : acc[r + 1][c] * s1;
-    }
-    for (int j = 0; j < n; ++j) {
-      const float16 p0 = (float16)(w[j * LANES + r]), p1 = (float16)(w[j * LANES + r + 1]);
-      CPU_UNROLL
-      for (int c = 0; c < VECS; ++c) {
-        const float16 x = vload16(c, tile + j * HEAD_DIM_MAX);
-        a0[c] = fma(p0, x, a0[c]);
-        a1[c] = fma(p1, x, a1[c]);
-      }
-    }
-    CPU_UNROLL
-    for (int c = 0; c < VECS; ++c) {
-      acc[r][c] = partial ? acc[r][c] + a0[c] : a0[c];
-      acc[r + 1][c] = partial ? acc[r + 1][c] + a1[c] : a1[c];
-    }
+#define DEFINE_CPU_ROWS_AXPY(name, vecs)                                                  \
+  inline void name(__private float16 (*acc)[vecs], __private const float *scale,          \
+                   const int partial, __private const float *w, __private const float *tile, \
+                   const int n) {                                                         \
+    for (int r = 0; r < LANES; r += 2) {                                                  \
+      float16 a0[vecs], a1[vecs];                                                         \
+      const float s0 = scale ? scale[r] : 1.0f, s1 = scale ? scale[r + 1] : 1.0f;         \
+      CPU_UNROLL                                                                          \
+      for (int c = 0; c < (vecs); ++c) {                                                  \
+        a0[c] = partial ? (float16)(0.0f) : acc[r][c] * s0;                               \
+        a1[c] = partial ? (float16)(0.0f) : acc[r + 1][c] * s1;                           \
+      }                                                                                   \
+      for (int j = 0; j < n; ++j) {                                                       \
+        const float16 p0 = (float16)(w[j * LANES + r]), p1 = (float16)(w[j * LANES + r + 1]); \
+        CPU_UNROLL                                                                        \
+        for (int c = 0; c < (vecs); ++c) {                                                \
+          const float16 x = vload16(c, tile + j * (vecs) * LANES);                        \
+          a0[c] = fma(p0, x, a0[c]);                                                      \
+          a1[c] = fma(p1, x, a1[c]);                                                      \
+        }                                                                                 \
+      }                                                                                   \
+      CPU_UNROLL                                                                          \
+      for (int c = 0; c < (vecs); ++c) {                                                  \
+        acc[r][c] = partial ? acc[r][c] + a0[c] : a0[c];                                  \
+        acc[r + 1][c] = partial ? acc[r + 1][c] + a1[c] : a1[c];                          \
+      }                                                                                   \
+    }                                                                                     \
   }
-}
+DEFINE_CPU_ROWS_AXPY(fcl_cpu_rows_axpy, VECS)
+DEFINE_CPU_ROWS_AXPY(fcl_cpu_rows_axpy_v, VECS_V)
 
 /* s[j] = sum_c tile[j][c] t[c] for the n <= 16 tile rows j: products of
- * tile rows with 16 rows kept transposed (t, HEAD_DIM_MAX float16s), one
+ * tile rows with 16 rows kept transposed (t, ld float16s: HEAD_DIM_MAX, or
+ * HEAD_DIM_V_MAX for the value side's dO V^T; the tile's rows ld long), one
  * independent accumulator per tile row, each element of the tile a
  * broadcast. The sum runs in two levels, CPU_DOT_RUN elements a chain,
  * then the chains added: a dot product's rounding error grows with its
@@ -258,17 +271,17 @@ inline void fcl_cpu_rows_axpy(__private float16 (*acc)[VECS], __private const fl
  * past 3x the naive algorithm's error (the SIMT kernels' chains are 16-64
  * long for the same reason). */
 #define CPU_DOT_RUN 32
-#define FCL_CPU_DOTS(s, tile, t, n)                                           \
+#define FCL_CPU_DOTS(s, tile, t, n, ld)                                       \
   do {                                                                        \
     CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_) (s)[j_] = (float16)(0.0f);    \
-    for (int c0_ = 0; c0_ < HEAD_DIM_MAX; c0_ += CPU_DOT_RUN) {                \
+    for (int c0_ = 0; c0_ < (ld); c0_ += CPU_DOT_RUN) {                        \
       float16 run_[LANES];                                                    \
       CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_) run_[j_] = (float16)(0.0f); \
-      const int c1_ = min(c0_ + CPU_DOT_RUN, HEAD_DIM_MAX);                    \
+      const int c1_ = min(c0_ + CPU_DOT_RUN, (ld));                            \
       for (int c_ = c0_; c_ < c1_; ++c_) {                                    \
         const float16 tc_ = (t)[c_];                                          \
         CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_)                           \
-          run_[j_] = fma((float16)((tile)[j_ * HEAD_DIM_MAX + c_]), tc_, run_[j_]); \
+          run_[j_] = fma((float16)((tile)[j_ * (ld) + c_]), tc_, run_[j_]); \
       }                                                                       \
       CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_) (s)[j_] += run_[j_];         \
     }                                                                         \

@@ -45,7 +45,7 @@
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
-  __local tile4_t do_tile[BLOCK * TILE_LD4];
+  __local tile4_t do_tile[BLOCK * TILE_LD_V4];
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
 #if ROW_KEYS_IN_LOCAL
   __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
@@ -60,31 +60,30 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head;
-  const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim;
+  const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, head_dim_v = p.head_dim_v;
   const size_t k_off = fcl_at(p.k, batch, kb.seq.k_start, kv_head);
   const size_t v_off = fcl_at(p.v, batch, kb.seq.k_start, kv_head);
 
-  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
-    q_tile[i] = TILE_ZERO;
-    do_tile[i] = TILE_ZERO;
-  }
+  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) q_tile[i] = TILE_ZERO;
+  for (int i = tid; i < BLOCK * TILE_LD_V4; i += WG_SIZE) do_tile[i] = TILE_ZERO;
 
   int key[ROWS_PER_THREAD];
-  float kr[ROWS_PER_THREAD][D_SLICE], vr[ROWS_PER_THREAD][D_SLICE];
-  float dkr[ROWS_PER_THREAD][D_SLICE], dvr[ROWS_PER_THREAD][D_SLICE];
-  const int col0 = slice * D_SLICE;
+  float kr[ROWS_PER_THREAD][D_SLICE], vr[ROWS_PER_THREAD][DV_SLICE];
+  float dkr[ROWS_PER_THREAD][D_SLICE], dvr[ROWS_PER_THREAD][DV_SLICE];
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     key[r] = k0 + row_group + r * ROW_GROUPS;
 UNROLL
-    for (int c = 0; c < D_SLICE; ++c) dkr[r][c] = dvr[r][c] = 0.0f;
+    for (int c = 0; c < D_SLICE; ++c) dkr[r][c] = 0.0f;
+UNROLL
+    for (int c = 0; c < DV_SLICE; ++c) dvr[r][c] = 0.0f;
   }
-  LOAD_ROW_SLICES(kr, k + k_off, key, nk, p.k.seq);
-  LOAD_ROW_SLICES(vr, v + v_off, key, nk, p.v.seq);
+  LOAD_ROW_SLICES(kr, k + k_off, key, nk, p.k.seq, D_SLICE, head_dim);
+  LOAD_ROW_SLICES(vr, v + v_off, key, nk, p.v.seq, DV_SLICE, head_dim_v);
 
   /* Keys past the sequence need no mask: their gradients are never stored. */
   const int diag = nk - nq;
-  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  const int slice_base4 = slice * (SLICE_STRIDE / 4), slice_base_v4 = slice * (SLICE_STRIDE_V / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   for (int member = 0; member < kb.heads; ++member) {
@@ -97,7 +96,7 @@ UNROLL
       /* ---- Q, dO, LSE, D and the rows' keys of this query tile ---- */
       load_tile_pair(q_tile, do_tile, q + gh.q + (size_t)q0 * p.q.seq,
                      dout + gh.dout + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
-                     head_dim, p.vec4 IO_LOADS_ARG);
+                     head_dim, head_dim_v, p.vec4 IO_LOADS_ARG);
       LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
                      nk);
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -127,22 +126,25 @@ UNROLL
 
         /* ---- dV += P^T dO, dK += dS^T Q ---- */
 UNROLL
-        for (int c4 = 0; c4 < D_SLICE4; ++c4) {
+        for (int c4 = 0; c4 < WIDE_SLICE4; ++c4) {
           float4 tv[ROWS_PER_THREAD], tk[ROWS_PER_THREAD];
 UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) tv[r] = tk[r] = (float4)(0.0f);
 UNROLL
           for (int i = 0; i < SUB_ROWS; ++i) {
-            const int at = (sb + i) * TILE_LD4 + slice_base4 + c4;
-            const float4 qq = TILE_READ4(q_tile, at), oo = TILE_READ4(do_tile, at);
+            if (c4 < DV_SLICE4) {
+              const float4 oo = TILE_READ4(do_tile, (sb + i) * TILE_LD_V4 + slice_base_v4 + c4);
 UNROLL
-            for (int r = 0; r < ROWS_PER_THREAD; ++r) {
-              tv[r] = fma((float4)(s[r][i]), oo, tv[r]);
-              tk[r] = fma((float4)(dp[r][i]), qq, tk[r]);
+              for (int r = 0; r < ROWS_PER_THREAD; ++r) tv[r] = fma((float4)(s[r][i]), oo, tv[r]);
+            }
+            if (c4 < D_SLICE4) {
+              const float4 qq = TILE_READ4(q_tile, (sb + i) * TILE_LD4 + slice_base4 + c4);
+UNROLL
+              for (int r = 0; r < ROWS_PER_THREAD; ++r) tk[r] = fma((float4)(dp[r][i]), qq, tk[r]);
             }
           }
-          ACCUMULATE(dvr, tv, c4);
-          ACCUMULATE(dkr, tk, c4);
+          if (c4 < DV_SLICE4) ACCUMULATE(dvr, tv, c4);
+          if (c4 < D_SLICE4) ACCUMULATE(dkr, tk, c4);
         }
       }
       barrier(CLK_LOCAL_MEM_FENCE);  // the next tile overwrites Q and dO
@@ -150,9 +152,9 @@ UNROLL
   }
 
   STORE_ROW_SLICES(dkr, dk + fcl_at(p.dk, batch, kb.seq.k_start, kv_head), key, nk, p.dk.seq,
-                   p.scale);
+                   p.scale, D_SLICE, head_dim);
   STORE_ROW_SLICES(dvr, dv + fcl_at(p.dv, batch, kb.seq.k_start, kv_head), key, nk, p.dv.seq,
-                   1.0f);
+                   1.0f, DV_SLICE, head_dim_v);
   FCL_IO_COMMIT();
 }
 
@@ -161,7 +163,7 @@ UNROLL
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
-  __local tile4_t v_tile[BLOCK * TILE_LD4];
+  __local tile4_t v_tile[BLOCK * TILE_LD_V4];
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
 #if ROW_KEYS_IN_LOCAL
   __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
@@ -176,26 +178,25 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head;
-  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, head_dim_v = p.head_dim_v;
 
-  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) {
-    k_tile[i] = TILE_ZERO;
-    v_tile[i] = TILE_ZERO;
-  }
+  for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) k_tile[i] = TILE_ZERO;
+  for (int i = tid; i < BLOCK * TILE_LD_V4; i += WG_SIZE) v_tile[i] = TILE_ZERO;
   LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
 
   int row[ROWS_PER_THREAD];
-  float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][D_SLICE];
+  float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][DV_SLICE];
   float dqr[ROWS_PER_THREAD][D_SLICE];
-  const int col0 = slice * D_SLICE;
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     row[r] = q0 + row_group + r * ROW_GROUPS;
 UNROLL
     for (int c = 0; c < D_SLICE; ++c) dqr[r][c] = 0.0f;
   }
-  LOAD_ROW_SLICES(qr, q + fcl_at(p.q, batch, qb.seq.q_start, head), row, nq, p.q.seq);
-  LOAD_ROW_SLICES(dor, dout + fcl_at(p.dout, batch, qb.seq.q_start, head), row, nq, p.dout.seq);
+  LOAD_ROW_SLICES(qr, q + fcl_at(p.q, batch, qb.seq.q_start, head), row, nq, p.q.seq, D_SLICE,
+                  head_dim);
+  LOAD_ROW_SLICES(dor, dout + fcl_at(p.dout, batch, qb.seq.q_start, head), row, nq, p.dout.seq,
+                  DV_SLICE, head_dim_v);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
 #if ROW_KEYS_IN_LOCAL
@@ -213,14 +214,14 @@ UNROLL
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK, end_tile = (qb.k_hi + BLOCK - 1) / BLOCK;
-  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  const int slice_base4 = slice * (SLICE_STRIDE / 4), slice_base_v4 = slice * (SLICE_STRIDE_V / 4);
   __global const store_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
   __global const store_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK;
     load_tile_pair(k_tile, v_tile, k_rows + (size_t)k0 * p.k.seq, v_rows + (size_t)k0 * p.v.seq,
-                   p.k.seq, p.v.seq, min(BLOCK, nk - k0), head_dim, p.vec4 IO_LOADS_ARG);
+                   p.k.seq, p.v.seq, min(BLOCK, nk - k0), head_dim, head_dim_v, p.vec4 IO_LOADS_ARG);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;  // uniform over the group
 
@@ -262,6 +263,6 @@ UNROLL
   }
 
   STORE_ROW_SLICES(dqr, dq + fcl_at(p.dq, batch, qb.seq.q_start, head), row, nq, p.dq.seq,
-                   p.scale);
+                   p.scale, D_SLICE, head_dim);
   FCL_IO_COMMIT();
 }

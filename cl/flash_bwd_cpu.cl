@@ -50,12 +50,13 @@ inline void fcl_cpu_row_stats(__private float *lse2, __private float *d, __globa
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
   float q_tile[BLOCK * HEAD_DIM_MAX];
-  float do_tile[BLOCK * HEAD_DIM_MAX];
+  float do_tile[BLOCK * HEAD_DIM_V_MAX];
   FCL_IO_INIT;
 
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int batch = kb.batch, kv_head = kb.kv_head;
   const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
+  const int head_dim_v = p.head_dim_v;
   const int diag = nk - nq;
   __global const store_t *k_base = k + fcl_at(p.k, batch, kb.seq.k_start, kv_head);
   __global const store_t *v_base = v + fcl_at(p.v, batch, kb.seq.k_start, kv_head);
@@ -63,10 +64,10 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
 
   /* The block's keys, transposed a chunk of 16 at a time, the queries each
    * chunk's keys are seen by, and the gradients' accumulators. */
-  float16 kt[CHUNKS][HEAD_DIM_MAX], vt[CHUNKS][HEAD_DIM_MAX];
+  float16 kt[CHUNKS][HEAD_DIM_MAX], vt[CHUNKS][HEAD_DIM_V_MAX];
   int16 key[CHUNKS];
   int chunk_lo[CHUNKS], chunk_hi[CHUNKS];
-  float16 dk_acc[BLOCK][VECS], dv_acc[BLOCK][VECS];
+  float16 dk_acc[BLOCK][VECS], dv_acc[BLOCK][VECS_V];
   for (int ch = 0; ch < CHUNKS; ++ch) {
     const int c0 = kb.k0 + ch * LANES, keys = clamp(kb.keys - ch * LANES, 0, LANES);
     size_t k_off[LANES], v_off[LANES];
@@ -74,8 +75,9 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
       k_off[r] = (size_t)(c0 + r) * p.k.seq;
       v_off[r] = (size_t)(c0 + r) * p.v.seq;
     }
-    fcl_cpu_rows_t((float *)kt[ch], k_base, k_off, keys, head_dim, vec IO_LOADS_ARG);
-    fcl_cpu_rows_t((float *)vt[ch], v_base, v_off, keys, head_dim, vec IO_LOADS_ARG);
+    fcl_cpu_rows_t((float *)kt[ch], k_base, k_off, keys, head_dim, HEAD_DIM_MAX, vec IO_LOADS_ARG);
+    fcl_cpu_rows_t((float *)vt[ch], v_base, v_off, keys, head_dim_v, HEAD_DIM_V_MAX,
+                   vec IO_LOADS_ARG);
     key[ch] = (int16)(c0) + lane;
     chunk_lo[ch] = chunk_hi[ch] = 0;
     if (keys > 0) {
@@ -84,8 +86,10 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
                         &chunk_hi[ch], &full_lo, &full_hi);
     }
   }
-  for (int r = 0; r < BLOCK; ++r)
-    for (int c = 0; c < VECS; ++c) dk_acc[r][c] = dv_acc[r][c] = (float16)(0.0f);
+  for (int r = 0; r < BLOCK; ++r) {
+    for (int c = 0; c < VECS; ++c) dk_acc[r][c] = (float16)(0.0f);
+    for (int c = 0; c < VECS_V; ++c) dv_acc[r][c] = (float16)(0.0f);
+  }
 
   for (int member = 0; member < kb.heads; ++member) {
     const fcl_group_head gh = fcl_group_head_of(p, kb, member);
@@ -94,13 +98,13 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
     for (int tile = kb.first_tile; tile < kb.end_tile; ++tile) {
       const int q0 = tile * BLOCK, rows = min(BLOCK, nq - q0);
       fcl_cpu_tile(q_tile, BLOCK, q_base + (size_t)q0 * p.q.seq, p.q.seq, rows, head_dim,
-                   vec IO_LOADS_ARG);
-      fcl_cpu_tile(do_tile, BLOCK, do_base + (size_t)q0 * p.dout.seq, p.dout.seq, rows, head_dim,
-                   vec IO_LOADS_ARG);
+                   HEAD_DIM_MAX, vec IO_LOADS_ARG);
+      fcl_cpu_tile(do_tile, BLOCK, do_base + (size_t)q0 * p.dout.seq, p.dout.seq, rows,
+                   head_dim_v, HEAD_DIM_V_MAX, vec IO_LOADS_ARG);
       if (tile + 1 < kb.end_tile)  // the next tile on its way into the cache (cpu.cl)
         FCL_CPU_PREFETCH_TILES(q_base + (size_t)(q0 + BLOCK) * p.q.seq, p.q.seq,
                                do_base + (size_t)(q0 + BLOCK) * p.dout.seq, p.dout.seq,
-                               min(BLOCK, nq - q0 - BLOCK), head_dim);
+                               min(BLOCK, nq - q0 - BLOCK), head_dim, head_dim_v);
       float lse2[BLOCK], d[BLOCK];
       fcl_cpu_row_stats(lse2, d, lse, dsum, gh.stats, q0, BLOCK, nq IO_LOADS_ARG);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;
@@ -110,8 +114,8 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
           /* Sixteen queries none of which sees a key of the chunk: nothing. */
           if (q0 + sb >= chunk_hi[ch] || q0 + sb + LANES <= chunk_lo[ch]) continue;
           float16 s[LANES], dp[LANES];
-          FCL_CPU_DOTS(s, q_tile + sb * HEAD_DIM_MAX, kt[ch], LANES);
-          FCL_CPU_DOTS(dp, do_tile + sb * HEAD_DIM_MAX, vt[ch], LANES);
+          FCL_CPU_DOTS(s, q_tile + sb * HEAD_DIM_MAX, kt[ch], LANES, HEAD_DIM_MAX);
+          FCL_CPU_DOTS(dp, do_tile + sb * HEAD_DIM_V_MAX, vt[ch], LANES, HEAD_DIM_V_MAX);
           float pw[LANES * LANES], dsw[LANES * LANES];  // [query][key]: P and dS
           CPU_ROLLED
           for (int i = 0; i < LANES; ++i) {
@@ -129,7 +133,8 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
             vstore16(pv, i, pw);
             vstore16(pv * (dp[i] - d[qi]) * dscale, i, dsw);
           }
-          fcl_cpu_rows_axpy(dv_acc + ch * LANES, NULL, 1, pw, do_tile + sb * HEAD_DIM_MAX, LANES);
+          fcl_cpu_rows_axpy_v(dv_acc + ch * LANES, NULL, 1, pw, do_tile + sb * HEAD_DIM_V_MAX,
+                              LANES);
           fcl_cpu_rows_axpy(dk_acc + ch * LANES, NULL, 1, dsw, q_tile + sb * HEAD_DIM_MAX, LANES);
         }
     }
@@ -140,7 +145,7 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
   for (int r = 0; r < kb.keys; ++r) {
     const size_t at = (size_t)(kb.k0 + r);
     fcl_cpu_store_row(dk_base + at * p.dk.seq, dk_acc[r], p.scale, head_dim, vec IO_STORES_ARG);
-    fcl_cpu_store_row(dv_base + at * p.dv.seq, dv_acc[r], 1.0f, head_dim, vec IO_STORES_ARG);
+    fcl_cpu_store_row_v(dv_base + at * p.dv.seq, dv_acc[r], 1.0f, head_dim_v, vec IO_STORES_ARG);
   }
   FCL_IO_COMMIT();
 }
@@ -150,11 +155,12 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
   float k_tile[BLOCK * HEAD_DIM_MAX];
-  float v_tile[BLOCK * HEAD_DIM_MAX];
+  float v_tile[BLOCK * HEAD_DIM_V_MAX];
   FCL_IO_INIT;
 
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
+  const int head_dim_v = p.head_dim_v;
   const int diag = nk - nq;
   __global const store_t *q_base = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global const store_t *do_base = dout + fcl_at(p.dout, qb.batch, qb.seq.q_start, qb.head);
@@ -164,7 +170,7 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
 
   /* Per chunk of 16 rows: Q and dO transposed, LSE (log2 units), D, the
    * rows and their window bounds, the keys some row of it sees. */
-  float16 qt[CHUNKS][HEAD_DIM_MAX], dot_t[CHUNKS][HEAD_DIM_MAX];
+  float16 qt[CHUNKS][HEAD_DIM_MAX], dot_t[CHUNKS][HEAD_DIM_V_MAX];
   float16 lse2[CHUNKS], d[CHUNKS];
   int16 row[CHUNKS], key_lo[CHUNKS], key_hi[CHUNKS];
   int chunk_lo[CHUNKS], chunk_hi[CHUNKS];
@@ -178,8 +184,9 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
       do_off[r] = (size_t)(r0 + r) * p.dout.seq;
       fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), r0 + r, &lo[r], &hi[r]);
     }
-    fcl_cpu_rows_t((float *)qt[ch], q_base, q_off, rows, head_dim, vec IO_LOADS_ARG);
-    fcl_cpu_rows_t((float *)dot_t[ch], do_base, do_off, rows, head_dim, vec IO_LOADS_ARG);
+    fcl_cpu_rows_t((float *)qt[ch], q_base, q_off, rows, head_dim, HEAD_DIM_MAX, vec IO_LOADS_ARG);
+    fcl_cpu_rows_t((float *)dot_t[ch], do_base, do_off, rows, head_dim_v, HEAD_DIM_V_MAX,
+                   vec IO_LOADS_ARG);
     fcl_cpu_row_stats((float *)&lse2[ch], (float *)&d[ch], lse, dsum, qb.lse, r0, LANES,
                       nq IO_LOADS_ARG);
     row[ch] = (int16)(r0) + lane;
@@ -197,13 +204,13 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK, keys = min(BLOCK, nk - k0);
     fcl_cpu_kv_tile(k_tile, BLOCK, k_rows + (size_t)k0 * p.k.seq, p.k.seq, keys, head_dim,
-                    vec IO_LOADS_ARG);
-    fcl_cpu_kv_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim,
-                    vec IO_LOADS_ARG);
+                    HEAD_DIM_MAX, vec IO_LOADS_ARG);
+    fcl_cpu_kv_tile(v_tile, BLOCK, v_rows + (size_t)k0 * p.v.seq, p.v.seq, keys, head_dim_v,
+                    HEAD_DIM_V_MAX, vec IO_LOADS_ARG);
     if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
       FCL_CPU_PREFETCH_TILES(k_rows + (size_t)(k0 + BLOCK) * p.k.seq, p.k.seq,
                              v_rows + (size_t)(k0 + BLOCK) * p.v.seq, p.v.seq,
-                             min(BLOCK, nk - k0 - BLOCK), head_dim);
+                             min(BLOCK, nk - k0 - BLOCK), head_dim, head_dim_v);
     const int masked = k0 < qb.full_lo || k0 + BLOCK > qb.full_hi;
 
     for (int ch = 0; ch < CHUNKS; ++ch) {
@@ -217,8 +224,8 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
         const int j0 = k0 + sb;
         if (j0 >= chunk_hi[ch] || j0 + LANES <= chunk_lo[ch]) continue;
         float16 s[LANES], dp[LANES];
-        FCL_CPU_DOTS(s, k_tile + sb * HEAD_DIM_MAX, qt[ch], LANES);
-        FCL_CPU_DOTS(dp, v_tile + sb * HEAD_DIM_MAX, dot_t[ch], LANES);
+        FCL_CPU_DOTS(s, k_tile + sb * HEAD_DIM_MAX, qt[ch], LANES, HEAD_DIM_MAX);
+        FCL_CPU_DOTS(dp, v_tile + sb * HEAD_DIM_V_MAX, dot_t[ch], LANES, HEAD_DIM_V_MAX);
         float dsw[LANES * LANES];  // [key][row]: dS
         CPU_ROLLED
         for (int j = 0; j < LANES; ++j) {

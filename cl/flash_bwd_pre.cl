@@ -48,9 +48,9 @@ void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
   if (row < rows) {
     __global const store_t *o_row = o + fcl_at(p.o, batch, query, head);
     __global const store_t *do_row = dout + fcl_at(p.dout, batch, query, head);
-    for (int c = 4 * lane; c < p.head_dim; c += 4 * PRE_THREADS)
-      acc = fma(load_quad(o_row, c, p.head_dim, p.vec4 IO_LOADS_ARG),
-                load_quad(do_row, c, p.head_dim, p.vec4 IO_LOADS_ARG), acc);
+    for (int c = 4 * lane; c < p.head_dim_v; c += 4 * PRE_THREADS)  // O and dO: V's width
+      acc = fma(load_quad(o_row, c, p.head_dim_v, p.vec4 IO_LOADS_ARG),
+                load_quad(do_row, c, p.head_dim_v, p.vec4 IO_LOADS_ARG), acc);
   }
   part[tid] = (acc.x + acc.y) + (acc.z + acc.w);
   barrier(CLK_LOCAL_MEM_FENCE);

@@ -33,12 +33,19 @@
 #define SLICE_STRIDE FCL_SIMT_SLICE_STRIDE(HEAD_DIM_MAX, THREADS_PER_ROW)
 #define TILE_LD FCL_SIMT_TILE_LD(HEAD_DIM_MAX, THREADS_PER_ROW) // elements per row in a tile
 #define TILE_LD4 (TILE_LD / 4)
+/* The same for the value side's rows (V, dO, dV), HEAD_DIM_V_MAX wide
+ * (common.cl), and the wider of the two widths' slices. */
+#define DV_SLICE FCL_SIMT_SLICE(HEAD_DIM_V_MAX, THREADS_PER_ROW)
+#define DV_SLICE4 (DV_SLICE / 4)
+#define SLICE_STRIDE_V FCL_SIMT_SLICE_STRIDE(HEAD_DIM_V_MAX, THREADS_PER_ROW)
+#define TILE_LD_V4 (FCL_SIMT_TILE_LD(HEAD_DIM_V_MAX, THREADS_PER_ROW) / 4)
+#define WIDE_SLICE4 (D_SLICE4 > DV_SLICE4 ? D_SLICE4 : DV_SLICE4)
 
 #if !FCL_SIMT_LANES_VALID(WG_SIZE, THREADS_PER_ROW)
 #error "THREADS_PER_ROW must be 1, 2, 4 or 8 and divide WG_SIZE"
 #endif
-#if D_SLICE * THREADS_PER_ROW < HEAD_DIM_MAX
-#error "the slices must cover HEAD_DIM_MAX"
+#if D_SLICE * THREADS_PER_ROW < HEAD_DIM_MAX || DV_SLICE * THREADS_PER_ROW < HEAD_DIM_V_MAX
+#error "the slices must cover HEAD_DIM_MAX and HEAD_DIM_V_MAX"
 #endif
 #if BLOCK % SUB_ROWS != 0
 #error "SUB_ROWS must divide the tile"
@@ -71,27 +78,30 @@ inline void store_quad(__global store_t *row, const int col, const int head_dim,
 }
 
 /* Rows [0, rows) of two tensors (a and b point at the first row; rows are
- * a_stride and b_stride elements apart) into two tiles laid out
- * [row][slice][D_SLICE + skew], coalesced over head_dim. Rows from `rows`
- * on become 0: never stale local memory (0 * NaN is NaN). The padding
- * columns past head_dim are not written: the caller zeroes them once. */
+ * a_stride and b_stride elements apart; a's of head_dim columns, b's of
+ * head_dim_v: Q and dO, K and V) into two tiles laid out
+ * [row][slice][D_SLICE + skew] (b: DV_SLICE), coalesced over the rows.
+ * Rows from `rows` on become 0: never stale local memory (0 * NaN is NaN).
+ * The padding columns past a width are not written: the caller zeroes
+ * them once. */
 inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
                            __global const store_t *a, __global const store_t *b,
                            const size_t a_stride, const size_t b_stride, const int rows,
-                           const int head_dim, const int vec4 IO_LOADS) {
+                           const int head_dim, const int head_dim_v, const int vec4 IO_LOADS) {
   IO_HELPER_INIT;
-  const int quads = (head_dim + 3) / 4;
+  const int quads = (max(head_dim, head_dim_v) + 3) / 4;
   for (int i = get_local_id(0); i < BLOCK * quads; i += WG_SIZE) {
     const int j = i / quads;
     const int c = (i - j * quads) * 4;
     const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
+    const int at_v = j * TILE_LD_V4 + (c / DV_SLICE) * (SLICE_STRIDE_V / 4) + (c % DV_SLICE) / 4;
     tile4_t x = TILE_ZERO, y = TILE_ZERO;
     if (j < rows) {
       x = load_tile_quad(a + (size_t)j * a_stride, c, head_dim, vec4 IO_LOADS_ARG);
-      y = load_tile_quad(b + (size_t)j * b_stride, c, head_dim, vec4 IO_LOADS_ARG);
+      y = load_tile_quad(b + (size_t)j * b_stride, c, head_dim_v, vec4 IO_LOADS_ARG);
     }
-    ta[at] = x;
-    tb[at] = y;
+    if (c < head_dim) ta[at] = x;
+    if (c < head_dim_v) tb[at_v] = y;
   }
   IO_HELPER_LOADS_DONE();
 }
@@ -99,14 +109,16 @@ inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
 /* ---- the parts both main kernels share, as statement macros so that the
  * per-row arrays stay private arrays indexed by constants (registers) ---- */
 
-/* dst[r][..] = this work-item's slice of row r (0 for rows that are not
- * live and for columns past head_dim). */
-#define LOAD_ROW_SLICES(dst, base, rows, limit, stride)                          \
+/* dst[r][..] = this work-item's slice of row r, `slice_w` (D_SLICE or
+ * DV_SLICE) of a row of `width` columns (0 for rows that are not live and
+ * for columns past the width). */
+#define LOAD_ROW_SLICES(dst, base, rows, limit, stride, slice_w, width)         \
   UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
     __global const store_t *src_ = (base) + (size_t)(rows)[r_] * (stride);      \
-    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+    UNROLL for (int c_ = 0; c_ < (slice_w); c_ += 4) {                          \
       float4 x_ = (float4)(0.0f);                                               \
-      if ((rows)[r_] < (limit)) x_ = load_quad(src_, col0 + c_, head_dim, p.vec4 IO_LOADS_ARG); \
+      if ((rows)[r_] < (limit))                                                 \
+        x_ = load_quad(src_, slice * (slice_w) + c_, width, p.vec4 IO_LOADS_ARG); \
       dst[r_][c_] = x_.x;                                                       \
       dst[r_][c_ + 1] = x_.y;                                                   \
       dst[r_][c_ + 2] = x_.z;                                                   \
@@ -114,37 +126,43 @@ inline void load_tile_pair(__local tile4_t *ta, __local tile4_t *tb,
     }                                                                           \
   }
 
-/* Stores this work-item's slice of each live row r, times `factor`. */
-#define STORE_ROW_SLICES(src, base, rows, limit, stride, factor)                \
+/* Stores this work-item's slice of each live row r, times `factor`;
+ * slice_w and width as LOAD_ROW_SLICES's. */
+#define STORE_ROW_SLICES(src, base, rows, limit, stride, factor, slice_w, width) \
   UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                          \
     if ((rows)[r_] >= (limit)) continue;                                        \
     __global store_t *dst_ = (base) + (size_t)(rows)[r_] * (stride);            \
-    UNROLL for (int c_ = 0; c_ < D_SLICE; c_ += 4) {                            \
+    UNROLL for (int c_ = 0; c_ < (slice_w); c_ += 4) {                          \
       const float4 x_ = (float4)(src[r_][c_], src[r_][c_ + 1], src[r_][c_ + 2], \
                                  src[r_][c_ + 3]) * (factor);                   \
-      store_quad(dst_, col0 + c_, head_dim, p.vec4, x_ IO_STORES_ARG);          \
+      store_quad(dst_, slice * (slice_w) + c_, width, p.vec4, x_ IO_STORES_ARG); \
     }                                                                           \
   }
 
-/* s[r][i] = slice of a_r . tile_a row (sb + i), dp[r][i] likewise for b:
- * four chains per dot product, one per float4 lane, summed pairwise, as in
- * flash_fwd.cl. */
+/* s[r][i] = slice of a_r . tile_a row (sb + i), dp[r][i] likewise for b
+ * (the value side: DV_SLICE wide, at slice_base_v4): four chains per dot
+ * product, one per float4 lane, summed pairwise, as in flash_fwd.cl. */
 #define SLICE_DOTS(s, dp, ra, rb, tile_a, tile_b, sb)                           \
   UNROLL for (int i_ = 0; i_ < SUB_ROWS; ++i_) {                                 \
     float4 sa_[ROWS_PER_THREAD], sb_[ROWS_PER_THREAD];                          \
     UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                          \
       sa_[r_] = sb_[r_] = (float4)(0.0f);                                       \
     const int at_ = ((sb) + i_) * TILE_LD4 + slice_base4;                       \
-    UNROLL for (int c4_ = 0; c4_ < D_SLICE4; ++c4_) {                            \
-      const float4 ta_ = TILE_READ4(tile_a, at_ + c4_);                         \
-      const float4 tb_ = TILE_READ4(tile_b, at_ + c4_);                         \
-      UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                      \
-        sa_[r_] = fma((float4)(ra[r_][4 * c4_], ra[r_][4 * c4_ + 1],            \
-                               ra[r_][4 * c4_ + 2], ra[r_][4 * c4_ + 3]),       \
-                      ta_, sa_[r_]);                                            \
-        sb_[r_] = fma((float4)(rb[r_][4 * c4_], rb[r_][4 * c4_ + 1],            \
-                               rb[r_][4 * c4_ + 2], rb[r_][4 * c4_ + 3]),       \
-                      tb_, sb_[r_]);                                            \
+    const int atv_ = ((sb) + i_) * TILE_LD_V4 + slice_base_v4;                  \
+    UNROLL for (int c4_ = 0; c4_ < WIDE_SLICE4; ++c4_) {                         \
+      if (c4_ < D_SLICE4) {                                                     \
+        const float4 ta_ = TILE_READ4(tile_a, at_ + c4_);                       \
+        UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                      \
+          sa_[r_] = fma((float4)(ra[r_][4 * c4_], ra[r_][4 * c4_ + 1],          \
+                                 ra[r_][4 * c4_ + 2], ra[r_][4 * c4_ + 3]),     \
+                        ta_, sa_[r_]);                                          \
+      }                                                                         \
+      if (c4_ < DV_SLICE4) {                                                    \
+        const float4 tb_ = TILE_READ4(tile_b, atv_ + c4_);                      \
+        UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_)                      \
+          sb_[r_] = fma((float4)(rb[r_][4 * c4_], rb[r_][4 * c4_ + 1],          \
+                                 rb[r_][4 * c4_ + 2], rb[r_][4 * c4_ + 3]),     \
+                        tb_, sb_[r_]);                                          \
       }                                                                         \
     }                                                                           \
     UNROLL for (int r_ = 0; r_ < ROWS_PER_THREAD; ++r_) {                        \

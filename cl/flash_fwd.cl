@@ -53,6 +53,11 @@
 #define SLICE_STRIDE FCL_SIMT_SLICE_STRIDE(HEAD_DIM_MAX, THREADS_PER_ROW)
 #define TILE_LD FCL_SIMT_TILE_LD(HEAD_DIM_MAX, THREADS_PER_ROW) // elements per key in a tile
 #define TILE_LD4 (TILE_LD / 4)
+/* The same for V and the accumulator, HEAD_DIM_V_MAX wide (common.cl). */
+#define DV_SLICE FCL_SIMT_SLICE(HEAD_DIM_V_MAX, THREADS_PER_ROW)
+#define DV_SLICE4 (DV_SLICE / 4)
+#define SLICE_STRIDE_V FCL_SIMT_SLICE_STRIDE(HEAD_DIM_V_MAX, THREADS_PER_ROW)
+#define TILE_LD_V4 (FCL_SIMT_TILE_LD(HEAD_DIM_V_MAX, THREADS_PER_ROW) / 4)
 /* Accumulator chains per dot product: 8 (two float4s) where a slice is
  * long enough to pay for the longer final sum, else 4. */
 #ifndef DOT_LANES
@@ -63,7 +68,8 @@
 #if !FCL_SIMT_LANES_VALID(WG_SIZE, THREADS_PER_ROW)
 #error "THREADS_PER_ROW must be 1, 2, 4 or 8 and divide WG_SIZE"
 #endif
-#if !FCL_SIMT_FWD_HEAD_VALID(HEAD_DIM_MAX, THREADS_PER_ROW)
+#if !FCL_SIMT_FWD_HEAD_VALID(HEAD_DIM_MAX, THREADS_PER_ROW) || \
+    !FCL_SIMT_FWD_HEAD_VALID(HEAD_DIM_V_MAX, THREADS_PER_ROW)
 #error "HEAD_DIM_MAX must split into float4 slices"
 #endif
 #if DOT_LANES != 4 && DOT_LANES != 8
@@ -77,7 +83,7 @@
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK_K * TILE_LD4];  // [key][slice][D_SLICE + skew]
-  __local tile4_t v_tile[BLOCK_K * TILE_LD4];
+  __local tile4_t v_tile[BLOCK_K * TILE_LD_V4];
 #if ROW_SUM_IN_LOCAL
   __local float s_part[BLOCK_K * WG_SIZE];     // [key][work-item]
 #endif
@@ -88,7 +94,7 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head, nq = qb.seq.nq;
-  const int head_dim = p.head_dim, vec = p.vec4;
+  const int head_dim = p.head_dim, head_dim_v = p.head_dim_v, vec = p.vec4;
   const size_t q_stride = p.q.seq, o_stride = p.o.seq;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);
@@ -98,19 +104,17 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
 
   /* Padding columns and keys past seqlen_k must read as 0, never as stale
    * local memory (0 * NaN is NaN). */
-  for (int i = tid; i < BLOCK_K * TILE_LD4; i += WG_SIZE) {
-    k_tile[i] = TILE_ZERO;
-    v_tile[i] = TILE_ZERO;
-  }
+  for (int i = tid; i < BLOCK_K * TILE_LD4; i += WG_SIZE) k_tile[i] = TILE_ZERO;
+  for (int i = tid; i < BLOCK_K * TILE_LD_V4; i += WG_SIZE) v_tile[i] = TILE_ZERO;
 
   /* row: a query token; packed (PACK_GQA), the token of a slot, whose
    * head is `hoff` past the block's. */
   int row[ROWS_PER_THREAD], hoff[ROWS_PER_THREAD], key_lo[ROWS_PER_THREAD], key_hi[ROWS_PER_THREAD];
   const int slots = nq * PACK_GQA;
   float qr[ROWS_PER_THREAD][D_SLICE];
-  float acc[ROWS_PER_THREAD][D_SLICE];
+  float acc[ROWS_PER_THREAD][DV_SLICE];
   float m[ROWS_PER_THREAD], l[ROWS_PER_THREAD];
-  const int col0 = slice * D_SLICE;
+  const int col0 = slice * D_SLICE, col0_v = slice * DV_SLICE;
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     const int slot = q0 + row_group + r * ROW_GROUPS;
@@ -138,13 +142,14 @@ UNROLL
       qr[r][c + 1] = x.y;
       qr[r][c + 2] = x.z;
       qr[r][c + 3] = x.w;
-      acc[r][c] = acc[r][c + 1] = acc[r][c + 2] = acc[r][c + 3] = 0.0f;
     }
+UNROLL
+    for (int c = 0; c < DV_SLICE; ++c) acc[r][c] = 0.0f;
   }
 
   const int diag = qb.seq.nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
-  const int slice_base4 = slice * (SLICE_STRIDE / 4);
+  const int slice_base4 = slice * (SLICE_STRIDE / 4), slice_base_v4 = slice * (SLICE_STRIDE_V / 4);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   for (int tile = first_tile; tile < end_tile; ++tile) {
@@ -152,30 +157,41 @@ UNROLL
     const int keys = min(BLOCK_K, qb.seq.nk - k0);
 
     /* ---- K and V tiles into local memory, coalesced over head_dim ----
-     * (paged, each row's page looked up: a tile may span pages, KEY_ROW) */
-    const int quads = (head_dim + 3) / 4;
+     * (paged, each row's page looked up: a tile may span pages, KEY_ROW;
+     * over the wider of K's and V's rows, each column within its own) */
+    const int quads = (max(head_dim, head_dim_v) + 3) / 4;
     for (int i = tid; i < BLOCK_K * quads; i += WG_SIZE) {
       const int j = i / quads;
       const int c = (i - j * quads) * 4;
       const int at = j * TILE_LD4 + (c / D_SLICE) * (SLICE_STRIDE / 4) + (c % D_SLICE) / 4;
+      const int at_v =
+          j * TILE_LD_V4 + (c / DV_SLICE) * (SLICE_STRIDE_V / 4) + (c % DV_SLICE) / 4;
+      const int in_k = c < head_dim, in_v = c < head_dim_v;
       tile4_t kx = TILE_ZERO, vx = TILE_ZERO;
       if (j < keys) {
         /* the K/V hooks take a row and a column (common.cl) */
         __global const kv_t *kr = KEY_ROW(k_rows, k, p.k, k_stride, k0 + j);
         __global const kv_t *vr = KEY_ROW(v_rows, v, p.v, v_stride, k0 + j);
         if (vec) {
-          kx = KV_TILE4(kr, c);
-          vx = KV_TILE4(vr, c);
+          if (in_k) kx = KV_TILE4(kr, c);
+          if (in_v) vx = KV_TILE4(vr, c);
         } else {
-          kx.x = KV_TILE1(kr, c);
-          vx.x = KV_TILE1(vr, c);
-          if (c + 1 < head_dim) { kx.y = KV_TILE1(kr, c + 1); vx.y = KV_TILE1(vr, c + 1); }
-          if (c + 2 < head_dim) { kx.z = KV_TILE1(kr, c + 2); vx.z = KV_TILE1(vr, c + 2); }
-          if (c + 3 < head_dim) { kx.w = KV_TILE1(kr, c + 3); vx.w = KV_TILE1(vr, c + 3); }
+          if (in_k) {
+            kx.x = KV_TILE1(kr, c);
+            if (c + 1 < head_dim) kx.y = KV_TILE1(kr, c + 1);
+            if (c + 2 < head_dim) kx.z = KV_TILE1(kr, c + 2);
+            if (c + 3 < head_dim) kx.w = KV_TILE1(kr, c + 3);
+          }
+          if (in_v) {
+            vx.x = KV_TILE1(vr, c);
+            if (c + 1 < head_dim_v) vx.y = KV_TILE1(vr, c + 1);
+            if (c + 2 < head_dim_v) vx.z = KV_TILE1(vr, c + 2);
+            if (c + 3 < head_dim_v) vx.w = KV_TILE1(vr, c + 3);
+          }
         }
       }
-      k_tile[at] = kx;
-      v_tile[at] = vx;
+      if (in_k) k_tile[at] = kx;
+      if (in_v) v_tile[at_v] = vx;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -272,15 +288,15 @@ UNROLL
       }
       l[r] = l[r] * alpha + sum;
 UNROLL
-      for (int c = 0; c < D_SLICE; ++c) acc[r][c] *= alpha;
+      for (int c = 0; c < DV_SLICE; ++c) acc[r][c] *= alpha;
     }
 
     /* ---- acc += p . v ---- */
 UNROLL
     for (int j = 0; j < BLOCK_K; ++j) {
 UNROLL
-      for (int c4 = 0; c4 < D_SLICE4; ++c4) {
-        const float4 vv = TILE_READ4(v_tile, j * TILE_LD4 + slice_base4 + c4);
+      for (int c4 = 0; c4 < DV_SLICE4; ++c4) {
+        const float4 vv = TILE_READ4(v_tile, j * TILE_LD_V4 + slice_base_v4 + c4);
 UNROLL
         for (int r = 0; r < ROWS_PER_THREAD; ++r) {
           const float pr = s[r][j];
@@ -302,16 +318,16 @@ UNROLL
     const float inv = FCL_ROW_OUT(p, m[r], l[r], sink);
     __global store_t *dst = o_rows + (size_t)row[r] * o_stride + (size_t)hoff[r] * p.o.head;
 UNROLL
-    for (int c = 0; c < D_SLICE; c += 4) {
-      const int col = col0 + c;
+    for (int c = 0; c < DV_SLICE; c += 4) {
+      const int col = col0_v + c;
       const float4 x = (float4)(acc[r][c], acc[r][c + 1], acc[r][c + 2], acc[r][c + 3]) * inv;
-      if (vec && col < head_dim) {
+      if (vec && col < head_dim_v) {
         STORE4(dst, col, x);
       } else {
-        if (col + 0 < head_dim) STORE1(dst, col + 0, x.x);
-        if (col + 1 < head_dim) STORE1(dst, col + 1, x.y);
-        if (col + 2 < head_dim) STORE1(dst, col + 2, x.z);
-        if (col + 3 < head_dim) STORE1(dst, col + 3, x.w);
+        if (col + 0 < head_dim_v) STORE1(dst, col + 0, x.x);
+        if (col + 1 < head_dim_v) STORE1(dst, col + 1, x.y);
+        if (col + 2 < head_dim_v) STORE1(dst, col + 2, x.z);
+        if (col + 3 < head_dim_v) STORE1(dst, col + 3, x.w);
       }
     }
     if (FCL_STORES_LSE(lse) && slice == 0)

@@ -35,11 +35,12 @@
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   float k_tile[BLOCK_K * HEAD_DIM_MAX];
-  float v_tile[BLOCK_K * HEAD_DIM_MAX];
+  float v_tile[BLOCK_K * HEAD_DIM_V_MAX];
   FCL_IO_INIT;
 
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
+  const int head_dim_v = p.head_dim_v;
   const int diag = nk - nq;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
@@ -53,7 +54,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   int16 token[CHUNKS], key_lo[CHUNKS], key_hi[CHUNKS];
   int chunk_lo[CHUNKS], chunk_hi[CHUNKS], chunk_full_lo[CHUNKS], chunk_full_hi[CHUNKS];
   float16 m[CHUNKS], l[CHUNKS];
-  float16 acc[BLOCK_Q][VECS];
+  float16 acc[BLOCK_Q][VECS_V];
   for (int ch = 0; ch < CHUNKS; ++ch) {
     int *tok = (int *)&token[ch], *lo = (int *)&key_lo[ch], *hi = (int *)&key_hi[ch];
     size_t off[LANES];
@@ -64,7 +65,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       off[r] = (size_t)tok[r] * p.q.seq + (size_t)SLOT_HEAD(slot) * p.q.head;
       fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), tok[r], &lo[r], &hi[r]);
     }
-    fcl_cpu_rows_t((float *)qt[ch], q_rows, off, rows, head_dim, vec IO_LOADS_ARG);
+    fcl_cpu_rows_t((float *)qt[ch], q_rows, off, rows, head_dim, HEAD_DIM_MAX, vec IO_LOADS_ARG);
     chunk_lo[ch] = chunk_hi[ch] = chunk_full_lo[ch] = chunk_full_hi[ch] = 0;
     if (rows > 0)
       fcl_block_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), tok[0], tok[rows - 1] - tok[0] + 1,
@@ -73,25 +74,25 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
     l[ch] = (float16)(0.0f);
   }
   for (int r = 0; r < BLOCK_Q; ++r)
-    for (int c = 0; c < VECS; ++c) acc[r][c] = (float16)(0.0f);
+    for (int c = 0; c < VECS_V; ++c) acc[r][c] = (float16)(0.0f);
 
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K, keys = min(BLOCK_K, nk - k0);
     fcl_cpu_kv_tile(k_tile, BLOCK_K, TILE_START(k_rows, k, p.k, p.k.seq, k0), p.k.seq, keys,
-                    head_dim, vec IO_LOADS_ARG);
+                    head_dim, HEAD_DIM_MAX, vec IO_LOADS_ARG);
     fcl_cpu_kv_tile(v_tile, BLOCK_K, TILE_START(v_rows, v, p.v, p.v.seq, k0), p.v.seq, keys,
-                    head_dim, vec IO_LOADS_ARG);
+                    head_dim_v, HEAD_DIM_V_MAX, vec IO_LOADS_ARG);
     if (tile + 1 < end_tile)  // the next tile on its way into the cache (cpu.cl)
       FCL_CPU_PREFETCH_TILES(TILE_START(k_rows, k, p.k, p.k.seq, k0 + BLOCK_K), p.k.seq,
                              TILE_START(v_rows, v, p.v, p.v.seq, k0 + BLOCK_K), p.v.seq,
-                             min(BLOCK_K, nk - k0 - BLOCK_K), head_dim);
+                             min(BLOCK_K, nk - k0 - BLOCK_K), head_dim, head_dim_v);
 
     for (int ch = 0; ch < CHUNKS; ++ch) {
       /* A chunk none of whose rows sees a key of the tile keeps its state. */
       if (k0 >= chunk_hi[ch] || k0 + BLOCK_K <= chunk_lo[ch]) continue;
       float16 s[BLOCK_K];
-      FCL_CPU_DOTS(s, k_tile, qt[ch], BLOCK_K);
+      FCL_CPU_DOTS(s, k_tile, qt[ch], BLOCK_K, HEAD_DIM_MAX);
 
       /* ---- online softmax, a row a lane ---- */
       const int masked = k0 < chunk_full_lo[ch] || k0 + BLOCK_K > chunk_full_hi[ch];
@@ -121,7 +122,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       /* ---- acc = alpha acc + P V ---- */
       float af[LANES];
       vstore16(alpha, 0, af);
-      fcl_cpu_rows_axpy(acc + ch * LANES, af, 0, pt, v_tile, BLOCK_K);
+      fcl_cpu_rows_axpy_v(acc + ch * LANES, af, 0, pt, v_tile, BLOCK_K);
     }
   }
 
@@ -136,8 +137,8 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       const int tok = SLOT_TOKEN(slot), hoff = SLOT_HEAD(slot);
       const float sink = fcl_row_sink(p, sinks, qb.head + hoff, 1);
       const float inv = FCL_ROW_OUT(p, mf[r], lf[r], sink);
-      fcl_cpu_store_row(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
-                        acc[ch * LANES + r], inv, head_dim, vec IO_STORES_ARG);
+      fcl_cpu_store_row_v(o_rows + (size_t)tok * p.o.seq + (size_t)hoff * p.o.head,
+                          acc[ch * LANES + r], inv, head_dim_v, vec IO_STORES_ARG);
       if (FCL_STORES_LSE(lse))
         STORE_F32(lse, qb.lse + (size_t)hoff * p.lse_head + tok, fcl_row_lse(mf[r], p.lse_factor, lf[r], sink));
     }

@@ -82,7 +82,11 @@ typedef struct fcl_params {
    * into scale); 0 and 1 otherwise. */
   FCL_I32 kv_dtype;
   FCL_F32 v_scale;
-  /* 22 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+  /* A value head size of its own: V, O, dO and dV have head_dim_v columns
+   * (fcl_attention_desc.head_dim_v resolved: head_dim when it is 0), and
+   * a 4-byte field that keeps the struct's end on 8 bytes. */
+  FCL_I32 head_dim_v, pad_;
+  /* 24 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
 /* The merge of attention states (cl/merge.cl, host/run/merge.c): rows are

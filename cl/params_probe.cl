@@ -35,6 +35,7 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = (ulong)(long)p.num_pages;
   out[n++] = (ulong)(long)p.kv_dtype;
   out[n++] = as_uint(p.v_scale);
+  out[n++] = (ulong)(long)p.head_dim_v;
   /* the buffers: each holds its index in the list, as a float */
   out[n++] = as_uint(q[0]);
   out[n++] = as_uint(k[0]);

@@ -46,15 +46,19 @@
   ((wg) % (lanes) == 0 && ((lanes) == 1 || (lanes) == 2 || (lanes) == 4 || (lanes) == 8))
 /* The forward's slices are whole float4s that cover head_dim exactly. */
 #define FCL_SIMT_FWD_HEAD_VALID(hd, lanes) ((hd) % (4 * (lanes)) == 0)
-/* flash_fwd.cl: the K and V tiles, and the row sums' partial products. */
-#define FCL_SIMT_FWD_LOCAL_BYTES(hd, lanes, block_k, wg, elem, sums_in_local) \
-  (2 * (block_k) * FCL_SIMT_TILE_LD(hd, lanes) * (elem) +                     \
+/* flash_fwd.cl: the K and V tiles (V's rows of HEAD_DIM_V_MAX, hdv), and
+ * the row sums' partial products. */
+#define FCL_SIMT_FWD_LOCAL_BYTES(hd, hdv, lanes, block_k, wg, elem, sums_in_local)          \
+  ((block_k) * (FCL_SIMT_TILE_LD(hd, lanes) + FCL_SIMT_TILE_LD(hdv, lanes)) * (elem) + \
    ((sums_in_local) ? (block_k) * (wg) * 4 : 0))
-/* flash_bwd.cl (both kernels declare the same arrays): two streamed tiles,
- * the rows' LSE and D, with row_keys each row's visible keys' bounds, and
- * the partial dot products of SUB_ROWS rows' scores and dP. */
-#define FCL_SIMT_BWD_LOCAL_BYTES(hd, lanes, block, wg, elem, row_keys, sums_in_local, sub_rows) \
-  (2 * (block) * FCL_SIMT_TILE_LD(hd, lanes) * (elem) + 2 * (block) * 4 +                       \
+/* flash_bwd.cl (both kernels declare the same arrays): two streamed tiles
+ * (Q and dO, K and V: the second of hdv columns), the rows' LSE and D, with
+ * row_keys each row's visible keys' bounds, and the partial dot products
+ * of SUB_ROWS rows' scores and dP. */
+#define FCL_SIMT_BWD_LOCAL_BYTES(hd, hdv, lanes, block, wg, elem, row_keys, sums_in_local,  \
+                                 sub_rows)                                                 \
+  ((block) * (FCL_SIMT_TILE_LD(hd, lanes) + FCL_SIMT_TILE_LD(hdv, lanes)) * (elem) +      \
+   2 * (block) * 4 +                                                                      \
    ((row_keys) ? 2 * (block) * 4 : 0) + ((sums_in_local) ? 2 * (sub_rows) * (wg) * 4 : 0))
 
 /* ---- MMA: flash_fwd_mma.cl, flash_bwd_mma.cl (mma.cl) ---------------------

@@ -506,7 +506,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(st2 == st);
   if (st == FCL_SUCCESS) {
     CHECK(desc_st == FCL_SUCCESS);
-    CHECK(shape.head_dim_v == shape.desc.head_dim);  /* the flash kernels keep one width */
+    /* a value width of its own: the SIMT and CPU kernels, unsplit, V's
+     * bucket their HEAD_DIM_V_MAX where it is not head_dim's */
+    if (shape.head_dim_v != shape.desc.head_dim) {
+      CHECK(plan.kernel == FCL_FLASH_KERNEL_SIMT || plan.kernel == FCL_FLASH_KERNEL_CPU);
+      CHECK(plan.splits == 1 && !shape.paged);
+      CHECK(fcl__plan_head_dim_v(&plan) >= shape.head_dim_v);
+    } else {
+      CHECK(plan.head_dim_v_padded == 0);
+    }
     CHECK(pass == FCL_PASS_FORWARD || pass == FCL_PASS_BACKWARD);
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
     CHECK(fcl__same_plan(&plan, &again));

@@ -616,10 +616,13 @@ typedef struct fcl_attention_desc {
   /** Columns of V, O, dO and dV (and of their layouts' rows): 1 ..
    *  FCL_MAX_HEAD_DIM; 0 (default): head_dim. Q, K, dQ and dK keep
    *  head_dim. DeepSeek's latent attention prefills at (192, 128).
-   *  FCL_ALGO_NAIVE takes any width, forward and backward; the flash
-   *  kernels, fcl_kv_cache_append and a quantized cache (kv_dtype) take
-   *  head_dim_v equal to head_dim, and refuse another with
-   *  FCL_ERROR_UNSUPPORTED, writing nothing. */
+   *  FCL_ALGO_NAIVE takes any width, forward and backward; so does
+   *  FCL_ALGO_FLASH on the SIMT and CPU kernels (the planner's choice for
+   *  such a call), unsplit, from contiguous K and V. The MMA and decode
+   *  kernels (a tiling hint naming them, or splits > 1), a paged cache,
+   *  fcl_kv_cache_append and a quantized cache (kv_dtype) take head_dim_v
+   *  equal to head_dim, and refuse another with FCL_ERROR_UNSUPPORTED,
+   *  writing nothing. */
   size_t head_dim_v;
 } fcl_attention_desc;
 
@@ -846,6 +849,12 @@ typedef struct fcl_plan {
    *  (fcl_attention_desc.batch_invariant), splits then being as many as
    *  seqlen_k needs. Set by the planner; a tiling hint must leave it 0. */
   unsigned split_keys;
+  /* ---- a value head size of its own ---- */
+  /** head_dim_v rounded up to the slices' width where the descriptor gives
+   *  V and O a width of their own (fcl_attention_desc.head_dim_v), the
+   *  kernels' HEAD_DIM_V_MAX; 0 when it is head_dim (head_dim_padded
+   *  serves both). Set by the planner; ignored in a tiling hint. */
+  unsigned head_dim_v_padded;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for

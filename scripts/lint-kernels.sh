@@ -55,6 +55,11 @@ for dtype in 0 1 2; do
             check flash_bwd.cl "${common[@]}" -DTILE_STORAGE=$tile -DTHREADS_PER_ROW=$1 \
               -DROWS_PER_THREAD=$2
           done
+          # V, O, dO and dV of a width of their own: narrower, and wider
+          check flash_fwd.cl "${common[@]}" -DTILE_STORAGE=$tile -DTHREADS_PER_ROW=2 \
+            -DROWS_PER_THREAD=2 -DHEAD_DIM_MAX=192 -DHEAD_DIM_V_MAX=128 -DBLOCK_K=16 -DWG_SIZE=128
+          check flash_bwd.cl "${common[@]}" -DTILE_STORAGE=$tile -DTHREADS_PER_ROW=4 \
+            -DROWS_PER_THREAD=1 -DHEAD_DIM_MAX=64 -DHEAD_DIM_V_MAX=128
         done
         # the MMA kernels, emulated and native
         check flash_fwd_mma.cl "${common[@]}" -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_K=32
@@ -99,6 +104,10 @@ for dtype in 0 1 2; do
         check flash_fwd_cpu.cl "${common[@]}" "${decode[@]}" -DHEAD_DIM_MAX=128 -DBLOCK_K=16 \
           -DBLOCK_Q=16
         check flash_bwd_cpu.cl "${common[@]}" -DHEAD_DIM_MAX=64 -DBLOCK=32
+        # ... with V, O, dO and dV of a width of their own
+        check flash_fwd_cpu.cl "${common[@]}" -DHEAD_DIM_MAX=192 -DHEAD_DIM_V_MAX=128 \
+          -DBLOCK_K=16 -DBLOCK_Q=32
+        check flash_bwd_cpu.cl "${common[@]}" -DHEAD_DIM_MAX=64 -DHEAD_DIM_V_MAX=128 -DBLOCK=32
         for cols in 0 4; do
           check softmax.cl "${common[@]}" -DCOLS_PER_ITEM=$cols -DWG_SIZE=256
         done

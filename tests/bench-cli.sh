@@ -73,13 +73,15 @@ expect 2 "--kv-dtype is for --pass fwd" "$bench" "${run[@]}" "${shape[@]}" --kv-
   --pass bwd
 expect 3 "is not a multiple of 32" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8
 expect 0 "f32+fp8e4m3" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype as-dtype,fp8e4m3 --check
-# a value head size of its own: the naive algorithm runs it, the flash one
-# refuses with the library's reason (exit 3); not with --check or packed QKV
+# a value head size of its own: the naive algorithm and the flash SIMT and
+# CPU kernels run it, checked; the MMA kernels refuse with the library's
+# reason (exit 3); not with packed QKV
 expect 0 "naive" "$bench" "${run[@]}" --seqlen 40 --head-dim 80 --head-dim-v 48 --algo naive \
   --pass fwdbwd
-expect 3 "head_dim_v = 48 with head_dim = 80" "$bench" "${run[@]}" --seqlen 40 --head-dim 80 \
-  --head-dim-v 48 --algo flash
-expect 2 "--head-dim-v and --check" "$bench" "${run[@]}" "${shape[@]}" --head-dim-v 32 --check
+expect 0 "flash" "$bench" "${run[@]}" --seqlen 40 --head-dim 80 --head-dim-v 48 --algo flash \
+  --pass fwdbwd --check
+expect 3 "head_dim_v = 48 with head_dim = 80: the mma kernels" "$bench" "${run[@]}" --seqlen 40 \
+  --head-dim 80 --head-dim-v 48 --algo flash --kernel mma
 expect 2 "--head-dim-v and --layout qkv" "$bench" "${run[@]}" "${shape[@]}" --head-dim-v 32 \
   --layout qkv
 # --causal takes the window's right bound to 0
@@ -88,6 +90,9 @@ expect 2 "unknown option" "$bench" --frobnicate
 expect 2 "needs a value" "$bench" --seqlen
 
 expect 0 "flash forward plan" "$info" --seqlen 1000 --head-dim 64
+# DeepSeek's prefill widths: V's bucket of its own in both passes' plans
+expect 0 "value width: V, O, dO and dV in a bucket of 128" "$info" --profile arc-a770 \
+  --head-dim 192 --head-dim-v 128
 expect 0 "Exit status" "$info" --help
 for bad in 1e3 12abc 99999999999999999999999 -5 0; do
   expect 2 "--seqlen" "$info" --seqlen "$bad"

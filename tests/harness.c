@@ -145,17 +145,7 @@ float *th_naive_output(fcl_context *ctx, const th_problem *p) {
                 "naive: %s", fcl_context_last_error(ctx));
   /* unwritten rows of a ragged batch's buffers are 0, as the reference's */
   memset(r.o, 0, (p->q_elems ? p->q_elems : 1) * sizeof *r.o);
-  const fcl_attention_desc *d = &p->desc;
-  for (size_t b = 0; b < d->batch; ++b) {
-    size_t q0, nq, k0, nk;
-    fclref_sequence(d, b, &q0, &nq, &k0, &nk);
-    for (size_t i = 0; i < nq; ++i)
-      for (size_t h = 0; h < d->heads_q; ++h) {
-        float lse;
-        fclref_naive_row(d, p->q, p->k, p->v, b, h, i,
-                         r.o + ((q0 + i) * d->heads_q + h) * d->head_dim, &lse);
-      }
-  }
+  fclref_naive_forward(&p->desc, p->q, p->k, p->v, r.o);
   return r.o;
 }
 

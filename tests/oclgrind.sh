@@ -26,7 +26,9 @@
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
 # its gather). Attention sinks: the SIMT forward's row end with them and
 # the backward's dsinks kernel (f32), and the decode kernel's split merge
-# adding them (five splits).
+# adding them (five splits). A value head size of its own (head_dim_v): the
+# SIMT kernels at d 40 with V 24 wide (f32, four work-items a row), the
+# CPU kernels at d 24 with V 40 wide (bf16), both passes.
 #
 # A run fails when the bench exits non-zero; when Oclgrind writes anything
 # (its reports and API errors go to stderr, and the bench is --quiet, so
@@ -95,6 +97,8 @@ runs=(
   "cpu-bf16-d24-paged-split2|--algo flash --kernel cpu --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
   "simt-f32-d24-sinks|--algo flash --kernel simt --dtype f32 ${gqa[*]} --head-dim 24 --causal --sinks|1|-"
   "decode-f32-d24-sinks-split5|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 2 --seqlen-k 300 --heads 4 --heads-kv 1 --head-dim 24 --causal --sinks-value 2 --splits 5|1|-"
+  "simt-f32-d40-dv24-lanes4|--algo flash --kernel simt --dtype f32 ${gqa[*]} --head-dim 40 --head-dim-v 24 --causal --tiling 16,64,4,1|1|-"
+  "cpu-bf16-d24-dv40|--algo flash --kernel cpu --dtype bf16 ${gqa[*]} --head-dim 24 --head-dim-v 40|1|-"
   "naive-f32-d24-paged|--algo naive --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64|1|-"
 )
 

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define FIELDS (9 * 4 + 7 + 14 + 4 + 2 + 2)
+#define FIELDS (9 * 4 + 7 + 14 + 4 + 2 + 2 + 1)
 #define BUFFERS 18
 
 static cl_mem one_value(fcl_context *ctx, float value) {
@@ -95,6 +95,9 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
     memcpy(&bits, &p.v_scale, sizeof bits);
     want[n++] = bits;
   }
+  /* a value head size of its own */
+  p.head_dim_v = (cl_int)(uint32_t)fclu_next(&rng);
+  want[n++] = (cl_ulong)(int64_t)p.head_dim_v;
   ck_assert_int_eq(n, FIELDS);
 
   /* every buffer but o holds its place in the list */

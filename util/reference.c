@@ -193,12 +193,12 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype) {
 
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row, float *lse) {
-  const size_t d = desc->head_dim;
+  const size_t d = desc->head_dim, dv = dv_of(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   const float *qi = q + r.q_at;
   const float sink = (float)sink_of(desc, h);
-  for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
+  for (size_t c = 0; c < dv; ++c) o_row[c] = 0.0f;
   if (r.lo >= r.hi) {
     *lse = sink;
     return;
@@ -219,12 +219,26 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   for (size_t x = 0; x < n; ++x) l += p[x] = expf(p[x] - m);
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float pj = fclu_round(p[j - r.lo] / l, s_type);
-    const float *vj = key_row(desc, v, &r, j);
-    for (size_t c = 0; c < d; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
+    const float *vj = value_row(desc, v, &r, j);
+    for (size_t c = 0; c < dv; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
   }
-  for (size_t c = 0; c < d; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
+  for (size_t c = 0; c < dv; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
   *lse = m + logf(l);
   free(p);
+}
+
+void fclref_naive_forward(const fcl_attention_desc *desc, const float *q, const float *k,
+                          const float *v, float *o) {
+  for (size_t b = 0; b < desc->batch; ++b) {
+    size_t q0, nq, k0, nk;
+    fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
+    for (size_t i = 0; i < nq; ++i)
+      for (size_t h = 0; h < desc->heads_q; ++h) {
+        float lse;
+        fclref_naive_row(desc, q, k, v, b, h, i, o + ((q0 + i) * desc->heads_q + h) * dv_of(desc),
+                         &lse);
+      }
+  }
 }
 
 /* ---- the backward --------------------------------------------------------- */
@@ -339,9 +353,9 @@ void fclref_backward_given_o(const fcl_attention_desc *desc, const float *q, con
 static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const float *k,
                           const float *v, const float *dout, size_t b, size_t h, size_t i,
                           fcl_dtype s_type, float *dq_row, float *dk, float *dv) {
-  const size_t d = desc->head_dim;
+  const size_t d = desc->head_dim, dvw = dv_of(desc);
   const row_ctx r = row_of(desc, b, h, i);
-  const float *qi = q + r.q_at, *doi = dout + r.q_at;
+  const float *qi = q + r.q_at, *doi = dout + r.o_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0f;
   if (r.lo >= r.hi) return;
   const size_t n = r.hi - r.lo;
@@ -367,9 +381,9 @@ static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const 
   for (size_t j = r.lo; j < r.hi; ++j) {
     const size_t x = j - r.lo;
     p[x] = fclu_round(expf(logit_f(desc, (float)r.slope, r.nq, r.nk, i, j, s[x]) - lse), s_type);
-    const float *vj = key_row(desc, v, &r, j);
+    const float *vj = value_row(desc, v, &r, j);
     float dot = 0.0f;
-    for (size_t c = 0; c < d; ++c) dot = fmaf(doi[c], vj[c], dot);
+    for (size_t c = 0; c < dvw; ++c) dot = fmaf(doi[c], vj[c], dot);
     ds[x] = fclu_round(dot, s_type);
     rowsum = fmaf(p[x], ds[x], rowsum);
   }
@@ -387,11 +401,9 @@ static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const 
     const float *kj = key_row(desc, k, &r, j);
     for (size_t c = 0; c < d; ++c) {
       dq_row[c] = fmaf(ds[x], kj[c], dq_row[c]);
-      if (dk) {
-        dk[j * d + c] = fmaf(ds[x], qi[c], dk[j * d + c]);
-        dv[j * d + c] = fmaf(p[x], doi[c], dv[j * d + c]);
-      }
+      if (dk) dk[j * d + c] = fmaf(ds[x], qi[c], dk[j * d + c]);
     }
+    for (size_t c = 0; c < dvw && dv; ++c) dv[j * dvw + c] = fmaf(p[x], doi[c], dv[j * dvw + c]);
   }
   free(s);
   free(p);
@@ -410,36 +422,37 @@ void fclref_naive_backward_dq_row(const fcl_attention_desc *desc, const float *q
 void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
                                  const float *k, const float *v, const float *dout,
                                  size_t b, size_t hkv, float *dq, float *dk, float *dv) {
-  const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
-  const size_t kv_ld = desc->heads_kv * d;
+  const size_t d = desc->head_dim, dvw = dv_of(desc), group = desc->heads_q / desc->heads_kv;
+  const size_t kv_ld = desc->heads_kv * d, v_ld = desc->heads_kv * dvw;
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   size_t first, nk, q0, nq, k0;
   kv_slice(desc, b, hkv, &first, &nk);
   fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
-  const size_t n = (nk ? nk : 1) * d;
-  float *dk_m = malloc(n * sizeof *dk_m), *dv_m = malloc(n * sizeof *dv_m);
-  float *dk_sum = calloc(n, sizeof *dk_sum), *dv_sum = calloc(n, sizeof *dv_sum);
+  const size_t n = (nk ? nk : 1) * d, nv = (nk ? nk : 1) * dvw;
+  const size_t first_v = first / d * dvw;  /* (token, head) of the slice's first V row */
+  float *dk_m = malloc(n * sizeof *dk_m), *dv_m = malloc(nv * sizeof *dv_m);
+  float *dk_sum = calloc(n, sizeof *dk_sum), *dv_sum = calloc(nv, sizeof *dv_sum);
   if (!dk_m || !dv_m || !dk_sum || !dv_sum) abort();
   /* One GEMM per group member writes (the first) or adds to (the others)
    * dK and dV, each result rounded to the type the GEMMs compute in. */
   for (size_t h = hkv * group; h < (hkv + 1) * group; ++h) {
-    for (size_t x = 0; x < n; ++x) dk_m[x] = dv_m[x] = 0.0f;
+    for (size_t x = 0; x < n; ++x) dk_m[x] = 0.0f;
+    for (size_t x = 0; x < nv; ++x) dv_m[x] = 0.0f;
     for (size_t i = 0; i < nq; ++i) {
       float *dqi = dq + ((q0 + i) * desc->heads_q + h) * d;
       naive_bwd_row(desc, q, k, v, dout, b, h, i, s_type, dqi, dk_m, dv_m);
       for (size_t c = 0; c < d; ++c)
         dqi[c] = fclu_round(fclu_round(dqi[c], s_type), desc->dtype);
     }
-    for (size_t x = 0; x < nk * d; ++x) {
-      dk_sum[x] = fclu_round(dk_sum[x] + dk_m[x], s_type);
-      dv_sum[x] = fclu_round(dv_sum[x] + dv_m[x], s_type);
-    }
+    for (size_t x = 0; x < nk * d; ++x) dk_sum[x] = fclu_round(dk_sum[x] + dk_m[x], s_type);
+    for (size_t x = 0; x < nk * dvw; ++x) dv_sum[x] = fclu_round(dv_sum[x] + dv_m[x], s_type);
   }
-  for (size_t j = 0; j < nk; ++j)
-    for (size_t c = 0; c < d; ++c) {
+  for (size_t j = 0; j < nk; ++j) {
+    for (size_t c = 0; c < d; ++c)
       dk[first + j * kv_ld + c] = fclu_round(dk_sum[j * d + c], desc->dtype);
-      dv[first + j * kv_ld + c] = fclu_round(dv_sum[j * d + c], desc->dtype);
-    }
+    for (size_t c = 0; c < dvw; ++c)
+      dv[first_v + j * v_ld + c] = fclu_round(dv_sum[j * dvw + c], desc->dtype);
+  }
   free(dk_m);
   free(dv_m);
   free(dk_sum);

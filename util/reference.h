@@ -61,6 +61,10 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype);
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row,
                       float *lse);
+/** fclref_naive_row over every row of every sequence: o in O's packed
+ *  layout (head_dim_v wide), rows past a ragged sequence left as they are. */
+void fclref_naive_forward(const fcl_attention_desc *desc, const float *q, const float *k,
+                          const float *v, float *o);
 
 /** The backward of one (batch b, kv head hkv) slice, from the inputs alone
  *  (P recomputed exactly, not from a device LSE): dq rows of the query

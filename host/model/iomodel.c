@@ -105,7 +105,10 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes row_v = (fcl__bytes)sh->head_dim_v * sh->elem_size;  /* O's */
   const fcl__bytes kv_row = sh->kv_row_bytes;  /* K and V's, a quantized form's scales included */
+  /* V's: K's when quantized (one width then), else head_dim_v elements */
+  const fcl__bytes v_row = sh->kv_quant ? kv_row : row_v;
   /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
    * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
   const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
@@ -124,9 +127,9 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
     }
   const int with_lse = m->with_lse || splits > 1;
   const fcl__bytes page_reads = sh->paged ? 2 * 4 * page_lookups(sh, plan, tiles, keys) : 0;
-  m->io.loads += slices * (splits * slots * row + 2 * keys * kv_row + page_reads +
+  m->io.loads += slices * (splits * slots * row + keys * (kv_row + v_row) + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
-  m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
+  m->io.stores += slices * splits * (slots * row_v + (with_lse ? slots * 4 : 0));
 }
 
 fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {
@@ -135,7 +138,7 @@ fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int wi
   /* each row's sink, once: by the row's end, or split, by the merge (common.cl) */
   m.io.loads += (fcl__bytes)sh->lse_elems * (sh->desc.sinks ? 4 : 0);
   if (plan->splits > 1 && sh->lse_elems) {  /* the merge of the partial states */
-    const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->desc.head_dim,
+    const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->head_dim_v,
                                              sh->elem_size, with_lse);
     m.io.loads += merge.loads;
     m.io.stores += merge.stores;
@@ -148,7 +151,9 @@ static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) 
   flash_model *m = state;
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
-  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;  /* a tensor's row */
+  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;  /* Q, K, dQ, dK's row */
+  const fcl__bytes row_v = (fcl__bytes)sh->head_dim_v * sh->elem_size;  /* V, dO, dV's */
+  const fcl__bytes pair = row + row_v;  /* Q and dO, or K and V (dK and dV) */
   const fcl__bytes stats = 2 * 4;  /* LSE and D of one query row */
   const fcl__bytes slices = (fcl__bytes)count * sh->desc.heads_q;
   const fcl__bytes kv_slices = (fcl__bytes)count * sh->desc.heads_kv;
@@ -159,25 +164,25 @@ static void backward_sequences(void *state, size_t nq, size_t nk, size_t count) 
   for (size_t k0 = 0; k0 < nk; k0 += plan->block_k) {
     const size_t keys = nk - k0 < plan->block_k ? nk - k0 : plan->block_k;
     const fcl__bytes queries = block_queries_loaded(sh, nq, nk, k0, keys, plan->block_q);
-    m->io.loads += kv_slices * (keys * 2 * row + group * queries * (2 * row + stats) +
+    m->io.loads += kv_slices * (keys * pair + group * queries * (pair + stats) +
                                 wg * (ragged_bytes(sh) + (queries ? group * slope_bytes(sh) : 0)));
-    m->io.stores += kv_slices * keys * 2 * row;
+    m->io.stores += kv_slices * keys * pair;
   }
   /* dQ: Q, dO, LSE and D of the block once; K and V of every key tile it
    * sees; dQ once. */
   for (size_t q0 = 0; q0 < nq; q0 += plan->block_q) {
     const size_t rows = nq - q0 < plan->block_q ? nq - q0 : plan->block_q;
     fcl__bytes tiles;  /* (never paged) */
-    m->io.loads += slices * (rows * (2 * row + stats) +
+    m->io.loads += slices * (rows * (pair + stats) +
                              block_keys_loaded(sh, nq, nk, q0, rows, plan->block_k, 0,
-                                               (size_t)-1, &tiles) * 2 * row +
+                                               (size_t)-1, &tiles) * pair +
                              wg * (ragged_bytes(sh) + slope_bytes(sh)));
     m->io.stores += slices * rows * row;
   }
 }
 
 fcl__io fcl__io_flash_backward(const fcl__shape *sh, const fcl_plan *plan) {
-  const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
+  const fcl__bytes row = (fcl__bytes)sh->head_dim_v * sh->elem_size;  /* O and dO's */
   flash_model m = {sh, plan, 0, {0, 0}};
   /* Preprocessing: reads O and dO, writes D. */
   m.io.loads = (fcl__bytes)sh->lse_elems * 2 * row;

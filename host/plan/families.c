@@ -10,12 +10,14 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD,
                      {"flash_fwd", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_WG_SIZE,
-                      FCL_TUNE_THREADS_PER_ROW, FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_TILE_STORAGE},
+                      FCL_TUNE_THREADS_PER_ROW, FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_TILE_STORAGE,
+                      FCL_TUNE_HEAD_DIM_V_MAX},
                      fcl__plan_forward_simt},
          .backward = {FCL_SRC_FLASH_BWD,
                       {"flash_bwd_dkdv", "flash_bwd_dq"},
                       {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WG_SIZE, FCL_TUNE_THREADS_PER_ROW,
-                       FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_SUB_ROWS, FCL_TUNE_TILE_STORAGE},
+                       FCL_TUNE_ROWS_PER_THREAD, FCL_TUNE_SUB_ROWS, FCL_TUNE_TILE_STORAGE,
+                       FCL_TUNE_HEAD_DIM_V_MAX},
                       fcl__plan_backward_simt}},
     [FCL_FLASH_KERNEL_MMA] =
         {.forward = {FCL_SRC_FLASH_FWD_MMA,
@@ -43,11 +45,11 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
     [FCL_FLASH_KERNEL_CPU] =
         {.forward = {FCL_SRC_FLASH_FWD_CPU,
                      {"flash_fwd_cpu", NULL},
-                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX},
                      fcl__plan_forward_cpu},
          .backward = {FCL_SRC_FLASH_BWD_CPU,
                       {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"},
-                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK},
+                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK, FCL_TUNE_HEAD_DIM_V_MAX},
                       fcl__plan_backward_cpu}},
 };
 
@@ -76,6 +78,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_HEAD_SPLIT] = "HEAD_SPLIT",
       [FCL_TUNE_TILE_STORAGE] = "TILE_STORAGE",
       [FCL_TUNE_M_TILES] = "M_TILES",
+      [FCL_TUNE_HEAD_DIM_V_MAX] = "HEAD_DIM_V_MAX",
   };
   return names[t];
 }
@@ -98,6 +101,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_HEAD_SPLIT: return plan->threads_per_row / 4;  /* 8: warp pairs */
     case FCL_TUNE_TILE_STORAGE: return plan->tile_elem_size == 2;
     case FCL_TUNE_M_TILES: return fcl__flash_mma_m_tiles(plan);
+    case FCL_TUNE_HEAD_DIM_V_MAX: return plan->head_dim_v_padded;  /* 0: HEAD_DIM_MAX */
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -106,7 +110,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
 /* Whether a tunable's value is the kernel's own default, which the options
  * leave out: a tunable added to a family so changes no earlier program. */
 static int tunable_is_default(fcl__tunable t, long value) {
-  return t == FCL_TUNE_M_TILES && value == 1;
+  return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,

@@ -31,6 +31,8 @@ typedef enum fcl__tunable {
   FCL_TUNE_TILE_STORAGE,
   /* the MMA forward's 16-row tiles a warp; left out at 1 (families.c) */
   FCL_TUNE_M_TILES,
+  /* V and O's padded width where it is not head_dim's; left out otherwise */
+  FCL_TUNE_HEAD_DIM_V_MAX,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

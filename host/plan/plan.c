@@ -225,6 +225,30 @@ fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
   return FCL_SUCCESS;
 }
 
+/* A value head size of its own (head_dim_v): the SIMT and CPU kernels
+ * take it, unsplit, from contiguous K and V; the others keep one width
+ * (docs/design.md, "A value head size of its own"). */
+static fcl_status check_value_width(const fcl__shape *sh, const fcl_plan *hint, char *why,
+                                    size_t why_len) {
+  const fcl_attention_desc *desc = &sh->desc;
+  if (sh->head_dim_v == desc->head_dim) return FCL_SUCCESS;
+  const unsigned kernel = hint ? hint->kernel : FCL_FLASH_KERNEL_AUTO;
+  FCL_WHY_IF(kernel != FCL_FLASH_KERNEL_AUTO && kernel != FCL_FLASH_KERNEL_SIMT &&
+                 kernel != FCL_FLASH_KERNEL_CPU,
+             FCL_ERROR_UNSUPPORTED,
+             "head_dim_v = %zu with head_dim = %zu: the %s kernels keep one width for Q, K, "
+             "V and O; the SIMT and CPU kernels (or FCL_ALGO_NAIVE) take a value width of "
+             "its own", sh->head_dim_v, desc->head_dim, fcl_flash_kernel_name(kernel));
+  FCL_WHY_IF(sh->paged, FCL_ERROR_UNSUPPORTED,
+             "head_dim_v = %zu with head_dim = %zu: a paged KV cache keeps one width for K "
+             "and V", sh->head_dim_v, desc->head_dim);
+  FCL_WHY_IF(hint && hint->splits > 1, FCL_ERROR_UNSUPPORTED,
+             "splits = %u with head_dim_v = %zu: the split merges keep O at head_dim = %zu; "
+             "a value width of its own runs unsplit", hint->splits, sh->head_dim_v,
+             desc->head_dim);
+  return FCL_SUCCESS;
+}
+
 /* A hint naming a SIMT layout field asks for the SIMT kernels. */
 static int simt_hinted(const fcl_plan *hint) {
   return hint && (hint->threads_per_row || hint->rows_per_thread || hint->tile_elem_size);
@@ -236,7 +260,8 @@ static int mma_chosen(const fcl_device_limits *limits, const fcl__shape *sh,
   if (hint && hint->kernel) return hint->kernel == FCL_FLASH_KERNEL_MMA;
   /* the MMA forward's tiles arrive by cp.async as storage bytes: a
    * quantized KV cache is read by the other families */
-  return !simt_hinted(hint) && sh->vec4 && !sh->kv_quant && fcl__mma_suits(limits, &sh->desc);
+  return !simt_hinted(hint) && sh->vec4 && !sh->kv_quant && sh->head_dim_v == sh->desc.head_dim &&
+         fcl__mma_suits(limits, &sh->desc);
 }
 
 /* The family that plans a pass: the hint's kernel, else the rules' (the
@@ -258,7 +283,9 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
    * measured"); one family also makes a decode step's row a prefill
    * chunk's in the batch-invariant mode. */
   if (fcl__cpu_forward_suits(limits)) return FCL_FLASH_KERNEL_CPU;
-  const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
+  /* the decode kernels keep one width (check_value_width) */
+  const unsigned decode = sh->head_dim_v == desc->head_dim
+                              ? fcl__decode_kernel(limits, sh, desc->seqlen_q) : 0;
   return decode ? decode : mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT;
 }
 
@@ -288,11 +315,8 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   const fcl_attention_desc *desc = &sh->desc;
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
-  FCL_WHY_IF(sh->head_dim_v != desc->head_dim, FCL_ERROR_UNSUPPORTED,
-             "head_dim_v = %zu with head_dim = %zu: every flash kernel family keeps one "
-             "width for Q, K, V and O; FCL_ALGO_NAIVE takes a value width of its own",
-             sh->head_dim_v, desc->head_dim);
   const int backward = pass == FCL_PASS_BACKWARD;
+  FCL_FORWARD_IF(check_value_width(sh, hint, why, why_len));
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
              "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
   const int mma = mma_chosen(limits, sh, hint);
@@ -330,8 +354,14 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   }
   FCL_FORWARD_IF(family->plan(limits, sh, &packed_desc, hint, &plan, why, why_len));
   FCL_FORWARD_IF(check_pages_fit(sh, &plan, why, why_len));
-  choose_splits(limits, &packed_desc, hint, &plan);
-  FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
+  if (sh->head_dim_v == desc->head_dim) {
+    choose_splits(limits, &packed_desc, hint, &plan);
+    FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
+  } else {  /* unsplit (check_value_width) */
+    plan.splits = 1;
+    plan.split_keys = 0;
+    plan.merge = FCL_SPLIT_MERGE_AUTO;
+  }
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;

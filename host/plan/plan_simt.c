@@ -59,7 +59,8 @@ static register_budget register_budget_of(const fcl_device_limits *limits) {
 /* The forward's private floats by the cost model (register_budget). */
 static unsigned fwd_cost(const register_budget *regs, const fcl_plan *plan) {
   const unsigned rows = plan->rows_per_thread;
-  return rows * (2 * plan->head_dim_padded / plan->threads_per_row + plan->block_k) +
+  const unsigned widths = plan->head_dim_padded + fcl__plan_head_dim_v(plan);  /* q + acc */
+  return rows * (widths / plan->threads_per_row + plan->block_k) +
          (plan->threads_per_row > 1 ? plan->block_k * regs->fwd_shared : 0);
 }
 
@@ -79,6 +80,16 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
+/* V and O's bucket in plan->head_dim_v_padded where it is not head_dim's
+ * (already in head_dim_padded); @return the sum of the two buckets, what
+ * a row's q (or k) and accumulator (or v) slices hold together. */
+static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
+  plan->head_dim_padded = head_dim_bucket(sh->desc.head_dim);
+  const unsigned v = head_dim_bucket(sh->head_dim_v);
+  plan->head_dim_v_padded = v != plan->head_dim_padded ? v : 0;
+  return plan->head_dim_padded + v;
+}
+
 /* Bytes of one tile element: the plan's, floats when unset. */
 static size_t tile_elem(const fcl_plan *plan) {
   return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
@@ -88,7 +99,8 @@ static size_t tile_elem(const fcl_plan *plan) {
 size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
   const size_t g = plan->threads_per_row, wg = plan->wg_size;
   const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
-  return FCL_SIMT_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
+  return FCL_SIMT_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded,
+                                  (size_t)fcl__plan_head_dim_v(plan), g, (size_t)plan->block_k, wg,
                                   (size_t)tile_elem(plan), sums_in_local);
 }
 
@@ -101,7 +113,9 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
  * 2, RDNA still 44 (scripts/vendor-check.sh). */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
   unsigned rows = plan->block_k;
-  const unsigned slice = plan->head_dim_padded / plan->threads_per_row;
+  const unsigned hdv = fcl__plan_head_dim_v(plan);
+  const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
+  const unsigned slice = widest / plan->threads_per_row;
   const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
   const unsigned most = plan->threads_per_row < 8 ? 8
                         : !narrow || slice < 24   ? 4
@@ -128,7 +142,8 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits 
                                   int row_keys) {
   const size_t g = plan->threads_per_row, wg = plan->wg_size;
   const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
-  return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded, g, (size_t)plan->block_k, wg,
+  return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded,
+                                  (size_t)fcl__plan_head_dim_v(plan), g, (size_t)plan->block_k, wg,
                                   (size_t)tile_elem(plan), row_keys, sums_in_local,
                                   (size_t)fcl__flash_bwd_sub_rows(plan, limits));
 }
@@ -180,20 +195,22 @@ static unsigned fill_device(const fcl_device_limits *limits, unsigned wg, unsign
 fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
                                    const fcl_attention_desc *desc, const fcl_plan *hint,
                                    fcl_plan *out, char *why, size_t why_len) {
-  (void)sh;
   const int row_keys = fcl__row_keys_in_local(desc);
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
-  plan.head_dim_padded = head_dim_bucket(desc->head_dim);
-  plan.rows_per_thread = limits->nvidia_ptx && plan.head_dim_padded <= 128 ? 2 : 1;
+  const unsigned widths = set_head_dims(&plan, sh);  /* 2 head_dim_padded with one width */
+  const unsigned widest = widths - (fcl__plan_head_dim_v(&plan) < plan.head_dim_padded
+                                        ? fcl__plan_head_dim_v(&plan)
+                                        : plan.head_dim_padded);
+  plan.rows_per_thread = limits->nvidia_ptx && widest <= 128 ? 2 : 1;
   if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
 
   const unsigned bwd_floats = register_budget_of(limits).bwd;
   /* CPUs up to head_dim 128: whole rows, as the forward (no registers to
    * budget; docs/design.md, "The rules, measured"). */
-  const int cpu_rule = !limits->is_gpu && plan.head_dim_padded <= CPU_RULE_MAX_HEAD_DIM;
+  const int cpu_rule = !limits->is_gpu && widest <= CPU_RULE_MAX_HEAD_DIM;
   unsigned g = 1;
-  while (!cpu_rule && 4 * plan.rows_per_thread * plan.head_dim_padded / g > bwd_floats &&
+  while (!cpu_rule && 2 * plan.rows_per_thread * widths / g > bwd_floats &&
          g < BWD_MAX_THREADS_PER_ROW)
     g *= 2;
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
@@ -258,22 +275,23 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
 fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
-  (void)sh;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
-  const unsigned bucket = head_dim_bucket(desc->head_dim);
-  plan.head_dim_padded = bucket;
+  const unsigned widths = set_head_dims(&plan, sh);  /* 2 bucket with one width */
+  const unsigned bucket = plan.head_dim_padded, bucket_v = fcl__plan_head_dim_v(&plan);
+  const unsigned widest = bucket > bucket_v ? bucket : bucket_v;
+  const unsigned both = bucket | bucket_v;  /* divisible by 2^n iff both are */
 
   const register_budget regs = register_budget_of(limits);
   /* CPUs: PoCL runs a work-group's work-items as SIMD lanes, and private
    * floats live in cache-resident memory, not registers: whole rows, two a
    * work-item, 32 keys a tile, up to the widest head_dim measured
    * (docs/design.md, "The rules, measured"). */
-  const int cpu_rule = !limits->is_gpu && bucket <= CPU_RULE_MAX_HEAD_DIM;
+  const int cpu_rule = !limits->is_gpu && widest <= CPU_RULE_MAX_HEAD_DIM;
   unsigned g = 1, rows = cpu_rule ? 2 : 1;
-  while (!cpu_rule && 2 * bucket / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
+  while (!cpu_rule && widths / g > regs.fwd_row && g < FWD_MAX_THREADS_PER_ROW) g *= 2;
   if (limits->nvidia_ptx) {
     unsigned g2 = 1;
-    while (2 * 2 * bucket / g2 > regs.fwd_row) g2 *= 2;
+    while (2 * widths / g2 > regs.fwd_row) g2 *= 2;
     if (g2 <= 2) g = g2, rows = 2;
   }
   if (hint && hint->threads_per_row) g = hint->threads_per_row;
@@ -284,7 +302,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   plan.block_k = MIN_BLOCK_K;
   plan.tile_elem_size = sizeof(float);
   for (plan.threads_per_row = g; !cpu_rule && !(hint && hint->threads_per_row) &&
-                                 g < FWD_MAX_THREADS_PER_ROW && bucket % (8 * g) == 0 &&
+                                 g < FWD_MAX_THREADS_PER_ROW && both % (8 * g) == 0 &&
                                  fwd_cost(&regs, &plan) > regs.fwd;)
     plan.threads_per_row = g *= 2;
   if (g > FWD_MAX_THREADS_PER_ROW) {
@@ -300,11 +318,11 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = fcl__floor_pow2(limits->max_work_group_size);
   if (g > wg) g = wg;  /* tiny work-group limits: fewer, wider slices */
-  if (bucket % (4 * g) != 0) {  /* flash_fwd.cl's slices are whole float4s */
+  if (both % (4 * g) != 0) {  /* flash_fwd.cl's slices are whole float4s */
     fcl__say(why, why_len,
-             "the forward cannot split head_dim %zu (bucket %u) over %u work-items in "
+             "the forward cannot split head_dim %zu (bucket %u; V's %u) over %u work-items in "
              "float4 slices",
-             desc->head_dim, bucket, g);
+             desc->head_dim, bucket, bucket_v, g);
     return FCL_ERROR_UNSUPPORTED;
   }
   /* batch-invariant: the tile is chosen for this work-group, which the

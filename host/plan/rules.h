@@ -115,7 +115,12 @@ static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
          a->head_dim_padded == b->head_dim_padded && a->local_bytes == b->local_bytes &&
          a->tile_elem_size == b->tile_elem_size && a->kernel == b->kernel &&
          a->splits == b->splits && a->packed_heads == b->packed_heads && a->tuned == b->tuned &&
-         a->merge == b->merge && a->split_keys == b->split_keys;
+         a->merge == b->merge && a->split_keys == b->split_keys &&
+         a->head_dim_v_padded == b->head_dim_v_padded;
+}
+/** The padded width of a plan's V and O rows (fcl_plan.head_dim_v_padded). */
+static inline unsigned fcl__plan_head_dim_v(const fcl_plan *plan) {
+  return plan->head_dim_v_padded ? plan->head_dim_v_padded : plan->head_dim_padded;
 }
 /** Whether a kernel family is one of the two decode kernels. */
 static inline int fcl__decode_kernel_family(unsigned kernel) {

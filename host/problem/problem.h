@@ -44,6 +44,10 @@ struct fcl__shape {
   float k_scale, v_scale;
 };
 
+/** A checked descriptor's value width: head_dim_v, 0 read as head_dim. */
+static inline size_t fcl__desc_head_dim_v(const fcl_attention_desc *desc) {
+  return desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
+}
 /** Whether tensor t (FCL__Q ..) has head_dim_v columns: V, O, dO, dV. */
 static inline int fcl__value_side(int t) {
   return t == FCL__V || t == FCL__O || t == FCL__DOUT || t == FCL__DV;

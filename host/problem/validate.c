@@ -244,7 +244,7 @@ static fcl_status check_tensors(const fcl_attention_desc *desc, fcl__shape *sh, 
   size_t q = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, desc->head_dim, 1);
   size_t kv = product4(sh->tokens_k ? sh->tokens_k : 1, desc->heads_kv, desc->head_dim, 1);
   size_t lse = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, 1, 1);
-  const size_t dv = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
+  const size_t dv = fcl__desc_head_dim_v(desc);
   size_t o = product4(sh->tokens_q ? sh->tokens_q : 1, desc->heads_q, dv, 1);
   size_t v = product4(sh->tokens_k ? sh->tokens_k : 1, desc->heads_kv, dv, 1);
   size_t bytes;

@@ -110,7 +110,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     fcl__merge_options(&merge, desc->dtype, io_counter, &out[1].opts);
     return 2;
   }
-  const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, desc->head_dim);
+  const fcl__pre_shape pre = fcl__flash_bwd_pre_shape(limits, fcl__desc_head_dim_v(desc));
   out[0] = (flash_program){.source = FCL_SRC_FLASH_BWD_PRE,
                            .kernels = {"flash_bwd_preprocess", NULL},
                            .wg_size = (unsigned)pre.wg_size};
@@ -384,7 +384,8 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
   flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, call->io_counter,
                  programs);
   const flash_program *pre = &programs[0], *main = &programs[1];
-  backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits, desc->head_dim),
+  backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits,
+                                                           fcl__desc_head_dim_v(desc)),
                       .dkdv_name = main->kernels[0],
                       .dq_name = main->kernels[1]};
   status = fcl__kernel(ctx, pre->source, &pre->opts, pre->kernels[0], &run.pre);

@@ -71,7 +71,9 @@ class Plan(Structure):
                 ("head_dim_padded", c_uint), ("local_bytes", c_size_t),
                 ("tile_elem_size", c_uint), ("kernel", c_uint), ("splits", c_uint),
                 ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint),
-                ("split_keys", c_uint)]
+                ("split_keys", c_uint),
+                # a value head size of its own
+                ("head_dim_v_padded", c_uint)]
 
 
 class RunInfo(Structure):

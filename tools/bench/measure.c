@@ -321,7 +321,9 @@ static int slice_affordable(const fcl_attention_desc *d) {
 static double check_run(const inputs *in, int pass, const results_host *got,
                         const size_t *rows, size_t n_rows, double *ref_max) {
   const fcl_attention_desc *d = &in->desc;
-  const size_t hd = d->head_dim;
+  const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+  /* the sampled rows: O's (head_dim_v wide) or dQ's */
+  const size_t hd = pass == PASS_FWD ? dv : d->head_dim;
   double *ref = malloc(hd * sizeof *ref), lse, err = 0.0;
   float *row = malloc(hd * sizeof *row);
   *ref_max = 0.0;
@@ -344,15 +346,15 @@ static double check_run(const inputs *in, int pass, const results_host *got,
   free(row);
   if (pass != PASS_FWD && slice_affordable(d)) {
     double *rq = calloc(in->q_elems, sizeof *rq), *rk = calloc(in->kv_elems, sizeof *rk),
-           *rv = calloc(in->kv_elems, sizeof *rv);
+           *rv = calloc(in->v_elems, sizeof *rv);
     if (rq && rk && rv) {
       fclref_backward_slice(d, in->q, in->k, in->v, in->dout, 0, 0, rq, rk, rv);
-      const size_t kv_ld = d->heads_kv * hd;
+      const size_t kv_ld = d->heads_kv * hd, v_ld = d->heads_kv * dv;
       size_t q0, nq, k0, nk;
       fclref_sequence(d, 0, &q0, &nq, &k0, &nk);
       for (size_t j = 0; j < nk; ++j) {
         err = worst(err, fclu_max_abs_err(got->dk + j * kv_ld, rk + j * kv_ld, hd));
-        err = worst(err, fclu_max_abs_err(got->dv + j * kv_ld, rv + j * kv_ld, hd));
+        err = worst(err, fclu_max_abs_err(got->dv + j * v_ld, rv + j * v_ld, dv));
         double m = fclu_max_abs(rk + j * kv_ld, hd);
         if (m > *ref_max) *ref_max = m;
       }
@@ -376,21 +378,23 @@ static double emulated_naive_error(const inputs *in, int pass, const size_t *row
   double err = INFINITY, ref_max;
   float lse;
   if (pass == PASS_FWD) {
-    emu.o = malloc(in->q_elems * sizeof(float));
+    emu.o = malloc(in->o_elems * sizeof(float));
   } else {
     emu.dq = malloc(in->q_elems * sizeof(float));
     emu.dk = malloc(in->kv_elems * sizeof(float));
-    emu.dv = malloc(in->kv_elems * sizeof(float));
+    emu.dv = malloc(in->v_elems * sizeof(float));
   }
   if (pass == PASS_FWD ? !emu.o : !emu.dq || !emu.dk || !emu.dv) goto done;
   for (size_t r = 0; r < n_rows; ++r) {
-    const size_t h = rows[r] % d->heads_q, at = rows[r] * d->head_dim;
+    const size_t h = rows[r] % d->heads_q;
+    const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
     size_t b, i;
     token_row(d, rows[r] / d->heads_q, &b, &i);
     if (pass == PASS_FWD)
-      fclref_naive_row(d, in->q, in->k, in->v, b, h, i, emu.o + at, &lse);
+      fclref_naive_row(d, in->q, in->k, in->v, b, h, i, emu.o + rows[r] * dv, &lse);
     else
-      fclref_naive_backward_dq_row(d, in->q, in->k, in->v, in->dout, b, h, i, emu.dq + at);
+      fclref_naive_backward_dq_row(d, in->q, in->k, in->v, in->dout, b, h, i,
+                                   emu.dq + rows[r] * d->head_dim);
   }
   if (pass != PASS_FWD && slice_affordable(d))
     fclref_naive_backward_slice(d, in->q, in->k, in->v, in->dout, 0, 0, emu.dq, emu.dk,

@@ -36,8 +36,9 @@ static const char usage[] =
     "  --batch B --heads H --heads-kv HKV --seqlen N --seqlen-k NK --head-dim D\n"
     "  --head-dim-v DV   V's, O's and their gradients' head size (default D):\n"
     "                    DeepSeek's latent attention prefills at D 192, DV 128;\n"
-    "                    the naive algorithm runs it, the flash one refuses\n"
-    "                    (FCL_ERROR_UNSUPPORTED); not with --check or --layout qkv\n"
+    "                    the naive algorithm and the flash SIMT and CPU kernels\n"
+    "                    run it (the others: FCL_ERROR_UNSUPPORTED), unsplit;\n"
+    "                    not with --layout qkv\n"
     "  --causal [both]   causal mask (bottom-right aligned); \"both\" runs each\n"
     "                    shape masked and unmasked\n"
     "  --sweep           the standard sweep sized for the device (the default\n"
@@ -572,8 +573,6 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
   if ((o->n_kv_dtypes > 1 || o->kv_dtypes[0] != FCL_KV_AS_DTYPE) && o->pass != PASS_FWD)
     return refuse(ps, "--kv-dtype is for --pass fwd");
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
-  if (o->head_dim_v && o->check)  /* the host emulation of the naive runs has one width */
-    return refuse(ps, "--head-dim-v and --check exclude each other");
   if (o->head_dim_v && o->layout == FCLU_QKV)
     return refuse(ps, "--head-dim-v and --layout qkv exclude each other: packed QKV has one width");
   if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");

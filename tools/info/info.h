@@ -26,6 +26,8 @@ typedef struct info_options {
   int wgmma_probe;      /* 1: run the wgmma probe on every device, nothing else */
   unsigned wgmma_reps;  /* --wgmma-reps: the timing loop's reps (0: no timing) */
   const char *ptx_unmark;  /* --ptx-unmark FILE: print FILE made sm_90a, nothing else */
+  /* ---- a value head size of its own ---- */
+  size_t head_dim_v;  /* --head-dim-v: the descriptors' head_dim_v (0: head_dim) */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

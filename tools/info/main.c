@@ -43,6 +43,9 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
          name, fcl_flash_kernel_name(plan.kernel), plan.block_q, plan.block_k, layout,
          plan.local_bytes, plan.tile_elem_size, plan.head_dim_padded,
          !from_context ? "" : plan.tuned ? " (tuned)" : " (rules)");
+  if (plan.head_dim_v_padded)
+    printf("      flash %s value width: V, O, dO and dV in a bucket of %u of their own\n", name,
+           plan.head_dim_v_padded);
   if (plan.split_keys)
     printf("      flash %s splits: %u of %u keys (batch-invariant), merged by the %s\n", name,
            plan.splits, plan.split_keys, fcl_split_merge_name(plan.merge));

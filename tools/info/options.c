@@ -13,7 +13,7 @@ static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
     "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
-    "                    [--splits S] [--batch-invariant]\n"
+    "                    [--splits S] [--batch-invariant] [--head-dim-v DV]\n"
     "       flashcl-info --program-text FILE\n"
     "       flashcl-info --profile KEY --grid full|cover|ci\n"
     "       flashcl-info --wgmma-probe [--wgmma-reps R]\n"
@@ -41,6 +41,8 @@ static const char usage[] =
     "  --batch-invariant\n"
     "                 plan with fcl_attention_desc.batch_invariant (the splits\n"
     "                 of fixed size it takes are shown)\n"
+    "  --head-dim-v DV  V's, O's and their gradients' head size (default: head_dim;\n"
+    "                 DeepSeek's prefill: --head-dim 192 --head-dim-v 128)\n"
     "  --program-text FILE\n"
     "                 print the whole text the library compiles for kernel file\n"
     "                 FILE (e.g. flash_fwd.cl: the shared texts, its prelude,\n"
@@ -78,7 +80,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       size_t *slot;
     } const sizes[] = {{"--batch", &o->batch},       {"--heads", &o->heads},
                        {"--heads-kv", &o->heads_kv}, {"--seqlen", &o->seqlen},
-                       {"--seqlen-k", &o->seqlen_k}, {"--head-dim", &o->head_dim}};
+                       {"--seqlen-k", &o->seqlen_k}, {"--head-dim", &o->head_dim},
+                       {"--head-dim-v", &o->head_dim_v}};
     size_t *slot = NULL;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
       if (!strcmp(a, sizes[k].name)) slot = sizes[k].slot;
@@ -205,6 +208,7 @@ int info_descs(const info_options *o, fcl_attention_desc out[2]) {
     out[k].causal = o->causal;
     out[k].dtype = o->dtype;
     out[k].batch_invariant = o->batch_invariant;
+    out[k].head_dim_v = o->head_dim_v;
   }
   return n;
 }
