@@ -13,7 +13,8 @@
  * their states once at the end (FCL_DECODE_STORE, blocks.cl).
  *
  * No local memory on the way: K and V go from global memory straight into
- * the instructions' B fragments. The order of head_dim within a dot
+ * the instructions' B fragments (a quantized cache's bytes as loaded,
+ * KV_RAW4, converted where they are used, fcl_kv_raw_bits4). The order of head_dim within a dot
  * product, and of the keys within a step, is free, so each lane loads
  * whole 8-byte groups of four elements:
  *   - K: lane (g, t) loads keys g and 8 + g of the step, columns
@@ -85,9 +86,9 @@
       const int key_ = (kw) + 8 * n_ + g;                                            \
       __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
-        (kx)[n_][j_] = (uint2)(0u);                                                  \
+        (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
         if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
-          (kx)[n_][j_] = KV_BITS4(at_, 16 * j_ + 4 * t);                             \
+          (kx)[n_][j_] = KV_RAW4(at_, 16 * j_ + 4 * t);                              \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -101,9 +102,9 @@
       const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
       __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
-        (vx)[u_][i_] = (uint2)(0u);                                                  \
+        (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
         if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
-          (vx)[u_][i_] = KV_BITS4(at_, 32 * i_ + 4 * g);                             \
+          (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g);                              \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -175,11 +176,11 @@ UNROLL
    * in each step V before S = Q K^T and the next step's K before the
    * softmax, so that a warp has loads in flight while it computes and no
    * register holds more than one step's K and V. */
-  uint2 kx[2][K_STEPS];
+  kv_raw_t kx[2][K_STEPS];
   if (first_tile < end_tile) LOAD_K_STEP(kx, first_tile * BLOCK_K + WARP_KEYS * warp);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
-    uint2 vx[4][V_GROUPS];
+    kv_raw_t vx[4][V_GROUPS];
     LOAD_V_STEP(vx, kw);
 
     /* ---- S = Q K^T ---- */
@@ -189,7 +190,8 @@ UNROLL
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 UNROLL
       for (int j = 0; j < K_STEPS; ++j) {
-        const uint b[2] = {kx[n][j].x, kx[n][j].y};
+        const uint2 bits = fcl_kv_raw_bits4(kx[n][j]);
+        const uint b[2] = {bits.x, bits.y};
         mma_16bit(s[n], qa[j], b MMA_ARGS);
       }
     }
@@ -205,13 +207,17 @@ UNROLL
     const uint pa[4] = {pack2(s[0][0], s[0][1]), ROW_HALVES > 1 ? pack2(s[0][2], s[0][3]) : 0u,
                         pack2(s[1][0], s[1][1]), ROW_HALVES > 1 ? pack2(s[1][2], s[1][3]) : 0u};
 UNROLL
-    for (int i = 0; i < V_GROUPS; ++i)
+    for (int i = 0; i < V_GROUPS; ++i) {
+      uint2 vb[4];
+UNROLL
+      for (int u = 0; u < 4; ++u) vb[u] = fcl_kv_raw_bits4(vx[u][i]);
 UNROLL
       for (int e = 0; e < 4; ++e) {
-        const uint b[2] = {element_bits(vx[0][i], e) | element_bits(vx[1][i], e) << 16,
-                           element_bits(vx[2][i], e) | element_bits(vx[3][i], e) << 16};
+        const uint b[2] = {element_bits(vb[0], e) | element_bits(vb[1], e) << 16,
+                           element_bits(vb[2], e) | element_bits(vb[3], e) << 16};
         mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
       }
+    }
   }
 
   /* ---- the warps' states to local memory, merged, O and LSE stored ----
