@@ -166,7 +166,8 @@ typedef store_t kv_t;
 #define KV_TILE4(p, i) LOAD_TILE4(p, i)
 #define KV_TILE1(p, i) LOAD_TILE1(p, i)
 typedef uint2 kv_raw_t;
-#define KV_RAW4(p, i) LOAD_BITS4(p, i)
+#define KV_RAW4(p, i, aligned4) ((void)(aligned4), LOAD_BITS4(p, i))
+#define KV_VIEW_ALIGNED4(x, view) 1
 #define KV_RAW_ZERO ((kv_raw_t)(0u))
 #else
 /* A quantized form (include/flashcl.h, fcl_kv_dtype): the views count
@@ -181,14 +182,18 @@ typedef uchar kv_t;
 #error "a quantized KV form keeps float tiles (TILE_STORAGE 0)"
 #endif
 /* Four elements' bytes as stored (KV_RAW4): x the codes (Q4_0's two bytes
- * in its low half), y a block form's f16 scale bits. All loads are 2-byte
+ * in its low half), y a block form's f16 scale bits. Loads are of 2-byte
  * units: a quantized cache's offset and strides are even (validate.c) and
- * a block's codes start 2 bytes past it, so wider loads would be
- * misaligned and bytes would take one load each. */
+ * a block's codes start 2 bytes past it; bytes would take one load each.
+ * Four codes at an address known a multiple of 4 (aligned4) take one:
+ * fp8's in a view whose offset and strides all are (KV_VIEW_ALIGNED4),
+ * Q8_0's of an odd block there. */
 typedef uint2 kv_raw_t;
-inline uint fcl_kv_u32(__global const kv_t *at) {
-  return as_uint(vload2(0, (__global const ushort *)at));
+inline uint fcl_kv_u32(__global const kv_t *at, const int aligned4) {
+  return aligned4 ? *(__global const uint *)at : as_uint(vload2(0, (__global const ushort *)at));
 }
+#define KV_VIEW_ALIGNED4(x, view) \
+  ((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) & 3) == 0)
 /* f16 bits to float, exactly: one conversion instruction on NVIDIA. */
 inline float fcl_half_bits_to_float(const uint h) {
 #if FCL_NVIDIA_PTX
@@ -203,9 +208,10 @@ inline float fcl_half_bits_to_float(const uint h) {
 #define KV_SCALE_BYTES(i) ((i) % FCL_KV_BLOCK == 0 ? 2 : 0)
 #if FCL_KV_DTYPE == 1  /* Q8_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q8_BYTES)
-inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i) {
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
   __global const kv_t *b = KV_BLOCK_AT(row, i);
-  return (kv_raw_t)(fcl_kv_u32(b + 2 + i % FCL_KV_BLOCK), *(__global const ushort *)b);
+  return (kv_raw_t)(fcl_kv_u32(b + 2 + i % FCL_KV_BLOCK, aligned4 && i / FCL_KV_BLOCK % 2),
+                    *(__global const ushort *)b);
 }
 /* The codes as floats: 2^23 + (q + 128) holds q + 128 in its low mantissa
  * bits, and subtracting 2^23 + 128 leaves q exactly. */
@@ -223,7 +229,8 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 #define KV_RAW_ZERO ((kv_raw_t)(0u))  /* q = 0, d = 0 */
 #elif FCL_KV_DTYPE == 2  /* Q4_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q4_BYTES)
-inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i) {
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+  (void)aligned4;  /* two bytes of codes: one load already */
   __global const kv_t *b = KV_BLOCK_AT(row, i);
   return (kv_raw_t)(*(__global const ushort *)(b + 2 + i % FCL_KV_BLOCK / 2),
                     *(__global const ushort *)b);
@@ -243,8 +250,8 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 #define KV_RAW_ZERO ((kv_raw_t)(0x8888u, 0u))  /* q = 0, d = 0 */
 #elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4  /* fp8 E4M3FN, E5M2 */
 #define KV_E4 (FCL_KV_DTYPE == 3)
-inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i) {
-  return (kv_raw_t)(fcl_kv_u32(row + i), 0u);
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+  return (kv_raw_t)(fcl_kv_u32(row + i, aligned4), 0u);
 }
 inline float4 fcl_kv_raw_float4(const kv_raw_t r) {
   return (float4)(fcl_fp8_to_float(r.x & 0xffu, KV_E4), fcl_fp8_to_float(r.x >> 8 & 0xffu, KV_E4),
@@ -266,7 +273,7 @@ inline float4 fcl_kv_raw_float4(const kv_raw_t r) {
 }
 #endif
 inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
-  return fcl_kv_raw_float4(fcl_kv_raw4(row, i));
+  return fcl_kv_raw_float4(fcl_kv_raw4(row, i, 0));
 }
 /* The bytes of a row of head_dim elements. */
 #if FCL_KV_DTYPE == 1
@@ -280,7 +287,7 @@ inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
 #define KV_LOAD1(p, i) FCL_COUNTED_LOAD(KV_BYTES1(i), fcl_kv_load1(p, i))
 #define KV_TILE4(p, i) KV_LOAD4(p, i)
 #define KV_TILE1(p, i) KV_LOAD1(p, i)
-#define KV_RAW4(p, i) FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4(p, i))
+#define KV_RAW4(p, i, aligned4) FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4(p, i, aligned4))
 #endif
 /* A row's output factor where it ends: fcl_row_inv (below: the sum, with
  * the row's sink), and with fp8 K and V the values' per-tensor scale (the

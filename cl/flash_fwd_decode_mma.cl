@@ -14,9 +14,9 @@
  *
  * No local memory on the way: K and V go from global memory straight into
  * the instructions' B fragments (a quantized cache's bytes as loaded,
- * KV_RAW4, converted where they are used, fcl_kv_raw_bits4). The order of head_dim within a dot
- * product, and of the keys within a step, is free, so each lane loads
- * whole 8-byte groups of four elements:
+ * KV_RAW4, converted where they are used, fcl_kv_raw_bits4). The order of
+ * head_dim within a dot product, and of the keys within a step, is free,
+ * so each lane loads whole 8-byte groups of four elements:
  *   - K: lane (g, t) loads keys g and 8 + g of the step, columns
  *     16 j + 4 t .. + 3 of k-step j; as loaded they are that k-step's B
  *     fragment (b[0] the first two columns, b[1] the last two), and Q's A
@@ -88,7 +88,7 @@
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
         (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
         if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
-          (kx)[n_][j_] = KV_RAW4(at_, 16 * j_ + 4 * t);                              \
+          (kx)[n_][j_] = KV_RAW4(at_, 16 * j_ + 4 * t, k_aligned4);                  \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -104,7 +104,7 @@
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
         if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
-          (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g);                              \
+          (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g, v_aligned4);                  \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -130,6 +130,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
   __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
+  const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
 
   /* Q into local memory, each element loaded once; absent rows and
    * columns are 0. */
