@@ -150,9 +150,9 @@ typedef float4 tile4_t;
  * KV_RAW_ZERO reads as zeros), which fcl_kv_raw_bits4 (mma.cl) turns
  * into the operands' 16-bit bits where they are used, so that a load runs
  * ahead of its conversion; each from a row's start and a column. The
- * storage type's, or with FCL_KV_DTYPE a quantized cache's (below). (The MMA forward's tiles arrive by cp.async
- * as storage bytes, with no conversion on the way: the planner keeps a
- * quantized cache off it.) */
+ * storage type's, or with FCL_KV_DTYPE a quantized cache's (below). (The
+ * MMA forward's tiles arrive by cp.async as storage bytes, with no
+ * conversion on the way: the planner keeps a quantized cache off it.) */
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
 #ifndef FCL_KV_DTYPE
@@ -166,7 +166,9 @@ typedef store_t kv_t;
 #define KV_TILE4(p, i) LOAD_TILE4(p, i)
 #define KV_TILE1(p, i) LOAD_TILE1(p, i)
 typedef uint2 kv_raw_t;
+#define KV_COLUMN_IN(c, head_dim) ((c) < (head_dim))
 #define KV_RAW4(p, i, aligned4) ((void)(aligned4), LOAD_BITS4(p, i))
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) KV_RAW4(p, i, aligned4)
 #define KV_VIEW_ALIGNED4(x, view) 1
 #define KV_RAW_ZERO ((kv_raw_t)(0u))
 #else
@@ -208,10 +210,10 @@ inline float fcl_half_bits_to_float(const uint h) {
 #define KV_SCALE_BYTES(i) ((i) % FCL_KV_BLOCK == 0 ? 2 : 0)
 #if FCL_KV_DTYPE == 1  /* Q8_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q8_BYTES)
-inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+inline kv_raw_t fcl_kv_raw4_scaled(__global const kv_t *row, const int i, const int aligned4,
+                                   const uint scale) {
   __global const kv_t *b = KV_BLOCK_AT(row, i);
-  return (kv_raw_t)(fcl_kv_u32(b + 2 + i % FCL_KV_BLOCK, aligned4 && i / FCL_KV_BLOCK % 2),
-                    *(__global const ushort *)b);
+  return (kv_raw_t)(fcl_kv_u32(b + 2 + i % FCL_KV_BLOCK, aligned4 && i / FCL_KV_BLOCK % 2), scale);
 }
 /* The codes as floats: 2^23 + (q + 128) holds q + 128 in its low mantissa
  * bits, and subtracting 2^23 + 128 leaves q exactly. */
@@ -229,11 +231,11 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 #define KV_RAW_ZERO ((kv_raw_t)(0u))  /* q = 0, d = 0 */
 #elif FCL_KV_DTYPE == 2  /* Q4_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q4_BYTES)
-inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+inline kv_raw_t fcl_kv_raw4_scaled(__global const kv_t *row, const int i, const int aligned4,
+                                   const uint scale) {
   (void)aligned4;  /* two bytes of codes: one load already */
-  __global const kv_t *b = KV_BLOCK_AT(row, i);
-  return (kv_raw_t)(*(__global const ushort *)(b + 2 + i % FCL_KV_BLOCK / 2),
-                    *(__global const ushort *)b);
+  return (kv_raw_t)(*(__global const ushort *)(KV_BLOCK_AT(row, i) + 2 + i % FCL_KV_BLOCK / 2),
+                    scale);
 }
 /* The codes (nibbles, element i's the low one) as floats, as Q8_0's. */
 inline float4 fcl_kv_codes_float4(const uint x) {
@@ -267,6 +269,11 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 #error "FCL_KV_DTYPE must be 0 to 4 (fcl_kv_dtype)"
 #endif
 #if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+/* Four elements' codes with their block's scale (KV_RAW4), or with one
+ * already loaded (KV_RAW4_BESIDE). */
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+  return fcl_kv_raw4_scaled(row, i, aligned4, *(__global const ushort *)KV_BLOCK_AT(row, i));
+}
 /* q d: exact in float (q 8 bits, d 11), as the host's reference has it. */
 inline float4 fcl_kv_raw_float4(const kv_raw_t r) {
   return fcl_kv_codes_float4(r.x) * fcl_half_bits_to_float(r.y);
@@ -288,6 +295,19 @@ inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
 #define KV_TILE4(p, i) KV_LOAD4(p, i)
 #define KV_TILE1(p, i) KV_LOAD1(p, i)
 #define KV_RAW4(p, i, aligned4) FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4(p, i, aligned4))
+/* KV_RAW4_BESIDE: as KV_RAW4, where `prev` holds a group of the same
+ * block loaded by KV_RAW4 (a block form then takes its scale: one load of
+ * a scale per block a lane reads). KV_COLUMN_IN: whether four columns from
+ * c are in the row; a block form's head_dim is a multiple of the block, so
+ * it tests the block's first column, the same test for all its groups. */
+#if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) \
+  FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4_scaled(p, i, aligned4, (prev).y))
+#define KV_COLUMN_IN(c, head_dim) (((c) & -FCL_KV_BLOCK) < (head_dim))
+#else
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) KV_RAW4(p, i, aligned4)
+#define KV_COLUMN_IN(c, head_dim) ((c) < (head_dim))
+#endif
 #endif
 /* A row's output factor where it ends: fcl_row_inv (below: the sum, with
  * the row's sink), and with fp8 K and V the values' per-tensor scale (the

@@ -78,7 +78,8 @@
 
 /* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
  * kw + 8 + g, columns 16 j + 4 t .. + 3 of k-step j (B fragments as
- * loaded); keys past nk and columns past head_dim are 0. */
+ * loaded); keys past nk and columns past head_dim are 0. K-steps 2 m and
+ * 2 m + 1 are one block of a block form (KV_RAW4_BESIDE). */
 #define LOAD_K_STEP(kx, kw)                                                          \
   do {                                                                               \
     __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
@@ -87,8 +88,10 @@
       __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
         (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
-          (kx)[n_][j_] = KV_RAW4(at_, 16 * j_ + 4 * t, k_aligned4);                  \
+        if (key_ < nk && KV_COLUMN_IN(16 * j_ + 4 * t, head_dim))                    \
+          (kx)[n_][j_] = j_ % 2 ? KV_RAW4_BESIDE((kx)[n_][j_ - 1], at_, 16 * j_ + 4 * t, \
+                                                 k_aligned4)                          \
+                                : KV_RAW4(at_, 16 * j_ + 4 * t, k_aligned4);           \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -103,7 +106,7 @@
       __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
+        if (key_ < nk && KV_COLUMN_IN(32 * i_ + 4 * g, head_dim))                    \
           (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g, v_aligned4);                  \
       }                                                                              \
     }                                                                                \
