@@ -145,12 +145,14 @@ typedef float4 tile4_t;
  * these, never through the storage type's macros, so that K and V kept in
  * another form are read, and converted, in this one place: four elements
  * of a row from column i, or one, as floats (KV_LOAD4, KV_LOAD1); as a
- * local tile holds them (KV_TILE4, KV_TILE1); the 16-bit bits of four
- * elements, the matrix instructions' operands (KV_BITS4); each from a
- * row's start and a column. The storage type's, or with FCL_KV_DTYPE a
- * quantized cache's (below). (The MMA forward's tiles arrive by cp.async
- * as storage bytes, with no conversion on the way: the planner keeps a
- * quantized cache off it.) */
+ * local tile holds them (KV_TILE4, KV_TILE1); for the matrix
+ * instructions, four elements' bytes as stored (KV_RAW4, a kv_raw_t;
+ * KV_RAW_ZERO reads as zeros), which fcl_kv_raw_bits4 (mma.cl) turns
+ * into the operands' 16-bit bits where they are used, so that a load runs
+ * ahead of its conversion; each from a row's start and a column. The
+ * storage type's, or with FCL_KV_DTYPE a quantized cache's (below). (The
+ * MMA forward's tiles arrive by cp.async as storage bytes, with no
+ * conversion on the way: the planner keeps a quantized cache off it.) */
 #define LOAD_BITS4(p, i) \
   FCL_COUNTED_LOAD(8, *(__global const uint2 *)((__global const ushort *)(p) + (i)))
 #ifndef FCL_KV_DTYPE
@@ -163,7 +165,12 @@ typedef store_t kv_t;
 #define KV_LOAD1(p, i) LOAD1(p, i)
 #define KV_TILE4(p, i) LOAD_TILE4(p, i)
 #define KV_TILE1(p, i) LOAD_TILE1(p, i)
-#define KV_BITS4(p, i) LOAD_BITS4(p, i)
+typedef uint2 kv_raw_t;
+#define KV_COLUMN_IN(c, head_dim) ((c) < (head_dim))
+#define KV_RAW4(p, i, aligned4) ((void)(aligned4), LOAD_BITS4(p, i))
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) KV_RAW4(p, i, aligned4)
+#define KV_VIEW_ALIGNED4(x, view) 1
+#define KV_RAW_ZERO ((kv_raw_t)(0u))
 #else
 /* A quantized form (include/flashcl.h, fcl_kv_dtype): the views count
  * bytes and a row's pointer is bytes; four elements from column i (a
@@ -176,13 +183,44 @@ typedef uchar kv_t;
 #if TILE_STORAGE
 #error "a quantized KV form keeps float tiles (TILE_STORAGE 0)"
 #endif
+/* Four elements' bytes as stored (KV_RAW4): x the codes (Q4_0's two bytes
+ * in its low half), y a block form's f16 scale bits. Loads are of 2-byte
+ * units: a quantized cache's offset and strides are even (validate.c) and
+ * a block's codes start 2 bytes past it; bytes would take one load each.
+ * Four codes at an address known a multiple of 4 (aligned4) take one:
+ * fp8's in a view whose offset and strides all are (KV_VIEW_ALIGNED4),
+ * Q8_0's of an odd block there. */
+typedef uint2 kv_raw_t;
+inline uint fcl_kv_u32(__global const kv_t *at, const int aligned4) {
+  return aligned4 ? *(__global const uint *)at : as_uint(vload2(0, (__global const ushort *)at));
+}
+#define KV_VIEW_ALIGNED4(x, view) \
+  ((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) & 3) == 0)
+/* f16 bits to float, exactly: one conversion instruction on NVIDIA. */
+inline float fcl_half_bits_to_float(const uint h) {
+#if FCL_NVIDIA_PTX
+  float f;
+  asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.f32.f16 %0, lo;}" : "=f"(f) : "r"(h));
+  return f;
+#else
+  const ushort bits = (ushort)h;
+  return vload_half(0, (const __private half *)&bits);
+#endif
+}
 #define KV_SCALE_BYTES(i) ((i) % FCL_KV_BLOCK == 0 ? 2 : 0)
 #if FCL_KV_DTYPE == 1  /* Q8_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q8_BYTES)
-inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
+inline kv_raw_t fcl_kv_raw4_scaled(__global const kv_t *row, const int i, const int aligned4,
+                                   const uint scale) {
   __global const kv_t *b = KV_BLOCK_AT(row, i);
-  return convert_float4(as_char4(vload4(0, b + 2 + i % FCL_KV_BLOCK))) *
-         vload_half(0, (__global const half *)b);
+  return (kv_raw_t)(fcl_kv_u32(b + 2 + i % FCL_KV_BLOCK, aligned4 && i / FCL_KV_BLOCK % 2), scale);
+}
+/* The codes as floats: 2^23 + (q + 128) holds q + 128 in its low mantissa
+ * bits, and subtracting 2^23 + 128 leaves q exactly. */
+inline float4 fcl_kv_codes_float4(const uint x) {
+  const uint u = x ^ 0x80808080u;
+  return as_float4((uint4)(u & 0xffu, u >> 8 & 0xffu, u >> 16 & 0xffu, u >> 24) | 0x4b000000u) -
+         8388736.0f;
 }
 inline float fcl_kv_load1(__global const kv_t *row, const int i) {
   __global const kv_t *b = KV_BLOCK_AT(row, i);
@@ -190,13 +228,19 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 }
 #define KV_BYTES4(i) (4 + KV_SCALE_BYTES(i))
 #define KV_BYTES1(i) (1 + KV_SCALE_BYTES(i))
+#define KV_RAW_ZERO ((kv_raw_t)(0u))  /* q = 0, d = 0 */
 #elif FCL_KV_DTYPE == 2  /* Q4_0 */
 #define KV_BLOCK_AT(p, i) ((p) + (size_t)((i) / FCL_KV_BLOCK) * FCL_KV_Q4_BYTES)
-inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
-  __global const kv_t *b = KV_BLOCK_AT(row, i);
-  const uchar2 x = vload2(0, b + 2 + i % FCL_KV_BLOCK / 2);
-  const int4 u = (int4)(x.x & 15, x.x >> 4, x.y & 15, x.y >> 4);
-  return convert_float4(u - 8) * vload_half(0, (__global const half *)b);
+inline kv_raw_t fcl_kv_raw4_scaled(__global const kv_t *row, const int i, const int aligned4,
+                                   const uint scale) {
+  (void)aligned4;  /* two bytes of codes: one load already */
+  return (kv_raw_t)(*(__global const ushort *)(KV_BLOCK_AT(row, i) + 2 + i % FCL_KV_BLOCK / 2),
+                    scale);
+}
+/* The codes (nibbles, element i's the low one) as floats, as Q8_0's. */
+inline float4 fcl_kv_codes_float4(const uint x) {
+  return as_float4((uint4)(x & 15u, x >> 4 & 15u, x >> 8 & 15u, x >> 12 & 15u) | 0x4b000000u) -
+         8388616.0f;
 }
 inline float fcl_kv_load1(__global const kv_t *row, const int i) {
   __global const kv_t *b = KV_BLOCK_AT(row, i);
@@ -205,21 +249,39 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 }
 #define KV_BYTES4(i) (2 + KV_SCALE_BYTES(i))
 #define KV_BYTES1(i) (((i) & 1 ? 0 : 1) + KV_SCALE_BYTES(i))
+#define KV_RAW_ZERO ((kv_raw_t)(0x8888u, 0u))  /* q = 0, d = 0 */
 #elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4  /* fp8 E4M3FN, E5M2 */
 #define KV_E4 (FCL_KV_DTYPE == 3)
-inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
-  const uchar4 x = vload4(0, row + i);
-  return (float4)(fcl_fp8_to_float(x.x, KV_E4), fcl_fp8_to_float(x.y, KV_E4),
-                  fcl_fp8_to_float(x.z, KV_E4), fcl_fp8_to_float(x.w, KV_E4));
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+  return (kv_raw_t)(fcl_kv_u32(row + i, aligned4), 0u);
+}
+inline float4 fcl_kv_raw_float4(const kv_raw_t r) {
+  return (float4)(fcl_fp8_to_float(r.x & 0xffu, KV_E4), fcl_fp8_to_float(r.x >> 8 & 0xffu, KV_E4),
+                  fcl_fp8_to_float(r.x >> 16 & 0xffu, KV_E4), fcl_fp8_to_float(r.x >> 24, KV_E4));
 }
 inline float fcl_kv_load1(__global const kv_t *row, const int i) {
   return fcl_fp8_to_float(row[i], KV_E4);
 }
 #define KV_BYTES4(i) 4
 #define KV_BYTES1(i) 1
+#define KV_RAW_ZERO ((kv_raw_t)(0u))
 #else
 #error "FCL_KV_DTYPE must be 0 to 4 (fcl_kv_dtype)"
 #endif
+#if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+/* Four elements' codes with their block's scale (KV_RAW4), or with one
+ * already loaded (KV_RAW4_BESIDE). */
+inline kv_raw_t fcl_kv_raw4(__global const kv_t *row, const int i, const int aligned4) {
+  return fcl_kv_raw4_scaled(row, i, aligned4, *(__global const ushort *)KV_BLOCK_AT(row, i));
+}
+/* q d: exact in float (q 8 bits, d 11), as the host's reference has it. */
+inline float4 fcl_kv_raw_float4(const kv_raw_t r) {
+  return fcl_kv_codes_float4(r.x) * fcl_half_bits_to_float(r.y);
+}
+#endif
+inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
+  return fcl_kv_raw_float4(fcl_kv_raw4(row, i, 0));
+}
 /* The bytes of a row of head_dim elements. */
 #if FCL_KV_DTYPE == 1
 #define KV_ROW_BYTES(head_dim) ((head_dim) / FCL_KV_BLOCK * FCL_KV_Q8_BYTES)
@@ -232,19 +294,19 @@ inline float fcl_kv_load1(__global const kv_t *row, const int i) {
 #define KV_LOAD1(p, i) FCL_COUNTED_LOAD(KV_BYTES1(i), fcl_kv_load1(p, i))
 #define KV_TILE4(p, i) KV_LOAD4(p, i)
 #define KV_TILE1(p, i) KV_LOAD1(p, i)
-/* The matrix instructions' operands: four elements as the storage type's
- * 16-bit bits (f16 rounded to nearest even, bf16 likewise), converted in
- * registers. */
-#if FCL_DTYPE == 1
-inline uint2 fcl_kv_bits4(const float4 x) {  /* the hardware's conversion, where it has one */
-  ushort4 h;
-  vstore_half4_rte(x, 0, (__private half *)&h);
-  return as_uint2(h);
-}
-#define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
-#elif FCL_DTYPE == 2
-inline uint2 fcl_kv_bits4(const float4 x) { return as_uint2(fcl_float4_to_bf16x4(x)); }
-#define KV_BITS4(p, i) fcl_kv_bits4(KV_LOAD4(p, i))
+#define KV_RAW4(p, i, aligned4) FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4(p, i, aligned4))
+/* KV_RAW4_BESIDE: as KV_RAW4, where `prev` holds a group of the same
+ * block loaded by KV_RAW4 (a block form then takes its scale: one load of
+ * a scale per block a lane reads). KV_COLUMN_IN: whether four columns from
+ * c are in the row; a block form's head_dim is a multiple of the block, so
+ * it tests the block's first column, the same test for all its groups. */
+#if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) \
+  FCL_COUNTED_LOAD(KV_BYTES4(i), fcl_kv_raw4_scaled(p, i, aligned4, (prev).y))
+#define KV_COLUMN_IN(c, head_dim) (((c) & -FCL_KV_BLOCK) < (head_dim))
+#else
+#define KV_RAW4_BESIDE(prev, p, i, aligned4) KV_RAW4(p, i, aligned4)
+#define KV_COLUMN_IN(c, head_dim) ((c) < (head_dim))
 #endif
 #endif
 /* A row's output factor where it ends: fcl_row_inv (below: the sum, with

@@ -13,9 +13,10 @@
  * their states once at the end (FCL_DECODE_STORE, blocks.cl).
  *
  * No local memory on the way: K and V go from global memory straight into
- * the instructions' B fragments. The order of head_dim within a dot
- * product, and of the keys within a step, is free, so each lane loads
- * whole 8-byte groups of four elements:
+ * the instructions' B fragments (a quantized cache's bytes as loaded,
+ * KV_RAW4, converted where they are used, fcl_kv_raw_bits4). The order of
+ * head_dim within a dot product, and of the keys within a step, is free,
+ * so each lane loads whole 8-byte groups of four elements:
  *   - K: lane (g, t) loads keys g and 8 + g of the step, columns
  *     16 j + 4 t .. + 3 of k-step j; as loaded they are that k-step's B
  *     fragment (b[0] the first two columns, b[1] the last two), and Q's A
@@ -77,7 +78,8 @@
 
 /* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
  * kw + 8 + g, columns 16 j + 4 t .. + 3 of k-step j (B fragments as
- * loaded); keys past nk and columns past head_dim are 0. */
+ * loaded); keys past nk and columns past head_dim are 0. K-steps 2 m and
+ * 2 m + 1 are one block of a block form (KV_RAW4_BESIDE). */
 #define LOAD_K_STEP(kx, kw)                                                          \
   do {                                                                               \
     __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
@@ -85,9 +87,11 @@
       const int key_ = (kw) + 8 * n_ + g;                                            \
       __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
-        (kx)[n_][j_] = (uint2)(0u);                                                  \
-        if (key_ < nk && 16 * j_ + 4 * t < head_dim)                                 \
-          (kx)[n_][j_] = KV_BITS4(at_, 16 * j_ + 4 * t);                             \
+        (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
+        if (key_ < nk && KV_COLUMN_IN(16 * j_ + 4 * t, head_dim))                    \
+          (kx)[n_][j_] = j_ % 2 ? KV_RAW4_BESIDE((kx)[n_][j_ - 1], at_, 16 * j_ + 4 * t, \
+                                                 k_aligned4)                          \
+                                : KV_RAW4(at_, 16 * j_ + 4 * t, k_aligned4);           \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -101,9 +105,9 @@
       const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
       __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
-        (vx)[u_][i_] = (uint2)(0u);                                                  \
-        if (key_ < nk && 32 * i_ + 4 * g < head_dim)                                 \
-          (vx)[u_][i_] = KV_BITS4(at_, 32 * i_ + 4 * g);                             \
+        (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
+        if (key_ < nk && KV_COLUMN_IN(32 * i_ + 4 * g, head_dim))                    \
+          (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g, v_aligned4);                  \
       }                                                                              \
     }                                                                                \
   } while (0)
@@ -129,6 +133,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
   __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
+  const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
 
   /* Q into local memory, each element loaded once; absent rows and
    * columns are 0. */
@@ -175,11 +180,11 @@ UNROLL
    * in each step V before S = Q K^T and the next step's K before the
    * softmax, so that a warp has loads in flight while it computes and no
    * register holds more than one step's K and V. */
-  uint2 kx[2][K_STEPS];
+  kv_raw_t kx[2][K_STEPS];
   if (first_tile < end_tile) LOAD_K_STEP(kx, first_tile * BLOCK_K + WARP_KEYS * warp);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
-    uint2 vx[4][V_GROUPS];
+    kv_raw_t vx[4][V_GROUPS];
     LOAD_V_STEP(vx, kw);
 
     /* ---- S = Q K^T ---- */
@@ -189,7 +194,8 @@ UNROLL
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 UNROLL
       for (int j = 0; j < K_STEPS; ++j) {
-        const uint b[2] = {kx[n][j].x, kx[n][j].y};
+        const uint2 bits = fcl_kv_raw_bits4(kx[n][j]);
+        const uint b[2] = {bits.x, bits.y};
         mma_16bit(s[n], qa[j], b MMA_ARGS);
       }
     }
@@ -205,13 +211,17 @@ UNROLL
     const uint pa[4] = {pack2(s[0][0], s[0][1]), ROW_HALVES > 1 ? pack2(s[0][2], s[0][3]) : 0u,
                         pack2(s[1][0], s[1][1]), ROW_HALVES > 1 ? pack2(s[1][2], s[1][3]) : 0u};
 UNROLL
-    for (int i = 0; i < V_GROUPS; ++i)
+    for (int i = 0; i < V_GROUPS; ++i) {
+      uint2 vb[4];
+UNROLL
+      for (int u = 0; u < 4; ++u) vb[u] = fcl_kv_raw_bits4(vx[u][i]);
 UNROLL
       for (int e = 0; e < 4; ++e) {
-        const uint b[2] = {element_bits(vx[0][i], e) | element_bits(vx[1][i], e) << 16,
-                           element_bits(vx[2][i], e) | element_bits(vx[3][i], e) << 16};
+        const uint b[2] = {element_bits(vb[0], e) | element_bits(vb[1], e) << 16,
+                           element_bits(vb[2], e) | element_bits(vb[3], e) << 16};
         mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
       }
+    }
   }
 
   /* ---- the warps' states to local memory, merged, O and LSE stored ----

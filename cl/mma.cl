@@ -290,6 +290,110 @@ inline void mma_16bit(float c[4], const uint a[4], const uint b[2] MMA_SCRATCH) 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #endif
 }
+
+/* ---- K and V as operands ---------------------------------------------------
+ * fcl_kv_raw_bits4: four elements that KV_RAW4 (common.cl) loaded, as the
+ * operands' bits: the storage type's as loaded; a quantized form's value
+ * rounded to nearest even, the same bits as its float (fcl_kv_load4) packed
+ * by pack2 (docs/design.md, "Quantized KV caches"). In registers, a few
+ * instructions a pair: f16 arithmetic where it is exact or rounds once,
+ * integer bit moves else. NaN stays NaN (its bits may differ). */
+#if FCL_KV_DTYPE
+/* f16x2 a - b and a b, each half rounded to nearest even: NVIDIA's
+ * instructions, subnormals kept (no .ftz); elsewhere through floats, where
+ * both are exact. */
+inline uint fcl_f16x2_sub(const uint a, const uint b) {
+#if MMA_EMULATE
+  return fcl_float_to_f16(fcl_f16_to_float(a & 0xffffu) - fcl_f16_to_float(b & 0xffffu)) |
+         fcl_float_to_f16(fcl_f16_to_float(a >> 16) - fcl_f16_to_float(b >> 16)) << 16;
+#else
+  uint r;
+  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#endif
+}
+inline uint fcl_f16x2_mul(const uint a, const uint b) {
+#if MMA_EMULATE
+  return fcl_float_to_f16(fcl_f16_to_float(a & 0xffffu) * fcl_f16_to_float(b & 0xffffu)) |
+         fcl_float_to_f16(fcl_f16_to_float(a >> 16) * fcl_f16_to_float(b >> 16)) << 16;
+#else
+  uint r;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#endif
+}
+/* Bytes 0 and 1 (hi: 2 and 3) of x in the low bytes of a pair's halves. */
+#define FCL_BYTE_PAIR(x, hi) \
+  ((hi) ? ((x) >> 16 & 0xffu) | ((x) >> 8 & 0xff0000u) : ((x)&0xffu) | ((x) << 8 & 0xff0000u))
+#endif
+
+#if FCL_KV_DTYPE == 0
+inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) { return r; }
+#elif (FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1
+/* The codes c = q + 128 (Q4_0: q + 8) as f16 1024 + c, exactly (c fills the
+ * low mantissa bits of 0x6400); minus 1024 + 128 (+ 8), q exactly; times
+ * d, q d rounded once, as the float product (exact) rounded by pack2. */
+inline uint fcl_kv_block_pair(const uint codes, const uint d) {
+  return fcl_f16x2_mul(fcl_f16x2_sub(codes | 0x64006400u,
+                                     FCL_KV_DTYPE == 1 ? 0x64806480u : 0x64086408u),
+                       d | d << 16);
+}
+inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
+#if FCL_KV_DTYPE == 1
+  const uint u = r.x ^ 0x80808080u;
+  return (uint2)(fcl_kv_block_pair(FCL_BYTE_PAIR(u, 0), r.y),
+                 fcl_kv_block_pair(FCL_BYTE_PAIR(u, 1), r.y));
+#else
+  return (uint2)(fcl_kv_block_pair((r.x & 15u) | (r.x << 12 & 0xf0000u), r.y),
+                 fcl_kv_block_pair((r.x >> 8 & 15u) | (r.x << 4 & 0xf0000u), r.y));
+#endif
+}
+#elif FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
+/* bf16 storage: q d in float (exact), rounded by pack2. */
+inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
+  const float4 x = fcl_kv_raw_float4(r);
+  return (uint2)(pack2(x.s0, x.s1), pack2(x.s2, x.s3));
+}
+#else  /* fp8 */
+/* Two codes, in the low bytes of x's halves, as f16 bits (every fp8 value
+ * is an f16 value): E5M2 is f16's upper byte; E4M3FN's exponent and
+ * mantissa put where f16's are read as 2^-8 times the value, normal or
+ * not, so that a product by 256 is exact. Emulated, NaN as
+ * fcl_fp8_to_float's rounded (0x7e00, E5M2's with its sign), bit for bit;
+ * on NVIDIA a NaN of other bits, as the hardware's rounding gave. */
+inline uint fcl_fp8x2_f16x2(const uint x) {
+#if KV_E4
+  const uint a = x & 0x007f007fu;
+  const uint h = fcl_f16x2_mul(((x & 0x00800080u) << 8) | (a << 7), 0x5c005c00u);
+#if MMA_EMULATE
+  const uint nan = (((a ^ 0x007f007fu) + 0x7fff7fffu) & 0x80008000u) ^ 0x80008000u;  /* a 0x7f */
+  const uint m = (nan >> 15) * 0xffffu;
+  return (h & ~m) | (0x7e007e00u & m);
+#else  /* NaN (a 0x7f, a + 1 0x80) of other bits: all exponent bits set, and 0x200 */
+  return h | (((a + 0x00010001u) & 0x00800080u) * 0xfcu);
+#endif
+#elif MMA_EMULATE
+  const uint h = x << 8;
+  const uint nan = ((h & 0x7fff7fffu) + 0x03ff03ffu) & 0x80008000u;  /* above 0x7c00 */
+  const uint m = (nan >> 15) * 0xffffu;
+  return (h & ~m) | (((h & 0x80008000u) | 0x7e007e00u) & m);
+#else
+  return x << 8;  /* NaN codes are f16 NaNs already, of other bits */
+#endif
+}
+#if FCL_DTYPE == 1
+#define FCL_FP8_PAIR(x, hi) fcl_fp8x2_f16x2(FCL_BYTE_PAIR(x, hi))
+#else /* bf16: the f16 values, exactly, through floats */
+inline uint fcl_fp8x2_bf16x2(const uint x) {
+  const uint h = fcl_fp8x2_f16x2(x);
+  return pack2(fcl_half_bits_to_float(h & 0xffffu), fcl_half_bits_to_float(h >> 16));
+}
+#define FCL_FP8_PAIR(x, hi) fcl_fp8x2_bf16x2(FCL_BYTE_PAIR(x, hi))
+#endif
+inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
+  return (uint2)(FCL_FP8_PAIR(r.x, 0), FCL_FP8_PAIR(r.x, 1));
+}
+#endif
 #endif  // FCL_DTYPE
 
 /* The max and the sum over a row's quad of lanes. */

@@ -133,6 +133,8 @@ static const qcase cases[] = {
     {3, 8, 2, 1, 256, 128, 16, 1, lens3, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE, 0, -1},
     {2, 4, 1, 2, 128, 64, 0, 1, lens2, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_SIMT, 0, -1},
     {1, 4, 2, 1, 80, 64, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1},
+    /* bf16 operands; int8 rows of 102 bytes: codes at addresses 2 mod 4 */
+    {1, 4, 2, 1, 48, 96, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1},
     /* a softcap and a sliding window, on the CPU and the decode kernels */
     {2, 8, 2, 2, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, 0, 5.0f, 40},
     {2, 8, 2, 1, 200, 64, 16, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 5.0f, 40},
