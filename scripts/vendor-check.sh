@@ -8,8 +8,9 @@
 # planner chose wrong for that device: the fix goes into the planner or the
 # kernel, never into this check.
 #
-# Usage: scripts/vendor-check.sh [--grid G] [--quick] [--jobs N] [INFO]
+# Usage: scripts/vendor-check.sh [--grid G] [--profile KEY]... [--quick] [--jobs N] [INFO]
 #   INFO     flashcl-info (default build/tools/flashcl-info)
+#   --profile  only this profile (flashcl-info --profile list; repeatable)
 #   --grid   sweep (default, what ctest runs): the standard sweep's form
 #            (16 heads, N 2048) at head_dim 32-256, each type, causal or
 #            not, and a decode (Hq/Hkv 32/8, 1 row, 32k keys; the decode
@@ -50,11 +51,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-quick=0 jobs="$(nproc)" info=build/tools/flashcl-info grid=sweep
+quick=0 jobs="$(nproc)" info=build/tools/flashcl-info grid=sweep profiles=
 while (($#)); do
   case "$1" in
     --grid) grid="${2:?--grid needs sweep, ci, cover or full}"; shift ;;
     --help | -h) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    --profile) profiles="$profiles ${2:?--profile needs a key}"; shift ;;
     --quick) quick=1 ;;
     --jobs) jobs="${2:?--jobs needs a number}"; shift ;;
     -*) echo "vendor-check: unknown option '$1'" >&2; exit 2 ;;
@@ -76,6 +78,7 @@ versions="$(cat "$tools/intel/PACKAGES" 2> /dev/null; clang-15 --version | head 
 #    local bytes, work-group, options, problem; each (target, file,
 #    options) once.
 "$info" --profile list | while IFS=$'\t' read -r key compiler _; do
+  [ -z "$profiles" ] || [[ " $profiles " == *" $key "* ]] || continue
   target="${compiler##*-device }"
   target="${target##*-mcpu=}"
   limit="$("$info" --profile "$key" --head-dim 64 | sed -n 's/.*local memory \([0-9]*\) B.*/\1/p' | head -1)"

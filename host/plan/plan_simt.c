@@ -32,6 +32,15 @@
  * Bc 32, 1 wave, and 170-182 VGPRs at Bc 16 and 8, 2 waves; d 32 (1 lane)
  * 184 at Bc 32, 2 waves. */
 #define FWD_SHARED_CDNA 1u
+/* The forward's extra private floats on Intel's GPUs per key of the tile
+ * and row where a block packs the query heads of a KV head (PACK_GQA) and
+ * lanes share a row: IGC 1.0.12504 spilled such tilings within the budget
+ * (Arc A770, SIMD8: d 224 at Bc 32; Max 1550, SIMD16: d 96-256 at 80
+ * floats) and not at half the tile or twice the lanes (scripts/
+ * vendor-check.sh --grid cover; docs/design.md, "Every planned kernel,
+ * compiled"). */
+#define FWD_PACKED_XE_HPG 2u
+#define FWD_PACKED_XE_HPC 1u
 
 /* Private floats a work-item may keep without spilling, per vendor, and
  * the forward's cost model: a work-item's q and accumulator slices, one
@@ -45,15 +54,18 @@ typedef struct register_budget {
   unsigned fwd_row;     /* q + accumulator slices */
   unsigned bwd;         /* the backward's four row slices */
   unsigned fwd_shared;  /* extra: per key of the tile where lanes share a row (g > 1) */
+  /* extra: per key of the tile and row where a block packs heads (PACK_GQA)
+   * and lanes share a row (g > 1) */
+  unsigned fwd_packed;
 } register_budget;
 
 static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
-    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, 0}
-                                       : (register_budget){80, 64, 32, 0};
+    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, 0, FWD_PACKED_XE_HPG}
+                                       : (register_budget){80, 64, 32, 0, FWD_PACKED_XE_HPC};
   if (limits->vendor == FCL_VENDOR_AMD)
-    return (register_budget){96, 64, 64, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0};
-  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0};
+    return (register_budget){96, 64, 64, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0, 0};
+  return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0, 0};
 }
 
 /* The forward's private floats by the cost model (register_budget). */
@@ -61,7 +73,10 @@ static unsigned fwd_cost(const register_budget *regs, const fcl_plan *plan) {
   const unsigned rows = plan->rows_per_thread;
   const unsigned widths = plan->head_dim_padded + fcl__plan_head_dim_v(plan);  /* q + acc */
   return rows * (widths / plan->threads_per_row + plan->block_k) +
-         (plan->threads_per_row > 1 ? plan->block_k * regs->fwd_shared : 0);
+         (plan->threads_per_row > 1 ? plan->block_k * regs->fwd_shared : 0) +
+         (plan->packed_heads > 1 && plan->threads_per_row > 1
+              ? rows * plan->block_k * regs->fwd_packed
+              : 0);
 }
 
 int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
@@ -276,6 +291,8 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
                                   const fcl_attention_desc *desc, const fcl_plan *hint,
                                   fcl_plan *out, char *why, size_t why_len) {
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
+  /* packed (plan.c): a group's heads as one head's rows; fwd_cost counts them */
+  plan.packed_heads = desc->heads_q ? (unsigned)(sh->desc.heads_q / desc->heads_q) : 1;
   const unsigned widths = set_head_dims(&plan, sh);  /* 2 bucket with one width */
   const unsigned bucket = plan.head_dim_padded, bucket_v = fcl__plan_head_dim_v(&plan);
   const unsigned widest = bucket > bucket_v ? bucket : bucket_v;
