@@ -31,6 +31,10 @@ typedef enum fcl__tunable {
   FCL_TUNE_TILE_STORAGE,
   /* the MMA forward's 16-row tiles a warp; left out at 1 (families.c) */
   FCL_TUNE_M_TILES,
+  /* the wgmma forward's path (wgmma.cl): FCL_WGMMA on NVIDIA cc 9.0,
+   * WGMMA_EMULATE off NVIDIA; each left out at 0 */
+  FCL_TUNE_FCL_WGMMA,
+  FCL_TUNE_WGMMA_EMULATE,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

@@ -77,7 +77,8 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
 }
 
 const char *fcl_flash_kernel_name(unsigned kernel) {
-  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu"};
+  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu",
+                                       "wgmma"};
   return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
 }
 
