@@ -295,7 +295,7 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
              sh->head_dim_v, desc->head_dim);
   const int backward = pass == FCL_PASS_BACKWARD;
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
-             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
+             "the decode and wgmma kernels are forwards; the backward runs SIMT, MMA or CPU");
   const int mma = mma_chosen(limits, sh, hint);
   FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,
