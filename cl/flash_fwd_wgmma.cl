@@ -118,7 +118,7 @@ UNROLL
     WG_BEGIN();
 UNROLL
     for (int kk = 0; kk < HEAD_DIM_MAX / 16; ++kk)
-      WGMMA_N(64, &s[0][0], qa[kk], k_desc + kk * WG_STEP, k_tile, wg_a_rows);
+      WG_MMA(64, &s[0][0], qa[kk], k_desc + kk * WG_STEP, k_tile, wg_a_rows);
     WG_END();
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
@@ -138,7 +138,7 @@ UNROLL
     WG_BEGIN();
 UNROLL
     for (int kt = 0; kt < PACK_STEPS; ++kt)
-      WGMMA_N(HEAD_DIM_MAX, &acc[0][0], pa[kt], v_desc + kt * WG_STEP, v_tile, wg_a_rows);
+      WG_MMA(HEAD_DIM_MAX, &acc[0][0], pa[kt], v_desc + kt * WG_STEP, v_tile, wg_a_rows);
     WG_END();
   }
 

@@ -1,7 +1,7 @@
 /*
  * wgmma.cl — Hopper's warpgroup MMA (wgmma.mma_async m64nNk16, A from
  * registers, B from a shared-memory descriptor) for the kernels that use
- * it, N 64 and 128, with its two stand-ins: the same operands emulated
+ * it, N 8 to 128, with its two stand-ins: the same operands emulated
  * through local memory (WGMMA_EMULATE, any device) and mma.sync m16n8k16
  * on the same local tile (neither: the sm_90a stage's fallback build).
  * Compiled after mma.cl (16-bit types); the layouts are those the probe
@@ -51,16 +51,23 @@ inline ulong wg_descriptor(__local const ushort *tile, uint sbo) {
 #define WG_STEP ((2 * WG_LBO) >> 4)
 
 #if FCL_WGMMA
-#define WG_D32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, " \
-               "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define WG_D64 WG_D32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, " \
-                      "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "     \
-                      "%58, %59, %60, %61, %62, %63"
+/* The accumulators' operands, %0 .. %(N/2 - 1), then A's four and the
+ * descriptor. */
+#define WG_D8 "%0, %1, %2, %3"
+#define WG_D16 WG_D8 ", %4, %5, %6, %7"
+#define WG_D32 WG_D16 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define WG_D64 WG_D32 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, " \
+                      "%29, %30, %31"
+#define WG_D128 WG_D64 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, " \
+                       "%45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "     \
+                       "%58, %59, %60, %61, %62, %63"
 #define WG_F4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define WG_F16(d) WG_F4(d, 0), WG_F4(d, 4), WG_F4(d, 8), WG_F4(d, 12)
-#define WG_F32(d) WG_F16(d), WG_F4(d, 16), WG_F4(d, 20), WG_F4(d, 24), WG_F4(d, 28)
-#define WG_F64(d) WG_F32(d), WG_F4(d, 32), WG_F4(d, 36), WG_F4(d, 40), WG_F4(d, 44), \
-                  WG_F4(d, 48), WG_F4(d, 52), WG_F4(d, 56), WG_F4(d, 60)
+#define WG_F8(d) WG_F4(d, 0)
+#define WG_F16(d) WG_F8(d), WG_F4(d, 4)
+#define WG_F32(d) WG_F16(d), WG_F4(d, 8), WG_F4(d, 12)
+#define WG_F64(d) WG_F32(d), WG_F4(d, 16), WG_F4(d, 20), WG_F4(d, 24), WG_F4(d, 28)
+#define WG_F128(d) WG_F64(d), WG_F4(d, 32), WG_F4(d, 36), WG_F4(d, 40), WG_F4(d, 44), \
+                   WG_F4(d, 48), WG_F4(d, 52), WG_F4(d, 56), WG_F4(d, 60)
 
 /* Ordinary stores to local memory made visible to the wgmma's reads. */
 inline void wg_fence_stores(void) {
@@ -73,23 +80,26 @@ inline void wg_commit(void) {
 inline void wg_wait_all(void) {
   asm volatile(WG_MARK "wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
-/* d += a b, 64 x 64 and 64 x 128: scale-d 1, A and B unscaled, B K-major. */
-inline void wgmma_n64(float *d, const uint *a, ulong desc) {
-  asm volatile(WG_MARK "wgmma.mma_async.sync.aligned.m64n64k16.f32." MMA_TYPE "." MMA_TYPE
-               " {" WG_D32 "}, {%32, %33, %34, %35}, %36, 1, 1, 1, 0;"
-               : WG_F32(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
-               : "memory");
-}
-inline void wgmma_n128(float *d, const uint *a, ulong desc) {
-  asm volatile(WG_MARK "wgmma.mma_async.sync.aligned.m64n128k16.f32." MMA_TYPE "." MMA_TYPE
-               " {" WG_D64 "}, {%64, %65, %66, %67}, %68, 1, 1, 1, 0;"
-               : WG_F64(d)
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)
-               : "memory");
-}
-#define WGMMA_N_(n, d, a, desc) wgmma_n##n(d, a, desc)
-#define WGMMA_N(n, d, a, desc, tile, scratch) WGMMA_N_(n, d, a, desc)  // n expanded first
+/* wgmma_n<N>(d, a, desc): d (64 x N) += a b, scale-d 1 (accumulate), A
+ * and B unscaled, B K-major; `ab` names A's four operands and the
+ * descriptor. */
+#define WG_DEFINE(n, dregs, outs, ab)                                                    \
+  inline void wgmma_n##n(float *d, const uint *a, ulong desc) {                          \
+    asm volatile(WG_MARK "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." MMA_TYPE "."  \
+                 MMA_TYPE " {" dregs "}, " ab ", 1, 1, 1, 0;"                            \
+                 : outs(d)                                                               \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc)                 \
+                 : "memory");                                                            \
+  }
+WG_DEFINE(8, WG_D8, WG_F8, "{%4, %5, %6, %7}, %8")
+WG_DEFINE(16, WG_D16, WG_F16, "{%8, %9, %10, %11}, %12")
+WG_DEFINE(32, WG_D32, WG_F32, "{%16, %17, %18, %19}, %20")
+WG_DEFINE(64, WG_D64, WG_F64, "{%32, %33, %34, %35}, %36")
+WG_DEFINE(128, WG_D128, WG_F128, "{%64, %65, %66, %67}, %68")
+/* WG_MMA(n, d, a, desc, tile, scratch): d (64 x n) += a b on whichever
+ * path is built (tile and scratch: the emulations'). */
+#define WG_MMA_(n, d, a, desc) wgmma_n##n(d, a, desc)
+#define WG_MMA(n, d, a, desc, tile, scratch) WG_MMA_(n, d, a, desc)  // n expanded first
 #define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4)
 #define WG_FENCE_STORES() wg_fence_stores()
 #define WG_BEGIN() wg_fence()
@@ -124,7 +134,7 @@ inline void wgmma_emulated(float *d, const uint *a, ulong desc, const int n_cols
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 }
-#define WGMMA_N(n, d, a, desc, tile, scratch) wgmma_emulated(d, a, desc, n, tile, scratch)
+#define WG_MMA(n, d, a, desc, tile, scratch) wgmma_emulated(d, a, desc, n, tile, scratch)
 /* the A rows, and the quads' scratch (no mma.sync products) */
 #define WG_SCRATCH_DECLARE                                       \
   __local float wg_a_rows[64 * 16], quad[32 * 4];                \
@@ -145,7 +155,7 @@ inline void wgmma_mma_sync(float *d, const uint *a, ulong desc, const int n_cols
     mma_16bit(d + 4 * j, a, bw MMA_ARGS);
   }
 }
-#define WGMMA_N(n, d, a, desc, tile, scratch) wgmma_mma_sync(d, a, desc, n, tile MMA_ARGS)
+#define WG_MMA(n, d, a, desc, tile, scratch) wgmma_mma_sync(d, a, desc, n, tile MMA_ARGS)
 #define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4)
 #endif
 #define WG_FENCE_STORES() ((void)0)

@@ -81,7 +81,8 @@ static const struct {
                                       fcl__cl_mma, "mma.cl"},
     [FCL_SRC_FLASH_FWD_CPU] = {fcl__cl_flash_fwd_cpu, "flash_fwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
     [FCL_SRC_FLASH_BWD_CPU] = {fcl__cl_flash_bwd_cpu, "flash_bwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
-    [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl",
+                             fcl__cl_wgmma},
     [FCL_SRC_FLASH_FWD_WGMMA] = {fcl__cl_flash_fwd_wgmma, "flash_fwd_wgmma.cl", fcl__cl_mma,
                                  "mma.cl", fcl__cl_wgmma},
 };
