@@ -8,9 +8,9 @@
  *
  * Off NVIDIA cc 9.0 the kernel runs its emulation of the instructions (the
  * same fragments and descriptors, decoded in local memory); on an H100
- * (FLASHCL_TEST_DEVICE=gpu) the instructions, through the sm_90a stage,
- * or mma.sync on the same tiles where the stage refuses (the context's
- * log says so).
+ * (FLASHCL_TEST_DEVICE=gpu) the instructions, through the sm_90a stage:
+ * where the stage refuses, the kernel runs mma.sync on the same tiles and
+ * the test fails with the stage's log line.
  */
 #include "harness.h"
 #include "hostdata.h"
@@ -59,6 +59,20 @@ static fcl_attention_desc case_desc(const wg_case *c) {
   return desc;
 }
 
+/* On NVIDIA cc 9.0 the instructions must have run: the sm_90a stage's
+ * refusal (its line in the context's log) fails the test, with the line. */
+static void assert_sm90a_built(fcl_context *ctx) {
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  if (!(dev.limits.vendor == FCL_VENDOR_NVIDIA && dev.limits.nvidia_ptx &&
+        dev.limits.nvidia_sm == 90))
+    return;
+  char log[4096];
+  fcl_context_log(ctx, log, sizeof log);
+  ck_assert_msg(!strstr(log, "flash_fwd_wgmma.cl: no sm_90a build"),
+                "the wgmma forward fell back to mma.sync on an sm_90 device: %s", log);
+}
+
 /* The forward of p on `kernel`, forced. */
 static th_forward forced_forward(fcl_context *ctx, const th_problem *p, unsigned kernel,
                                  const char *what) {
@@ -82,6 +96,7 @@ START_TEST(wgmma_forward_matches_the_reference) {
   th_reference ref = th_reference_forward(&p);
   float *naive = th_naive_output(ctx, &p);
   th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
+  assert_sm90a_built(ctx);
   th_forward mma = forced_forward(ctx, &p, FCL_FLASH_KERNEL_MMA, what);
   ck_assert_uint_eq(wg.info.plan.block_q, 64);
   ck_assert_uint_eq(wg.info.plan.block_k, 64);
