@@ -97,7 +97,7 @@ UNROLL
     __global const kv_t *k_at = TILE_START(k_rows, k, p.k, k_stride, k0);
     __global const kv_t *v_at = TILE_START(v_rows, v, p.v, v_stride, k0);
     barrier(CLK_LOCAL_MEM_FENCE);
-UNROLL
+    /* not unrolled: at d 128 its 32 loads in flight a work-item spilled */
     for (int c = tid; c < BLOCK_K * HEAD_DIM_MAX / 4; c += WG_SIZE) {
       const int key = c / (HEAD_DIM_MAX / 4), d = 4 * (c % (HEAD_DIM_MAX / 4));
       const int valid = key < keys && d < head_dim;

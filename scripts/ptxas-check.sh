@@ -8,8 +8,8 @@
 # patched by the library's sm_90a stage
 # (flashcl-info --ptx-unmark) and assembled for sm_90a, warnings as errors,
 # and ptxas's notes that it serialized the wgmmas or injected waits into
-# their pipeline as failures. What the lint cannot tell: that the operand
-# lists, the descriptor operand and the patched text are PTX that ptxas
+# their pipeline, and spills, as failures. What the lint cannot tell: that
+# the operand lists, the descriptor operand and the patched text are PTX that ptxas
 # takes. Exits 77 (skipped) without a ptxas that assembles sm_90a.
 # Usage: scripts/ptxas-check.sh [clang] [flashcl-info] [ptxas]
 set -euo pipefail
@@ -49,7 +49,7 @@ assemble() {
     ! "$info" --ptx-unmark "$tmp/sm90.ptx" > "$tmp/sm90a.ptx" 2>> "$tmp/log" ||
     ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
       >> "$tmp/log" 2>&1 ||
-    grep -q 'serialized\|is injected' "$tmp/log"; then
+    grep -q 'serialized\|is injected\|[1-9][0-9]* bytes spill' "$tmp/log"; then
     echo "FAILED: $label"
     cat "$tmp/log"
     grep -A1 'call\.uni' "$tmp/clang.ptx" | grep -v 'call\.uni' | sort -u || true  # calls left

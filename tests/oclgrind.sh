@@ -17,7 +17,8 @@
 # packed rows, in ten splits of 600 keys, whose merge shares a row's parts
 # between two lane groups, f16; and on a paged cache of 64-token pages in a
 # shuffled order, f32), the decode kernel on (emulated) matrix instructions
-# (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache, the CPU
+# (6 packed rows, split, paged, bf16), the forward on (emulated) wgmma (f16,
+# d 40, causal and not), the SIMT forward on the paged cache, the CPU
 # kernels (d 72, f16, causal and not, both passes; and the forward of packed rows,
 # split, paged, bf16), and the naive
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
@@ -84,6 +85,7 @@ runs=(
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
   "decode-f16-d72-split10|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --seqlen-k 600 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 10|2|-"
   "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
+  "wgmma-f16-d40|--algo flash --kernel wgmma --dtype f16 --pass fwd ${gqa[*]} --head-dim 40 --causal both|2|-"
   "decode-mma-bf16-d40-paged16|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 16 --splits 2|1|-"
   "simt-bf16-d24-paged48|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 48|2|-"
   "cpu-f16-d72|--algo flash --kernel cpu --dtype f16 ${gqa[*]} --head-dim 72 --causal both|2|-"
