@@ -728,10 +728,15 @@ typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_DECODE = 3,  /**< forward only */
   FCL_FLASH_KERNEL_DECODE_MMA = 4,  /**< forward only */
   FCL_FLASH_KERNEL_CPU = 5,  /**< forward and backward */
+  /** Forward only, by a hint only (the planner never takes it): Hopper's
+   *  warpgroup MMA (cl/flash_fwd_wgmma.cl), one warpgroup a 64-row block,
+   *  f16/bf16, head_dim up to 128. Built for sm_90a on NVIDIA cc 9.0
+   *  (mma.sync where that build is refused); elsewhere emulated, for tests. */
+  FCL_FLASH_KERNEL_WGMMA = 6,
 } fcl_flash_kernel;
 
 /** How many fcl_flash_kernel values there are (AUTO included). */
-#define FCL_FLASH_KERNELS 6
+#define FCL_FLASH_KERNELS 7
 
 /** The most query rows (packed: slots) a block of the decode kernel holds
  *  (FCL_FLASH_KERNEL_DECODE). */

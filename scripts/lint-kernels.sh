@@ -190,6 +190,23 @@ for dtype in 1 2; do
       -DKSTEPS=2
   done
 done
+# the forward on wgmma: the marked instructions, their fallback on mma.sync,
+# their emulation; the hooks (masks, transforms, packed heads, splits,
+# pages) and the I/O count
+for dtype in 1 2; do
+  for hd in 64 128; do
+    for io in "" -DFCL_COUNT_IO=1; do
+      common=(-DFCL_DTYPE=$dtype -DHEAD_DIM_MAX=$hd $io)
+      check flash_fwd_wgmma.cl "${common[@]}" "${nvptx[@]}" -DFCL_WGMMA=1 -DWINDOW=1
+      check flash_fwd_wgmma.cl "${common[@]}" "${nvptx[@]}" -DFCL_WGMMA=1 -DWINDOW=2 -DSOFTCAP=1 \
+        -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1
+      check flash_fwd_wgmma.cl "${common[@]}" "${nvptx[@]}" -DWINDOW=0 -DPACK_GQA=4
+      check flash_fwd_wgmma.cl "${common[@]}" -DMMA_EMULATE=1 -DWGMMA_EMULATE=1 -DWINDOW=2 \
+        -DSOFTCAP=1 -DALIBI=1
+      check flash_fwd_wgmma.cl "${common[@]}" -DMMA_EMULATE=1 -DWINDOW=1 -DSPLIT_KV=1
+    done
+  done
+done
 # every kernel file, once at least: a new one is not silently left out
 for path in cl/*.cl; do
   file="${path#cl/}"

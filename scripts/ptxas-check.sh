@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Assembles the wgmma probe's sm_90a instructions with NVIDIA's ptxas, without
-# the GPU: each N and type of cl/wgmma_probe.cl (FCL_WGMMA=1) compiled to PTX
+# Assembles the sm_90a kernels with NVIDIA's ptxas, without the GPU: each N
+# and type of the wgmma probe (cl/wgmma_probe.cl, FCL_WGMMA=1), and each type,
+# width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl, with
+# scripts/nvptx-builtins.h for the builtins it calls), compiled to PTX
 # by clang's NVPTX target, given the .target NVIDIA's OpenCL compiler writes
 # (sm_90) and .version 8.0 (wgmma's: any ptxas that knows sm_90a takes it),
 # patched by the library's sm_90a stage
 # (flashcl-info --ptx-unmark) and assembled for sm_90a, warnings as errors,
 # and ptxas's notes that it serialized the wgmmas or injected waits into
-# their pipeline as failures. What the lint cannot tell: that the operand
-# lists, the descriptor operand and the patched text are PTX that ptxas
+# their pipeline, and spills, as failures. What the lint cannot tell: that
+# the operand lists, the descriptor operand and the patched text are PTX that ptxas
 # takes. Exits 77 (skipped) without a ptxas that assembles sm_90a.
 # Usage: scripts/ptxas-check.sh [clang] [flashcl-info] [ptxas]
 set -euo pipefail
@@ -25,31 +27,55 @@ if ! "$ptxas" -arch=sm_90a "$tmp/empty.ptx" -o "$tmp/empty.cubin" > /dev/null 2>
   echo "ptxas-check: $ptxas does not assemble sm_90a (skipped)"
   exit 77
 fi
-"$info" --program-text wgmma_probe.cl > "$tmp/k.cl"
 failures=0 builds=0
+# assemble FILE LABEL OPTIONS...: FILE's program text (with the builtins
+# header for a kernel that calls the library's) through clang's NVPTX
+# target, the stage's patch and ptxas for sm_90a
+assemble() {
+  local file="$1" label="$2"
+  shift 2
+  builds=$((builds + 1))
+  "$info" --program-text "$file" > "$tmp/k.cl"
+  # clang's OpenCL has no library for NVPTX: two builtins spelled as the
+  # NVVM intrinsics they are, the others in scripts/nvptx-builtins.h
+  if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -fdeclare-opencl-builtins \
+      -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S \
+      -Dasm=__asm__ -Xclang -cl-ext=+cl_khr_fp16 -DFCL_NVIDIA_PTX=1 \
+      -D'get_local_id(x)=__nvvm_read_ptx_sreg_tid_x()' -D'barrier(x)=__nvvm_bar_sync(0)' \
+      "$@" -o "$tmp/clang.ptx" "$tmp/k.cl" 2> "$tmp/log" ||
+    grep -q 'call\.uni' "$tmp/clang.ptx" ||
+    ! sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_[0-9]*/.target sm_90/' \
+      "$tmp/clang.ptx" > "$tmp/sm90.ptx" ||
+    ! "$info" --ptx-unmark "$tmp/sm90.ptx" > "$tmp/sm90a.ptx" 2>> "$tmp/log" ||
+    ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
+      >> "$tmp/log" 2>&1 ||
+    grep -q 'serialized\|is injected\|[1-9][0-9]* bytes spill' "$tmp/log"; then
+    echo "FAILED: $label"
+    cat "$tmp/log"
+    grep -A1 'call\.uni' "$tmp/clang.ptx" | grep -v 'call\.uni' | sort -u || true  # calls left
+    failures=$((failures + 1))
+    return
+  fi
+  echo "$label: $(grep -o 'Used [0-9]* registers' "$tmp/log"), $(grep -o '[0-9]* bytes spill stores' "$tmp/log")"
+}
 for dtype in 1 2; do
   for n in 8 16 32 64 128; do
-    builds=$((builds + 1))
-    # clang's OpenCL has no library for NVPTX: the probe's two builtins
-    # spelled as the NVVM intrinsics they are
-    if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -fdeclare-opencl-builtins \
-        -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S \
-        -Dasm=__asm__ -Xclang -cl-ext=+cl_khr_fp16 -DFCL_NVIDIA_PTX=1 \
-        -D'get_local_id(x)=__nvvm_read_ptx_sreg_tid_x()' -D'barrier(x)=__nvvm_bar_sync(0)' \
-        -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=4 -o "$tmp/clang.ptx" "$tmp/k.cl" \
-        2> "$tmp/log" ||
-      ! sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_[0-9]*/.target sm_90/' \
-        "$tmp/clang.ptx" > "$tmp/sm90.ptx" ||
-      ! "$info" --ptx-unmark "$tmp/sm90.ptx" > "$tmp/sm90a.ptx" 2>> "$tmp/log" ||
-      ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
-        >> "$tmp/log" 2>&1 ||
-      grep -q 'serialized\|is injected' "$tmp/log"; then
-      echo "FAILED: wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n"
-      cat "$tmp/log"
-      failures=$((failures + 1))
-      continue
-    fi
-    echo "wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n: $(grep -o 'Used [0-9]* registers' "$tmp/log"), $(grep -o '[0-9]* bytes spill stores' "$tmp/log")"
+    assemble wgmma_probe.cl "wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n" \
+      -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=4
+  done
+done
+# the forward on wgmma: each type and width, causal, and with the hooks
+# that add registers (a window read from the parameters, softcap, packed
+# heads; splits, ALiBi)
+builtins="$PWD/scripts/nvptx-builtins.h"
+for dtype in 1 2; do
+  for hd in 64 128; do
+    for opts in "-DWINDOW=0" "-DWINDOW=1" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
+        "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
+      # shellcheck disable=SC2086
+      assemble flash_fwd_wgmma.cl "flash_fwd_wgmma.cl FCL_DTYPE=$dtype HEAD_DIM_MAX=$hd $opts" \
+        -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DHEAD_DIM_MAX=$hd $opts
+    done
   done
 done
 echo "ptxas-check: $builds builds, $failures failed"

@@ -17,7 +17,8 @@
 # packed rows, in ten splits of 600 keys, whose merge shares a row's parts
 # between two lane groups, f16; and on a paged cache of 64-token pages in a
 # shuffled order, f32), the decode kernel on (emulated) matrix instructions
-# (6 packed rows, split, paged, bf16), the SIMT forward on the paged cache,
+# (6 packed rows, split, paged, bf16), the forward on (emulated) wgmma (f16,
+# d 40, causal and not), the SIMT forward on the paged cache,
 # the MMA forward's 64-key tiles spanning pages of 16 (rows whole per
 # work-item step: a lookup per 16 keys) and of 48 (d 72: a lookup per row
 # and chunk), with a partial last page, the CPU
@@ -89,6 +90,7 @@ runs=(
   "naive-bf16-d128|--algo naive --dtype bf16 --heads 1 --head-dim 128|1|-"
   "decode-f16-d72-split10|--algo flash --kernel decode --dtype f16 --pass fwd --seqlen 2 --seqlen-k 600 --heads 4 --heads-kv 1 --head-dim 72 --causal both --splits 10|2|-"
   "decode-f32-d24-paged|--algo flash --kernel decode --dtype f32 --pass fwd --seqlen 1 ${gqa[*]} --head-dim 24 --causal --paged 64 --splits 2|1|-"
+  "wgmma-f16-d40|--algo flash --kernel wgmma --dtype f16 --pass fwd ${gqa[*]} --head-dim 40 --causal both|2|-"
   "decode-mma-bf16-d40-paged16|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 16 --splits 2|1|-"
   "mma-bf16-d64-paged16|--algo flash --kernel mma --dtype bf16 --pass fwd --heads 2 --heads-kv 1 --head-dim 64 --causal --paged 16 --tiling 64,64,0,0|1|-"
   "mma-f16-d72-paged48|--algo flash --kernel mma --dtype f16 --pass fwd --heads 2 --heads-kv 1 --head-dim 72 --causal --paged 48 --tiling 64,64,0,0|1|-"

@@ -121,12 +121,16 @@ START_TEST(unmarking_refuses_what_is_not_ptx) {
 }
 END_TEST
 
-/* The kernels spell the marker the patch removes. */
+/* The kernels spell the marker the patch removes (wgmma.cl, the text
+ * before each one's own). */
 START_TEST(the_probe_uses_the_marker) {
-  const char *texts[FCL__PROGRAM_TEXTS_MAX];
-  const size_t n = fcl__program_texts_of("wgmma_probe.cl", texts);
-  ck_assert_uint_gt(n, 0);
-  ck_assert_ptr_nonnull(strstr(texts[n - 1], "#define WGMMA_MARK \"" FCL_PTX_MARK "\""));
+  const char *files[] = {"wgmma_probe.cl", "flash_fwd_wgmma.cl"};
+  for (size_t f = 0; f < sizeof files / sizeof *files; ++f) {
+    const char *texts[FCL__PROGRAM_TEXTS_MAX];
+    const size_t n = fcl__program_texts_of(files[f], texts);
+    ck_assert_uint_gt(n, 1);
+    ck_assert_msg(strstr(texts[n - 2], "#define WG_MARK \"" FCL_PTX_MARK "\""), "%s", files[f]);
+  }
 }
 END_TEST
 

@@ -51,6 +51,12 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
                       {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"},
                       {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK, FCL_TUNE_HEAD_DIM_V_MAX},
                       fcl__plan_backward_cpu}},
+    [FCL_FLASH_KERNEL_WGMMA] =
+        {.forward = {FCL_SRC_FLASH_FWD_WGMMA,
+                     {"flash_fwd_wgmma", NULL},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_MMA_EMULATE, FCL_TUNE_FCL_WGMMA,
+                      FCL_TUNE_WGMMA_EMULATE},
+                     fcl__plan_forward_wgmma}},
 };
 
 const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
@@ -79,6 +85,8 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_TILE_STORAGE] = "TILE_STORAGE",
       [FCL_TUNE_M_TILES] = "M_TILES",
       [FCL_TUNE_HEAD_DIM_V_MAX] = "HEAD_DIM_V_MAX",
+      [FCL_TUNE_FCL_WGMMA] = "FCL_WGMMA",
+      [FCL_TUNE_WGMMA_EMULATE] = "WGMMA_EMULATE",
   };
   return names[t];
 }
@@ -102,6 +110,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_TILE_STORAGE: return plan->tile_elem_size == 2;
     case FCL_TUNE_M_TILES: return fcl__flash_mma_m_tiles(plan);
     case FCL_TUNE_HEAD_DIM_V_MAX: return plan->head_dim_v_padded;  /* 0: HEAD_DIM_MAX */
+    case FCL_TUNE_FCL_WGMMA: return fcl__wgmma_native(limits);
+    case FCL_TUNE_WGMMA_EMULATE: return !limits->nvidia_ptx;
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -110,7 +120,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
 /* Whether a tunable's value is the kernel's own default, which the options
  * leave out: a tunable added to a family so changes no earlier program. */
 static int tunable_is_default(fcl__tunable t, long value) {
-  return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0);
+  return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
+         ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,

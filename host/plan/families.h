@@ -33,6 +33,10 @@ typedef enum fcl__tunable {
   FCL_TUNE_M_TILES,
   /* V and O's padded width where it is not head_dim's; left out otherwise */
   FCL_TUNE_HEAD_DIM_V_MAX,
+  /* the wgmma forward's path (wgmma.cl): FCL_WGMMA on NVIDIA cc 9.0,
+   * WGMMA_EMULATE off NVIDIA; each left out at 0 */
+  FCL_TUNE_FCL_WGMMA,
+  FCL_TUNE_WGMMA_EMULATE,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

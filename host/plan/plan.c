@@ -77,7 +77,8 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
 }
 
 const char *fcl_flash_kernel_name(unsigned kernel) {
-  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu"};
+  static const char *const names[] = {"auto", "simt", "mma", "decode", "decode-mma", "cpu",
+                                       "wgmma"};
   return kernel < sizeof names / sizeof names[0] ? names[kernel] : "unknown";
 }
 
@@ -318,7 +319,7 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   const int backward = pass == FCL_PASS_BACKWARD;
   FCL_FORWARD_IF(check_value_width(sh, hint, why, why_len));
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
-             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
+             "the decode and wgmma kernels are forwards; the backward runs SIMT, MMA or CPU");
   const int mma = mma_chosen(limits, sh, hint);
   FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,

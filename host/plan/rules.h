@@ -96,6 +96,14 @@ size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate);
 /** The MMA forward's 16-row tiles a warp (its M_TILES option):
  *  rows_per_thread / 2, 1 or 2. */
 unsigned fcl__flash_mma_m_tiles(const fcl_plan *plan);
+/* The wgmma forward's planner (plan_wgmma.c). */
+/** Whether Hopper's wgmma builds: NVIDIA's driver, compute capability 9.0
+ *  (the sm_90a stage's condition, host/run/sm90a.c). */
+int fcl__wgmma_native(const fcl_device_limits *limits);
+/** The wgmma forward's tiling (a hint's only). */
+fcl__planner fcl__plan_forward_wgmma;
+/** Local memory of flash_fwd_wgmma.cl for a plan on a device. */
+size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan);
 /* The CPU forward's planner (plan_cpu.c). */
 /** Whether the rules take the CPU forward: a CPU device, a forward of at
  *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
@@ -126,9 +134,9 @@ static inline unsigned fcl__plan_head_dim_v(const fcl_plan *plan) {
 static inline int fcl__decode_kernel_family(unsigned kernel) {
   return kernel == FCL_FLASH_KERNEL_DECODE || kernel == FCL_FLASH_KERNEL_DECODE_MMA;
 }
-/** Whether a kernel family has a forward only: the decode kernels. */
+/** Whether a kernel family has a forward only: the decode kernels, wgmma. */
 static inline int fcl__kernel_forward_only(unsigned kernel) {
-  return fcl__decode_kernel_family(kernel);
+  return fcl__decode_kernel_family(kernel) || kernel == FCL_FLASH_KERNEL_WGMMA;
 }
 /* The decode forward's planner (plan_decode.c). */
 /** The planner's default decode kernel for a forward of `packed_rows` rows

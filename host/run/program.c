@@ -46,6 +46,8 @@ extern const char fcl__cl_params_probe[];
 extern const char fcl__cl_merge[];
 extern const char fcl__cl_cache[];
 extern const char fcl__cl_wgmma_probe[];
+extern const char fcl__cl_wgmma[];
+extern const char fcl__cl_flash_fwd_wgmma[];
 
 /* Each program is these texts, then the source's prelude if it has one,
  * and the source. */
@@ -58,6 +60,8 @@ static const struct {
   const char *file;
   const char *prelude;       /* text */
   const char *prelude_file;
+  /* a second prelude, after the first (wgmma.cl after mma.cl), or NULL */
+  const char *helpers;
 } sources[FCL_SRC_COUNT] = {
     [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl", NULL, NULL},
     [FCL_SRC_FLASH_FWD_MMA] = {fcl__cl_flash_fwd_mma, "flash_fwd_mma.cl", fcl__cl_mma, "mma.cl"},
@@ -77,7 +81,10 @@ static const struct {
                                       fcl__cl_mma, "mma.cl"},
     [FCL_SRC_FLASH_FWD_CPU] = {fcl__cl_flash_fwd_cpu, "flash_fwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
     [FCL_SRC_FLASH_BWD_CPU] = {fcl__cl_flash_bwd_cpu, "flash_bwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
-    [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl",
+                             fcl__cl_wgmma},
+    [FCL_SRC_FLASH_FWD_WGMMA] = {fcl__cl_flash_fwd_wgmma, "flash_fwd_wgmma.cl", fcl__cl_mma,
+                                 "mma.cl", fcl__cl_wgmma},
 };
 
 const char *fcl__source_file(fcl__source source) { return sources[source].file; }
@@ -97,7 +104,7 @@ static void hash_kernels(void) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < N_SHARED_TEXTS; ++i) h = fnv1a(h, shared_texts[i]);
   for (int i = 0; i < FCL_SRC_COUNT; ++i)
-    h = fnv1a(fnv1a(h, sources[i].prelude), sources[i].text);
+    h = fnv1a(fnv1a(fnv1a(h, sources[i].prelude), sources[i].helpers), sources[i].text);
   snprintf(fingerprint, sizeof fingerprint, "%016llx", (unsigned long long)h);
 }
 
@@ -271,6 +278,7 @@ static cl_uint program_texts(fcl__source source, const char *texts[FCL__PROGRAM_
   cl_uint n = 0;
   for (size_t i = 0; i < N_SHARED_TEXTS; ++i) texts[n++] = shared_texts[i];
   if (sources[source].prelude) texts[n++] = sources[source].prelude;
+  if (sources[source].helpers) texts[n++] = sources[source].helpers;
   texts[n++] = sources[source].text;
   return n;
 }

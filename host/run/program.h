@@ -27,6 +27,7 @@ typedef enum fcl__source {
   FCL_SRC_FLASH_BWD_CPU,
   /* ---- Hopper's sm_90a instructions ---- */
   FCL_SRC_WGMMA_PROBE,    /* host/model/wgmma_probe.c */
+  FCL_SRC_FLASH_FWD_WGMMA,
   FCL_SRC_COUNT
 } fcl__source;
 
@@ -57,8 +58,9 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
 
 /** A source's file name in cl/, and its prelude's (NULL if none). */
 const char *fcl__source_file(fcl__source source);
-/** The most texts a program is built from: the shared ones, a prelude, the source. */
-#define FCL__PROGRAM_TEXTS_MAX 7
+/** The most texts a program is built from: the shared ones, a prelude (and
+ *  a second one, the wgmma helpers), the source. */
+#define FCL__PROGRAM_TEXTS_MAX 8
 /** The texts the program of kernel file `file` (e.g. "flash_fwd.cl") is
  *  built from, in order, as the library builds it: what scripts that
  *  compile the kernels with other compilers concatenate. @return how many,

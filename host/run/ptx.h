@@ -11,7 +11,7 @@
  *  instruction as the inline-asm string FCL_PTX_MARK "wgmma...;", which
  *  NVIDIA's compiler (targeting sm_90) keeps as a PTX comment with its
  *  operands substituted; fcl__ptx_unmark removes the marker. The kernels
- *  spell it in cl/wgmma_probe.cl (WGMMA_MARK); tests/test_wgmma.c checks
+ *  spell it in cl/wgmma.cl (WG_MARK); tests/test_wgmma.c checks
  *  that the two agree. */
 #define FCL_PTX_MARK "//@@ "
 

@@ -205,6 +205,15 @@ int main(int argc, char **argv) {
       bench_measure(ctx, (int)dv, &opts, &shapes[s].desc, opts.pass, &all);
       progress(&opts, s + 1, n_shapes, dev, &all, first);
     }
+    /* what the calls did not fail on, e.g. a program built without its
+     * sm_90a instructions (docs/design.md) */
+    char log[4096];
+    if (!opts.quiet && fcl_context_log(ctx, log, sizeof log))
+      for (const char *line = log; *line;) {
+        const size_t len = strcspn(line, "\n");
+        fprintf(stderr, "%s: log: %.*s\n", bench_device_label(dev), (int)len, line);
+        line += len + (line[len] == '\n');
+      }
     fcl_context_release(ctx);
   }
 

@@ -1,0 +1,77 @@
+/*
+ * plan_wgmma.c — the tiling of the forward on Hopper's warpgroup MMA
+ * (cl/flash_fwd_wgmma.cl), which only a hint asks for. Pure, like plan.c.
+ *
+ * Nothing is left to choose: one warpgroup (128 work-items) owns 64 query
+ * rows, tiles of 64 keys (the S product's m64n64), head_dim padded to the
+ * O product's width, 64 or 128; local memory holds K's tile and V's
+ * transposed, 2 x 64 x width elements (32 KiB at 128), and the
+ * emulations' scratch where they run.
+ */
+#include "common.h"
+#include "errors.h"
+#include "problem.h"
+#include "rules.h"
+
+#define WGMMA_ROWS 64u
+#define WGMMA_KEYS 64u
+#define WGMMA_WG 128u
+#define WGMMA_MAX_HEAD_DIM 128u
+
+int fcl__wgmma_native(const fcl_device_limits *limits) {
+  return limits->vendor == FCL_VENDOR_NVIDIA && limits->nvidia_ptx && limits->nvidia_sm == 90;
+}
+
+size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
+  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, !fcl__mma_native(limits),
+                                   !limits->nvidia_ptx);
+}
+
+fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__shape *sh,
+                                   const fcl_attention_desc *desc, const fcl_plan *hint,
+                                   fcl_plan *out, char *why, size_t why_len) {
+  FCL_WHY_IF(desc->dtype == FCL_DTYPE_F32, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward takes f16 and bf16, not f32");
+  FCL_WHY_IF(desc->head_dim > WGMMA_MAX_HEAD_DIM || desc->head_dim % 8, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward takes head_dim up to %u that is a multiple of 8, not %zu",
+             WGMMA_MAX_HEAD_DIM, desc->head_dim);
+  FCL_WHY_IF(!sh->vec4, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward loads groups of four elements: head_dim and every tensor's "
+             "offset and strides must be multiples of 4 elements");
+  FCL_WHY_IF(sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward takes K and V in the storage type, not a %s KV cache",
+             fcl_kv_dtype_name(desc->kv_dtype));
+  /* its tile is read from one page lookup (TILE_START) */
+  FCL_WHY_IF(desc->block_table && desc->page_size % WGMMA_KEYS, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's tiles are %u keys, read from one page: a paged cache's "
+             "page_size must be a multiple of %u, not %zu",
+             WGMMA_KEYS, WGMMA_KEYS, desc->page_size);
+  FCL_WHY_IF(hint && ((hint->block_k && hint->block_k != WGMMA_KEYS) ||
+                      (hint->wg_size && hint->wg_size != WGMMA_WG) ||
+                      (hint->threads_per_row && hint->threads_per_row != 4) ||
+                      (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+                      (hint->tile_elem_size && hint->tile_elem_size != 2)),
+             FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's layout is fixed: block_k %u, wg_size %u (one warpgroup of "
+             "%u rows), threads_per_row 4, rows_per_thread 2, tile_elem_size 2",
+             WGMMA_KEYS, WGMMA_WG, WGMMA_ROWS);
+  FCL_WHY_IF(limits->max_work_group_size < WGMMA_WG, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's work-group of %u work-items exceeds the device's limit of %zu",
+             WGMMA_WG, limits->max_work_group_size);
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_WGMMA,
+                   .head_dim_padded = desc->head_dim <= 64 ? 64 : WGMMA_MAX_HEAD_DIM,
+                   .threads_per_row = 4,
+                   .rows_per_thread = 2,
+                   .tile_elem_size = 2,
+                   .wg_size = WGMMA_WG,
+                   .block_q = WGMMA_ROWS,
+                   .block_k = WGMMA_KEYS};
+  plan.local_bytes = fcl__flash_wgmma_local_bytes(limits, &plan);
+  const uint64_t budget = fcl__local_budget(limits);
+  FCL_WHY_IF(plan.local_bytes > budget, FCL_ERROR_UNSUPPORTED,
+             "head_dim %zu needs %zu bytes of local memory per work-group in the wgmma "
+             "forward; the device allows %zu",
+             desc->head_dim, plan.local_bytes, (size_t)budget);
+  *out = plan;
+  return FCL_SUCCESS;
+}

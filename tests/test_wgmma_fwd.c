@@ -1,0 +1,205 @@
+/*
+ * test_wgmma_fwd.c — the forward on Hopper's warpgroup MMA
+ * (FCL_FLASH_KERNEL_WGMMA, cl/flash_fwd_wgmma.cl), forced by a hint: its O
+ * within the flash suites' rule (twice the naive algorithm's error, plus
+ * the 16-bit floor) of the float64 reference, its LSE within twice the
+ * MMA forward's error of the same problem, on random inputs and poisoned
+ * outputs; the bytes it counts equal the model's; what it refuses.
+ *
+ * Off NVIDIA cc 9.0 the kernel runs its emulation of the instructions (the
+ * same fragments and descriptors, decoded in local memory); on an H100
+ * (FLASHCL_TEST_DEVICE=gpu) the instructions, through the sm_90a stage:
+ * where the stage refuses, the kernel runs mma.sync on the same tiles and
+ * the test fails with the stage's log line.
+ */
+#include "harness.h"
+#include "hostdata.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct wg_case {
+  fcl_dtype dtype;
+  size_t b, hq, hkv, nq, nk, d;
+  int causal, wl, wr;
+  float softcap;
+  const int32_t *cu_q, *cu_k;  /* ragged: b + 1 offsets each, or NULL */
+} wg_case;
+
+/* A ragged batch (nq, nk: its longest sequences), one sequence empty. */
+static const int32_t ragged_q[4] = {0, 70, 70, 200}, ragged_k[4] = {0, 90, 150, 280};
+
+static const wg_case cases[] = {
+    {FCL_DTYPE_F16, 1, 2, 2, 130, 130, 128, 0, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_F16, 1, 2, 2, 130, 130, 128, 1, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_BF16, 2, 2, 1, 100, 200, 64, 0, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_BF16, 1, 4, 2, 193, 150, 64, 1, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_F16, 1, 2, 2, 64, 64, 64, 1, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_BF16, 1, 2, 2, 150, 150, 128, 0, -1, -1, 0.0f, NULL, NULL},
+    /* head_dim padded (40 to 64, 96 to 128) */
+    {FCL_DTYPE_F16, 1, 2, 2, 90, 70, 40, 1, -1, -1, 0.0f, NULL, NULL},
+    {FCL_DTYPE_BF16, 1, 1, 1, 80, 120, 96, 0, -1, -1, 0.0f, NULL, NULL},
+    /* the hooks: a sliding window and softcap, a ragged batch */
+    {FCL_DTYPE_F16, 1, 2, 1, 160, 160, 64, 0, 40, 10, 30.0f, NULL, NULL},
+    {FCL_DTYPE_BF16, 3, 2, 2, 130, 130, 128, 1, -1, -1, 0.0f, ragged_q, ragged_k},
+};
+#define CASES (int)(sizeof cases / sizeof *cases)
+
+static fcl_attention_desc case_desc(const wg_case *c) {
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->nk, c->d);
+  desc.dtype = c->dtype;
+  desc.causal = c->causal;
+  desc.window_left = c->wl;
+  desc.window_right = c->wr;
+  desc.softcap = c->softcap;
+  desc.cu_seqlens_q = c->cu_q;
+  desc.cu_seqlens_k = c->cu_k;
+  return desc;
+}
+
+/* On NVIDIA cc 9.0 the instructions must have run: the sm_90a stage's
+ * refusal (its line in the context's log) fails the test, with the line. */
+static void assert_sm90a_built(fcl_context *ctx) {
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  if (!(dev.limits.vendor == FCL_VENDOR_NVIDIA && dev.limits.nvidia_ptx &&
+        dev.limits.nvidia_sm == 90))
+    return;
+  char log[4096];
+  fcl_context_log(ctx, log, sizeof log);
+  ck_assert_msg(!strstr(log, "flash_fwd_wgmma.cl: no sm_90a build"),
+                "the wgmma forward fell back to mma.sync on an sm_90 device: %s", log);
+}
+
+/* The forward of p on `kernel`, forced. */
+static th_forward forced_forward(fcl_context *ctx, const th_problem *p, unsigned kernel,
+                                 const char *what) {
+  const fcl_plan hint = {.kernel = kernel};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
+  th_forward r = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(r.status == FCL_SUCCESS, "%s on %s: %s", what, fcl_flash_kernel_name(kernel),
+                fcl_context_last_error(ctx));
+  ck_assert_uint_eq(r.info.plan.kernel, kernel);
+  return r;
+}
+
+START_TEST(wgmma_forward_matches_the_reference) {
+  const wg_case *c = &cases[_i];
+  fcl_context *ctx = th_context();
+  const fcl_attention_desc desc = case_desc(c);
+  char what[200];
+  th_describe(&desc, what, sizeof what);
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 900 + (uint64_t)_i, 1.0);
+  th_reference ref = th_reference_forward(&p);
+  float *naive = th_naive_output(ctx, &p);
+  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
+  assert_sm90a_built(ctx);
+  th_forward mma = forced_forward(ctx, &p, FCL_FLASH_KERNEL_MMA, what);
+  ck_assert_uint_eq(wg.info.plan.block_q, 64);
+  ck_assert_uint_eq(wg.info.plan.block_k, 64);
+  ck_assert_uint_eq(wg.info.plan.wg_size, 128);
+  /* the elements of the batch's tokens, the first of the buffers' */
+  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
+  const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
+  const double err = fclu_max_abs_err(wg.o, ref.o, on);
+  const double err_naive = fclu_max_abs_err(naive, ref.o, on);
+  const double floor = th_err_floor(c->dtype, ref.o, on);
+  ck_assert_msg(err <= 2 * err_naive + floor,
+                "%s: the wgmma forward's O off by %g, the naive algorithm's by %g (floor %g)",
+                what, err, err_naive, floor);
+  const double lse_err = fclu_max_abs_err(wg.lse, ref.lse, ln);
+  const double lse_err_mma = fclu_max_abs_err(mma.lse, ref.lse, ln);
+  ck_assert_msg(lse_err <= 2 * lse_err_mma + 1e-5,
+                "%s: the wgmma forward's LSE off by %g, the MMA forward's by %g", what, lse_err,
+                lse_err_mma);
+  printf("wgmma: %s: O off by %.3g (naive %.3g, MMA %.3g), LSE by %.3g (MMA %.3g)\n", what, err,
+         err_naive, fclu_max_abs_err(mma.o, ref.o, on), lse_err, lse_err_mma);
+  th_forward_free(&wg);
+  th_forward_free(&mma);
+  free(naive);
+  th_reference_free(&ref);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* The bytes the instrumented kernel counts are the model's (the MMA
+ * forward's: the same Q, K, V and O traffic at its block sizes). */
+START_TEST(wgmma_forward_counts_the_modelled_bytes) {
+  const wg_case *c = &cases[_i == 0 ? 1 : CASES - 1];
+  fcl_context *ctx = th_context();
+  if (!th_count_io(ctx)) {
+    fcl_context_release(ctx);
+    return;
+  }
+  const fcl_attention_desc desc = case_desc(c);
+  char what[200];
+  th_describe(&desc, what, sizeof what);
+  th_problem p;
+  th_problem_init(&p, ctx, &desc, 950 + (uint64_t)_i, 1.0);
+  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
+  ck_assert_msg(wg.info.bytes_counted == wg.info.bytes_model,
+                "%s: counted %llu bytes, the model says %llu", what,
+                (unsigned long long)wg.info.bytes_counted,
+                (unsigned long long)wg.info.bytes_model);
+  th_forward_free(&wg);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* What the family does not take: refused with a reason, before anything
+ * runs. */
+START_TEST(wgmma_forward_refuses_what_it_does_not_take) {
+  fcl_context *ctx = th_context();
+  fcl_device_info dev;
+  ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_WGMMA};
+  fcl_attention_desc desc;
+  fcl_plan plan;
+  char why[256];
+  struct {
+    fcl_dtype dtype;
+    size_t d;
+    fcl_pass pass;
+    unsigned block_k;
+    const char *says;
+  } refused[] = {
+      {FCL_DTYPE_F32, 64, FCL_PASS_FORWARD, 0, "f16 and bf16"},
+      {FCL_DTYPE_F16, 256, FCL_PASS_FORWARD, 0, "head_dim up to 128"},
+      {FCL_DTYPE_F16, 64, FCL_PASS_BACKWARD, 0, "forwards"},
+      {FCL_DTYPE_BF16, 64, FCL_PASS_FORWARD, 128, "layout is fixed"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; ++i) {
+    fcl_attention_desc_init(&desc, 1, 2, 2, 100, 100, refused[i].d);
+    desc.dtype = refused[i].dtype;
+    fcl_plan h = hint;
+    h.block_k = refused[i].block_k;
+    why[0] = '\0';
+    ck_assert_int_eq(fcl_plan_flash_hinted(&dev.limits, &desc, refused[i].pass, &h, &plan, why,
+                                           sizeof why),
+                     FCL_ERROR_UNSUPPORTED);
+    ck_assert_msg(strstr(why, refused[i].says), "refusal %zu says '%s'", i, why);
+  }
+  /* the planner never takes it */
+  fcl_attention_desc_init(&desc, 1, 2, 2, 1000, 1000, 128);
+  desc.dtype = FCL_DTYPE_F16;
+  ck_assert_int_eq(fcl_plan_flash(&dev.limits, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_WGMMA);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("wgmma_fwd");
+  TCase *tc = th_tcase("wgmma forward");
+  tcase_add_test(tc, wgmma_forward_refuses_what_it_does_not_take);
+  tcase_add_loop_test(tc, wgmma_forward_matches_the_reference, 0, CASES);
+  tcase_add_loop_test(tc, wgmma_forward_counts_the_modelled_bytes, 0, 2);
+  suite_add_tcase(s, tc);
+  return th_run_suite(s);
+}
