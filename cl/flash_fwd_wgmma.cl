@@ -43,8 +43,11 @@
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
-  __local ushort k_tile[BLOCK_K * HEAD_DIM_MAX] __attribute__((aligned(128)));
-  __local ushort v_tile[HEAD_DIM_MAX * BLOCK_K] __attribute__((aligned(128)));
+  /* 16-byte aligned, what a no-swizzle descriptor needs (address >> 4): at
+   * 128, NVIDIA's compiler padded past its own 16 bytes to 16512 at d 64,
+   * over the plan's local bytes, and the build was refused (H100) */
+  __local ushort k_tile[BLOCK_K * HEAD_DIM_MAX] __attribute__((aligned(16)));
+  __local ushort v_tile[HEAD_DIM_MAX * BLOCK_K] __attribute__((aligned(16)));
   WG_SCRATCH_DECLARE;  // the emulations' (wgmma.cl)
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
