@@ -606,7 +606,8 @@ typedef struct fcl_attention_desc {
    *  backward ignores the flag (it is deterministic, without atomics).
    *  Cost (docs/performance.md, "Batch invariance"): splits a short call
    *  no longer gets and a large batch no longer avoids, the merge
-   *  kernel's launch, smaller tiles in the SIMT and CPU families.
+   *  kernel's launch, smaller tiles in the SIMT and CPU families;
+   *  measured on an H100: decode B 8 x 8k 1.08x the time, prefill 1.00x.
    *  0 (default): the planner chooses for speed from the whole call. The
    *  mode is asked for: most calls want the speed, and every call is
    *  deterministic without it (the same call, the same bits). */
