@@ -587,9 +587,14 @@ inline float fcl_row_lse(float m, float f, float l, float s) {
     return x;                                                                  \
   }
 
-/* V, O, dO and dV rows' width bucket where the descriptor gives them one
- * of their own (fcl_attention_desc.head_dim_v, run-time p.head_dim_v):
- * the -D option the prefill families take, else head_dim's. */
+/* V, O, dO and dV rows' width bucket where the descriptor gives them a
+ * width of their own (fcl_attention_desc.head_dim_v, run-time
+ * p.head_dim_v): the -D option the prefill families take, else head_dim's;
+ * and their width, which without the option is head_dim's, so that a
+ * one-width build folds it (registers: a run-time width spilled on Arc). */
 #ifndef HEAD_DIM_V_MAX
 #define HEAD_DIM_V_MAX HEAD_DIM_MAX
+#define FCL_HEAD_DIM_V(p) ((p).head_dim)
+#else
+#define FCL_HEAD_DIM_V(p) ((p).head_dim_v)
 #endif

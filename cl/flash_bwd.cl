@@ -60,7 +60,7 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int k0 = kb.k0, batch = kb.batch, kv_head = kb.kv_head;
-  const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, head_dim_v = p.head_dim_v;
+  const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, head_dim_v = FCL_HEAD_DIM_V(p);
   const size_t k_off = fcl_at(p.k, batch, kb.seq.k_start, kv_head);
   const size_t v_off = fcl_at(p.v, batch, kb.seq.k_start, kv_head);
 
@@ -178,7 +178,7 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head;
-  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, head_dim_v = p.head_dim_v;
+  const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, head_dim_v = FCL_HEAD_DIM_V(p);
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) k_tile[i] = TILE_ZERO;
   for (int i = tid; i < BLOCK * TILE_LD_V4; i += WG_SIZE) v_tile[i] = TILE_ZERO;

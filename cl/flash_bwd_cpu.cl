@@ -56,7 +56,7 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
   const fcl_key_block kb = fcl_locate_key_block(p, seqs, work, BLOCK IO_LOADS_ARG);
   const int batch = kb.batch, kv_head = kb.kv_head;
   const int nq = kb.seq.nq, nk = kb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
-  const int head_dim_v = p.head_dim_v;
+  const int head_dim_v = FCL_HEAD_DIM_V(p);
   const int diag = nk - nq;
   __global const store_t *k_base = k + fcl_at(p.k, batch, kb.seq.k_start, kv_head);
   __global const store_t *v_base = v + fcl_at(p.v, batch, kb.seq.k_start, kv_head);
@@ -160,7 +160,7 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
 
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
-  const int head_dim_v = p.head_dim_v;
+  const int head_dim_v = FCL_HEAD_DIM_V(p);
   const int diag = nk - nq;
   __global const store_t *q_base = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global const store_t *do_base = dout + fcl_at(p.dout, qb.batch, qb.seq.q_start, qb.head);

@@ -94,7 +94,7 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
   const int row_group = tid / THREADS_PER_ROW;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int q0 = qb.q0, batch = qb.batch, head = qb.head, nq = qb.seq.nq;
-  const int head_dim = p.head_dim, head_dim_v = p.head_dim_v, vec = p.vec4;
+  const int head_dim = p.head_dim, head_dim_v = FCL_HEAD_DIM_V(p), vec = p.vec4;
   const size_t q_stride = p.q.seq, o_stride = p.o.seq;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);

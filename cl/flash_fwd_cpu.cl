@@ -40,7 +40,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
 
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
-  const int head_dim_v = p.head_dim_v;
+  const int head_dim_v = FCL_HEAD_DIM_V(p);
   const int diag = nk - nq;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;

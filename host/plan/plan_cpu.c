@@ -47,12 +47,13 @@ static unsigned padded_head_dim(size_t head_dim) {
   return (unsigned)((head_dim + CPU_LANES - 1) / CPU_LANES * CPU_LANES);
 }
 
-/* Both padded widths of `sh`: head_dim's, and V and O's where it differs
- * (0 otherwise: fcl_plan.head_dim_v_padded); the wider decides the chunks. */
+/* Both padded widths of `sh`: head_dim's, and V and O's where their width
+ * differs (0 otherwise: fcl_plan.head_dim_v_padded); the wider decides the
+ * chunks. */
 static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
   plan->head_dim_padded = padded_head_dim(sh->desc.head_dim);
   const unsigned v = padded_head_dim(sh->head_dim_v);
-  plan->head_dim_v_padded = v != plan->head_dim_padded ? v : 0;
+  plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? v : 0;
   return v > plan->head_dim_padded ? v : plan->head_dim_padded;
 }
 

@@ -95,13 +95,14 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
-/* V and O's bucket in plan->head_dim_v_padded where it is not head_dim's
- * (already in head_dim_padded); @return the sum of the two buckets, what
+/* V and O's bucket in plan->head_dim_v_padded where their width is not
+ * head_dim (the kernels then read p.head_dim_v; at 0 they take head_dim's,
+ * folded at compile time); @return the sum of the two buckets, what
  * a row's q (or k) and accumulator (or v) slices hold together. */
 static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
   plan->head_dim_padded = head_dim_bucket(sh->desc.head_dim);
   const unsigned v = head_dim_bucket(sh->head_dim_v);
-  plan->head_dim_v_padded = v != plan->head_dim_padded ? v : 0;
+  plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? v : 0;
   return plan->head_dim_padded + v;
 }
 
