@@ -82,7 +82,10 @@ typedef struct fcl_params {
    * into scale); 0 and 1 otherwise. */
   FCL_I32 kv_dtype;
   FCL_F32 v_scale;
-  /* 22 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
+  /* Columns of V and O (fcl_attention_desc.head_dim_v resolved: head_dim
+   * when not given), and a pad to the struct's 8-byte end. */
+  FCL_I32 head_dim_v, pad_head_dim_v;
+  /* 24 fields of 4 bytes: the struct ends on 8 bytes (args.c asserts it) */
 } fcl_params;
 
 /* The merge of attention states (cl/merge.cl, host/run/merge.c): rows are

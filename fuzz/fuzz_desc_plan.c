@@ -506,7 +506,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(st2 == st);
   if (st == FCL_SUCCESS) {
     CHECK(desc_st == FCL_SUCCESS);
-    CHECK(shape.head_dim_v == shape.desc.head_dim);  /* the flash kernels keep one width */
+    /* the flash kernels keep one width up to FCL_MAX_TILED_HEAD_DIM; the
+     * decode forwards take two, and the decode kernel wider ones */
+    CHECK((shape.head_dim_v == shape.desc.head_dim &&
+           shape.desc.head_dim <= FCL_MAX_TILED_HEAD_DIM) ||
+          (fcl__decode_kernel_family(plan.kernel) && pass == FCL_PASS_FORWARD));
+    CHECK(!fcl__decode_kernel_family(plan.kernel) || plan.head_dim_padded >= shape.head_dim_v);
     CHECK(pass == FCL_PASS_FORWARD || pass == FCL_PASS_BACKWARD);
     if (use_hint) CHECK(hint_st == FCL_SUCCESS);
     CHECK(fcl__same_plan(&plan, &again));

@@ -85,7 +85,12 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl__shape *sh = m->sh;
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
-  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K and V's, a quantized form's scales included */
+  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K's, a quantized form's scales included */
+  /* V's (of one width with K where quantized); none where the decode kernel
+   * reads V in K's rows (fcl__shape.v_in_k) */
+  const int v_in_k = sh->v_in_k && plan->kernel == FCL_FLASH_KERNEL_DECODE;
+  const fcl__bytes v_row = v_in_k ? 0 : sh->kv_quant ? kv_row : sh->head_dim_v * sh->elem_size;
+  const fcl__bytes o_row = (fcl__bytes)sh->head_dim_v * sh->elem_size;
   /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
    * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
   const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
@@ -104,10 +109,10 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
     }
   const int with_lse = m->with_lse || splits > 1;
   /* paged: every work-item reads a tile's page for K and for V (blocks.cl, TILE_ROWS) */
-  const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * 2 * 4 : 0;
-  m->io.loads += slices * (splits * slots * row + 2 * keys * kv_row + page_reads +
+  const fcl__bytes page_reads = sh->paged ? tiles * plan->wg_size * (v_in_k ? 1 : 2) * 4 : 0;
+  m->io.loads += slices * (splits * slots * row + keys * (kv_row + v_row) + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
-  m->io.stores += slices * splits * (slots * row + (with_lse ? slots * 4 : 0));
+  m->io.stores += slices * splits * (slots * o_row + (with_lse ? slots * 4 : 0));
 }
 
 fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int with_lse) {
@@ -116,7 +121,7 @@ fcl__io fcl__io_flash_forward(const fcl__shape *sh, const fcl_plan *plan, int wi
   /* each row's sink, once: by the row's end, or split, by the merge (common.cl) */
   m.io.loads += (fcl__bytes)sh->lse_elems * (sh->desc.sinks ? 4 : 0);
   if (plan->splits > 1 && sh->lse_elems) {  /* the merge of the partial states */
-    const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->desc.head_dim,
+    const fcl__io merge = fcl__io_merge_rows(sh->lse_elems, plan->splits, sh->head_dim_v,
                                              sh->elem_size, with_lse);
     m.io.loads += merge.loads;
     m.io.stores += merge.stores;

@@ -256,7 +256,8 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
    * the others convert four elements a load), and in the batch-invariant
    * mode, so that a decode step's row is a prefill chunk's (docs/design.md,
    * "Batch invariance"). */
-  if (!limits->is_gpu && (sh->kv_quant || desc->batch_invariant)) return FCL_FLASH_KERNEL_CPU;
+  if (!limits->is_gpu && (sh->kv_quant || desc->batch_invariant) && !fcl__decode_only(sh))
+    return FCL_FLASH_KERNEL_CPU;
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode
          : mma  ? FCL_FLASH_KERNEL_MMA
@@ -290,14 +291,10 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   const fcl_attention_desc *desc = &sh->desc;
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
-  FCL_WHY_IF(sh->head_dim_v != desc->head_dim, FCL_ERROR_UNSUPPORTED,
-             "head_dim_v = %zu with head_dim = %zu: every flash kernel family keeps one "
-             "width for Q, K, V and O; FCL_ALGO_NAIVE takes a value width of its own",
-             sh->head_dim_v, desc->head_dim);
   const int backward = pass == FCL_PASS_BACKWARD;
-  FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
-             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
-  const int mma = mma_chosen(limits, sh, hint);
+  /* Two widths, or one past the tiles': the decode forward's alone. */
+  const int decode_only = fcl__decode_only(sh);
+  const int mma = !decode_only && mma_chosen(limits, sh, hint);
   FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,
              "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
@@ -323,6 +320,13 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
   const unsigned kernel = choose_family(limits, sh, &packed_desc, hint, pass, packed, mma);
+  FCL_WHY_IF(decode_only && (backward || !fcl__decode_kernel_family(kernel)),
+             FCL_ERROR_UNSUPPORTED,
+             "head_dim = %zu, head_dim_v = %zu: the %s %s keeps one width for Q, K, V and O "
+             "of at most FCL_MAX_TILED_HEAD_DIM = %d; the decode kernels' forward (vec4 "
+             "shapes) and FCL_ALGO_NAIVE take these",
+             desc->head_dim, sh->head_dim_v, fcl_flash_kernel_name(kernel),
+             backward ? "backward" : "forward", FCL_MAX_TILED_HEAD_DIM);
   const fcl__family_pass *family = fcl__family_pass_of(kernel, pass);
   fcl_plan plan;  /* `out` is written on success only */
   if (backward) {

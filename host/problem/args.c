@@ -35,6 +35,7 @@ fcl_params fcl__params_of(const fcl__shape *sh) {
   p.heads_q = (cl_int)desc->heads_q;
   p.heads_kv = (cl_int)desc->heads_kv;
   p.head_dim = (cl_int)desc->head_dim;
+  p.head_dim_v = (cl_int)sh->head_dim_v;
   p.seqlen_q = (cl_int)desc->seqlen_q;
   p.seqlen_k = (cl_int)desc->seqlen_k;
   p.window_left = sh->window_left;
