@@ -32,7 +32,7 @@ shape=(--batch 1 --heads 2 --seqlen 16 --head-dim 16)
 expect 0 "flash" "$bench" "${run[@]}" "${shape[@]}"
 expect 0 "Exit status" "$bench" --help
 # every run unsupported: 3, and the library's reason
-expect 3 "exceeds FCL_MAX_HEAD_DIM" "$bench" "${run[@]}" --head-dim 300 --seqlen 64
+expect 3 "exceeds FCL_MAX_HEAD_DIM" "$bench" "${run[@]}" --head-dim 600 --seqlen 64
 # out of memory: 1, with the message whole (it ends with the scratch limit)
 expect 1 "the scratch limit" "$bench" "${run[@]}" --seqlen 200000 --algo naive
 # sizes the library refuses, before the bench allocates anything
@@ -42,7 +42,7 @@ start=$(date +%s)
 expect 1 "largest allocation" "$bench" "${run[@]}" --seqlen 540000000 --seqlen-k 1 --head-dim 1
 [ $(($(date +%s) - start)) -lt 30 ] || fail "a shape too large for the device took over 30 s to refuse"
 # the sweep goes on past a failing shape: one result per algorithm, all there
-expect 3 "naive" "$bench" "${run[@]}" --head-dim 300 --seqlen 64 --causal both
+expect 3 "naive" "$bench" "${run[@]}" --head-dim 600 --seqlen 64 --causal both
 [ "$(grep -c 'FCL_ERROR_UNSUPPORTED' "$tmp/out.txt")" -eq 4 ] || fail "--causal both: not 4 results"
 # --batch-invariant both: each shape without, then with the mode
 expect 0 "inv" "$bench" "${run[@]}" --algo flash --batch 2 --heads 2 --seqlen 1 --seqlen-k 700 \
