@@ -193,12 +193,12 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype) {
 
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row, float *lse) {
-  const size_t d = desc->head_dim;
+  const size_t d = desc->head_dim, dv = dv_of(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   const float *qi = q + r.q_at;
   const float sink = (float)sink_of(desc, h);
-  for (size_t c = 0; c < d; ++c) o_row[c] = 0.0f;
+  for (size_t c = 0; c < dv; ++c) o_row[c] = 0.0f;
   if (r.lo >= r.hi) {
     *lse = sink;
     return;
@@ -219,10 +219,10 @@ void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const floa
   for (size_t x = 0; x < n; ++x) l += p[x] = expf(p[x] - m);
   for (size_t j = r.lo; j < r.hi; ++j) {
     const float pj = fclu_round(p[j - r.lo] / l, s_type);
-    const float *vj = key_row(desc, v, &r, j);
-    for (size_t c = 0; c < d; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
+    const float *vj = value_row(desc, v, &r, j);
+    for (size_t c = 0; c < dv; ++c) o_row[c] = fmaf(pj, vj[c], o_row[c]);
   }
-  for (size_t c = 0; c < d; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
+  for (size_t c = 0; c < dv; ++c) o_row[c] = fclu_round(o_row[c], desc->dtype);
   *lse = m + logf(l);
   free(p);
 }

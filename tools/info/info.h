@@ -22,6 +22,8 @@ typedef struct info_options {
   int batch_invariant;  /* --batch-invariant: the descriptors' flag */
   /* --grid: with --profile KEY, the distinct programs of a grid of problems */
   const char *grid;  /* NULL, "full" or "ci" */
+  /* ---- a value head size of its own ---- */
+  size_t head_dim_v;  /* --head-dim-v: desc.head_dim_v (0: head_dim) */
 } info_options;
 
 /** What info_parse found (as bench_parse's values). */

@@ -13,7 +13,7 @@ static const char usage[] =
     "usage: flashcl-info [--head-dim D] [--seqlen N] [--seqlen-k NK] [--heads H]\n"
     "                    [--heads-kv HKV] [--batch B] [--causal] [--dtype f32|f16|bf16]\n"
     "                    [--profile KEY|all] [--shuffle S] [--programs] [--kernel K]\n"
-    "                    [--splits S] [--batch-invariant]\n"
+    "                    [--splits S] [--batch-invariant] [--head-dim-v DV]\n"
     "       flashcl-info --program-text FILE\n"
     "       flashcl-info --profile KEY --grid full|cover|ci\n"
     "\n"
@@ -22,6 +22,9 @@ static const char usage[] =
     "algorithms, per pass, for one shape (default: batch 1, 16 heads, seqlen\n"
     "4096, head_dim 64 and 128).\n"
     "\n"
+    "  --head-dim-v DV  V's and O's head size (default: head_dim): DeepSeek's\n"
+    "                 latent attention decodes at --head-dim 576 --head-dim-v 512\n"
+    "                 (the decode kernel's alone)\n"
     "  --profile KEY  a device described by the library instead of the OpenCL\n"
     "                 devices (no driver needed); 'all' for every profile, 'list'\n"
     "                 for their keys and sources\n"
@@ -75,7 +78,8 @@ int info_parse(int argc, char **argv, info_options *o, char *why, size_t why_len
       size_t *slot;
     } const sizes[] = {{"--batch", &o->batch},       {"--heads", &o->heads},
                        {"--heads-kv", &o->heads_kv}, {"--seqlen", &o->seqlen},
-                       {"--seqlen-k", &o->seqlen_k}, {"--head-dim", &o->head_dim}};
+                       {"--seqlen-k", &o->seqlen_k}, {"--head-dim", &o->head_dim},
+                       {"--head-dim-v", &o->head_dim_v}};
     size_t *slot = NULL;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
       if (!strcmp(a, sizes[k].name)) slot = sizes[k].slot;
@@ -185,6 +189,7 @@ int info_descs(const info_options *o, fcl_attention_desc out[2]) {
     out[k].causal = o->causal;
     out[k].dtype = o->dtype;
     out[k].batch_invariant = o->batch_invariant;
+    out[k].head_dim_v = o->head_dim_v;
   }
   return n;
 }
