@@ -1247,7 +1247,9 @@ FCL_API fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_
  *          parts, an output sharing bytes with another buffer);
  *          FCL_ERROR_INVALID_SHAPE (a size 0 or over INT_MAX, sizes that
  *          overflow, lse_part_stride below one part's LSE);
- *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM);
+ *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM, or over
+ *          four columns a work-item of the merge's work-group: 512 where
+ *          the device takes work-groups of 128, 256 below);
  *          FCL_ERROR_BUFFER_TOO_SMALL; FCL_ERROR_OUT_OF_MEMORY;
  *          FCL_ERROR_BUILD_FAILED; FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc,

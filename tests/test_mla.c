@@ -30,17 +30,23 @@ typedef struct mla_case {
   unsigned splits;  /* 0: the planner's */
   size_t d, dv;     /* V: K's first dv columns where dv <= d, else a buffer of its own */
   unsigned kernel;  /* 0: the planner's (the decode kernel) */
+  unsigned merge;   /* 0: the planner's */
 } mla_case;
 
 static const mla_case cases[] = {
-    {FCL_DTYPE_F16, 16, 0, 0, 576, 512, 0},  {FCL_DTYPE_BF16, 16, 1, 0, 576, 512, 0},
-    {FCL_DTYPE_F32, 16, 0, 3, 576, 512, 0},  {FCL_DTYPE_F16, 128, 1, 4, 576, 512, 0},
-    {FCL_DTYPE_BF16, 128, 0, 1, 576, 512, 0}, {FCL_DTYPE_F32, 128, 1, 0, 576, 512, 0},
+    {FCL_DTYPE_F16, 16, 0, 0, 576, 512, 0, 0},  {FCL_DTYPE_BF16, 16, 1, 0, 576, 512, 0, 0},
+    {FCL_DTYPE_F32, 16, 0, 3, 576, 512, 0, 0},  {FCL_DTYPE_F16, 128, 1, 4, 576, 512, 0, 0},
+    {FCL_DTYPE_BF16, 128, 0, 1, 576, 512, 0, 0}, {FCL_DTYPE_F32, 128, 1, 0, 576, 512, 0, 0},
+    /* the merge in the split launch, and the merge kernel, asked for */
+    {FCL_DTYPE_F16, 16, 1, 5, 576, 512, 0, FCL_SPLIT_MERGE_LAST_SPLIT},
+    {FCL_DTYPE_F32, 128, 0, 6, 576, 512, 0, FCL_SPLIT_MERGE_KERNEL},
+    /* one width of 576, V all of K: an O the merge kernel does not take merges in the launch */
+    {FCL_DTYPE_F16, 16, 0, 3, 576, 576, 0, 0},
     /* the decode kernel on matrix instructions (emulated off NVIDIA): two widths up to 128 */
-    {FCL_DTYPE_F16, 8, 1, 2, 128, 64, FCL_FLASH_KERNEL_DECODE_MMA},
-    {FCL_DTYPE_BF16, 16, 0, 0, 64, 128, FCL_FLASH_KERNEL_DECODE_MMA},
+    {FCL_DTYPE_F16, 8, 1, 2, 128, 64, FCL_FLASH_KERNEL_DECODE_MMA, 0},
+    {FCL_DTYPE_BF16, 16, 0, 0, 64, 128, FCL_FLASH_KERNEL_DECODE_MMA, 0},
     /* and the decode kernel at a wider V than K */
-    {FCL_DTYPE_F32, 4, 0, 2, 64, 96, FCL_FLASH_KERNEL_DECODE},
+    {FCL_DTYPE_F32, 4, 0, 2, 64, 96, FCL_FLASH_KERNEL_DECODE, 0},
 };
 #define N_CASES (sizeof cases / sizeof *cases)
 
@@ -192,7 +198,8 @@ START_TEST(decode_matches_reference) {
   mla_init(&m, ctx, c, (uint64_t)_i);
   if (c->splits || c->kernel) {
     const fcl_plan hint = {.kernel = c->kernel ? c->kernel : FCL_FLASH_KERNEL_DECODE,
-                           .splits = c->splits};
+                           .splits = c->splits,
+                           .merge = c->merge};
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
   }
   outs a = outs_new(&m), b = outs_new(&m);
@@ -204,6 +211,7 @@ START_TEST(decode_matches_reference) {
   ck_assert_uint_eq(info.plan.kernel, c->kernel ? c->kernel : FCL_FLASH_KERNEL_DECODE);
   ck_assert_uint_eq(info.plan.packed_heads, c->heads);
   if (c->splits) ck_assert_uint_eq(info.plan.splits, c->splits);
+  if (c->merge) ck_assert_uint_eq(info.plan.merge, c->merge);
   if (count)
     ck_assert_msg(info.bytes_counted == info.bytes_model, "case %d: counted %llu, model %llu",
                   _i, (unsigned long long)info.bytes_counted,
@@ -228,7 +236,7 @@ END_TEST
 /* V in a buffer of its own (the same values in K's layout): the kernel
  * loads it, the model counts it, the values are those of V read in K. */
 START_TEST(v_of_its_own_gives_the_same_values) {
-  const mla_case c = {FCL_DTYPE_F16, 16, 0, 2, 576, 512, 0};
+  const mla_case c = {FCL_DTYPE_F16, 16, 0, 2, 576, 512, 0, 0};
   fcl_context *ctx = th_context();
   const int count = th_count_io(ctx);
   const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_DECODE, .splits = c.splits};
@@ -259,7 +267,7 @@ END_TEST
 /* head_dim 576 on a prefill family, or the backward: refused with the
  * reason, nothing written. */
 START_TEST(other_families_refuse_and_write_nothing) {
-  const mla_case c = {FCL_DTYPE_F32, 16, 0, 0, 576, 512, 0};
+  const mla_case c = {FCL_DTYPE_F32, 16, 0, 0, 576, 512, 0, 0};
   fcl_context *ctx = th_context();
   mla m;
   mla_init(&m, ctx, &c, 41);
@@ -305,12 +313,42 @@ START_TEST(other_families_refuse_and_write_nothing) {
 }
 END_TEST
 
+/* fcl_merge_states beyond four columns a work-item of its work-group (576
+ * here: 512 at 128): refused with the reason, nothing written. */
+START_TEST(merge_wider_than_its_work_group_is_refused) {
+  fcl_context *ctx = th_context();
+  fcl_merge_desc d;
+  fcl_merge_desc_init(&d, 3, 1, 1, 2, 576);
+  fcl_merge_sizes sz;
+  char why[256];
+  ck_assert_int_eq(fcl_merge_buffer_sizes(&d, &sz, why, sizeof why), FCL_SUCCESS);
+  cl_mem parts = fclu_poisoned_buffer(ctx, sz.o_parts), lse_parts = fclu_poisoned_buffer(ctx, sz.lse_parts),
+         o = fclu_poisoned_buffer(ctx, sz.o), lse = fclu_poisoned_buffer(ctx, sz.lse);
+  ck_assert(parts && lse_parts && o && lse);
+  ck_assert_int_eq(fcl_merge_states(ctx, &d, parts, lse_parts, o, lse, NULL),
+                   FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(fcl_context_last_error(ctx), "head_dim up to") != NULL, "%s",
+                fcl_context_last_error(ctx));
+  float *x = malloc(sz.o);
+  ck_assert(x);
+  ck_assert_int_eq(fclu_download(ctx, o, x, sz.o / 4, FCL_DTYPE_F32), 0);
+  for (size_t i = 0; i < sz.o / 4; ++i) ck_assert(isnan(x[i]));
+  free(x);
+  clReleaseMemObject(parts);
+  clReleaseMemObject(lse_parts);
+  clReleaseMemObject(o);
+  clReleaseMemObject(lse);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mla");
   TCase *tc = th_tcase("mla");
   tcase_add_loop_test(tc, decode_matches_reference, 0, (int)N_CASES);
   tcase_add_test(tc, v_of_its_own_gives_the_same_values);
   tcase_add_test(tc, other_families_refuse_and_write_nothing);
+  tcase_add_test(tc, merge_wider_than_its_work_group_is_refused);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

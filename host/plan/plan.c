@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "rules.h"
 #include "families.h"
+#include "merge.h"
 
 #include <limits.h>
 
@@ -121,9 +122,15 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
  * count or the planner's, then as many as the tiles of split_keys need. The
  * decode kernels' target is their own (DECODE_WGS_PER_CU), a power of two
  * that reproduces the counts measured best. */
-static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          const fcl_plan *hint, fcl_plan *plan) {
+static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
+                          const fcl_attention_desc *desc, const fcl_plan *hint, fcl_plan *plan) {
   plan->split_keys = 0;
+  /* an O wider than the merge kernel takes (beyond 512: head_dim_v) is not
+   * split unless asked (choose_merge says why a kernel merge cannot) */
+  if (!fcl__merge_takes(limits, sh->head_dim_v) && !(hint && hint->splits)) {
+    plan->splits = 1;
+    return;
+  }
   if (desc->batch_invariant && !(hint && hint->splits)) {
     /* Batch-invariant: splits of a fixed size, whole tiles (block_k is a
      * power of two up to 128), doubled only past FCL_MAX_SPLITS of them;
@@ -169,9 +176,9 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
  * NVIDIA's driver and CPUs (PoCL; their decode kernels are asked for, never
  * planned). */
 #define MERGE_IN_LAUNCH_BYTES_PER_CU ((size_t)256 << 10)
-static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                               const fcl_plan *hint, fcl_plan *plan, char *why,
-                               size_t why_len) {
+static fcl_status choose_merge(const fcl_device_limits *limits, const fcl__shape *sh,
+                               const fcl_attention_desc *desc, const fcl_plan *hint,
+                               fcl_plan *plan, char *why, size_t why_len) {
   plan->merge = FCL_SPLIT_MERGE_AUTO;
   if (plan->splits <= 1) return FCL_SUCCESS;
   const int decode = fcl__decode_kernel_family(plan->kernel);
@@ -198,10 +205,18 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
                           (double)fcl_dtype_size(desc->dtype);
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const int short_call = kv_bytes <= (double)cus * (double)MERGE_IN_LAUNCH_BYTES_PER_CU;
+  const int kernel_takes = fcl__merge_takes(limits, sh->head_dim_v);
+  FCL_WHY_IF(!kernel_takes && (wanted == FCL_SPLIT_MERGE_KERNEL || !fits),
+             FCL_ERROR_UNSUPPORTED,
+             "%u splits of head_dim_v %zu: the merge kernel takes up to %u on this device; "
+             "the merge in the split launch (decode kernels, as many splits as a row's "
+             "local state holds) takes wider",
+             plan->splits, sh->head_dim_v,
+             4 * fcl__merge_layout_of(limits, sh->head_dim_v, 1).wg_size);
   const int proven = limits->nvidia_ptx || !limits->is_gpu;
   plan->merge = wanted ? wanted
-                : fits && proven && short_call ? FCL_SPLIT_MERGE_LAST_SPLIT
-                                               : FCL_SPLIT_MERGE_KERNEL;
+                : fits && ((proven && short_call) || !kernel_takes) ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                                                    : FCL_SPLIT_MERGE_KERNEL;
   return FCL_SUCCESS;
 }
 
@@ -336,8 +351,8 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   }
   FCL_FORWARD_IF(family->plan(limits, sh, &packed_desc, hint, &plan, why, why_len));
   FCL_FORWARD_IF(check_pages_fit(sh, &plan, why, why_len));
-  choose_splits(limits, &packed_desc, hint, &plan);
-  FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
+  choose_splits(limits, sh, &packed_desc, hint, &plan);
+  FCL_FORWARD_IF(choose_merge(limits, sh, &packed_desc, hint, &plan, why, why_len));
   plan.packed_heads = packed;
   *out = plan;
   return FCL_SUCCESS;
