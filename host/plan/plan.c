@@ -309,6 +309,8 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   const int backward = pass == FCL_PASS_BACKWARD;
   /* Two widths, or one past the tiles': the decode forward's alone. */
   const int decode_only = fcl__decode_only(sh);
+  FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
+             "the decode kernels are forwards; the backward runs SIMT, MMA or CPU");
   const int mma = !decode_only && mma_chosen(limits, sh, hint);
   FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,
