@@ -225,7 +225,7 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
     const float inv_ = FCL_ROW_OUT(p, top_, sum_, sink_);              \
     const size_t at_ =                                                          \
         (size_t)SLOT_TOKEN(slot_) * p.o.seq + (size_t)SLOT_HEAD(slot_) * p.o.head; \
-    if (c_ < p.head_dim) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);            \
+    if (c_ < p.head_dim_v) DECODE_STORE4(o_rows + at_ + c_, x_ * inv_);          \
     if (FCL_STORES_LSE(lse) && c_ == 0)                                         \
       STORE_F32(lse, qb.lse + (size_t)SLOT_HEAD(slot_) * p.lse_head + SLOT_TOKEN(slot_), \
                 fcl_row_lse(top_, p.lse_factor, sum_, sink_));                  \
@@ -329,7 +329,7 @@ inline void fcl_merge_block_splits(const fcl_params p, const fcl_query_block qb,
   float4 x[MERGE_LOADS];
   {
     const int r = tid / quads, c = (tid - r * quads) * 4, slot = qb.q0 + r;
-    if (r < rows && slot < slots && c < p.head_dim) {
+    if (r < rows && slot < slots && c < p.head_dim_v) {
       const size_t at = (size_t)SLOT_TOKEN(slot) * p.o.seq + (size_t)SLOT_HEAD(slot) * p.o.head + c;
 UNROLL
       for (int j = 0; j < MERGE_LOADS; ++j)
@@ -346,7 +346,7 @@ UNROLL
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int i = tid; i < rows * quads; i += wg_size) {
     const int r = i / quads, c = (i - r * quads) * 4, slot = qb.q0 + r;
-    if (slot >= slots || c >= p.head_dim) continue;
+    if (slot >= slots || c >= p.head_dim_v) continue;
     __local const float *row_lse = stage + r * splits;
     float m = -INFINITY, sum = 0.0f;
     int bad = 0;  // a NaN or +inf LSE

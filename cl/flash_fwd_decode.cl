@@ -21,6 +21,14 @@
  *
  * Split (SPLIT_KV), the block's last split may merge the splits in this
  * launch (MERGE_LAST_SPLIT, blocks.cl), in the local state.
+ *
+ * V and O have p.head_dim_v columns (fcl_attention_desc.head_dim_v), in
+ * the same lane slices as q and K (columns past it are 0 and not stored).
+ * V_IN_K = 1: V is a view of K's first head_dim_v columns (DeepSeek's
+ * latent attention, 576 and 512), so a tile's K registers are its V and
+ * each key row is read once. Beyond HEAD_DIM_MAX 256 (FCL_DECODE_Q_IN_LOCAL)
+ * q is read from local memory at each use instead of being kept in
+ * registers beside the accumulator.
  */
 
 #ifndef HEAD_DIM_MAX
@@ -38,6 +46,10 @@
 #ifndef KEY_LANES
 #define KEY_LANES 16        // work-items sharing one key
 #endif
+#ifndef V_IN_K
+#define V_IN_K 0            // 1: V is K's first head_dim_v columns (host: flash.c)
+#endif
+#define Q_IN_LOCAL FCL_DECODE_Q_IN_LOCAL(HEAD_DIM_MAX)
 
 #define ELEMS (HEAD_DIM_MAX / KEY_LANES)      // of head_dim per work-item
 #define ELEMS4 (ELEMS / 4)
@@ -55,16 +67,16 @@
 
 /* This key group's rows of a tile of K or V from key k0: keys
  * k0 + u KEY_GROUPS + group (adjacent groups on adjacent keys), this
- * lane's ELEMS columns; keys past nk and columns past head_dim are 0.
+ * lane's ELEMS columns; keys past nk and columns past width are 0.
  * Paged, each key's page is looked up (KEY_ROW): a tile may span pages. */
-#define LOAD_KEY_GROUP(x, rows, tensor, view, stride, k0)                      \
+#define LOAD_KEY_GROUP(x, rows, tensor, view, stride, k0, width)               \
   do {                                                                         \
     UNROLL for (int u_ = 0; u_ < KEYS_PER_GROUP; ++u_) {                       \
       const int key_ = (k0) + u_ * KEY_GROUPS + group;                         \
       __global const kv_t *row_ = KEY_ROW(rows, tensor, view, stride, key_);   \
       UNROLL for (int e_ = 0; e_ < ELEMS4; ++e_) {                             \
         (x)[u_][e_] = (float4)(0.0f);                                          \
-        if (key_ < nk && col + 4 * e_ < head_dim)                              \
+        if (key_ < nk && col + 4 * e_ < (width))                               \
           (x)[u_][e_] = KV_LOAD4(row_, col + 4 * e_);                          \
       }                                                                        \
     }                                                                          \
@@ -72,9 +84,16 @@
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
+#if Q_IN_LOCAL
+  /* q while the keys go by, then the key groups' states in its place */
+  __local float4 q_and_states[FCL_DECODE_Q_AND_STATES_FLOATS(HEAD_DIM_MAX, BLOCK_Q, WG_SIZE, KEY_LANES) / 4];
+  __local float4 *q_local = q_and_states;
+  __local float *state = (__local float *)q_and_states;
+#else
   __local float4 q_local[BLOCK_Q * HD4];
   /* the key groups' states: m, l, then the accumulator, per row */
   __local float state[KEY_GROUPS * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX)];
+#endif
 #if !SUM_BY_SHUFFLE
   __local float part[WG_SIZE * KEYS_PER_GROUP * BLOCK_Q];  // [group][key][row][lane]
 #endif
@@ -82,6 +101,7 @@ void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0), lane = tid % KEY_LANES, group = tid / KEY_LANES;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int head_dim_v = p.head_dim_v;
   const int slots = nq * PACK_GQA;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
@@ -101,7 +121,13 @@ void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
   barrier(CLK_LOCAL_MEM_FENCE);
 
   int row[BLOCK_Q], key_lo[BLOCK_Q], key_hi[BLOCK_Q];
-  float4 qr[BLOCK_Q][ELEMS4], acc[BLOCK_Q][ELEMS4];
+  float4 acc[BLOCK_Q][ELEMS4];
+#if Q_IN_LOCAL
+#define QR(r, e) q_local[(r) * HD4 + lane * ELEMS4 + (e)]
+#else
+  float4 qr[BLOCK_Q][ELEMS4];
+#define QR(r, e) qr[r][e]
+#endif
   float m[BLOCK_Q], l[BLOCK_Q];
 UNROLL
   for (int r = 0; r < BLOCK_Q; ++r) {
@@ -111,7 +137,9 @@ UNROLL
     l[r] = 0.0f;
 UNROLL
     for (int e = 0; e < ELEMS4; ++e) {
+#if !Q_IN_LOCAL
       qr[r][e] = q_local[r * HD4 + lane * ELEMS4 + e];
+#endif
       acc[r][e] = (float4)(0.0f);
     }
   }
@@ -122,11 +150,19 @@ UNROLL
    * K of the first tile here, then in each tile V before the scores and
    * the next tile's K before the softmax. */
   float4 kx[KEYS_PER_GROUP][ELEMS4];
-  if (first_tile < end_tile) LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, first_tile * BLOCK_K);
+  if (first_tile < end_tile)
+    LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, first_tile * BLOCK_K, head_dim);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     float4 vx[KEYS_PER_GROUP][ELEMS4];
-    LOAD_KEY_GROUP(vx, v_rows, v, p.v, v_stride, k0);
+#if V_IN_K
+UNROLL
+    for (int u = 0; u < KEYS_PER_GROUP; ++u)
+UNROLL
+      for (int e = 0; e < ELEMS4; ++e) vx[u][e] = kx[u][e];  // (columns past head_dim_v unused)
+#else
+    LOAD_KEY_GROUP(vx, v_rows, v, p.v, v_stride, k0, head_dim_v);
+#endif
     /* ---- scores: this lane's part of q . k, summed over the group ---- */
     float s[KEYS_PER_GROUP][BLOCK_Q];
 UNROLL
@@ -135,7 +171,7 @@ UNROLL
       for (int r = 0; r < BLOCK_Q; ++r) {
         float4 d = (float4)(0.0f);
 UNROLL
-        for (int e = 0; e < ELEMS4; ++e) d = fma(qr[r][e], kx[u][e], d);
+        for (int e = 0; e < ELEMS4; ++e) d = fma(QR(r, e), kx[u][e], d);
         s[u][r] = (d.x + d.y) + (d.z + d.w);
       }
 #if SUM_BY_SHUFFLE
@@ -164,7 +200,8 @@ UNROLL
     barrier(CLK_LOCAL_MEM_FENCE);  // the next tile's partial sums overwrite these
 #endif
 
-    if (tile + 1 < end_tile) LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, k0 + BLOCK_K);
+    if (tile + 1 < end_tile)
+      LOAD_KEY_GROUP(kx, k_rows, k, p.k, k_stride, k0 + BLOCK_K, head_dim);
 
     /* ---- online softmax per row, over this group's keys ---- */
     const int masked = k0 < qb.full_lo || k0 + BLOCK_K > qb.full_hi;  // uniform over the group
@@ -197,6 +234,9 @@ UNROLL
   }
 
   /* ---- the key groups' states to local memory, merged, O and LSE stored ---- */
+#if Q_IN_LOCAL
+  barrier(CLK_LOCAL_MEM_FENCE);  // every group is done with q, whose place the states take
+#endif
   __local float *mine = state + group * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);
 UNROLL
   for (int r = 0; r < BLOCK_Q; ++r) {

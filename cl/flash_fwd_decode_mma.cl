@@ -97,7 +97,8 @@
   } while (0)
 
 /* Lane (g, t)'s V of the warp's step from key kw: keys 2 t, 2 t + 1,
- * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3. */
+ * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3;
+ * columns past head_dim_v are 0. */
 #define LOAD_V_STEP(vx, kw)                                                          \
   do {                                                                               \
     __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
@@ -106,7 +107,7 @@
       __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && KV_COLUMN_IN(32 * i_ + 4 * g, head_dim))                    \
+        if (key_ < nk && KV_COLUMN_IN(32 * i_ + 4 * g, head_dim_v))                  \
           (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g, v_aligned4);                  \
       }                                                                              \
     }                                                                                \
@@ -127,6 +128,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int head_dim_v = p.head_dim_v;  // V's and O's columns (HEAD_DIM_MAX: the wider)
   const int slots = nq * PACK_GQA;
   __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
   __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;

@@ -19,7 +19,7 @@
  */
 
 #ifndef HEAD_DIM_MAX
-#define HEAD_DIM_MAX 64     // a power of two from 16 to 256; head_dim <= it
+#define HEAD_DIM_MAX 64     // a power of two from 16 to 512; head_dim <= it
 #endif
 #ifndef WG_SIZE
 #define WG_SIZE 64

@@ -141,13 +141,25 @@
 #define FCL_DECODE_VALID(hd, block_k, wg, lanes)                                   \
   ((hd) % (lanes) == 0 && ((hd) / (lanes)) % 4 == 0 && (wg) % (lanes) == 0 &&     \
    (block_k) % FCL_DECODE_KEY_GROUPS(wg, lanes) == 0 && ((lanes) & ((lanes) - 1)) == 0)
+/* Whether q is read from local memory at each use (beyond 256 columns:
+ * DeepSeek's 576), not kept in registers beside the accumulator. */
+#define FCL_DECODE_Q_IN_LOCAL(hd) ((hd) > 256)
 /* A key group's row state: the accumulator, then m and l. */
 #define FCL_DECODE_STATE_FLOATS(hd) ((hd) + 2)
+/* Each key group's states in floats; where q is read from local memory
+ * (FCL_DECODE_Q_IN_LOCAL) they take its place once the keys are done. */
+#define FCL_DECODE_STATES_FLOATS(hd, rows, wg, lanes) \
+  (FCL_DECODE_KEY_GROUPS(wg, lanes) * (rows) * FCL_DECODE_STATE_FLOATS(hd))
+#define FCL_DECODE_Q_AND_STATES_FLOATS(hd, rows, wg, lanes)                         \
+  (FCL_DECODE_Q_IN_LOCAL(hd)                                                        \
+       ? ((rows) * (hd) > FCL_DECODE_STATES_FLOATS(hd, rows, wg, lanes)             \
+              ? (rows) * (hd)                                                       \
+              : (FCL_DECODE_STATES_FLOATS(hd, rows, wg, lanes) + 3) / 4 * 4)        \
+       : (rows) * (hd) + FCL_DECODE_STATES_FLOATS(hd, rows, wg, lanes))
 /* Q in floats, each key group's states, and without shuffles the lanes'
  * partial dot products. */
 #define FCL_DECODE_LOCAL_BYTES(hd, rows, block_k, wg, lanes, sums_by_shuffle)       \
-  (4 * ((rows) * (hd) +                                                             \
-        FCL_DECODE_KEY_GROUPS(wg, lanes) * (rows) * FCL_DECODE_STATE_FLOATS(hd) +  \
+  (4 * (FCL_DECODE_Q_AND_STATES_FLOATS(hd, rows, wg, lanes) +                      \
         ((sums_by_shuffle) ? 0 : (wg) * FCL_DECODE_KEYS_PER_GROUP(block_k, wg, lanes) * (rows))))
 
 /* ---- DECODE_MMA: flash_fwd_decode_mma.cl -----------------------------------

@@ -506,9 +506,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(st2 == st);
   if (st == FCL_SUCCESS) {
     CHECK(desc_st == FCL_SUCCESS);
-    /* a value width of its own: the SIMT and CPU kernels, unsplit, V's
-     * bucket their HEAD_DIM_V_MAX where it is not head_dim's */
-    if (shape.head_dim_v != shape.desc.head_dim) {
+    /* a value width of its own: the SIMT and CPU kernels, unsplit and
+     * unpaged, V's bucket their HEAD_DIM_V_MAX (a prefill, or any call on
+     * a CPU), or a decode kernel's forward; widths past the tiles' the
+     * decode kernel's forward alone */
+    if (shape.desc.head_dim > FCL_MAX_TILED_HEAD_DIM || shape.head_dim_v > FCL_MAX_TILED_HEAD_DIM)
+      CHECK(plan.kernel == FCL_FLASH_KERNEL_DECODE && pass == FCL_PASS_FORWARD);
+    if (fcl__decode_kernel_family(plan.kernel)) {
+      CHECK(pass == FCL_PASS_FORWARD && plan.head_dim_padded >= shape.head_dim_v);
+    } else if (shape.head_dim_v != shape.desc.head_dim) {
       CHECK(plan.kernel == FCL_FLASH_KERNEL_SIMT || plan.kernel == FCL_FLASH_KERNEL_CPU);
       CHECK(plan.splits == 1 && !shape.paged);
       CHECK(fcl__plan_head_dim_v(&plan) >= shape.head_dim_v);

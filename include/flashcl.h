@@ -616,14 +616,19 @@ typedef struct fcl_attention_desc {
   /* ---- a value head size of its own ---- */
   /** Columns of V, O, dO and dV (and of their layouts' rows): 1 ..
    *  FCL_MAX_HEAD_DIM; 0 (default): head_dim. Q, K, dQ and dK keep
-   *  head_dim. DeepSeek's latent attention prefills at (192, 128).
-   *  FCL_ALGO_NAIVE takes any width, forward and backward; so does
-   *  FCL_ALGO_FLASH on the SIMT and CPU kernels (the planner's choice for
-   *  such a call), unsplit, from contiguous K and V. The MMA and decode
-   *  kernels (a tiling hint naming them, or splits > 1), a paged cache,
-   *  fcl_kv_cache_append and a quantized cache (kv_dtype) take head_dim_v
-   *  equal to head_dim, and refuse another with FCL_ERROR_UNSUPPORTED,
-   *  writing nothing. */
+   *  head_dim. DeepSeek's latent attention prefills at (192, 128) and
+   *  decodes at (576, 512), with V a view of K's first 512 columns (the
+   *  same buffer and layout as k: the decode kernel then reads each key
+   *  row once). FCL_ALGO_NAIVE takes any width, forward and backward. Of
+   *  the flash kernels: widths over FCL_MAX_TILED_HEAD_DIM run on the decode
+   *  kernel (FCL_FLASH_KERNEL_DECODE, forward; on every device); two widths
+   *  within it on the SIMT and CPU kernels (the planner's choice for a
+   *  prefill, and for every call on a CPU), forward and backward, unsplit,
+   *  from contiguous K and V, and on the decode kernels' forward (the
+   *  planner's choice for a decode-shaped call on a GPU, paged and split
+   *  too). The MMA kernels, fcl_kv_cache_append and a quantized cache
+   *  (kv_dtype) take head_dim_v equal to head_dim, and refuse another with
+   *  FCL_ERROR_UNSUPPORTED, writing nothing. */
   size_t head_dim_v;
 } fcl_attention_desc;
 
@@ -656,9 +661,18 @@ typedef struct fcl_attention_desc {
  *  function that takes a descriptor, whatever the algorithm. */
 #define FCL_MAX_SCALE 2.35865744e+38f
 
-/** The largest head_dim any algorithm accepts. Devices with little local
- *  memory may support less (FCL_ERROR_UNSUPPORTED says how much). */
-#define FCL_MAX_HEAD_DIM 256
+/** The largest head_dim (and head_dim_v) any algorithm accepts: DeepSeek's
+ *  latent attention decodes at (576, 512). FCL_ALGO_NAIVE and the decode
+ *  kernel (FCL_FLASH_KERNEL_DECODE) take up to it; the other flash kernels
+ *  up to FCL_MAX_TILED_HEAD_DIM. Devices with little local memory may
+ *  support less (FCL_ERROR_UNSUPPORTED says how much). */
+#define FCL_MAX_HEAD_DIM 576
+
+/** The largest head_dim (and head_dim_v) of the flash kernels that keep
+ *  tiles of K and V rows or a whole row per work-item (SIMT, MMA, the
+ *  decode kernel on matrix instructions, CPU, and every backward): a wider
+ *  one is refused by their planners with FCL_ERROR_UNSUPPORTED. */
+#define FCL_MAX_TILED_HEAD_DIM 256
 
 /** Fills `desc` with the given shape and the defaults: struct_size, f32
  *  storage, no mask (windows -1), no softcap or ALiBi, not ragged, packed
@@ -721,7 +735,11 @@ typedef enum fcl_pass {
  *  one work-item a work-group, 16 rows a vector, the rows a block keeps
  *  transposed so that no tile is. The planner takes it on CPU devices
  *  (the forward from 16 rows that do not pack heads; decode keeps SIMT);
- *  elsewhere a hint runs it. */
+ *  elsewhere a hint runs it. A head_dim_v of its own, or head_dim beyond
+ *  FCL_MAX_TILED_HEAD_DIM (DeepSeek's 576 and 512), runs on DECODE alone,
+ *  forward, on any device and in blocks of up to 8 rows (4 beyond 256)
+ *  however many rows (DECODE_MMA: two widths up to 128); the others
+ *  refuse it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,
@@ -1243,7 +1261,9 @@ FCL_API fcl_status fcl_merge_buffer_sizes(const fcl_merge_desc *desc, fcl_merge_
  *          parts, an output sharing bytes with another buffer);
  *          FCL_ERROR_INVALID_SHAPE (a size 0 or over INT_MAX, sizes that
  *          overflow, lse_part_stride below one part's LSE);
- *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM);
+ *          FCL_ERROR_UNSUPPORTED (head_dim over FCL_MAX_HEAD_DIM, or over
+ *          four columns a work-item of the merge's work-group: 512 where
+ *          the device takes work-groups of 128, 256 below);
  *          FCL_ERROR_BUFFER_TOO_SMALL; FCL_ERROR_OUT_OF_MEMORY;
  *          FCL_ERROR_BUILD_FAILED; FCL_ERROR_OPENCL. */
 FCL_API fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc,

@@ -91,6 +91,9 @@ for dtype in 0 1 2; do
         for last in 0 1; do
           check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
             -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DBLOCK_K=32 -DWG_SIZE=128 -DKEY_LANES=16
+          # DeepSeek's latent attention (576, 512): q in local memory, V in K's rows
+          check flash_fwd_decode.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
+            -DHEAD_DIM_MAX=640 -DBLOCK_Q=4 -DBLOCK_K=4 -DWG_SIZE=128 -DKEY_LANES=32 -DV_IN_K=1
           if [ "$dtype" -ne 0 ]; then
             check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_Q=4

@@ -32,7 +32,7 @@ shape=(--batch 1 --heads 2 --seqlen 16 --head-dim 16)
 expect 0 "flash" "$bench" "${run[@]}" "${shape[@]}"
 expect 0 "Exit status" "$bench" --help
 # every run unsupported: 3, and the library's reason
-expect 3 "exceeds FCL_MAX_HEAD_DIM" "$bench" "${run[@]}" --head-dim 300 --seqlen 64
+expect 3 "exceeds FCL_MAX_HEAD_DIM" "$bench" "${run[@]}" --head-dim 600 --seqlen 64
 # out of memory: 1, with the message whole (it ends with the scratch limit)
 expect 1 "the scratch limit" "$bench" "${run[@]}" --seqlen 200000 --algo naive
 # sizes the library refuses, before the bench allocates anything
@@ -42,7 +42,7 @@ start=$(date +%s)
 expect 1 "largest allocation" "$bench" "${run[@]}" --seqlen 540000000 --seqlen-k 1 --head-dim 1
 [ $(($(date +%s) - start)) -lt 30 ] || fail "a shape too large for the device took over 30 s to refuse"
 # the sweep goes on past a failing shape: one result per algorithm, all there
-expect 3 "naive" "$bench" "${run[@]}" --head-dim 300 --seqlen 64 --causal both
+expect 3 "naive" "$bench" "${run[@]}" --head-dim 600 --seqlen 64 --causal both
 [ "$(grep -c 'FCL_ERROR_UNSUPPORTED' "$tmp/out.txt")" -eq 4 ] || fail "--causal both: not 4 results"
 # --batch-invariant both: each shape without, then with the mode
 expect 0 "inv" "$bench" "${run[@]}" --algo flash --batch 2 --heads 2 --seqlen 1 --seqlen-k 700 \
@@ -73,15 +73,23 @@ expect 2 "--kv-dtype is for --pass fwd" "$bench" "${run[@]}" "${shape[@]}" --kv-
   --pass bwd
 expect 3 "is not a multiple of 32" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype int8
 expect 0 "f32+fp8e4m3" "$bench" "${run[@]}" "${shape[@]}" --kv-dtype as-dtype,fp8e4m3 --check
-# a value head size of its own: the naive algorithm and the flash SIMT and
-# CPU kernels run it, checked; the MMA kernels refuse with the library's
-# reason (exit 3); not with packed QKV
+# a value head size of its own: the naive algorithm and the flash kernels
+# run it, checked (which flash family depends on the shape and the device:
+# SIMT or CPU for a prefill, a decode kernel for a decode step on a GPU);
+# the MMA kernels refuse with the library's reason (exit 3); not with
+# packed QKV
 expect 0 "naive" "$bench" "${run[@]}" --seqlen 40 --head-dim 80 --head-dim-v 48 --algo naive \
   --pass fwdbwd
 expect 0 "flash" "$bench" "${run[@]}" --seqlen 40 --head-dim 80 --head-dim-v 48 --algo flash \
   --pass fwdbwd --check
+expect 0 "flash" "$bench" "${run[@]}" --seqlen 1 --seqlen-k 60 --head-dim 80 --head-dim-v 48 \
+  --algo flash --check
 expect 3 "head_dim_v = 48 with head_dim = 80: the mma kernels" "$bench" "${run[@]}" --seqlen 40 \
   --head-dim 80 --head-dim-v 48 --algo flash --kernel mma
+# DeepSeek's latent attention decode: V a view of K, its bytes counted once
+expect 0 "=model" "$bench" "${run[@]}" --mla --heads 16 --seqlen 1 --seqlen-k 200 --dtype f16 \
+  --algo flash --check --count-io
+expect 2 "--mla takes --layout bshd" "$bench" "${run[@]}" --mla --layout bhsd
 expect 2 "--head-dim-v and --layout qkv" "$bench" "${run[@]}" "${shape[@]}" --head-dim-v 32 \
   --layout qkv
 # --causal takes the window's right bound to 0

@@ -191,7 +191,7 @@ START_TEST(forward_rejects_bad_arguments) {
       {"seqlen_k", &f.desc.seqlen_k, 0, FCL_ERROR_INVALID_SHAPE, "seqlen_k"},
       {"head_dim", &f.desc.head_dim, 0, FCL_ERROR_INVALID_SHAPE, "head_dim"},
       {"heads_kv", &f.desc.heads_kv, 3, FCL_ERROR_INVALID_SHAPE, "not a multiple"},
-      {"head_dim", &f.desc.head_dim, 257, FCL_ERROR_UNSUPPORTED, "head_dim"},
+      {"head_dim", &f.desc.head_dim, FCL_MAX_HEAD_DIM + 1, FCL_ERROR_UNSUPPORTED, "head_dim"},
       {"seqlen_q", &f.desc.seqlen_q, (size_t)1 << 40, FCL_ERROR_INVALID_SHAPE, "seqlen_q"},
       {"batch", &f.desc.batch, (size_t)1 << 30, FCL_ERROR_INVALID_SHAPE, "overflow"},
       {"seqlen_k", &f.desc.seqlen_k, 7, FCL_ERROR_BUFFER_TOO_SMALL, "buffer k"},
@@ -513,8 +513,8 @@ START_TEST(planner_misuse) {
        FCL_ERROR_INVALID_ARGUMENT, "dtype"},
       {"causal", made_desc(1, 4, 2, 100, 100, 64, FCL_DTYPE_F32, 5, 0.125f), FCL_PASS_FORWARD,
        FCL_ERROR_INVALID_ARGUMENT, "causal"},
-      {"head_dim", made_desc(1, 4, 2, 100, 100, 257, FCL_DTYPE_F32, 0, 0.125f), FCL_PASS_FORWARD,
-       FCL_ERROR_UNSUPPORTED, "head_dim = 257"},
+      {"head_dim", made_desc(1, 4, 2, 100, 100, 577, FCL_DTYPE_F32, 0, 0.125f), FCL_PASS_FORWARD,
+       FCL_ERROR_UNSUPPORTED, "head_dim = 577"},
       {"overflow",
        made_desc((size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, (size_t)1 << 20, 1, 64,
         FCL_DTYPE_F32, 0, 0.125f),
@@ -848,7 +848,7 @@ START_TEST(buffer_sizes_follow_the_descriptor) {
              {&d.batch, (size_t)INT_MAX + 1, FCL_ERROR_INVALID_SHAPE, "exceeds"},
              {&d.seqlen_q, (size_t)1 << 31, FCL_ERROR_INVALID_SHAPE, "seqlen_q"},
              {&d.heads_kv, 3, FCL_ERROR_INVALID_SHAPE, "not a multiple"},
-             {&d.head_dim, 257, FCL_ERROR_UNSUPPORTED, "FCL_MAX_HEAD_DIM"}};
+             {&d.head_dim, FCL_MAX_HEAD_DIM + 1, FCL_ERROR_UNSUPPORTED, "FCL_MAX_HEAD_DIM"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
     fcl_attention_desc saved = d;
     *bad[i].slot = bad[i].value;

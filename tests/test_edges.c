@@ -524,7 +524,7 @@ START_TEST(head_dim_256_on_the_smallest_local_memory_that_fits) {
   fcl_device_info info;
   ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
   fcl_attention_desc desc;
-  fcl_attention_desc_init(&desc, 1, 2, 1, 70, 90, FCL_MAX_HEAD_DIM);
+  fcl_attention_desc_init(&desc, 1, 2, 1, 70, 90, FCL_MAX_TILED_HEAD_DIM);
   desc.causal = 1;
   /* The planner on this device, with less and less local memory; its SIMT
    * kernels (a CPU's own take no local memory). */

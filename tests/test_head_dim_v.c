@@ -6,8 +6,11 @@
  * against it too, held to twice the naive algorithm's error, in f32, f16
  * and bf16, causal or not, GQA (packed or not), ragged, with bit-identical
  * reruns and counted bytes equal to the I/O model; the other families'
- * refusal with nothing written; bad widths and buffers sized at head_dim
- * instead of head_dim_v.
+ * refusal with nothing written; the planner's family by shape and device
+ * (a prefill on SIMT or CPU, a decode step on a GPU's decode kernel, on a
+ * CPU's CPU kernels, widths past the tiles' on the decode kernel
+ * everywhere: tests/test_mla.c tests it); bad widths and buffers sized at
+ * head_dim instead of head_dim_v.
  */
 #include "harness.h"
 #include "views.h"
@@ -432,11 +435,12 @@ END_TEST
  * refused call writes nothing. */
 START_TEST(flash_plans_and_refusals) {
   fcl_attention_desc desc = desc_of(192, 128, 1);
-  char why[256];
+  char why[320];
   size_t n = 0;
   const fcl_device_profile *profiles = fcl_device_profiles(&n);
-  static const unsigned one_width[] = {FCL_FLASH_KERNEL_MMA, FCL_FLASH_KERNEL_DECODE,
-                                       FCL_FLASH_KERNEL_DECODE_MMA};
+  static const unsigned one_width[] = {FCL_FLASH_KERNEL_MMA};
+  fcl_attention_desc step = desc;
+  step.seqlen_q = 1;
   for (size_t p = 0; p < n; ++p)
     for (int pass = 0; pass < 2; ++pass) {
       const fcl_device_limits *lim = &profiles[p].info.limits;
@@ -449,7 +453,6 @@ START_TEST(flash_plans_and_refusals) {
       ck_assert_uint_eq(plan.splits, 1);
       ck_assert_uint_eq(plan.head_dim_v_padded, 128);
       for (size_t k = 0; k < sizeof one_width / sizeof *one_width; ++k) {
-        if (pass && k > 0) break;  /* the decode kernels are forwards */
         const fcl_plan hint = {.kernel = one_width[k]};
         memset(&plan, 0x5a, sizeof plan);
         const fcl_plan before = plan;
@@ -459,6 +462,14 @@ START_TEST(flash_plans_and_refusals) {
         ck_assert_msg(strstr(why, "head_dim_v") != NULL, "the reason: %s", why);
         ck_assert(memcmp(&plan, &before, sizeof plan) == 0);
       }
+      if (pass) continue;
+      /* a decode step (2 packed rows): the decode kernel, as at one width
+       * (the one on matrix instructions keeps head_dim up to 128) */
+      st = fcl_plan_flash(lim, &step, fp, &plan, why, sizeof why);
+      ck_assert_msg(st == FCL_SUCCESS, "%s, decode step: %s", profiles[p].key, why);
+      ck_assert_msg(plan.kernel == FCL_FLASH_KERNEL_DECODE, "%s, decode step: %s",
+                    profiles[p].key, fcl_flash_kernel_name(plan.kernel));
+      ck_assert_uint_ge(plan.head_dim_padded, 192);
     }
   const fcl_device_limits *lim = &profiles[0].info.limits;
   const fcl_plan split = {.kernel = FCL_FLASH_KERNEL_SIMT, .splits = 2};
@@ -477,6 +488,21 @@ START_TEST(flash_plans_and_refusals) {
     ck_assert_msg(strstr(why, "head_dim_v") != NULL, "the reason: %s", why);
 
   fcl_context *ctx = th_context();
+  /* on this device: a decode step on the CPU kernels on a CPU (every
+   * forward there), the decode kernel on a GPU; widths past the tiles' on
+   * the decode kernel everywhere (the CPU kernels keep at most 256) */
+  fcl_device_info info;
+  ck_assert_int_eq(fcl_context_device(ctx, &info), FCL_SUCCESS);
+  ck_assert_int_eq(fcl_plan_flash(&info.limits, &step, FCL_PASS_FORWARD, &plan, why, sizeof why),
+                   FCL_SUCCESS);
+  ck_assert_uint_eq(plan.kernel,
+                    info.limits.is_gpu ? FCL_FLASH_KERNEL_DECODE : FCL_FLASH_KERNEL_CPU);
+  fcl_attention_desc wide = step;
+  wide.head_dim = 576;
+  wide.head_dim_v = 512;
+  ck_assert_msg(fcl_plan_flash(&info.limits, &wide, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                    FCL_SUCCESS, "%s", why);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE);
   const fcl_plan mma = {.kernel = FCL_FLASH_KERNEL_MMA};
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &mma), FCL_SUCCESS);
   inputs in;

@@ -202,6 +202,7 @@ static const mcase cases[] = {
     {1, 2, 3, 2, 64, 0.2},  {2, 1, 5, 3, 128, 0.3}, {7, 2, 4, 2, 1, 0.3},
     {64, 1, 3, 2, 96, 0.5}, {33, 1, 2, 1, 256, 0.1}, {5, 3, 7, 1, 5, 0.0},
     {3, 1, 1, 4, 16, 0.9},  {150, 1, 2, 2, 8, 0.4},  // lane groups over two chunks of parts
+    {9, 1, 2, 3, 512, 0.2}, {4, 2, 1, 2, 500, 0.1},  // DeepSeek's value width: a work-group a row
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

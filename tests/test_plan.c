@@ -147,7 +147,7 @@ START_TEST(plans_fit_every_made_up_device) {
   for (size_t li = 0; li < 5; ++li)
     for (size_t wi = 0; wi < 2; ++wi)
       for (int ptx = 0; ptx < 2; ++ptx)
-        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+        for (size_t d = 1; d <= FCL_MAX_TILED_HEAD_DIM; ++d)
           for (size_t si = 0; si < 3; ++si)
           for (size_t ti = 0; ti < 3; ++ti) {
             fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
@@ -239,7 +239,7 @@ START_TEST(a_device_too_small_is_unsupported_with_a_reason) {
   /* Arguments */
   ck_assert_int_eq(fcl_plan_flash(NULL, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
                    FCL_ERROR_INVALID_ARGUMENT);
-  desc.head_dim = 300;
+  desc.head_dim = FCL_MAX_HEAD_DIM + 1;
   ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why),
                    FCL_ERROR_UNSUPPORTED);
   lim.max_work_group_size = 0;
@@ -278,7 +278,7 @@ START_TEST(backward_plans_fit_every_made_up_device) {
   for (size_t li = 0; li < 5; ++li)
     for (size_t wi = 0; wi < 2; ++wi)
       for (int ptx = 0; ptx < 2; ++ptx)
-        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+        for (size_t d = 1; d <= FCL_MAX_TILED_HEAD_DIM; ++d)
           for (size_t si = 0; si < 3; ++si)
           for (size_t ti = 0; ti < 3; ++ti) {
             fcl_device_limits lim = made_up(locals[li], wgs[wi], ptx);
@@ -476,7 +476,7 @@ START_TEST(mma_plans_fit_every_made_up_device) {
   for (size_t li = 0; li < 6; ++li)
     for (size_t wi = 0; wi < 3; ++wi)
       for (unsigned sm = 0; sm <= 90; sm += 90)
-        for (size_t d = 1; d <= FCL_MAX_HEAD_DIM; ++d)
+        for (size_t d = 1; d <= FCL_MAX_TILED_HEAD_DIM; ++d)
           for (size_t t = 0; t < 3; ++t)
             for (unsigned step = 0; step < 3; ++step) {
               /* the forward with one and two row tiles a warp, the backward */
@@ -820,7 +820,7 @@ START_TEST(every_profile_plans_every_pass) {
     const fcl_device_limits *lim = &profiles[i].info.limits;
     ck_assert_msg(profiles[i].key && profiles[i].compiler && profiles[i].source, "profile %zu", i);
     ck_assert(lim->is_gpu && lim->vendor != FCL_VENDOR_OTHER && lim->sub_group_size > 0);
-    for (size_t d = 8; d <= FCL_MAX_HEAD_DIM; d += 8)
+    for (size_t d = 8; d <= FCL_MAX_TILED_HEAD_DIM; d += 8)
       for (size_t ti = 0; ti < 3; ++ti)
         for (int pass = FCL_PASS_FORWARD; pass <= FCL_PASS_BACKWARD; ++pass) {
           fcl_attention_desc desc;

@@ -57,7 +57,8 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype);
  *  (products accumulated in float), with S and P rounded to
  *  fclref_naive_s_dtype() and O to the storage type, as the device stores
  *  them. The yardstick for a naive run's error where the device cannot run
- *  one (flashcl-bench --check) and for the tests of half storage. */
+ *  one (flashcl-bench --check) and for the tests of half storage. o_row has
+ *  head_dim_v columns. */
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row,
                       float *lse);

@@ -106,9 +106,11 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
   const fcl_plan *plan = m->plan;
   const fcl__bytes row = (fcl__bytes)sh->desc.head_dim * sh->elem_size;
   const fcl__bytes row_v = (fcl__bytes)sh->head_dim_v * sh->elem_size;  /* O's */
-  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K and V's, a quantized form's scales included */
-  /* V's: K's when quantized (one width then), else head_dim_v elements */
-  const fcl__bytes v_row = sh->kv_quant ? kv_row : row_v;
+  const fcl__bytes kv_row = sh->kv_row_bytes;  /* K's, a quantized form's scales included */
+  /* V's: K's when quantized (one width then), else head_dim_v elements; none
+   * where the decode kernel reads V in K's rows (fcl__shape.v_in_k) */
+  const int v_in_k = sh->v_in_k && plan->kernel == FCL_FLASH_KERNEL_DECODE;
+  const fcl__bytes v_row = v_in_k ? 0 : sh->kv_quant ? kv_row : row_v;
   /* Packed (fcl_plan.packed_heads), a block's rows are slots of a group's
    * heads: the blocks of each (sequence, KV head) cover its heads' rows. */
   const size_t packed = plan->packed_heads > 1 ? plan->packed_heads : 1, slots = nq * packed;
@@ -126,7 +128,9 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
       tiles += visited;
     }
   const int with_lse = m->with_lse || splits > 1;
-  const fcl__bytes page_reads = sh->paged ? 2 * 4 * page_lookups(sh, plan, tiles, keys) : 0;
+  /* paged: K's lookups and as many for V's, but none for V read in K's rows */
+  const fcl__bytes page_reads =
+      sh->paged ? (v_in_k ? 1 : 2) * 4 * page_lookups(sh, plan, tiles, keys) : 0;
   m->io.loads += slices * (splits * slots * row + keys * (kv_row + v_row) + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row_v + (with_lse ? slots * 4 : 0));

@@ -12,6 +12,7 @@
 #include "plan.h"
 #include "rules.h"
 #include "families.h"
+#include "merge.h"
 
 #include <limits.h>
 
@@ -122,9 +123,15 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
  * count or the planner's, then as many as the tiles of split_keys need. The
  * decode kernels' target is their own (DECODE_WGS_PER_CU), a power of two
  * that reproduces the counts measured best. */
-static void choose_splits(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                          const fcl_plan *hint, fcl_plan *plan) {
+static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
+                          const fcl_attention_desc *desc, const fcl_plan *hint, fcl_plan *plan) {
   plan->split_keys = 0;
+  /* an O wider than the merge kernel takes (beyond 512: head_dim_v) is not
+   * split unless asked (choose_merge says why a kernel merge cannot) */
+  if (!fcl__merge_takes(limits, sh->head_dim_v) && !(hint && hint->splits)) {
+    plan->splits = 1;
+    return;
+  }
   if (desc->batch_invariant && !(hint && hint->splits)) {
     /* Batch-invariant: splits of a fixed size, whole tiles (block_k is a
      * power of two up to 128), doubled only past FCL_MAX_SPLITS of them;
@@ -170,9 +177,9 @@ static void choose_splits(const fcl_device_limits *limits, const fcl_attention_d
  * NVIDIA's driver and CPUs (PoCL; their decode kernels are asked for, never
  * planned). */
 #define MERGE_IN_LAUNCH_BYTES_PER_CU ((size_t)256 << 10)
-static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attention_desc *desc,
-                               const fcl_plan *hint, fcl_plan *plan, char *why,
-                               size_t why_len) {
+static fcl_status choose_merge(const fcl_device_limits *limits, const fcl__shape *sh,
+                               const fcl_attention_desc *desc, const fcl_plan *hint,
+                               fcl_plan *plan, char *why, size_t why_len) {
   plan->merge = FCL_SPLIT_MERGE_AUTO;
   if (plan->splits <= 1) return FCL_SUCCESS;
   const int decode = fcl__decode_kernel_family(plan->kernel);
@@ -199,10 +206,18 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl_attent
                           (double)fcl_dtype_size(desc->dtype);
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
   const int short_call = kv_bytes <= (double)cus * (double)MERGE_IN_LAUNCH_BYTES_PER_CU;
+  const int kernel_takes = fcl__merge_takes(limits, sh->head_dim_v);
+  FCL_WHY_IF(!kernel_takes && (wanted == FCL_SPLIT_MERGE_KERNEL || !fits),
+             FCL_ERROR_UNSUPPORTED,
+             "%u splits of head_dim_v %zu: the merge kernel takes up to %u on this device; "
+             "the merge in the split launch (decode kernels, as many splits as a row's "
+             "local state holds) takes wider",
+             plan->splits, sh->head_dim_v,
+             4 * fcl__merge_layout_of(limits, sh->head_dim_v, 1).wg_size);
   const int proven = limits->nvidia_ptx || !limits->is_gpu;
   plan->merge = wanted ? wanted
-                : fits && proven && short_call ? FCL_SPLIT_MERGE_LAST_SPLIT
-                                               : FCL_SPLIT_MERGE_KERNEL;
+                : fits && ((proven && short_call) || !kernel_takes) ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                                                    : FCL_SPLIT_MERGE_KERNEL;
   return FCL_SUCCESS;
 }
 
@@ -226,27 +241,27 @@ fcl_status fcl__check_tiling_hint(fcl_context *ctx, const fcl_plan *hint) {
   return FCL_SUCCESS;
 }
 
-/* A value head size of its own (head_dim_v): the SIMT and CPU kernels
- * take it, unsplit, from contiguous K and V; the others keep one width
- * (docs/design.md, "A value head size of its own"). */
-static fcl_status check_value_width(const fcl__shape *sh, const fcl_plan *hint, char *why,
-                                    size_t why_len) {
+/* A value head size of its own (head_dim_v), once the family is chosen:
+ * the decode kernels take it (paged and split too); the SIMT and CPU
+ * kernels take it, unsplit, from contiguous K and V; the others keep one
+ * width (docs/design.md, "A value head size of its own"). */
+static fcl_status check_value_width(const fcl__shape *sh, unsigned kernel, const fcl_plan *hint,
+                                    char *why, size_t why_len) {
   const fcl_attention_desc *desc = &sh->desc;
-  if (sh->head_dim_v == desc->head_dim) return FCL_SUCCESS;
-  const unsigned kernel = hint ? hint->kernel : FCL_FLASH_KERNEL_AUTO;
-  FCL_WHY_IF(kernel != FCL_FLASH_KERNEL_AUTO && kernel != FCL_FLASH_KERNEL_SIMT &&
-                 kernel != FCL_FLASH_KERNEL_CPU,
+  if (sh->head_dim_v == desc->head_dim || fcl__decode_kernel_family(kernel)) return FCL_SUCCESS;
+  FCL_WHY_IF(kernel != FCL_FLASH_KERNEL_SIMT && kernel != FCL_FLASH_KERNEL_CPU,
              FCL_ERROR_UNSUPPORTED,
              "head_dim_v = %zu with head_dim = %zu: the %s kernels keep one width for Q, K, "
-             "V and O; the SIMT and CPU kernels (or FCL_ALGO_NAIVE) take a value width of "
-             "its own", sh->head_dim_v, desc->head_dim, fcl_flash_kernel_name(kernel));
+             "V and O; the SIMT and CPU kernels, the decode kernels' forward (or "
+             "FCL_ALGO_NAIVE) take a value width of its own",
+             sh->head_dim_v, desc->head_dim, fcl_flash_kernel_name(kernel));
   FCL_WHY_IF(sh->paged, FCL_ERROR_UNSUPPORTED,
              "head_dim_v = %zu with head_dim = %zu: a paged KV cache keeps one width for K "
-             "and V", sh->head_dim_v, desc->head_dim);
+             "and V but on the decode kernels", sh->head_dim_v, desc->head_dim);
   FCL_WHY_IF(hint && hint->splits > 1, FCL_ERROR_UNSUPPORTED,
-             "splits = %u with head_dim_v = %zu: the split merges keep O at head_dim = %zu; "
-             "a value width of its own runs unsplit", hint->splits, sh->head_dim_v,
-             desc->head_dim);
+             "splits = %u with head_dim_v = %zu: the %s kernels' split merges keep O at "
+             "head_dim = %zu; a value width of its own runs unsplit there",
+             hint->splits, sh->head_dim_v, fcl_flash_kernel_name(kernel), desc->head_dim);
   return FCL_SUCCESS;
 }
 
@@ -278,15 +293,18 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
     return mma                               ? FCL_FLASH_KERNEL_MMA
            : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
                                              : FCL_FLASH_KERNEL_SIMT;
+  /* Widths past the tiles' (fcl__decode_only): the decode kernel's alone,
+   * on a CPU too, whose kernels keep FCL_MAX_TILED_HEAD_DIM. */
+  if (fcl__decode_only(sh)) return fcl__decode_kernel(limits, sh, desc->seqlen_q);
   /* On a CPU, the CPU kernels whatever the query rows: PoCL vectorises
    * the SIMT kernels' work-items only partly, and a decode row in a
    * 16-row vector still ran 3-10x faster (docs/design.md, "The rules,
    * measured"); one family also makes a decode step's row a prefill
    * chunk's in the batch-invariant mode. */
   if (fcl__cpu_forward_suits(limits)) return FCL_FLASH_KERNEL_CPU;
-  /* the decode kernels keep one width (check_value_width) */
-  const unsigned decode = sh->head_dim_v == desc->head_dim
-                              ? fcl__decode_kernel(limits, sh, desc->seqlen_q) : 0;
+  /* two widths: a decode-shaped call on the decode kernels (as one width),
+   * else SIMT (check_value_width) */
+  const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);
   return decode ? decode : mma ? FCL_FLASH_KERNEL_MMA : FCL_FLASH_KERNEL_SIMT;
 }
 
@@ -317,10 +335,11 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   FCL_WHY_IF(limits->max_work_group_size == 0, FCL_ERROR_UNSUPPORTED,
              "the device reports a work-group limit of 0");
   const int backward = pass == FCL_PASS_BACKWARD;
-  FCL_FORWARD_IF(check_value_width(sh, hint, why, why_len));
+  /* Widths past the tiles': the decode forward's alone. */
+  const int decode_only = fcl__decode_only(sh);
   FCL_WHY_IF(backward && hint && fcl__kernel_forward_only(hint->kernel), FCL_ERROR_UNSUPPORTED,
              "the decode and wgmma kernels are forwards; the backward runs SIMT, MMA or CPU");
-  const int mma = mma_chosen(limits, sh, hint);
+  const int mma = !decode_only && mma_chosen(limits, sh, hint);
   FCL_WHY_IF(mma && !sh->vec4 && desc->head_dim % 4 == 0,
              FCL_ERROR_UNSUPPORTED,
              "the MMA kernels load groups of four elements: they need head_dim (%zu) and "
@@ -346,6 +365,14 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   packed_desc.seqlen_q *= packed;
   packed_desc.heads_q /= packed;
   const unsigned kernel = choose_family(limits, sh, &packed_desc, hint, pass, mma);
+  FCL_WHY_IF(decode_only && (backward || !fcl__decode_kernel_family(kernel)),
+             FCL_ERROR_UNSUPPORTED,
+             "head_dim = %zu, head_dim_v = %zu: the %s %s keeps widths of at most "
+             "FCL_MAX_TILED_HEAD_DIM = %d; the decode kernels' forward (vec4 shapes) and "
+             "FCL_ALGO_NAIVE take these",
+             desc->head_dim, sh->head_dim_v, fcl_flash_kernel_name(kernel),
+             backward ? "backward" : "forward", FCL_MAX_TILED_HEAD_DIM);
+  FCL_FORWARD_IF(check_value_width(sh, kernel, hint, why, why_len));
   const fcl__family_pass *family = fcl__family_pass_of(kernel, pass);
   fcl_plan plan;  /* `out` is written on success only */
   if (backward) {
@@ -355,9 +382,9 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   }
   FCL_FORWARD_IF(family->plan(limits, sh, &packed_desc, hint, &plan, why, why_len));
   FCL_FORWARD_IF(check_pages_fit(sh, &plan, why, why_len));
-  if (sh->head_dim_v == desc->head_dim) {
-    choose_splits(limits, &packed_desc, hint, &plan);
-    FCL_FORWARD_IF(choose_merge(limits, &packed_desc, hint, &plan, why, why_len));
+  if (sh->head_dim_v == desc->head_dim || fcl__decode_kernel_family(kernel)) {
+    choose_splits(limits, sh, &packed_desc, hint, &plan);
+    FCL_FORWARD_IF(choose_merge(limits, sh, &packed_desc, hint, &plan, why, why_len));
   } else {  /* unsplit (check_value_width) */
     plan.splits = 1;
     plan.split_keys = 0;

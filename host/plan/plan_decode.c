@@ -42,10 +42,21 @@
 /* Keys a key group takes each step. The kernel holds a step's V and the
  * next step's K at once; with 4 keys Intel's compiler spilled that (IGC
  * 1.0.12504, 256 GRF: 192-352 bytes on dg2, 128 on pvc, d 128) and with 2
- * it did not. */
-static unsigned decode_keys_per_group(const fcl_device_limits *limits) {
+ * it did not. Beyond a bucket of 256 (DeepSeek's 576 in a bucket of 640:
+ * 20 columns a lane, q in local memory, at most DECODE_WIDE_MAX_ROWS
+ * rows), 1 key, 2 on Intel: at 4 rows, 128 work-items, clang-15 for gfx940
+ * used 256 VGPRs and no spill at 1 (an SGPR spill at 2), and IGC for dg2
+ * spilled 192 bytes at 1 and none at 2 (scripts/vendor-compile.sh). */
+static unsigned decode_keys_per_group(const fcl_device_limits *limits, size_t head_dim_padded) {
+  if (FCL_DECODE_Q_IN_LOCAL(head_dim_padded))
+    return limits->vendor == FCL_VENDOR_INTEL ? 2u : 1u;
   return limits->vendor == FCL_VENDOR_INTEL ? 2u : 4u;
 }
+
+/* A block's rows beyond a bucket of 256: an accumulator of 4 rows x 20
+ * columns a lane; at 8 rows both compilers above spilled (gfx940 into 195
+ * AGPRs, dg2 1856 bytes). */
+#define DECODE_WIDE_MAX_ROWS 4u
 
 static unsigned pow2_at_least(size_t x) {
   unsigned p = 1;
@@ -61,7 +72,12 @@ static unsigned pow2_at_least(size_t x) {
  * 3-4x slower than the SIMT kernel. */
 static int decode_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                         size_t packed_rows) {
+  if (fcl__decode_only(sh)) return sh->vec4;  /* on any device, CPUs too, in blocks of rows */
   return limits->is_gpu && sh->vec4 && packed_rows <= FCL_DECODE_MAX_ROWS;
+}
+
+int fcl__decode_only(const fcl__shape *sh) {
+  return sh->desc.head_dim > FCL_MAX_TILED_HEAD_DIM || sh->head_dim_v > FCL_MAX_TILED_HEAD_DIM;
 }
 
 /* Where the matrix instructions run natively, for the types they multiply
@@ -72,6 +88,7 @@ static int decode_mma_suits(const fcl_device_limits *limits, const fcl__shape *s
                             size_t packed_rows) {
   return fcl__mma_native(limits) && sh->desc.dtype != FCL_DTYPE_F32 && sh->vec4 &&
          sh->desc.head_dim <= DECODE_MMA_MAX_HEAD_DIM &&
+         sh->head_dim_v <= DECODE_MMA_MAX_HEAD_DIM &&
          packed_rows <= FCL_DECODE_MMA_MAX_ROWS;
 }
 
@@ -111,20 +128,29 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
              "the decode kernel loads groups of four elements: it needs head_dim (%zu) and "
              "every tensor's offset and strides to be multiples of 4 elements",
              desc->head_dim);
-  FCL_WHY_IF(desc->seqlen_q > FCL_DECODE_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
+  /* A width no other family takes runs here whatever its rows, in blocks
+   * of at most FCL_DECODE_MAX_ROWS (DECODE_WIDE_MAX_ROWS beyond a bucket of
+   * 256): DeepSeek's 128 query heads of one KV head. */
+  const int only = fcl__decode_only(sh);
+  FCL_WHY_IF(!only && desc->seqlen_q > FCL_DECODE_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
              "the decode kernel holds at most FCL_DECODE_MAX_ROWS = %d rows a block; this "
              "forward has %zu (seqlen_q times the packed heads)",
              FCL_DECODE_MAX_ROWS, desc->seqlen_q);
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_DECODE};
   plan.block_q = pow2_at_least(desc->seqlen_q ? desc->seqlen_q : 1);
+  /* q, K and V share a lane's slice of the wider of the two widths */
+  const size_t width = desc->head_dim > sh->head_dim_v ? desc->head_dim : sh->head_dim_v;
+  const unsigned max_rows =
+      width > FCL_MAX_TILED_HEAD_DIM ? DECODE_WIDE_MAX_ROWS : FCL_DECODE_MAX_ROWS;
+  if (plan.block_q > max_rows) plan.block_q = max_rows;
   plan.rows_per_thread = plan.block_q;
   /* batch-invariant: 8 whatever the rows, which the call's longest query
    * sequence sets (the lanes sharing a key order a row's sums); 4 there
    * measured 1.5-2.7x slower on PoCL (docs/performance.md) */
   const size_t elems = plan.block_q <= 4 || desc->batch_invariant ? 8 : 4;
-  unsigned lanes = pow2_at_least((desc->head_dim + elems - 1) / elems);
+  unsigned lanes = pow2_at_least((width + elems - 1) / elems);
   if (lanes > DECODE_MAX_LANES) lanes = DECODE_MAX_LANES;
-  const size_t slice = ((desc->head_dim + lanes - 1) / lanes + 3) / 4 * 4;
+  const size_t slice = ((width + lanes - 1) / lanes + 3) / 4 * 4;
   plan.threads_per_row = lanes;
   plan.head_dim_padded = (unsigned)(slice * lanes);
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
@@ -152,7 +178,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   for (;;) {
     plan.wg_size = wg;
     const unsigned groups = wg / lanes;
-    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits);
+    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits, plan.head_dim_padded);
     FCL_WHY_IF(plan.block_k % groups != 0 || plan.block_k > 128, FCL_ERROR_UNSUPPORTED,
                "block_k = %u: the decode kernel's %u key groups take equal shares of a "
                "step's keys, at most 128",
@@ -188,6 +214,9 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
   FCL_WHY_IF(desc->head_dim > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
              "the decode kernel on matrix instructions takes head_dim up to %u, not %zu",
              DECODE_MMA_MAX_HEAD_DIM, desc->head_dim);
+  FCL_WHY_IF(sh->head_dim_v > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions takes head_dim_v up to %u, not %zu",
+             DECODE_MMA_MAX_HEAD_DIM, sh->head_dim_v);
   FCL_WHY_IF(desc->seqlen_q > FCL_DECODE_MMA_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
              "the decode kernel on matrix instructions holds at most "
              "FCL_DECODE_MMA_MAX_ROWS = %d rows a block; this forward has %zu (seqlen_q "
@@ -203,7 +232,10 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
                    .block_q = pow2_at_least(desc->seqlen_q ? desc->seqlen_q : 1),
                    .threads_per_row = 4,
                    .rows_per_thread = 2,
-                   .head_dim_padded = (unsigned)(desc->head_dim + 31) / 32 * 32};
+                   .head_dim_padded = (unsigned)((desc->head_dim > sh->head_dim_v
+                                                      ? desc->head_dim
+                                                      : sh->head_dim_v) +
+                                                 31) / 32 * 32};
   const int fixed_wg = hint && hint->wg_size;
   unsigned wg = fixed_wg ? hint->wg_size : 32 * DECODE_MMA_WARPS;
   while (!fixed_wg && wg > 32 && wg > limits->max_work_group_size) wg /= 2;

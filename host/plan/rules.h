@@ -147,6 +147,14 @@ static inline int fcl__kernel_forward_only(unsigned kernel) {
  *  FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
 unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows);
+/** Whether only the decode kernels take the shape's widths: head_dim or
+ *  head_dim_v beyond FCL_MAX_TILED_HEAD_DIM. The decode kernel
+ *  (FCL_FLASH_KERNEL_DECODE) then takes it on any device (a CPU too, whose
+ *  kernels keep the tiled widths) and at any rows, in blocks of at most
+ *  FCL_DECODE_MAX_ROWS (4 beyond a bucket of 256). Two widths within the
+ *  tiles' run as one width does on the decode kernels (both, the one on
+ *  matrix instructions up to 128), else SIMT or CPU, unsplit. */
+int fcl__decode_only(const fcl__shape *sh);
 /** The decode forward's tiling for the packed problem `desc` of shape
  *  `sh`, and the same for the decode kernel on matrix instructions. */
 fcl__planner fcl__plan_forward_decode, fcl__plan_forward_decode_mma;

@@ -42,6 +42,10 @@ struct fcl__shape {
   int kv_quant;
   size_t kv_row_bytes;
   float k_scale, v_scale;
+  /* V is a view of K's first head_dim_v columns (the same buffer and
+   * views): set by a flash forward call from its buffers, never from the
+   * descriptor alone; the decode kernel then reads each row once. */
+  int v_in_k;
 };
 
 /** A checked descriptor's value width: head_dim_v, 0 read as head_dim. */

@@ -54,6 +54,16 @@ static void fill_info(fcl_run_info *info, const fcl__shape *shape,
     info->bytes_counted = m->counted + fcl__io_total(model) - fcl__io_total(own);
 }
 
+/* Whether V is a view of K's first head_dim_v columns: one buffer, one
+ * layout (DeepSeek's latent attention), so that a kernel reads each key row
+ * once (fcl__shape.v_in_k). */
+static int v_in_k(const fcl__shape *sh, cl_mem k, cl_mem v) {
+  const fcl_tensor_layout *a = &sh->views[FCL__K], *b = &sh->views[FCL__V];
+  return k == v && !sh->kv_quant && sh->head_dim_v <= sh->desc.head_dim &&
+         a->offset == b->offset && a->batch_stride == b->batch_stride &&
+         a->seq_stride == b->seq_stride && a->head_stride == b->head_stride;
+}
+
 /* The forward's checks, all of them, with nothing enqueued: the problem
  * and every buffer. */
 static fcl_status forward_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
@@ -77,6 +87,7 @@ static fcl_status forward_prepare(fcl_context *ctx, const fcl_attention_desc *de
                                    tensor_arg(sh, FCL__O, o, "o", sz->o),
                                    plain_arg(lse, "lse", sz->lse, 1)};
   FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 6, 8));
+  call->shape.v_in_k = v_in_k(sh, k, v);
   call->q = q;
   call->k = k;
   call->v = v;

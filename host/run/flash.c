@@ -84,7 +84,8 @@ typedef struct flash_program {
  * what fcl_flash_programs lists. @return how many. */
 static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
                                const fcl_attention_desc *desc, fcl_pass pass,
-                               cl_mem io_counter, flash_program *out) {
+                               cl_mem io_counter, flash_program *out, int v_in_k) {
+  const size_t head_dim_v = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
   if (pass == FCL_PASS_FORWARD) {
     const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_FORWARD);
     out[0] = (flash_program){.source = fp->source,
@@ -96,6 +97,9 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
     fcl__family_options(fp, limits, plan, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
+    /* V read in K's rows (fcl__shape.v_in_k): the decode kernel's */
+    if (v_in_k && plan->kernel == FCL_FLASH_KERNEL_DECODE)
+      fcl__options_define(&out[0].opts, "V_IN_K", 1);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
     if (plan->merge == FCL_SPLIT_MERGE_LAST_SPLIT) {
@@ -103,7 +107,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
       return 1;
     }
     const fcl__merge_layout merge =
-        fcl__merge_layout_of(limits, desc->head_dim, fcl__merge_layout_parts(plan));
+        fcl__merge_layout_of(limits, head_dim_v, fcl__merge_layout_parts(plan));
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
                              .wg_size = merge.wg_size};
@@ -144,7 +148,7 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
   fcl_plan plan;
   FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, hint, &plan, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
-  const unsigned n = flash_programs(limits, &plan, desc, pass, NULL, programs);
+  const unsigned n = flash_programs(limits, &plan, desc, pass, NULL, programs, 0);
   /* Listed here first, so that a failure leaves `out` untouched. */
   fcl_program_info listed[FCL_MAX_PASS_PROGRAMS];
   memset(listed, 0, sizeof listed);
@@ -185,7 +189,7 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
   const size_t splits = plan->splits;
   fcl_merge_desc m;
   fcl_merge_desc_init(&m, splits, sh->ragged ? 1 : desc->batch,
-                      sh->ragged ? sh->tokens_q : desc->seqlen_q, desc->heads_q, desc->head_dim);
+                      sh->ragged ? sh->tokens_q : desc->seqlen_q, desc->heads_q, sh->head_dim_v);
   m.dtype = desc->dtype;
   m.o = sh->views[FCL__O];
   m.sinks = desc->sinks;  /* the partial states have none: the merge adds them once */
@@ -195,7 +199,7 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
   run->merge.layout_parts = fcl__merge_layout_parts(plan);
   size_t o_bytes, lse_bytes;
   FCL_RETURN_IF(ctx,
-                __builtin_mul_overflow(sh->q_elems * sh->elem_size, splits, &o_bytes) ||
+                __builtin_mul_overflow(sh->o_elems * sh->elem_size, splits, &o_bytes) ||
                     __builtin_mul_overflow(sh->lse_elems * sizeof(float), splits, &lse_bytes),
                 FCL_ERROR_OUT_OF_MEMORY, "%zu splits' partial outputs overflow size_t", splits);
   status = fcl__scratch_lease(ctx, o_bytes, "the split forward's partial O", &run->o);
@@ -206,10 +210,10 @@ static fcl_status split_prepare(fcl_context *ctx, const fcl__shape *sh, const fc
    * parts in. */
   const fcl_tensor_layout packed = {0};
   const fcl_tensor_layout scratch = fcl__resolve_layout(&packed, desc->batch, desc->seqlen_q,
-                                                        desc->heads_q, desc->head_dim, sh->ragged);
+                                                        desc->heads_q, sh->head_dim_v, sh->ragged);
   params->o_merged = params->o;
   params->o = fcl__view_of(&scratch);
-  params->o_split = sh->q_elems;
+  params->o_split = sh->o_elems;
   params->lse_split = sh->lse_elems;
   params->splits = (cl_int)splits;
   params->split_keys = (cl_int)fcl__split_keys(plan, desc->seqlen_k);
@@ -244,7 +248,8 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const int split = plan->splits > 1, merge_kernel = plan->merge == FCL_SPLIT_MERGE_KERNEL;
 
   flash_program programs[2];
-  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->io_counter, programs);
+  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->io_counter, programs,
+                 sh->v_in_k);
   const flash_program *program = &programs[0];
   const char *name = program->kernels[0];
   cl_kernel kernel;
@@ -382,7 +387,7 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
 
   flash_program programs[2];
   flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, call->io_counter,
-                 programs);
+                 programs, 0);
   const flash_program *pre = &programs[0], *main = &programs[1];
   backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits,
                                                            fcl__desc_head_dim_v(desc)),

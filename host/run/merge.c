@@ -154,6 +154,11 @@ fcl_status fcl__merge_prepare(fcl_context *ctx, const fcl__merge_shape *sh, cl_m
   run->kernel = NULL;
   const fcl__merge_layout layout =
       fcl__merge_layout_of(&ctx->info.limits, sh->desc.head_dim, sh->layout_parts);
+  /* a row's lanes of four columns are within one work-group */
+  FCL_RETURN_IF(ctx, !fcl__merge_takes(&ctx->info.limits, sh->desc.head_dim), FCL_ERROR_UNSUPPORTED,
+                "the merge takes head_dim up to %u on %s (four columns a work-item of a "
+                "work-group of %u), not %zu",
+                4 * layout.wg_size, ctx->info.name, layout.wg_size, sh->desc.head_dim);
   FCL_RETURN_IF(ctx, ctx->info.limits.max_work_group_size < layout.wg_size,
                 FCL_ERROR_UNSUPPORTED, "the merge needs work-groups of %u; %s allows %zu",
                 layout.wg_size, ctx->info.name, ctx->info.limits.max_work_group_size);

@@ -33,6 +33,12 @@ typedef struct fcl__merge_layout {
 } fcl__merge_layout;
 fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
                                        size_t parts);
+/** Whether the merge kernel takes head_dim on a device: a row's lanes of
+ *  four columns within one work-group (512 at 128). */
+static inline int fcl__merge_takes(const fcl_device_limits *limits, size_t head_dim) {
+  const fcl__merge_layout l = fcl__merge_layout_of(limits, head_dim, 1);
+  return l.head_dim_max / 4 <= l.wg_size;
+}
 /** The parts a split forward's merge layout is chosen for: its splits, or
  *  1 in the batch-invariant mode (fcl_plan.split_keys set): one lane group
  *  a row, which adds the row's parts in order in chunks that depend on

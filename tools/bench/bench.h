@@ -57,6 +57,8 @@ typedef struct bench_options {
   int batch_invariant;      /* --batch-invariant: BATCH_INVARIANT_* */
   /* ---- a value head size of its own ---- */
   size_t head_dim_v;        /* --head-dim-v: desc.head_dim_v (0: head_dim) */
+  /* ---- DeepSeek's latent attention ---- */
+  int mla;                  /* --mla: V a view of K's first head_dim_v columns (one buffer) */
 } bench_options;
 
 /** --batch-invariant: off, on, or each shape both ways (off first). */
@@ -147,6 +149,9 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
 /** The problem options (window, softcap, ragged batch, layout) applied to
  *  a shape's descriptor. */
 void bench_apply_problem(const bench_options *opts, fcl_attention_desc *desc);
+/** --mla: K's layout for K and V both, V its rows' first head_dim_v
+ *  columns (packed tokens, or a paged pool's pages). */
+void bench_mla_views(fcl_attention_desc *desc);
 
 /* Output. */
 void bench_print_table(FILE *out, const bench_device *devices, size_t n_devices,

@@ -23,7 +23,9 @@ void bench_apply_problem(const bench_options *o, fcl_attention_desc *d) {
   }
   if (o->n_cache_lens) d->seqlens_k = o->cache_lens;
   fclu_set_layouts(d, o->layout);
+  if (o->mla) bench_mla_views(d);
 }
+
 
 /* The decode sweep's largest batch x cache, in cached tokens. */
 #define DECODE_MAX_TOKENS ((size_t)1 << 20)

@@ -166,7 +166,7 @@ static void fill_inputs(fclu_rng *rng, float *x, size_t n, fcl_dtype dtype) {
 /* The sizes are admissible()'s, so the host's float copies fit size_t. */
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
                        const fcl_buffer_sizes *sz, int pass, int alibi, int sinks,
-                       float sinks_value, uint64_t seed) {
+                       float sinks_value, uint64_t seed, int v_in_k) {
   memset(in, 0, sizeof *in);
   in->desc = *desc;
   in->sizes = *sz;
@@ -185,6 +185,11 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   fill_inputs(&rng, in->q, in->q_elems, d->dtype);
   fill_inputs(&rng, in->k, in->kv_elems, d->dtype);
   fill_inputs(&rng, in->v, in->v_elems, d->dtype);
+  if (v_in_k) {  /* --mla: V is K's rows' first head_dim_v columns */
+    const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    for (size_t r = 0; r < in->v_elems / dv; ++r)
+      memcpy(in->v + r * dv, in->k + r * d->head_dim, dv * sizeof(float));
+  }
   /* a quantized cache: the reference sees what it holds, and the
    * unquantised values are kept for the error quantisation makes */
   if (fclu_kv_quantized(d)) {
@@ -235,6 +240,12 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
     in->dk = in->dv = in->dq;
     clRetainMemObject(in->dq);
     clRetainMemObject(in->dq);
+  } else if (v_in_k) {  /* --mla: one buffer, K's; V reads its rows */
+    in->dq = view_buffer(ctx, d, sz->q, qkv, hosts, 1);
+    in->dk = view_buffer(ctx, d, sz->k > sz->v ? sz->k : sz->v, &qkv[1], &hosts[1], 1);
+    if (!in->dq || !in->dk) return -1;
+    in->dv = in->dk;
+    clRetainMemObject(in->dk);
   } else {
     const size_t bytes[3] = {sz->q, sz->k, sz->v};
     cl_mem *out[3] = {&in->dq, &in->dk, &in->dv};
@@ -615,6 +626,13 @@ done:
   outputs_free(&out);
 }
 
+void bench_mla_views(fcl_attention_desc *d) {
+  const size_t row = d->heads_kv * d->head_dim;
+  const size_t tokens = d->block_table ? d->page_size : d->seqlen_k;
+  d->k = (fcl_tensor_layout){0, d->cu_seqlens_k ? 0 : tokens * row, row, d->head_dim};
+  d->v = d->k;
+}
+
 /* --paged: `desc` with K and V as pools of opts->page_size-token pages,
  * named in a shuffled order by a block table on the device (*table, its
  * host copy *host, told to fclu_set_pages). NULL *table: no memory. */
@@ -635,6 +653,7 @@ static fcl_attention_desc paged_desc(fcl_context *ctx, const bench_options *opts
   if (err != CL_SUCCESS) *table = NULL;
   d.block_table = *table;
   if (*table) fclu_set_pages(*table, *host);
+  if (opts->mla) bench_mla_views(&d);  /* the pool's pages */
   return d;
 }
 
@@ -662,7 +681,8 @@ void bench_measure(fcl_context *ctx, int device_index, const bench_options *opts
                                   : admissible(&dev, desc, pass, &sz, why, sizeof why);
   if (opts->page_size && !table) snprintf(why, sizeof why, "could not make the block table");
   int ok = admitted == FCL_SUCCESS && inputs_init(&in, ctx, desc, &sz, pass, opts->alibi,
-                                                         opts->sinks, opts->sinks_value, seed) == 0;
+                                                         opts->sinks, opts->sinks_value, seed,
+                                                         opts->mla) == 0;
 
   size_t rows[CHECK_ROWS], n_rows = ok ? sample_rows(&in, rows, CHECK_ROWS) : 0;
   double naive_err = -1.0, naive_ms = 0.0, ref_max = 0.0;

@@ -37,8 +37,16 @@ static const char usage[] =
     "  --head-dim-v DV   V's, O's and their gradients' head size (default D):\n"
     "                    DeepSeek's latent attention prefills at D 192, DV 128;\n"
     "                    the naive algorithm and the flash SIMT and CPU kernels\n"
-    "                    run it (the others: FCL_ERROR_UNSUPPORTED), unsplit;\n"
+    "                    run it, unsplit, and the flash decode kernels' forward\n"
+    "                    (decode-shaped calls on a GPU; widths over 256 on any\n"
+    "                    device); the MMA kernels refuse (FCL_ERROR_UNSUPPORTED);\n"
     "                    not with --layout qkv\n"
+    "  --mla             DeepSeek's latent attention decode: V is a view of K's\n"
+    "                    first DV columns (the same buffer and layout, K's row\n"
+    "                    stride), so the decode kernel reads each key row once;\n"
+    "                    sets --head-dim 576, --head-dim-v 512 and --heads-kv 1\n"
+    "                    unless given (e.g. --mla --heads 128 --seqlen 1\n"
+    "                    --seqlen-k 8192 --dtype f16 --check); --layout bshd only\n"
     "  --causal [both]   causal mask (bottom-right aligned); \"both\" runs each\n"
     "                    shape masked and unmasked\n"
     "  --sweep           the standard sweep sized for the device (the default\n"
@@ -425,6 +433,9 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
       VALUE(val);
       TRY(parse_size(ps, a, val, &o->head_dim_v));
       shape_given = 1;
+    } else if (!strcmp(a, "--mla")) {
+      o->mla = 1;
+      shape_given = 1;
     } else if (!strcmp(a, "--causal")) {
       o->causal = CAUSAL_ON;
       if (i + 1 < argc && !strcmp(argv[i + 1], "both")) o->causal = CAUSAL_BOTH, ++i;
@@ -576,6 +587,14 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
   if ((o->n_kv_dtypes > 1 || o->kv_dtypes[0] != FCL_KV_AS_DTYPE) && o->pass != PASS_FWD)
     return refuse(ps, "--kv-dtype is for --pass fwd");
   if (o->sweep && shape_given) return refuse(ps, "--sweep and a shape exclude each other");
+  if (o->mla) {  /* DeepSeek's decode widths, one KV head, unless given */
+    if (!o->head_dim) o->head_dim = 576;
+    if (!o->head_dim_v) o->head_dim_v = 512;
+    if (!o->heads_kv) o->heads_kv = 1;
+    if (o->head_dim_v > o->head_dim)
+      return refuse(ps, "--mla: V is a view of K's first --head-dim-v columns, at most --head-dim");
+    if (o->layout != FCLU_BSHD) return refuse(ps, "--mla takes --layout bshd (K's rows hold V)");
+  }
   if (o->head_dim_v && o->layout == FCLU_QKV)
     return refuse(ps, "--head-dim-v and --layout qkv exclude each other: packed QKV has one width");
   if (o->svg && o->n_dtypes > 1) return refuse(ps, "--svg plots one storage type; give --dtype one");
