@@ -121,8 +121,8 @@ def test_bad_inputs(ctx, rng):
         flashcl.attention(q, k.astype(np.float16), v, ctx=ctx)
     with pytest.raises(flashcl.InvalidArgumentError, match="window_right|window"):
         flashcl.attention(q, k, v, causal=True, window_size=(-1, 3), ctx=ctx)
-    with pytest.raises(flashcl.UnsupportedError):
-        big = _rand(rng, 1, 2, 1, 300)
+    with pytest.raises(flashcl.UnsupportedError, match="head_dim"):
+        big = _rand(rng, 1, 2, 1, 600)  # over FCL_MAX_HEAD_DIM (576)
         flashcl.attention(big, big, big, ctx=ctx)
     with pytest.raises(flashcl.InvalidArgumentError, match="layout"):
         flashcl.attention(q, k, v, layout="sbhd", ctx=ctx)
