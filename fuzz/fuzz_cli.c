@@ -61,17 +61,21 @@ static void check_numbers(int argc, char **argv, const char *const *takes_value,
 
 static const char *const bench_numeric[] = {"--batch",  "--heads",    "--heads-kv", "--seqlen",
                                             "--seqlen-k", "--head-dim", "--warmup", "--repeat",
-                                            NULL};
+                                            "--head-dim-v", NULL};
 static const char *const bench_values[] = {
     "--batch", "--heads", "--heads-kv", "--seqlen", "--seqlen-k", "--head-dim", "--warmup",
     "--repeat", "--device", "--algo", "--pass", "--dtype", "--tiling", "--kernel", "--json",
     "--csv", "--svg", "--window", "--softcap", "--varlen", "--layout", "--splits", "--merge",
-    "--packed-heads", "--cache-lens", "--back-to-back", "--paged", NULL};
-static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",
-                                           "--seqlen", "--seqlen-k", "--head-dim", NULL};
+    "--packed-heads", "--cache-lens", "--back-to-back", "--paged",
+    /* later options */
+    "--head-dim-v", "--kv-dtype", "--sinks-value", NULL};
+static const char *const info_numeric[] = {"--batch",  "--heads",    "--heads-kv",   "--seqlen",
+                                           "--seqlen-k", "--head-dim", "--head-dim-v", NULL};
 static const char *const info_values[] = {"--batch",    "--heads",    "--heads-kv", "--seqlen",
                                           "--seqlen-k", "--head-dim", "--dtype",    "--profile",
                                           "--shuffle",  "--kernel",   "--splits",   "--program-text",
+                                          /* later options */
+                                          "--head-dim-v", "--grid", "--ptx-unmark", "--wgmma-reps",
                                           NULL};
 
 static void fuzz_bench(int argc, char **argv) {
