@@ -290,18 +290,18 @@ static unsigned choose_family(const fcl_device_limits *limits, const fcl__shape 
   if (hint && hint->kernel) return hint->kernel;
   if (simt_hinted(hint)) return FCL_FLASH_KERNEL_SIMT;
   if (pass == FCL_PASS_BACKWARD)
-    return mma                               ? FCL_FLASH_KERNEL_MMA
-           : fcl__cpu_backward_suits(limits) ? FCL_FLASH_KERNEL_CPU
-                                             : FCL_FLASH_KERNEL_SIMT;
+    return mma                             ? FCL_FLASH_KERNEL_MMA
+           : fcl__cpu_kernels_suit(limits) ? FCL_FLASH_KERNEL_CPU
+                                           : FCL_FLASH_KERNEL_SIMT;
   /* Widths past the tiles' (fcl__decode_only): the decode kernel's alone,
    * on a CPU too, whose kernels keep FCL_MAX_TILED_HEAD_DIM. */
   if (fcl__decode_only(sh)) return fcl__decode_kernel(limits, sh, desc->seqlen_q);
   /* On a CPU, the CPU kernels whatever the query rows: PoCL vectorises
    * the SIMT kernels' work-items only partly, and a decode row in a
-   * 16-row vector still ran 3-10x faster (docs/design.md, "The rules,
-   * measured"); one family also makes a decode step's row a prefill
+   * 16-row vector still ran 3-7x faster (docs/design.md, "The CPU
+   * kernels' rows"); one family also makes a decode step's row a prefill
    * chunk's in the batch-invariant mode. */
-  if (fcl__cpu_forward_suits(limits)) return FCL_FLASH_KERNEL_CPU;
+  if (fcl__cpu_kernels_suit(limits)) return FCL_FLASH_KERNEL_CPU;
   /* two widths: a decode-shaped call on the decode kernels (as one width),
    * else SIMT (check_value_width) */
   const unsigned decode = fcl__decode_kernel(limits, sh, desc->seqlen_q);

@@ -57,9 +57,7 @@ static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
   return v > plan->head_dim_padded ? v : plan->head_dim_padded;
 }
 
-int fcl__cpu_forward_suits(const fcl_device_limits *limits) { return !limits->is_gpu; }
-
-int fcl__cpu_backward_suits(const fcl_device_limits *limits) { return !limits->is_gpu; }
+int fcl__cpu_kernels_suit(const fcl_device_limits *limits) { return !limits->is_gpu; }
 
 /* What both CPU plans share; every byte set, padding too, so that plans
  * compare equal with memcmp (tests, the tuner's deduplication). */

@@ -104,15 +104,12 @@ int fcl__wgmma_native(const fcl_device_limits *limits);
 fcl__planner fcl__plan_forward_wgmma;
 /** Local memory of flash_fwd_wgmma.cl for a plan on a device. */
 size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan);
-/* The CPU forward's planner (plan_cpu.c). */
-/** Whether the rules take the CPU forward: a CPU device, a forward of at
- *  least 16 rows (`packed_rows`, seqlen_q times the packed heads) that
- *  does not pack heads (`packed` 1). */
-int fcl__cpu_forward_suits(const fcl_device_limits *limits);
+/* The CPU kernels' planners (plan_cpu.c). */
+/** Whether the rules take the CPU kernels, forward and backward: a CPU
+ *  device, whatever the rows (decode and packed heads too). */
+int fcl__cpu_kernels_suit(const fcl_device_limits *limits);
 /** The CPU forward's tiling for the packed problem `desc`. */
 fcl__planner fcl__plan_forward_cpu;
-/** Whether the rules take the CPU backward: a CPU device. */
-int fcl__cpu_backward_suits(const fcl_device_limits *limits);
 /** The CPU backward's tiling (both kernels). */
 fcl__planner fcl__plan_backward_cpu;
 /** Whether two plans are the same, field by field (fcl_plan has padding,
