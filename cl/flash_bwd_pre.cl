@@ -11,8 +11,8 @@
  * layout, so that a work-group of the default layout reads one contiguous
  * range of O and dO; every layout goes through the views of params.h.
  *
- * With attention sinks, flash_bwd_sinks then sums each head's gradient
- * from D and LSE (no atomics: one work-group a head, a fixed order).
+ * With attention sinks, flash_bwd_sinks and flash_bwd_sinks_sum then sum
+ * each head's gradient from D and LSE (no atomics, a fixed order).
  */
 
 #ifndef WG_SIZE
@@ -67,26 +67,41 @@ void flash_bwd_preprocess(FCL_ATTENTION_PARAMS) {
 
 /* The sinks' gradient (fcl_attention_desc.dsinks): with P_sink = e^(s_h -
  * LSE) a row's probability of its sink, dsinks[h] = -sum over the rows of
- * head h of P_sink D. One work-group per head; work-item i sums rows i, i +
- * WG_SIZE, ... in order, then a fixed tree sums the work-items: the same
- * bits run after run. A sink of -inf (none) has gradient 0. */
+ * head h of P_sink D, in two launches and no atomics. flash_bwd_sinks:
+ * work-group h * parts + c (parts = p.work_items, the host's choice) sums
+ * the c-th of `parts` equal slices of head h's rows into dsink_parts;
+ * flash_bwd_sinks_sum: work-group h sums head h's parts. Each sum runs in
+ * a fixed order (work-item i its rows i, i + WG_SIZE, ..., then a fixed
+ * tree), so the bits are the same run after run. A sink of -inf (none)
+ * has gradient 0. */
+
+/* part[0] = the sum of the work-group's part[] (a fixed tree). */
+inline void sum_parts(__local float *part, const int tid) {
+  for (int width = WG_SIZE / 2; width > 0; width /= 2) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid < width) part[tid] += part[tid + width];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
 void flash_bwd_sinks(FCL_ATTENTION_PARAMS) {
   __local float part[WG_SIZE];
   FCL_IO_INIT;
-  const int tid = get_local_id(0), head = get_group_id(0);
+  const int tid = get_local_id(0), parts = p.work_items;
+  const int head = get_group_id(0) / parts, slice = get_group_id(0) % parts;
+  const ulong slice_rows = (p.tokens_q + parts - 1) / parts;
+  const ulong end = min(p.tokens_q, (ulong)(slice + 1) * slice_rows);
   const float s = tid == 0 ? LOAD_F32(sinks, head) : sinks[head];
   float acc = 0.0f;
-  /* a work-item's rows tid, tid + WG_SIZE, ... four at a time, loaded
-   * before they are added, so that the loads overlap (one work-group a
-   * head has few work-items to wait on them) */
-  for (size_t t0 = tid; t0 < p.tokens_q; t0 += SINK_ROWS * WG_SIZE) {
+  /* SINK_ROWS rows loaded before they are added, so that the loads overlap */
+  for (ulong t0 = slice * slice_rows + tid; t0 < end; t0 += SINK_ROWS * WG_SIZE) {
     float w[SINK_ROWS], d[SINK_ROWS];
 UNROLL
     for (int u = 0; u < SINK_ROWS; ++u) {
-      const size_t token = t0 + (size_t)u * WG_SIZE;
+      const ulong token = t0 + (ulong)u * WG_SIZE;
       w[u] = d[u] = 0.0f;
-      if (token < p.tokens_q) {
+      if (token < end) {
         /* as flash_bwd_preprocess: a token of equal sequences is (batch, query) */
         const int batch = p.ragged ? 0 : (int)(token / p.seqlen_q);
         const int query = (int)(p.ragged ? token : token % p.seqlen_q);
@@ -100,11 +115,20 @@ UNROLL
     for (int u = 0; u < SINK_ROWS; ++u) acc = fma(w[u], d[u], acc);
   }
   part[tid] = acc;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int width = WG_SIZE / 2; width > 0; width /= 2) {
-    if (tid < width) part[tid] += part[tid + width];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  sum_parts(part, tid);
+  if (tid == 0) STORE_F32(dsink_parts, get_group_id(0), part[0]);
+  FCL_IO_COMMIT();
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1))) FCL_LANES
+void flash_bwd_sinks_sum(FCL_ATTENTION_PARAMS) {
+  __local float part[WG_SIZE];
+  FCL_IO_INIT;
+  const int tid = get_local_id(0), parts = p.work_items, head = get_group_id(0);
+  float acc = 0.0f;
+  for (int c = tid; c < parts; c += WG_SIZE) acc += LOAD_F32(dsink_parts, (size_t)head * parts + c);
+  part[tid] = acc;
+  sum_parts(part, tid);
   if (tid == 0) STORE_F32(dsinks, head, -part[0]);
   FCL_IO_COMMIT();
 }

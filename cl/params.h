@@ -140,7 +140,8 @@ typedef struct fcl_append_params {
   X(arrivals, int)        /* ... splits done per block; 0 between launches */ \
   /* attention sinks */                                                       \
   X(sinks, const float)   /* [heads_q] (NULL: none): cl/common.cl's row end */\
-  X(dsinks, float)        /* the backward's gradient of them, [heads_q] */
+  X(dsinks, float)        /* the backward's gradient of them, [heads_q] */    \
+  X(dsink_parts, float)   /* ... its per-head partial sums (flash_bwd_pre.cl) */
 
 /* ---- the mask ----------------------------------------------------------
  * Every visibility decision of the library comes from these three

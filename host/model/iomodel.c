@@ -12,6 +12,7 @@
 #include "merge.h"
 #include "iomodel.h"
 #include "naive.h"
+#include "rules.h"
 
 #include <limits.h>
 #include <string.h>
@@ -192,9 +193,12 @@ fcl__io fcl__io_flash_backward(const fcl__shape *sh, const fcl_plan *plan) {
   m.io.loads = (fcl__bytes)sh->lse_elems * 2 * row;
   m.io.stores = (fcl__bytes)sh->lse_elems * 4;
   fcl__each_sequence(sh, backward_sequences, &m);
-  if (sh->desc.dsinks) {  /* flash_bwd_sinks: LSE and D of every row, a sink per head */
-    m.io.loads += (fcl__bytes)sh->lse_elems * 8 + sh->desc.heads_q * 4;
-    m.io.stores += (fcl__bytes)sh->desc.heads_q * 4;
+  if (sh->desc.dsinks) {
+    /* flash_bwd_sinks: LSE and D of every row, a part's sink, its sum;
+     * flash_bwd_sinks_sum: the parts, a head's gradient */
+    const fcl__bytes parts = (fcl__bytes)sh->desc.heads_q * fcl__sink_parts(sh->tokens_q);
+    m.io.loads += (fcl__bytes)sh->lse_elems * 8 + parts * 4 + parts * 4;
+    m.io.stores += parts * 4 + (fcl__bytes)sh->desc.heads_q * 4;
   }
   return m.io;
 }

@@ -150,6 +150,11 @@ fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t 
   return shape;
 }
 
+size_t fcl__sink_parts(size_t tokens_q) {
+  const size_t parts = (tokens_q + 511) / 512;
+  return parts < 1 ? 1 : parts > 256 ? 256 : parts;
+}
+
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
  * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
  * row_keys the visible keys' bounds), and, without sub-group shuffles

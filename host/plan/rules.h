@@ -212,5 +212,10 @@ typedef struct fcl__pre_shape {
   unsigned threads_per_row;  /**< enough for a float4 each: at most 32 and wg_size */
 } fcl__pre_shape;
 fcl__pre_shape fcl__flash_bwd_pre_shape(const fcl_device_limits *limits, size_t head_dim);
+/** The parts each head's rows are summed in by the sinks' gradient
+ *  (flash_bwd_sinks, then flash_bwd_sinks_sum): one a 512 rows (a load of
+ *  4 rows for each of 128 work-items), at most 256; a function of the
+ *  problem only, so the I/O model counts the same. */
+size_t fcl__sink_parts(size_t tokens_q);
 
 #endif

@@ -296,10 +296,12 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
 /* The backward's kernels and scratch, released in one place. */
 typedef struct backward_run {
   cl_kernel pre, dkdv, dq;
-  cl_kernel sinks;  /* the sinks' gradient (flash_bwd_pre.cl), when wanted */
+  cl_kernel sinks, sinks_sum;  /* the sinks' gradient (flash_bwd_pre.cl), when wanted */
+  size_t sink_parts;            /* ... summed in this many parts a head first */
   const char *dkdv_name, *dq_name;
   fcl__pre_shape pre_shape;
   cl_mem dsum;  /* D = rowsum(dO * O), laid out as LSE */
+  cl_mem dsink_parts;  /* [heads_q][sink_parts] */
   fcl__ragged ragged;
 } backward_run;
 
@@ -308,7 +310,9 @@ static void backward_release(fcl_context *ctx, backward_run *run) {
   fcl__kernel_return(ctx, &run->dkdv);
   fcl__kernel_return(ctx, &run->dq);
   fcl__kernel_return(ctx, &run->sinks);
+  fcl__kernel_return(ctx, &run->sinks_sum);
   fcl__release_mem(&run->dsum);
+  fcl__release_mem(&run->dsink_parts);
   fcl__ragged_release(&run->ragged);
 }
 
@@ -334,16 +338,22 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
 
   const fcl__attention_buffers pre = {.o = call->o, .dout = call->dout, .dsum = run->dsum};
   const fcl__attention_buffers sinks = {.lse = call->lse, .dsum = run->dsum,
-                                        .sinks = desc->sinks, .dsinks = desc->dsinks};
+                                        .sinks = desc->sinks, .dsinks = desc->dsinks,
+                                        .dsink_parts = run->dsink_parts};
   fcl__attention_buffers main = {.q = call->q, .k = call->k, .v = call->v, .lse = call->lse,
                                  .dout = call->dout, .dsum = run->dsum, .dq = call->dq,
                                  .dk = call->dk, .dv = call->dv, .alibi = desc->alibi_slopes,
                                  .seqs = ragged->seqs};
   FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->pre, "flash_bwd_preprocess", &pre, &params,
                                          call->io_counter));
-  if (run->sinks)
-    FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->sinks, "flash_bwd_sinks", &sinks, &params,
-                                           call->io_counter));
+  if (run->sinks) {
+    fcl_params sink_params = params;
+    sink_params.work_items = (cl_int)run->sink_parts;
+    FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->sinks, "flash_bwd_sinks", &sinks,
+                                           &sink_params, call->io_counter));
+    FCL_FORWARD_IF(fcl__set_attention_args(ctx, run->sinks_sum, "flash_bwd_sinks_sum", &sinks,
+                                           &sink_params, call->io_counter));
+  }
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dkdv, run->dkdv_name, plan->local_bytes));
   FCL_FORWARD_IF(fcl__check_local_bytes(ctx, run->dq, run->dq_name, plan->local_bytes));
   main.work = ragged->work_k;
@@ -362,13 +372,15 @@ static fcl_status backward_enqueue(fcl__backward_call *call, backward_run *run) 
     cl_kernel kernel;
     const char *name;
     size_t groups, wg;
-  } launches[4] = {{run->pre, "flash_bwd_preprocess", pre_groups, run->pre_shape.wg_size},
-                   {run->sinks, "flash_bwd_sinks", run->sinks ? desc->heads_q : 0,
+  } launches[5] = {{run->pre, "flash_bwd_preprocess", pre_groups, run->pre_shape.wg_size},
+                   {run->sinks, "flash_bwd_sinks", run->sinks ? desc->heads_q * run->sink_parts : 0,
+                    run->pre_shape.wg_size},
+                   {run->sinks_sum, "flash_bwd_sinks_sum", run->sinks ? desc->heads_q : 0,
                     run->pre_shape.wg_size},
                    {run->dkdv, run->dkdv_name, dkdv_groups, plan->wg_size},
                    {run->dq, run->dq_name, dq_groups, plan->wg_size}};
   FCL_FORWARD_IF(fcl__timer_start(ctx, call->timer));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (!launches[i].groups) continue;
     size_t global = launches[i].groups * launches[i].wg, local = launches[i].wg;
     FCL_FORWARD_IF(fcl__launch(ctx, launches[i].kernel, launches[i].name, 1, &global, &local));
@@ -394,8 +406,16 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                       .dkdv_name = main->kernels[0],
                       .dq_name = main->kernels[1]};
   status = fcl__kernel(ctx, pre->source, &pre->opts, pre->kernels[0], &run.pre);
-  if (status == FCL_SUCCESS && desc->dsinks)
+  if (status == FCL_SUCCESS && desc->dsinks) {
+    run.sink_parts = fcl__sink_parts(call->shape.tokens_q);
     status = fcl__kernel(ctx, pre->source, &pre->opts, "flash_bwd_sinks", &run.sinks);
+    if (status == FCL_SUCCESS)
+      status = fcl__kernel(ctx, pre->source, &pre->opts, "flash_bwd_sinks_sum", &run.sinks_sum);
+    if (status == FCL_SUCCESS)
+      run.dsink_parts = fcl__buffer(ctx, CL_MEM_READ_WRITE,
+                                    desc->heads_q * run.sink_parts * sizeof(float),
+                                    "the sinks' gradient's partial sums", &status);
+  }
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main->source, &main->opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)
