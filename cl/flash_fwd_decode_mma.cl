@@ -14,7 +14,8 @@
  *
  * No local memory on the way: K and V go from global memory straight into
  * the instructions' B fragments (a quantized cache's bytes as loaded,
- * KV_RAW4, converted where they are used, fcl_kv_raw_bits4). The order of
+ * KV_RAW4, converted where they are used: fcl_kv_raw_bits4, and V's
+ * columns of two keys at once, fcl_kv_raw_pair). The order of
  * head_dim within a dot product, and of the keys within a step, is free,
  * so each lane loads whole 8-byte groups of four elements:
  *   - K: lane (g, t) loads keys g and 8 + g of the step, columns
@@ -113,11 +114,6 @@
     }                                                                                \
   } while (0)
 
-/* Element e (0-3) of a group of four elements' bits. */
-inline uint element_bits(const uint2 x, const int e) {
-  return ((e < 2 ? x.x : x.y) >> (16 * (e & 1))) & 0xffffu;
-}
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __local ushort q_local[BLOCK_Q * HEAD_DIM_MAX] __attribute__((aligned(16)));
@@ -213,17 +209,13 @@ UNROLL
     const uint pa[4] = {pack2(s[0][0], s[0][1]), ROW_HALVES > 1 ? pack2(s[0][2], s[0][3]) : 0u,
                         pack2(s[1][0], s[1][1]), ROW_HALVES > 1 ? pack2(s[1][2], s[1][3]) : 0u};
 UNROLL
-    for (int i = 0; i < V_GROUPS; ++i) {
-      uint2 vb[4];
-UNROLL
-      for (int u = 0; u < 4; ++u) vb[u] = fcl_kv_raw_bits4(vx[u][i]);
+    for (int i = 0; i < V_GROUPS; ++i)
 UNROLL
       for (int e = 0; e < 4; ++e) {
-        const uint b[2] = {element_bits(vb[0], e) | element_bits(vb[1], e) << 16,
-                           element_bits(vb[2], e) | element_bits(vb[3], e) << 16};
+        const uint b[2] = {fcl_kv_raw_pair(vx[0][i], vx[1][i], e),
+                           fcl_kv_raw_pair(vx[2][i], vx[3][i], e)};
         mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
       }
-    }
   }
 
   /* ---- the warps' states to local memory, merged, O and LSE stored ----

@@ -322,9 +322,27 @@ inline uint fcl_f16x2_mul(const uint a, const uint b) {
   return r;
 #endif
 }
+#endif
+/* The bytes of b:a (a bytes 0-3, b 4-7) that sel's nibbles name, byte i
+ * of the result the one nibble i names (each below 8): PTX's prmt.b32, one
+ * instruction on NVIDIA. */
+inline uint fcl_prmt(const uint a, const uint b, const uint sel) {
+#if FCL_NVIDIA_PTX
+  uint r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+#else
+  const ulong x = (ulong)b << 32 | a;
+  uint r = 0;
+  for (int i = 0; i < 4; ++i) r |= (uint)(x >> (8 * (sel >> (4 * i) & 7u)) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
+#if FCL_KV_DTYPE
 /* Bytes 0 and 1 (hi: 2 and 3) of x in the low bytes of a pair's halves. */
-#define FCL_BYTE_PAIR(x, hi) \
-  ((hi) ? ((x) >> 16 & 0xffu) | ((x) >> 8 & 0xff0000u) : ((x)&0xffu) | ((x) << 8 & 0xff0000u))
+#define FCL_BYTE_PAIR(x, hi) fcl_prmt(x, 0u, (hi) ? 0x4342u : 0x4140u)
+/* Byte k of a and of b in bytes 0 and 2 (1 and 3 unspecified). */
+#define FCL_BYTES_AB(a, b, k) fcl_prmt(a, b, (k) * 0x1111u + 0x4400u)
 #endif
 
 #if FCL_KV_DTYPE == 0
@@ -392,6 +410,43 @@ inline uint fcl_fp8x2_bf16x2(const uint x) {
 #endif
 inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
   return (uint2)(FCL_FP8_PAIR(r.x, 0), FCL_FP8_PAIR(r.x, 1));
+}
+#endif
+
+/* fcl_kv_raw_pair(a, b, e): element e (0-3) of two groups KV_RAW4 loaded
+ * (two keys' same column), as one operand word, a's in the low half: the
+ * bits fcl_kv_raw_bits4 gives them, picked and converted together, so
+ * that a pair costs a byte permute and its conversion (f16 storage and
+ * fp8; elsewhere each group converted, then its element picked). */
+#if FCL_KV_DTYPE == 0
+inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
+  return fcl_prmt(e < 2 ? a.x : a.y, e < 2 ? b.x : b.y, e & 1 ? 0x7632u : 0x5410u);
+}
+#elif FCL_KV_DTYPE == 1 && FCL_DTYPE == 1
+inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
+  return fcl_f16x2_mul(fcl_f16x2_sub((FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu) ^ 0x64806480u,
+                                     0x64806480u),
+                       fcl_prmt(a.y, b.y, 0x5410u));
+}
+#elif FCL_KV_DTYPE == 2 && FCL_DTYPE == 1
+inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
+  const uint x = FCL_BYTES_AB(a.x, b.x, e >> 1) >> (4 * (e & 1));
+  return fcl_f16x2_mul(fcl_f16x2_sub((x & 0x000f000fu) | 0x64006400u, 0x64086408u),
+                       fcl_prmt(a.y, b.y, 0x5410u));
+}
+#elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
+inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
+#if FCL_DTYPE == 1
+  return fcl_fp8x2_f16x2(FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu);
+#else
+  return fcl_fp8x2_bf16x2(FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu);
+#endif
+}
+#else  /* a block form in bf16 storage: through floats */
+inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
+  const uint2 x = fcl_kv_raw_bits4(a), y = fcl_kv_raw_bits4(b);
+  const uint xe = (e < 2 ? x.x : x.y) >> (16 * (e & 1)) & 0xffffu;
+  return xe | ((e < 2 ? y.x : y.y) >> (16 * (e & 1))) << 16;
 }
 #endif
 #endif  // FCL_DTYPE
