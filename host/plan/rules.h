@@ -202,8 +202,9 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits 
                                   int row_keys);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
- *  eight work-items share a row, and on AMD and Intel then 2 for slices of
- *  24 floats, 1 for 32 (plan.c says what spilled). */
+ *  eight work-items share a row or (on AMD) one holds whole rows, and on
+ *  AMD and Intel then 2 for slices of 24 floats, 1 for 32 (plan_simt.c says
+ *  what spilled). */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits);
 /** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
  *  D = rowsum(dO * O)), the same for both kernel families. */
