@@ -198,7 +198,8 @@ awk -F'\t' 'NR > 1 {
     for (k in n)
       printf "vendor-check: %-24s %5d kernels, %3d spill (worst %d B), %3d with scratch%s\n", k,
         n[k], s[k], w[k], sc[k],
-        f[k] ? sprintf(", forwards at >= 2 waves/SIMD: %d of %d", o[k], f[k]) : ""
+        f[k] ? sprintf(", forwards at >= 2 waves/SIMD: %d of %d (%d%%)", o[k], f[k],
+                       100 * o[k] / f[k]) : ""
   }' "$work/table" | sort >&2
 echo "vendor-check: $n programs, $failures failing kernels, $warnings warnings" >&2
 [ "$failures" -eq 0 ]
