@@ -32,6 +32,12 @@
  * Bc 32, 1 wave, and 170-182 VGPRs at Bc 16 and 8, 2 waves; d 32 (1 lane)
  * 184 at Bc 32, 2 waves. */
 #define FWD_SHARED_CDNA 1u
+/* The largest key tile of a SIMT forward split over the keys (SPLIT_KV) on
+ * AMD's wave64 chips where lanes share a row: clang 15 for gfx940 gave the
+ * split forwards at Bc 16 (d 64-256, 2-8 lanes a row) 256 VGPRs and 6-63
+ * AGPRs, one wave per SIMD, where the unsplit ones took 2; at Bc 8, 180-232
+ * VGPRs and 2 waves (scripts/vendor-check.sh --grid cover). */
+#define FWD_SPLIT_BLOCK_K_CDNA 8u
 /* The forward's extra private floats on Intel's GPUs per key of the tile
  * and row where a block packs the query heads of a KV head (PACK_GQA) and
  * lanes share a row: IGC 1.0.12504 spilled such tilings within the budget
@@ -85,6 +91,14 @@ int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan 
   *cost = fwd_cost(&regs, plan);
   *budget = regs.fwd;
   return *cost <= *budget;
+}
+
+unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan) {
+  const int cdna = limits->vendor == FCL_VENDOR_AMD && limits->sub_group_size >= 64;
+  return cdna && plan->splits > 1 && plan->threads_per_row > 1 &&
+                 plan->block_k > FWD_SPLIT_BLOCK_K_CDNA
+             ? FWD_SPLIT_BLOCK_K_CDNA
+             : plan->block_k;
 }
 
 /* flash-attn's head_dim buckets: one kernel build serves a range of head

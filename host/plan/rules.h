@@ -77,6 +77,11 @@ typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shap
  *  MI300X: at 2 waves per SIMD). @return whether it fits. */
 int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
                                 unsigned *cost, unsigned *budget);
+/** The key tile a SIMT forward `plan` takes once its splits are known
+ *  (plan.c): at most 8 where it is split over the keys on AMD's wave64
+ *  chips and lanes share a row (2 waves per SIMD on MI300X rather than 1;
+ *  docs/design.md, "MI300X: two waves per SIMD"), else its own. */
+unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
