@@ -183,12 +183,13 @@ while IFS=$'\t' read -r key target limit pass file _ _ local _ options problem r
       "$occ" "$verdict" "$options" "$problem"
   done < "$result"
 done < "$work/results" | tee "$work/table"
-# the loop ran in a pipeline: its counts, again, from the table
-failures="$(awk -F'\t' 'NR > 1 && $14 !~ /^(ok|not planned)/' "$work/table" | wc -l)"
-warnings="$(awk -F'\t' 'NR > 1 && ($14 ~ /^ok \(/ || $14 ~ /^not planned/)' "$work/table" | wc -l)"
+# the loop ran in a pipeline: its counts, again, from the table (which has
+# no header line: every line is a kernel)
+failures="$(awk -F'\t' '$14 !~ /^(ok|not planned)/' "$work/table" | wc -l)"
+warnings="$(awk -F'\t' '($14 ~ /^ok \(/ || $14 ~ /^not planned/)' "$work/table" | wc -l)"
 # per profile: kernels, those that spill to memory (and the most bytes),
 # those with scratch, and on AMD the forwards at 2 waves per SIMD or more
-awk -F'\t' 'NR > 1 {
+awk -F'\t' '{
     k = $1; n[k]++
     if ($9 != 0 && $10 != 0) { s[k]++; if ($9 + 0 > w[k]) w[k] = $9 + 0 }
     if ($10 != 0) sc[k]++
@@ -198,7 +199,8 @@ awk -F'\t' 'NR > 1 {
     for (k in n)
       printf "vendor-check: %-24s %5d kernels, %3d spill (worst %d B), %3d with scratch%s\n", k,
         n[k], s[k], w[k], sc[k],
-        f[k] ? sprintf(", forwards at >= 2 waves/SIMD: %d of %d", o[k], f[k]) : ""
+        f[k] ? sprintf(", forwards at >= 2 waves/SIMD: %d of %d (%d%%)", o[k], f[k],
+                       100 * o[k] / f[k]) : ""
   }' "$work/table" | sort >&2
 echo "vendor-check: $n programs, $failures failing kernels, $warnings warnings" >&2
 [ "$failures" -eq 0 ]

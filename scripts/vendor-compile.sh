@@ -16,6 +16,11 @@
 #            gfx940   AMD Instinct MI300X (CDNA 3), clang-15 -mcpu=gfx940
 #            gfx1030  AMD RDNA 2, standing in for the RX 7900 XTX (RDNA 3):
 #                     Debian 12's device libraries have no gfx11 bitcode
+#            gfx1100  the RX 7900 XTX itself, for experiments only: it needs
+#                     FCL_ROCM_DEVICE_LIBS with an oclc_isa_version_1100.bc,
+#                     and clang-15 allocates it at most 128 VGPRs a lane
+#                     (FCL_AMD_CLANG=clang-19 does not; docs/design.md,
+#                     "RDNA 3")
 #
 # Output: one tab-separated line per kernel of the program (with a header line
 # first under --header):
@@ -224,7 +229,7 @@ for line in open(log, errors='replace'):
         name = value
         usage[name] = {}
     elif name is not None:
-        usage[name][key] = int(value)
+        usage[name][key] = int(value) if value.isdigit() else value  # newer clangs: "False"
 
 if not order:
     sys.exit('vendor-compile: no kernel in the program (no .amdgpu_metadata kernels)')
@@ -261,7 +266,7 @@ case "$target" in
     fi
     intel_report "$binary" "$tmp/log" "$target" "$grf_bytes"
     ;;
-  gfx940 | gfx1030)
+  gfx940 | gfx1030 | gfx1100)
     [ -n "$amd_clang" ] || amd_clang="$(command -v clang-15 || true)"
     [ -n "$amd_clang" ] || die "no clang-15: run scripts/vendor-tools.sh"
     if [ -z "$bitcode" ]; then
@@ -278,5 +283,5 @@ case "$target" in
     fi
     amd_report "$tmp/program.s" "$tmp/log" "$target"
     ;;
-  *) die "unknown target '$target': dg2, pvc, gfx940 or gfx1030" ;;
+  *) die "unknown target '$target': dg2, pvc, gfx940, gfx1030 or gfx1100" ;;
 esac

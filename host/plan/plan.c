@@ -384,6 +384,18 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
   FCL_FORWARD_IF(check_pages_fit(sh, &plan, why, why_len));
   if (sh->head_dim_v == desc->head_dim || fcl__decode_kernel_family(kernel)) {
     choose_splits(limits, sh, &packed_desc, hint, &plan);
+    /* a split SIMT forward's smaller key tile, where its vendor needs one
+     * (fcl__simt_split_block_k): planned again with it, then split again */
+    const unsigned split_bk = kernel == FCL_FLASH_KERNEL_SIMT && !(hint && hint->block_k) &&
+                                      !desc->batch_invariant
+                                  ? fcl__simt_split_block_k(limits, &plan)
+                                  : plan.block_k;
+    if (split_bk < plan.block_k) {
+      fcl_plan split_hint = hint ? *hint : (fcl_plan){0};
+      split_hint.block_k = split_bk;
+      FCL_FORWARD_IF(family->plan(limits, sh, &packed_desc, &split_hint, &plan, why, why_len));
+      choose_splits(limits, sh, &packed_desc, hint, &plan);
+    }
     FCL_FORWARD_IF(choose_merge(limits, sh, &packed_desc, hint, &plan, why, why_len));
   } else {  /* unsplit (check_value_width) */
     plan.splits = 1;

@@ -16,7 +16,8 @@
  *     of two, at most 32 (a warp, whose shuffles sum the dot products);
  *   - the work-group: 128 work-items (key groups of 8 at d = 128), halved
  *     while its local memory does not fit; each key group takes
- *     decode_keys_per_group keys a step (4; 2 on Intel), loaded a step
+ *     decode_keys_per_group keys a step (4; 2 on Intel; 1 on RDNA at
+ *     8 rows of slices of 8), loaded a step
  *     ahead, so block_k = groups x that;
  *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
  *     work-groups per compute unit (one wave), at most DECODE_MAX_SPLITS:
@@ -39,6 +40,23 @@
 #define DECODE_MMA_WARPS 4u     /* block_k = 64 */
 #define DECODE_MMA_MAX_HEAD_DIM 128u
 
+/* The decode kernel's register cost model on RDNA (AMD's wave32 chips: a
+ * lane's 256 VGPRs, no AGPRs): a lane's q and accumulator slices of the
+ * block's rows and a step's V and next step's K, 2 x (rows + keys) x
+ * slice floats. clang-15 for gfx1030 (scripts/vendor-check.sh --grid
+ * cover) spilled at 8 rows of slices of 8 with 4 keys (192 floats; 256
+ * VGPRs and 296-356 bytes a lane) and with 2 (160; f32 20 bytes, f16 and
+ * bf16 none at 256 VGPRs), not with 1 (144; 223-227 VGPRs), nor at 4
+ * rows with 4 keys (128; 213). 0 elsewhere: CDNA's 512 VGPRs and AGPRs
+ * took 192. */
+#define DECODE_RDNA_FLOATS 144u
+static unsigned decode_rdna_floats(const fcl_device_limits *limits, const fcl_plan *plan,
+                                   unsigned keys) {
+  if (limits->vendor != FCL_VENDOR_AMD || limits->sub_group_size >= 64) return 0;
+  const unsigned slice = plan->head_dim_padded / plan->threads_per_row;
+  return 2 * (plan->block_q + keys) * slice;
+}
+
 /* Keys a key group takes each step. The kernel holds a step's V and the
  * next step's K at once; with 4 keys Intel's compiler spilled that (IGC
  * 1.0.12504, 256 GRF: 192-352 bytes on dg2, 128 on pvc, d 128) and with 2
@@ -46,11 +64,15 @@
  * 20 columns a lane, q in local memory, at most DECODE_WIDE_MAX_ROWS
  * rows), 1 key, 2 on Intel: at 4 rows, 128 work-items, clang-15 for gfx940
  * used 256 VGPRs and no spill at 1 (an SGPR spill at 2), and IGC for dg2
- * spilled 192 bytes at 1 and none at 2 (scripts/vendor-compile.sh). */
-static unsigned decode_keys_per_group(const fcl_device_limits *limits, size_t head_dim_padded) {
-  if (FCL_DECODE_Q_IN_LOCAL(head_dim_padded))
+ * spilled 192 bytes at 1 and none at 2 (scripts/vendor-compile.sh). On
+ * RDNA, halved while the cost model above is over its budget. */
+static unsigned decode_keys_per_group(const fcl_device_limits *limits, const fcl_plan *plan) {
+  if (FCL_DECODE_Q_IN_LOCAL(plan->head_dim_padded))
     return limits->vendor == FCL_VENDOR_INTEL ? 2u : 1u;
-  return limits->vendor == FCL_VENDOR_INTEL ? 2u : 4u;
+  if (limits->vendor == FCL_VENDOR_INTEL) return 2u;
+  unsigned keys = 4;
+  while (keys > 1 && decode_rdna_floats(limits, plan, keys) > DECODE_RDNA_FLOATS) keys /= 2;
+  return keys;
 }
 
 /* A block's rows beyond a bucket of 256: an accumulator of 4 rows x 20
@@ -178,7 +200,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   for (;;) {
     plan.wg_size = wg;
     const unsigned groups = wg / lanes;
-    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits, plan.head_dim_padded);
+    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits, &plan);
     FCL_WHY_IF(plan.block_k % groups != 0 || plan.block_k > 128, FCL_ERROR_UNSUPPORTED,
                "block_k = %u: the decode kernel's %u key groups take equal shares of a "
                "step's keys, at most 128",

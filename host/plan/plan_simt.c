@@ -32,6 +32,12 @@
  * Bc 32, 1 wave, and 170-182 VGPRs at Bc 16 and 8, 2 waves; d 32 (1 lane)
  * 184 at Bc 32, 2 waves. */
 #define FWD_SHARED_CDNA 1u
+/* The largest key tile of a SIMT forward split over the keys (SPLIT_KV) on
+ * AMD's wave64 chips where lanes share a row: clang 15 for gfx940 gave the
+ * split forwards at Bc 16 (d 64-256, 2-8 lanes a row) 256 VGPRs and 6-63
+ * AGPRs, one wave per SIMD, where the unsplit ones took 2; at Bc 8, 180-232
+ * VGPRs and 2 waves (scripts/vendor-check.sh --grid cover). */
+#define FWD_SPLIT_BLOCK_K_CDNA 8u
 /* The forward's extra private floats on Intel's GPUs per key of the tile
  * and row where a block packs the query heads of a KV head (PACK_GQA) and
  * lanes share a row: IGC 1.0.12504 spilled such tilings within the budget
@@ -87,6 +93,14 @@ int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan 
   return *cost <= *budget;
 }
 
+unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan) {
+  const int cdna = limits->vendor == FCL_VENDOR_AMD && limits->sub_group_size >= 64;
+  return cdna && plan->splits > 1 && plan->threads_per_row > 1 &&
+                 plan->block_k > FWD_SPLIT_BLOCK_K_CDNA
+             ? FWD_SPLIT_BLOCK_K_CDNA
+             : plan->block_k;
+}
+
 /* flash-attn's head_dim buckets: one kernel build serves a range of head
  * dims; the real head_dim is a run-time argument. */
 static unsigned head_dim_bucket(size_t d) {
@@ -126,17 +140,23 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
  * not with 4. On AMD and Intel, slices of 24 floats take at most 2 and of
  * 32 one: with 4, the Max 1550 spilled both kernels at d = 192 and 256
  * (256-448 bytes) and RDNA the d = 256 dK/dV (180-528 bytes a lane), with
- * 2, RDNA still 44 (scripts/vendor-check.sh). */
+ * 2, RDNA still 44 (scripts/vendor-check.sh). On AMD a work-item that
+ * holds whole rows (one a row: bucket 16) takes at most 4: with 8, with no
+ * sum over lanes between them, clang-15 kept all 8 rows' loads live, and
+ * spilled 364-524 bytes a lane for gfx1030 (both kernels) and took 1 wave
+ * and 65-98 AGPRs for gfx940; with 4, at most 222 VGPRs for gfx1030 and
+ * 228 (2-3 waves) for gfx940. */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
   unsigned rows = plan->block_k;
   const unsigned hdv = fcl__plan_head_dim_v(plan);
   const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
   const unsigned slice = widest / plan->threads_per_row;
   const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
-  const unsigned most = plan->threads_per_row < 8 ? 8
-                        : !narrow || slice < 24   ? 4
-                        : slice < 32              ? 2
-                                                  : 1;
+  const int whole_rows_amd = plan->threads_per_row == 1 && limits->vendor == FCL_VENDOR_AMD;
+  const unsigned most = plan->threads_per_row < 8 && !whole_rows_amd ? 8
+                        : !narrow || slice < 24                      ? 4
+                        : slice < 32                                 ? 2
+                                                                     : 1;
   return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
 }
 

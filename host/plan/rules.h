@@ -77,6 +77,11 @@ typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shap
  *  MI300X: at 2 waves per SIMD). @return whether it fits. */
 int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
                                 unsigned *cost, unsigned *budget);
+/** The key tile a SIMT forward `plan` takes once its splits are known
+ *  (plan.c): at most 8 where it is split over the keys on AMD's wave64
+ *  chips and lanes share a row (2 waves per SIMD on MI300X rather than 1;
+ *  docs/design.md, "MI300X: two waves per SIMD"), else its own. */
+unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
@@ -202,8 +207,9 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits 
                                   int row_keys);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
- *  eight work-items share a row, and on AMD and Intel then 2 for slices of
- *  24 floats, 1 for 32 (plan.c says what spilled). */
+ *  eight work-items share a row or (on AMD) one holds whole rows, and on
+ *  AMD and Intel then 2 for slices of 24 floats, 1 for 32 (plan_simt.c says
+ *  what spilled). */
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits);
 /** Launch shape of the backward's preprocessing kernel (flash_bwd_pre.cl,
  *  D = rowsum(dO * O)), the same for both kernel families. */
