@@ -921,12 +921,9 @@ typedef uint frag_t;
       s[n_][2 * (r) + c_] = pr_;                                                \
       sum_ += pr_;                                                              \
     }                                                                           \
-    /* alpha is exactly 1 where the max stayed (most tiles of a long row):   \
-     * the rescale is skipped, the same bits */                               \
-    l[r] = alpha_ != 1.0f ? l[r] * alpha_ + sum_ : l[r] + sum_;                 \
-    if (alpha_ != 1.0f)                                                         \
-      UNROLL for (int n_ = 0; n_ < (width); ++n_) {                             \
-        acc[n_][2 * (r)] *= alpha_;                                             \
-        acc[n_][2 * (r) + 1] *= alpha_;                                         \
-      }                                                                         \
+    l[r] = l[r] * alpha_ + sum_;                                                \
+    UNROLL for (int n_ = 0; n_ < (width); ++n_) {                               \
+      acc[n_][2 * (r)] *= alpha_;                                               \
+      acc[n_][2 * (r) + 1] *= alpha_;                                           \
+    }                                                                           \
   } while (0)
