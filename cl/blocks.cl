@@ -193,6 +193,30 @@ inline fcl_query_block fcl_locate_query_block(const fcl_params p, __global const
   return b;
 }
 
+/* A forward's start: its I/O counters (FCL_IO_INIT), its block qb of
+ * block_q query rows, and that block's rows: Q's and O's (this split's)
+ * from the sequence's first query, K's and V's (its KV head's) from its
+ * first key. A declaration macro, with the kernel's arguments in scope. */
+#define FCL_FORWARD_BLOCK(qb, block_q)                                          \
+  FCL_IO_INIT;                                                                  \
+  const fcl_query_block qb =                                                    \
+      fcl_locate_query_block(p, seqs, work, alibi, (block_q) IO_LOADS_ARG);     \
+  __global const store_t *q_rows = q + fcl_at(p.q, (qb).batch, (qb).seq.q_start, (qb).head); \
+  __global store_t *o_rows =                                                    \
+      o + fcl_at(p.o, (qb).batch, (qb).seq.q_start, (qb).head) + (qb).o_split;  \
+  __global const kv_t *k_rows = k + fcl_at(p.k, (qb).batch, (qb).seq.k_start, (qb).kv_head); \
+  __global const kv_t *v_rows = v + fcl_at(p.v, (qb).batch, (qb).seq.k_start, (qb).kv_head)
+
+/* Slot `slot` of a forward's block in sequence `seq`: its query token
+ * (packed, PACK_GQA: the slot's) in *row and the keys it sees, [*key_lo,
+ * *key_hi); @return whether it is a row of the sequence. */
+inline int fcl_query_row(const fcl_params p, const fcl_sequence seq, int slot, int *row,
+                         int *key_lo, int *key_hi) {
+  *row = SLOT_TOKEN(slot);
+  fcl_row_keys(seq.nq, seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), *row, key_lo, key_hi);
+  return slot < seq.nq * PACK_GQA;
+}
+
 /* ---- the decode kernels' key groups ----------------------------------------
  * Both decode forwards (flash_fwd_decode.cl, flash_fwd_decode_mma.cl) give
  * the keys of a block to `groups` groups of work-items, each with its own

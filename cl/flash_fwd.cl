@@ -87,20 +87,15 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
 #if ROW_SUM_IN_LOCAL
   __local float s_part[BLOCK_K * WG_SIZE];     // [key][work-item]
 #endif
-  FCL_IO_INIT;
 
   const int tid = get_local_id(0);
   const int slice = tid % THREADS_PER_ROW;
   const int row_group = tid / THREADS_PER_ROW;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
-  const int q0 = qb.q0, batch = qb.batch, head = qb.head, nq = qb.seq.nq;
+  FCL_FORWARD_BLOCK(qb, BLOCK_Q);
+  const int q0 = qb.q0, nq = qb.seq.nq;
   const int head_dim = p.head_dim, head_dim_v = FCL_HEAD_DIM_V(p), vec = p.vec4;
   const size_t q_stride = p.q.seq, o_stride = p.o.seq;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
-  __global const store_t *q_rows = q + fcl_at(p.q, batch, qb.seq.q_start, head);
-  __global store_t *o_rows = o + fcl_at(p.o, batch, qb.seq.q_start, head) + qb.o_split;
-  __global const kv_t *k_rows = k + fcl_at(p.k, batch, qb.seq.k_start, qb.kv_head);
-  __global const kv_t *v_rows = v + fcl_at(p.v, batch, qb.seq.k_start, qb.kv_head);
 
   /* Padding columns and keys past seqlen_k must read as 0, never as stale
    * local memory (0 * NaN is NaN). */
@@ -118,13 +113,10 @@ void flash_fwd(FCL_ATTENTION_PARAMS) {
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     const int slot = q0 + row_group + r * ROW_GROUPS;
-    row[r] = SLOT_TOKEN(slot);
     hoff[r] = SLOT_HEAD(slot);
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
-    const int live = slot < slots;
-    fcl_row_keys(nq, qb.seq.nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r],
-                 &key_hi[r]);
+    const int live = fcl_query_row(p, qb.seq, slot, &row[r], &key_lo[r], &key_hi[r]);
     __global const store_t *src = q_rows + (size_t)row[r] * q_stride + (size_t)hoff[r] * p.q.head;
 UNROLL
     for (int c = 0; c < D_SLICE; c += 4) {

@@ -36,16 +36,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   float k_tile[BLOCK_K * HEAD_DIM_MAX];
   float v_tile[BLOCK_K * HEAD_DIM_V_MAX];
-  FCL_IO_INIT;
 
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
   const int head_dim_v = FCL_HEAD_DIM_V(p);
   const int diag = nk - nq;
-  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
-  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* Per chunk: q transposed, the rows' tokens and window bounds, the keys
    * some row of it sees and those all its rows see, and each lane's
@@ -61,9 +56,8 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
     const int rows = clamp(qb.rows - ch * LANES, 0, LANES);
     for (int r = 0; r < LANES; ++r) {
       const int slot = qb.q0 + ch * LANES + r;
-      tok[r] = SLOT_TOKEN(slot);
+      fcl_query_row(p, qb.seq, slot, &tok[r], &lo[r], &hi[r]);
       off[r] = (size_t)tok[r] * p.q.seq + (size_t)SLOT_HEAD(slot) * p.q.head;
-      fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), tok[r], &lo[r], &hi[r]);
     }
     fcl_cpu_rows_t((float *)qt[ch], q_rows, off, rows, head_dim, HEAD_DIM_MAX, vec IO_LOADS_ARG);
     chunk_lo[ch] = chunk_hi[ch] = chunk_full_lo[ch] = chunk_full_hi[ch] = 0;

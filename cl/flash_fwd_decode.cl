@@ -97,16 +97,11 @@ void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
 #if !SUM_BY_SHUFFLE
   __local float part[WG_SIZE * KEYS_PER_GROUP * BLOCK_Q];  // [group][key][row][lane]
 #endif
-  FCL_IO_INIT;
   const int tid = get_local_id(0), lane = tid % KEY_LANES, group = tid / KEY_LANES;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
   const int head_dim_v = p.head_dim_v;
   const int slots = nq * PACK_GQA;
-  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
-  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
 
   /* Q into local memory, each element loaded once; absent rows and
@@ -131,8 +126,7 @@ void flash_fwd_decode(FCL_ATTENTION_PARAMS) {
   float m[BLOCK_Q], l[BLOCK_Q];
 UNROLL
   for (int r = 0; r < BLOCK_Q; ++r) {
-    row[r] = SLOT_TOKEN(q0 + r);
-    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
+    fcl_query_row(p, qb.seq, q0 + r, &row[r], &key_lo[r], &key_hi[r]);
     m[r] = FCL_MAX_INIT;
     l[r] = 0.0f;
 UNROLL

@@ -120,16 +120,11 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   /* the warps' states: m, l, then the accumulator, per row (FCL_DECODE_STORE) */
   __local float state[WARPS * BLOCK_Q * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX)];
   MMA_DECLARE_SCRATCH(WARPS);
-  FCL_IO_INIT;
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
   const int head_dim_v = p.head_dim_v;  // V's and O's columns (HEAD_DIM_MAX: the wider)
   const int slots = nq * PACK_GQA;
-  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
-  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
 
@@ -163,8 +158,7 @@ UNROLL
   int row[2], key_lo[2], key_hi[2];
 UNROLL
   for (int h = 0; h < 2; ++h) {
-    row[h] = SLOT_TOKEN(q0 + g + 8 * h);
-    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[h], &key_lo[h], &key_hi[h]);
+    fcl_query_row(p, qb.seq, q0 + g + 8 * h, &row[h], &key_lo[h], &key_hi[h]);
   }
   float acc[N_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};

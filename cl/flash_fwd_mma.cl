@@ -89,14 +89,9 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   MMA_DECLARE_SCRATCH(WARPS);
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
-  FCL_IO_INIT;
-  const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK_Q IO_LOADS_ARG);
+  FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq, o_stride = p.o.seq;
-  __global const store_t *q_rows = q + fcl_at(p.q, qb.batch, qb.seq.q_start, qb.head);
-  __global store_t *o_rows = o + fcl_at(p.o, qb.batch, qb.seq.q_start, qb.head) + qb.o_split;
-  __global const kv_t *k_rows = k + fcl_at(p.k, qb.batch, qb.seq.k_start, qb.kv_head);
-  __global const kv_t *v_rows = v + fcl_at(p.v, qb.batch, qb.seq.k_start, qb.kv_head);
 
   /* This lane's rows: g and g + 8 of each of the warp's row tiles (r:
    * 2 tile + 0 or 1). */
@@ -108,10 +103,8 @@ void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
 UNROLL
   for (int r = 0; r < 2 * M_TILES; ++r) {
     const int slot = q0 + WARP_ROWS * warp + 16 * (r >> 1) + g + 8 * (r & 1);
-    row[r] = SLOT_TOKEN(slot);
     hoff[r] = SLOT_HEAD(slot);
-    live[r] = slot < slots;
-    fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &key_lo[r], &key_hi[r]);
+    live[r] = fcl_query_row(p, qb.seq, slot, &row[r], &key_lo[r], &key_hi[r]);
   }
 
   /* Q as A fragments, for every k-step over head_dim, of each row tile: in

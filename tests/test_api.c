@@ -963,6 +963,370 @@ START_TEST(a_fifo_as_the_build_log_is_skipped) {
 }
 END_TEST
 
+/* ---- the descriptor's newer fields ------------------------------------------
+ * head_dim_v, V as a view of K (DeepSeek's latent attention), kv_dtype,
+ * sinks, batch_invariant and the wgmma kernel hint, each broken one way
+ * and called through the public entry points: the status and the reason
+ * include/flashcl.h gives, and every output byte still the poison. */
+
+/* A call's buffers, sized for a valid descriptor: inputs of random values,
+ * outputs (and dsinks) poisoned. */
+typedef struct field_bufs {
+  cl_mem q, k, v, o, lse, dout, dq, dk, dv, dsinks;
+  size_t bytes[4];  /* of o, dq, dk, dv */
+  size_t lse_bytes, dsinks_bytes;
+} field_bufs;
+
+static cl_mem random_input(fcl_context *ctx, size_t bytes, fcl_dtype dtype, uint64_t seed) {
+  const size_t n = (bytes + fcl_dtype_size(dtype) - 1) / fcl_dtype_size(dtype);
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  ck_assert_ptr_nonnull(x);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + seed);
+  fclu_fill_normal(&rng, x, n, 1.0, dtype);
+  cl_mem mem = fclu_upload(ctx, x, n, dtype);
+  free(x);
+  ck_assert_ptr_nonnull(mem);
+  return mem;
+}
+
+static void field_bufs_init(field_bufs *b, fcl_context *ctx, const fcl_attention_desc *sized) {
+  fcl_buffer_sizes s;
+  char why[256];
+  ck_assert_msg(fcl_attention_buffer_sizes(sized, &s, why, sizeof why) == FCL_SUCCESS, "%s", why);
+  memset(b, 0, sizeof *b);
+  b->q = random_input(ctx, s.q, sized->dtype, 401);
+  b->k = random_input(ctx, s.k, sized->dtype, 402);
+  b->v = random_input(ctx, s.v, sized->dtype, 403);
+  b->dout = random_input(ctx, s.dout, sized->dtype, 404);
+  const size_t out_bytes[4] = {s.o, s.dq, s.dk, s.dv};
+  cl_mem *outs[4] = {&b->o, &b->dq, &b->dk, &b->dv};
+  for (int i = 0; i < 4; ++i) {
+    b->bytes[i] = out_bytes[i];
+    *outs[i] = fclu_poisoned_buffer(ctx, out_bytes[i]);
+    ck_assert_ptr_nonnull(*outs[i]);
+  }
+  b->lse_bytes = s.lse;
+  b->lse = fclu_poisoned_buffer(ctx, s.lse);
+  b->dsinks_bytes = sized->heads_q * sizeof(float);
+  b->dsinks = fclu_poisoned_buffer(ctx, b->dsinks_bytes);
+  ck_assert(b->lse && b->dsinks);
+}
+
+static void field_bufs_free(field_bufs *b) {
+  cl_mem all[] = {b->q, b->k, b->v, b->o, b->lse, b->dout, b->dq, b->dk, b->dv, b->dsinks};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) clReleaseMemObject(all[i]);
+}
+
+static int all_ff(const unsigned char *x, size_t bytes) {
+  size_t i = 0;
+  while (i < bytes && x[i] == 0xff) ++i;
+  return i == bytes;
+}
+
+/* Whether every byte of `mem` is still the poison (0xFF). */
+static int still_poison(fcl_context *ctx, cl_mem mem, size_t bytes) {
+  unsigned char *x = malloc(bytes ? bytes : 1);
+  ck_assert_ptr_nonnull(x);
+  ck_assert_int_eq(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), mem, CL_TRUE, 0, bytes, x, 0,
+                                       NULL, NULL),
+                   CL_SUCCESS);
+  const int all = all_ff(x, bytes);
+  free(x);
+  return all;
+}
+
+/* One broken descriptor: `call` as the call gets it, buffers sized for
+ * `sized`; v_is_k passes K's buffer as V (a latent-attention view);
+ * sinks, a buffer of that many floats (0: none); `hint`'s kernel or
+ * splits, when set, as the context's tiling. */
+typedef struct field_probe {
+  const char *what;
+  fcl_attention_desc call, sized;
+  fcl_pass pass;
+  fcl_algo algo;
+  fcl_plan hint;
+  int v_is_k, with_dsinks;
+  size_t sinks;
+  fcl_status want;
+  const char *needle;
+} field_probe;
+
+static void run_field_probe(fcl_context *ctx, const field_probe *pr) {
+  field_bufs b;
+  field_bufs_init(&b, ctx, &pr->sized);
+  fcl_attention_desc d = pr->call;
+  cl_mem sinks = NULL;
+  if (pr->sinks) {
+    sinks = random_input(ctx, pr->sinks * sizeof(float), FCL_DTYPE_F32, 405);
+    d.sinks = sinks;
+  }
+  if (pr->with_dsinks) d.dsinks = b.dsinks;
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, fcl_tiling_hint_given(&pr->hint) ? &pr->hint
+                                                                                    : NULL),
+                   FCL_SUCCESS);
+  cl_mem v = pr->v_is_k ? b.k : b.v;
+  const fcl_status got =
+      pr->pass == FCL_PASS_FORWARD
+          ? fcl_attention_forward(ctx, &d, pr->algo, b.q, b.k, v, b.o, b.lse, NULL)
+          : fcl_attention_backward(ctx, &d, pr->algo, b.q, b.k, v, b.o, b.lse, b.dout, b.dq,
+                                   b.dk, b.dv, NULL);
+  const char *msg = fcl_context_last_error(ctx);
+  ck_assert_msg(got == pr->want, "%s (%s): want %s, got %s (%s)", pr->what,
+                fcl_algo_name(pr->algo), fcl_status_str(pr->want), fcl_status_str(got), msg);
+  ck_assert_msg(strlen(msg) > 0 && strstr(msg, pr->needle) != NULL,
+                "%s: the message \"%s\" lacks \"%s\"", pr->what, msg, pr->needle);
+  if (pr->pass == FCL_PASS_FORWARD) {
+    ck_assert_msg(still_poison(ctx, b.o, b.bytes[0]), "%s: O written", pr->what);
+    ck_assert_msg(still_poison(ctx, b.lse, b.lse_bytes), "%s: LSE written", pr->what);
+  } else {
+    ck_assert_msg(still_poison(ctx, b.dq, b.bytes[1]) && still_poison(ctx, b.dk, b.bytes[2]) &&
+                      still_poison(ctx, b.dv, b.bytes[3]),
+                  "%s: a gradient written", pr->what);
+    ck_assert_msg(still_poison(ctx, b.dsinks, b.dsinks_bytes), "%s: dsinks written", pr->what);
+  }
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
+  if (sinks) clReleaseMemObject(sinks);
+  field_bufs_free(&b);
+}
+
+/* batch 1, 2 heads, 3 queries over 40 keys. */
+static fcl_attention_desc field_desc(size_t head_dim, size_t head_dim_v, fcl_dtype dtype) {
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 1, 2, 2, 3, 40, head_dim);
+  d.head_dim_v = head_dim_v;
+  d.dtype = dtype;
+  return d;
+}
+
+START_TEST(newer_descriptor_fields_are_refused) {
+  fcl_context *ctx = th_context();
+  const fcl_dtype f32 = FCL_DTYPE_F32, f16 = FCL_DTYPE_F16;
+  const fcl_pass fwd = FCL_PASS_FORWARD, bwd = FCL_PASS_BACKWARD;
+  const fcl_algo flash = FCL_ALGO_FLASH, naive = FCL_ALGO_NAIVE;
+  const fcl_plan none = {0}, mma = {.kernel = FCL_FLASH_KERNEL_MMA},
+                 wgmma = {.kernel = FCL_FLASH_KERNEL_WGMMA},
+                 decode = {.kernel = FCL_FLASH_KERNEL_DECODE},
+                 simt_split = {.kernel = FCL_FLASH_KERNEL_SIMT, .splits = 2};
+  const fcl_attention_desc plain = field_desc(64, 0, f32), two = field_desc(64, 32, f32),
+                           wide = field_desc(FCL_MAX_HEAD_DIM, FCL_MAX_HEAD_DIM + 1, f32),
+                           mla = field_desc(576, 512, f32);
+  /* V as K's first 512 columns: K's layout (packed), 512 wide */
+  fcl_attention_desc mla_view = mla;
+  mla_view.v.head_stride = 576;
+  mla_view.v.seq_stride = 2 * 576;
+  mla_view.v.batch_stride = 40 * 2 * 576;
+  fcl_attention_desc mla_short = mla_view, mla_overlap = mla_view, mla_past = mla_view;
+  mla_short.seqlen_k = 39;          /* buffers sized for a key fewer */
+  mla_overlap.v.seq_stride = 256;   /* rows of 512 columns 256 apart */
+  mla_past.v.offset = 65;           /* the last row's end one element past K's */
+  fcl_attention_desc odd_v = field_desc(576, 510, f32);  /* the decode kernel's 4 */
+  fcl_attention_desc q8 = field_desc(64, 0, f32), q4_48 = field_desc(48, 0, f32),
+                     kv_bad = plain, fp8_nan = field_desc(64, 0, f32), q8_two = two;
+  q8.kv_dtype = FCL_KV_Q8_0;
+  q4_48.kv_dtype = FCL_KV_Q4_0;
+  kv_bad.kv_dtype = (fcl_kv_dtype)9;
+  fp8_nan.kv_dtype = FCL_KV_FP8_E4M3;
+  fcl_attention_desc fp8 = fp8_nan;
+  fp8_nan.k_scale = NAN;
+  q8_two.kv_dtype = FCL_KV_Q8_0;
+  fcl_attention_desc inv2 = plain, inv_neg = plain;
+  inv2.batch_invariant = 2;
+  inv_neg.batch_invariant = -1;
+  const fcl_attention_desc h16 = field_desc(64, 0, f16), h16_two = field_desc(64, 32, f16),
+                           h16_wide = field_desc(256, 0, f16);
+  fcl_attention_desc q4_sized = q4_48;
+  q4_sized.kv_dtype = FCL_KV_AS_DTYPE;
+
+  const field_probe probes[] = {
+      /* head_dim_v */
+      {"head_dim_v over the maximum", wide, plain, fwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v over the maximum", wide, plain, fwd, naive, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v over the maximum, backward", wide, plain, bwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v over the maximum, backward", wide, plain, bwd, naive, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v not a multiple of the decode kernel's 4", odd_v, odd_v, fwd, flash, none, 0,
+       0, 0, FCL_ERROR_UNSUPPORTED, "vec4"},
+      {"head_dim_v on the MMA kernels", two, two, fwd, flash, mma, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v on the MMA backward", two, two, bwd, flash, mma, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v on the wgmma forward", h16_two, h16_two, fwd, flash, wgmma, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v in key splits", two, two, fwd, flash, simt_split, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      {"head_dim_v wider than V and O hold", field_desc(64, 96, f32), plain, fwd, naive, none,
+       0, 0, 0, FCL_ERROR_BUFFER_TOO_SMALL, "buffer v"},
+      {"head_dim_v wider than V and O hold", field_desc(64, 96, f32), plain, fwd, flash, none,
+       0, 0, 0, FCL_ERROR_BUFFER_TOO_SMALL, "buffer v"},
+      {"head_dim_v wider than V holds, backward", field_desc(64, 96, f32), plain, bwd, naive,
+       none, 0, 0, 0, FCL_ERROR_BUFFER_TOO_SMALL, "buffer v"},
+      {"latent widths in the backward", mla, mla, bwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "backward"},
+      /* MLA: V a view of K */
+      {"V as K: a key short", mla_view, mla_short, fwd, flash, none, 1, 0, 0,
+       FCL_ERROR_BUFFER_TOO_SMALL, "buffer k"},
+      {"V as K: a key short", mla_view, mla_short, fwd, naive, none, 1, 0, 0,
+       FCL_ERROR_BUFFER_TOO_SMALL, "buffer k"},
+      {"V as K: rows that overlap", mla_overlap, mla_view, fwd, flash, none, 1, 0, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "overlap"},
+      {"V as K: a view past K's buffer", mla_past, mla_view, fwd, flash, none, 1, 0, 0,
+       FCL_ERROR_BUFFER_TOO_SMALL, "buffer v"},
+      /* kv_dtype */
+      {"a quantized cache in the backward", q8, q8, bwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "quantized KV cache"},
+      {"a quantized cache in the backward", q8, q8, bwd, naive, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "quantized KV cache"},
+      {"Q4_0 at head_dim 48", q4_48, q4_sized, fwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "multiple of 32"},
+      {"Q4_0 at head_dim 48", q4_48, q4_sized, fwd, naive, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "multiple of 32"},
+      {"kv_dtype outside the enum", kv_bad, plain, fwd, flash, none, 0, 0, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "kv_dtype"},
+      {"kv_dtype outside the enum", kv_bad, plain, bwd, flash, none, 0, 0, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "kv_dtype"},
+      {"an fp8 scale of NaN", fp8_nan, fp8, fwd, flash, none, 0, 0, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "k_scale"},
+      {"a quantized cache with head_dim_v", q8_two, two, fwd, flash, none, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v"},
+      /* sinks */
+      {"sinks a float short", plain, plain, fwd, flash, none, 0, 0, 1, FCL_ERROR_BUFFER_TOO_SMALL,
+       "sinks"},
+      {"sinks a float short", plain, plain, fwd, naive, none, 0, 0, 1, FCL_ERROR_BUFFER_TOO_SMALL,
+       "sinks"},
+      {"sinks a float short, backward", plain, plain, bwd, flash, none, 0, 0, 1,
+       FCL_ERROR_BUFFER_TOO_SMALL, "sinks"},
+      {"sinks a float short, in key splits", plain, plain, fwd, flash, simt_split, 0, 0, 1,
+       FCL_ERROR_BUFFER_TOO_SMALL, "sinks"},
+      {"dsinks without sinks", plain, plain, bwd, flash, none, 0, 1, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "dsinks"},
+      {"dsinks from the naive backward", plain, plain, bwd, naive, none, 0, 1, 2,
+       FCL_ERROR_UNSUPPORTED, "dsinks"},
+      /* batch_invariant */
+      {"batch_invariant 2", inv2, plain, fwd, flash, none, 0, 0, 0, FCL_ERROR_INVALID_ARGUMENT,
+       "batch_invariant"},
+      {"batch_invariant 2", inv2, plain, fwd, naive, none, 0, 0, 0, FCL_ERROR_INVALID_ARGUMENT,
+       "batch_invariant"},
+      {"batch_invariant -1, backward", inv_neg, plain, bwd, flash, none, 0, 0, 0,
+       FCL_ERROR_INVALID_ARGUMENT, "batch_invariant"},
+      /* the wgmma hint */
+      {"the wgmma hint in f32", plain, plain, fwd, flash, wgmma, 0, 0, 0, FCL_ERROR_UNSUPPORTED,
+       "f16 and bf16"},
+      {"the wgmma hint in the backward", h16, h16, bwd, flash, wgmma, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "forward"},
+      {"the wgmma hint at head_dim 256", h16_wide, h16_wide, fwd, flash, wgmma, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim up to 128"},
+      {"the decode hint with odd head_dim_v", odd_v, odd_v, fwd, flash, decode, 0, 0, 0,
+       FCL_ERROR_UNSUPPORTED, "head_dim_v (510)"},
+  };
+  for (size_t i = 0; i < sizeof probes / sizeof *probes; ++i) run_field_probe(ctx, &probes[i]);
+  fcl_context_release(ctx);
+}
+END_TEST
+
+/* One forward of field_desc's shape with `sinks` (2 heads) and the
+ * context's tiling `hint`: O and LSE as floats (O: [token][head][64]). */
+static void sinks_forward(fcl_context *ctx, const fcl_attention_desc *desc, fcl_algo algo,
+                          const float sinks[2], float *o, float *lse) {
+  field_bufs b;
+  field_bufs_init(&b, ctx, desc);
+  fcl_attention_desc d = *desc;
+  d.sinks = fclu_upload(ctx, sinks, 2, FCL_DTYPE_F32);
+  ck_assert_ptr_nonnull(d.sinks);
+  const fcl_status st = fcl_attention_forward(ctx, &d, algo, b.q, b.k, b.v, b.o, b.lse, NULL);
+  ck_assert_msg(st == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+  ck_assert_int_eq(fclu_download(ctx, b.o, o, 3 * 2 * 64, FCL_DTYPE_F32), 0);
+  ck_assert_int_eq(fclu_download(ctx, b.lse, lse, 2 * 3, FCL_DTYPE_F32), 0);
+  clReleaseMemObject(d.sinks);
+  field_bufs_free(&b);
+}
+
+/* What the header promises where a newer field is not refused: a NaN or
+ * +inf sink makes its head's O and LSE NaN and leaves the other head's
+ * bits alone; the backward ignores batch_invariant; the wgmma hint runs
+ * on a device without the instructions (emulated) and agrees with the
+ * planner's kernel. */
+START_TEST(newer_descriptor_fields_keep_their_promises) {
+  fcl_context *ctx = th_context();
+  const fcl_attention_desc d = field_desc(64, 0, FCL_DTYPE_F32);
+  float o_ref[3 * 2 * 64], lse_ref[6], o[3 * 2 * 64], lse[6];
+  for (int algo = 0; algo < 2; ++algo)
+    for (int bad = 0; bad < 2; ++bad) {
+      const float clean[2] = {0.5f, 0.25f}, broken[2] = {0.5f, bad ? INFINITY : NAN};
+      sinks_forward(ctx, &d, (fcl_algo)algo, clean, o_ref, lse_ref);
+      sinks_forward(ctx, &d, (fcl_algo)algo, broken, o, lse);
+      for (int t = 0; t < 3; ++t) {
+        for (int c = 0; c < 64; ++c) {
+          ck_assert(isnan(o[(t * 2 + 1) * 64 + c]));
+          ck_assert(memcmp(&o[(t * 2) * 64 + c], &o_ref[(t * 2) * 64 + c], sizeof(float)) == 0);
+        }
+        ck_assert(isnan(lse[3 + t]));  /* LSE: [head][token] */
+        ck_assert(memcmp(&lse[t], &lse_ref[t], sizeof(float)) == 0);
+      }
+    }
+
+  /* the backward with batch_invariant 1: the same bits as with 0 */
+  field_bufs b;
+  field_bufs_init(&b, ctx, &d);
+  ck_assert_int_eq(fcl_attention_forward(ctx, &d, FCL_ALGO_FLASH, b.q, b.k, b.v, b.o, b.lse, NULL),
+                   FCL_SUCCESS);
+  unsigned char *grads[2][3];
+  for (int inv = 0; inv < 2; ++inv) {
+    fcl_attention_desc di = d;
+    di.batch_invariant = inv;
+    const cl_mem outs[3] = {b.dq, b.dk, b.dv};
+    for (int i = 0; i < 3; ++i) ck_assert_int_eq(fclu_poison(ctx, outs[i], b.bytes[i + 1]), 0);
+    ck_assert_int_eq(fcl_attention_backward(ctx, &di, FCL_ALGO_FLASH, b.q, b.k, b.v, b.o, b.lse,
+                                            b.dout, b.dq, b.dk, b.dv, NULL),
+                     FCL_SUCCESS);
+    for (int i = 0; i < 3; ++i) {
+      grads[inv][i] = malloc(b.bytes[i + 1]);
+      ck_assert_ptr_nonnull(grads[inv][i]);
+      ck_assert_int_eq(clEnqueueReadBuffer(fcl_context_cl_queue(ctx), outs[i], CL_TRUE, 0,
+                                           b.bytes[i + 1], grads[inv][i], 0, NULL, NULL),
+                       CL_SUCCESS);
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    ck_assert(!all_ff(grads[0][i], b.bytes[i + 1]));
+    ck_assert(memcmp(grads[0][i], grads[1][i], b.bytes[i + 1]) == 0);
+    free(grads[0][i]);
+    free(grads[1][i]);
+  }
+  field_bufs_free(&b);
+
+  /* the wgmma hint where the instructions are not: runs, and agrees */
+  const fcl_attention_desc h = field_desc(64, 0, FCL_DTYPE_F16);
+  field_bufs_init(&b, ctx, &h);
+  float *runs[2];
+  const size_t n = b.bytes[0] / 2;
+  for (int w = 0; w < 2; ++w) {
+    const fcl_plan wgmma = {.kernel = FCL_FLASH_KERNEL_WGMMA};
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, w ? &wgmma : NULL), FCL_SUCCESS);
+    ck_assert_int_eq(fclu_poison(ctx, b.o, b.bytes[0]), 0);
+    fcl_run_info info;
+    const fcl_status st =
+        fcl_attention_forward(ctx, &h, FCL_ALGO_FLASH, b.q, b.k, b.v, b.o, b.lse, &info);
+    ck_assert_msg(st == FCL_SUCCESS, "%s", fcl_context_last_error(ctx));
+    if (w) ck_assert_uint_eq(info.plan.kernel, FCL_FLASH_KERNEL_WGMMA);
+    runs[w] = malloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(runs[w]);
+    ck_assert_int_eq(fclu_download(ctx, b.o, runs[w], n, FCL_DTYPE_F16), 0);
+  }
+  double err = 0.0;
+  for (size_t i = 0; i < n; ++i) err = fmax(err, fabs((double)runs[1][i] - runs[0][i]));
+  ck_assert_msg(err < 1e-2, "the wgmma hint's O differs from the planner's by %g", err);
+  free(runs[0]);
+  free(runs[1]);
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
+  field_bufs_free(&b);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("api");
   TCase *tc = th_tcase("misuse");
@@ -985,6 +1349,8 @@ int main(void) {
   tcase_add_test(tc, arguments_that_are_not_buffers_are_refused);
   tcase_add_test(tc, buffer_sizes_follow_the_descriptor);
   tcase_add_test(tc, listed_programs_are_the_built_ones);
+  tcase_add_test(tc, newer_descriptor_fields_are_refused);
+  tcase_add_test(tc, newer_descriptor_fields_keep_their_promises);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }

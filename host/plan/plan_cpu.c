@@ -47,16 +47,6 @@ static unsigned padded_head_dim(size_t head_dim) {
   return (unsigned)((head_dim + CPU_LANES - 1) / CPU_LANES * CPU_LANES);
 }
 
-/* Both padded widths of `sh`: head_dim's, and V and O's where their width
- * differs (0 otherwise: fcl_plan.head_dim_v_padded); the wider decides the
- * chunks. */
-static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
-  plan->head_dim_padded = padded_head_dim(sh->desc.head_dim);
-  const unsigned v = padded_head_dim(sh->head_dim_v);
-  plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? v : 0;
-  return v > plan->head_dim_padded ? v : plan->head_dim_padded;
-}
-
 int fcl__cpu_kernels_suit(const fcl_device_limits *limits) { return !limits->is_gpu; }
 
 /* What both CPU plans share; every byte set, padding too, so that plans
@@ -109,8 +99,10 @@ fcl_status fcl__plan_backward_cpu(const fcl_device_limits *limits, const fcl__sh
                                   fcl_plan *out, char *why, size_t why_len) {
   fcl_plan plan = cpu_plan();
   plan.splits = plan.packed_heads = 1;
-  const unsigned most = set_head_dims(&plan, sh) <= CPU_WIDE_HEAD_DIM ? CPU_BWD_MAX_CHUNKS
-                                                                       : CPU_BWD_MAX_CHUNKS / 2;
+  /* the wider padded width decides the chunks */
+  const unsigned most = fcl__set_head_dims(&plan, sh, padded_head_dim) <= CPU_WIDE_HEAD_DIM
+                            ? CPU_BWD_MAX_CHUNKS
+                            : CPU_BWD_MAX_CHUNKS / 2;
   plan.rows_per_thread = choose_chunks(limits, hint, most, desc->batch * desc->heads_kv,
                                        desc->seqlen_k);
   plan.block_q = plan.block_k = plan.rows_per_thread * CPU_LANES;
@@ -125,8 +117,9 @@ fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__sha
   FCL_FORWARD_IF(check_cpu_hint(hint, CPU_LANES, why, why_len));
   fcl_plan plan = cpu_plan();
   plan.block_k = CPU_LANES;
-  const unsigned most = set_head_dims(&plan, sh) <= CPU_WIDE_HEAD_DIM ? CPU_MAX_CHUNKS
-                                                                       : CPU_MAX_CHUNKS / 2;
+  const unsigned most = fcl__set_head_dims(&plan, sh, padded_head_dim) <= CPU_WIDE_HEAD_DIM
+                            ? CPU_MAX_CHUNKS
+                            : CPU_MAX_CHUNKS / 2;
   plan.rows_per_thread = choose_chunks(limits, hint, most, desc->batch * desc->heads_q,
                                        desc->seqlen_q);
   plan.block_q = plan.rows_per_thread * CPU_LANES;

@@ -147,9 +147,10 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
                                     const fcl_attention_desc *desc, const fcl_plan *hint,
                                     fcl_plan *out, char *why, size_t why_len) {
   FCL_WHY_IF(!sh->vec4, FCL_ERROR_UNSUPPORTED,
-             "the decode kernel loads groups of four elements: it needs head_dim (%zu) and "
-             "every tensor's offset and strides to be multiples of 4 elements",
-             desc->head_dim);
+             "the decode kernel loads groups of four elements: it needs head_dim (%zu), "
+             "head_dim_v (%zu) and every tensor's offset and strides to be multiples of 4 "
+             "elements",
+             desc->head_dim, sh->head_dim_v);
   /* A width no other family takes runs here whatever its rows, in blocks
    * of at most FCL_DECODE_MAX_ROWS (DECODE_WIDE_MAX_ROWS beyond a bucket of
    * 256): DeepSeek's 128 query heads of one KV head. */
@@ -230,9 +231,9 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
              "the decode kernel");
   FCL_WHY_IF(!sh->vec4, FCL_ERROR_UNSUPPORTED,
              "the decode kernel on matrix instructions loads groups of four elements: it "
-             "needs head_dim (%zu) and every tensor's offset and strides to be multiples of "
-             "4 elements",
-             desc->head_dim);
+             "needs head_dim (%zu), head_dim_v (%zu) and every tensor's offset and strides "
+             "to be multiples of 4 elements",
+             desc->head_dim, sh->head_dim_v);
   FCL_WHY_IF(desc->head_dim > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
              "the decode kernel on matrix instructions takes head_dim up to %u, not %zu",
              DECODE_MMA_MAX_HEAD_DIM, desc->head_dim);

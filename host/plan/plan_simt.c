@@ -109,17 +109,6 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
-/* V and O's bucket in plan->head_dim_v_padded where their width is not
- * head_dim (the kernels then read p.head_dim_v; at 0 they take head_dim's,
- * folded at compile time); @return the sum of the two buckets, what
- * a row's q (or k) and accumulator (or v) slices hold together. */
-static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
-  plan->head_dim_padded = head_dim_bucket(sh->desc.head_dim);
-  const unsigned v = head_dim_bucket(sh->head_dim_v);
-  plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? v : 0;
-  return plan->head_dim_padded + v;
-}
-
 /* Bytes of one tile element: the plan's, floats when unset. */
 static size_t tile_elem(const fcl_plan *plan) {
   return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
@@ -239,10 +228,9 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   const int row_keys = fcl__row_keys_in_local(desc);
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
-  const unsigned widths = set_head_dims(&plan, sh);  /* 2 head_dim_padded with one width */
-  const unsigned widest = widths - (fcl__plan_head_dim_v(&plan) < plan.head_dim_padded
-                                        ? fcl__plan_head_dim_v(&plan)
-                                        : plan.head_dim_padded);
+  const unsigned widest = fcl__set_head_dims(&plan, sh, head_dim_bucket);
+  /* a row's q (or k) and accumulator (or v) slices together */
+  const unsigned widths = plan.head_dim_padded + fcl__plan_head_dim_v(&plan);
   plan.rows_per_thread = limits->nvidia_ptx && widest <= 128 ? 2 : 1;
   if (hint && hint->rows_per_thread) plan.rows_per_thread = hint->rows_per_thread;
 
@@ -319,9 +307,9 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   /* packed (plan.c): a group's heads as one head's rows; fwd_cost counts them */
   plan.packed_heads = desc->heads_q ? (unsigned)(sh->desc.heads_q / desc->heads_q) : 1;
-  const unsigned widths = set_head_dims(&plan, sh);  /* 2 bucket with one width */
+  const unsigned widest = fcl__set_head_dims(&plan, sh, head_dim_bucket);
   const unsigned bucket = plan.head_dim_padded, bucket_v = fcl__plan_head_dim_v(&plan);
-  const unsigned widest = bucket > bucket_v ? bucket : bucket_v;
+  const unsigned widths = bucket + bucket_v;  /* a row's q and accumulator slices */
   const unsigned both = bucket | bucket_v;  /* divisible by 2^n iff both are */
 
   const register_budget regs = register_budget_of(limits);

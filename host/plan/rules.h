@@ -132,6 +132,17 @@ static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
 static inline unsigned fcl__plan_head_dim_v(const fcl_plan *plan) {
   return plan->head_dim_v_padded ? plan->head_dim_v_padded : plan->head_dim_padded;
 }
+/** Sets a plan's padded widths for `sh`, each rounded up by its family's
+ *  `round`: head_dim_padded, and head_dim_v_padded where V and O have a
+ *  width of their own (0 otherwise: the kernels fold head_dim's in).
+ *  @return the wider of the two. */
+static inline unsigned fcl__set_head_dims(fcl_plan *plan, const fcl__shape *sh,
+                                          unsigned (*round)(size_t)) {
+  plan->head_dim_padded = round(sh->desc.head_dim);
+  plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? round(sh->head_dim_v) : 0;
+  const unsigned v = fcl__plan_head_dim_v(plan);
+  return v > plan->head_dim_padded ? v : plan->head_dim_padded;
+}
 /** Whether a kernel family is one of the two decode kernels. */
 static inline int fcl__decode_kernel_family(unsigned kernel) {
   return kernel == FCL_FLASH_KERNEL_DECODE || kernel == FCL_FLASH_KERNEL_DECODE_MMA;
