@@ -13,11 +13,26 @@
  *     K's rows, [key][d], are B = K^T's columns);
  *   - O += P V: m64n(HEAD_DIM_MAX)k16 per 16 keys, P's fragments packed
  *     in registers into A fragments (mma.cl's MMA_ACCUMULATE does the
- *     same), V stored transposed in local memory ([d][key], K-major for
- *     B = V) as it is loaded.
- * Each product is fenced, committed and waited for whole (no overlap of
- * the two, nor of a tile's loads: the first version); the accumulators
- * are not touched between a fence and its wait (ptxas would serialize).
+ *     same), V's tile as B MN-major (imm-trans-b 1: V's rows are B's rows,
+ *     no transpose).
+ * Both tiles have one layout (wg_b_offset of K^T is wg_bt_offset of V:
+ * core matrices of 8 keys by 8 columns, 16 bytes a key), so one loader
+ * fetches both, in the order of local memory (a warp's 32 stores, 8 bytes
+ * each, fill 256 contiguous bytes), by cp.async (mma.cl's FETCH_COPY: no
+ * register staging; a plain copy elsewhere).
+ *
+ * Schedules (WGMMA_PIPE, chosen at run time for a developer's
+ * comparison: host/plan/plan_wgmma.c, FLASHCL_WGMMA_PIPE):
+ *   1  loads in flight under the products: K's next tile fetched once S
+ *      is done (under the softmax and P V), V's once P V is done (under
+ *      the next S and softmax); each product fenced, committed and waited
+ *      for whole.
+ *   2  (the default) that, and the products overlapped as FlashAttention-3
+ *      does within a warpgroup: the next tile's S and this tile's P V are
+ *      committed as two groups, the softmax of S runs while P V does
+ *      (wgmma.wait_group 1), and the accumulator's rescale waits for P V.
+ * Either way the accumulators (S's, O's) are not touched between their
+ * fence and their wait (ptxas would serialize the products).
  *
  * Paths (wgmma.cl): FCL_WGMMA 1, the instructions (built by the stage on
  * NVIDIA cc 9.0); WGMMA_EMULATE 1, the same operands emulated (any device:
@@ -34,12 +49,35 @@
 #if HEAD_DIM_MAX != 64 && HEAD_DIM_MAX != 128
 #error "HEAD_DIM_MAX must be 64 or 128"
 #endif
+#ifndef WGMMA_PIPE
+#define WGMMA_PIPE 2
+#endif
+#if WGMMA_PIPE != 1 && WGMMA_PIPE != 2
+#error "WGMMA_PIPE must be 1 or 2"
+#endif
 #define WG_SIZE 128         // one warpgroup
 #define BLOCK_Q 64          // its rows
 #define K_TILES (BLOCK_K / 8)
 #define PACK_STEPS (BLOCK_K / 16)        // P V's k-steps
-#define K_SBO (16 * HEAD_DIM_MAX)        // K's tile: k = d
-#define V_SBO (16 * BLOCK_K)             // V's: k = key
+#define KV_GROUP (16 * HEAD_DIM_MAX)     // bytes between 8-key groups of a tile
+#define KV_CHUNKS (BLOCK_K * HEAD_DIM_MAX / 4)  // 8-byte chunks of a tile
+
+/* Keys [0, keys) of a tile from `src` (rows `stride` apart), columns
+ * [0, head_dim), into `tile`, the rest 0 (0 * NaN is NaN), chunk c at
+ * byte 8 c: key 8 (c / (KV_GROUP / 8)) + (c / 2) % 8, columns
+ * 8 ((c / 16) % (HEAD_DIM_MAX / 8)) + 4 (c % 2). */
+#define FETCH_KV(tile, src, stride, keys)                                          \
+  do {                                                                             \
+    __global const kv_t *const src_ = (src);                                       \
+    UNROLL for (int c_ = tid; c_ < KV_CHUNKS; c_ += WG_SIZE) {                     \
+      const int key_ = 8 * (c_ / (KV_GROUP / 8)) + ((c_ >> 1) & 7);                \
+      const int d_ = 8 * ((c_ >> 4) % (HEAD_DIM_MAX / 8)) + 4 * (c_ & 1);         \
+      const int valid_ = key_ < (keys) && d_ < head_dim;                           \
+      FETCH_COPY((tile) + 4 * c_, valid_ ? src_ + (size_t)key_ * (stride) + d_ : src_, \
+                 valid_);                                                          \
+    }                                                                              \
+    FETCH_COMMIT();                                                                \
+  } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
@@ -83,68 +121,140 @@ UNROLL
   for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
   /* The descriptors, made opaque so that the compiler does not recompute
-   * them between a fence and its wait. */
-  ulong k_desc = wg_descriptor(k_tile, K_SBO), v_desc = wg_descriptor(v_tile, V_SBO);
+   * them between a fence and its wait. K's: K-major, n = key, k = d; V's:
+   * MN-major, k = key, n = d; the same bytes (wgmma.cl). */
+  ulong k_desc = wg_descriptor(k_tile, KV_GROUP), v_desc = wg_descriptor_t(v_tile, KV_GROUP);
 #if FCL_WGMMA
   asm volatile("" : "+l"(k_desc), "+l"(v_desc));
 #endif
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
+#define TILE_KEYS(tile) min(BLOCK_K, nk - (tile) * BLOCK_K)
+#define FETCH_K(tile) \
+  FETCH_KV(k_tile, TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, TILE_KEYS(tile))
+#define FETCH_V(tile) \
+  FETCH_KV(v_tile, TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, TILE_KEYS(tile))
+  /* All but the latest `n` fetch groups of every work-item in local memory,
+   * visible to the products (cp.async writes through the generic proxy). */
+#define TILES_ARRIVED(n) \
+  do {                   \
+    FETCH_WAIT(n);       \
+    WG_FENCE_STORES();   \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+  } while (0)
+  /* S = Q K^T (scores zeroed first), issued */
+#define ISSUE_S()                                                              \
+  do {                                                                         \
+    UNROLL for (int n_ = 0; n_ < K_TILES; ++n_)                                \
+      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                        \
+    WG_BEGIN();                                                                \
+    UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16; ++kk_)                   \
+      WG_MMA(64, &s[0][0], qa[kk_], k_desc + kk_ * WG_STEP, k_tile, wg_a_rows); \
+  } while (0)
+  /* O += P V, issued */
+#define ISSUE_PV()                                                             \
+  UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_)                            \
+    WG_MMA_T(HEAD_DIM_MAX, &acc[0][0], pa[kt_], v_desc + kt_ * WG_STEP_T(KV_GROUP), v_tile, \
+             wg_a_rows)
+  /* transform, mask, new max, p = 2^(x (s - m)); the accumulator's factor
+   * per row into alpha (a one-column accumulator of ones takes it) */
+#define SOFTMAX(tile)                                                          \
+  do {                                                                         \
+    MMA_MASK_SCORES(s, K_TILES, (tile) * BLOCK_K, BLOCK_K, 0);                 \
+    float ones_[1][4] = {{1.0f, 1.0f, 1.0f, 1.0f}};                            \
+    UNROLL for (int r_ = 0; r_ < 2; ++r_)                                      \
+      MMA_ONLINE_SOFTMAX(s, K_TILES, ones_, 1, m, l, r_);                      \
+    alpha[0] = ones_[0][0];                                                    \
+    alpha[1] = ones_[0][2];                                                    \
+  } while (0)
+  /* the accumulator rescaled, and P's C fragments become A fragments,
+   * rounded */
+#define RESCALE_AND_PACK()                                                     \
+  do {                                                                         \
+    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                              \
+      acc[n_][0] *= alpha[0];                                                  \
+      acc[n_][1] *= alpha[0];                                                  \
+      acc[n_][2] *= alpha[1];                                                  \
+      acc[n_][3] *= alpha[1];                                                  \
+    }                                                                          \
+    UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_) {                        \
+      pa[kt_][0] = pack2(s[2 * kt_][0], s[2 * kt_][1]);                        \
+      pa[kt_][1] = pack2(s[2 * kt_][2], s[2 * kt_][3]);                        \
+      pa[kt_][2] = pack2(s[2 * kt_ + 1][0], s[2 * kt_ + 1][1]);                \
+      pa[kt_][3] = pack2(s[2 * kt_ + 1][2], s[2 * kt_ + 1][3]);                \
+    }                                                                          \
+  } while (0)
+
+  float s[K_TILES][4], alpha[2];
+  uint pa[PACK_STEPS][4];
+  if (first_tile < end_tile) {
+    FETCH_K(first_tile);
+    FETCH_V(first_tile);
+  }
+#if WGMMA_PIPE == 1
   for (int tile = first_tile; tile < end_tile; ++tile) {
-    const int k0 = tile * BLOCK_K;
-    const int keys = min(BLOCK_K, nk - k0);
-    /* K and V, 4 elements of a row at a time (the views are vec4): K's
-     * rows to B's K-major columns, V's transposed; 0 past the keys and
-     * head_dim (0 * NaN is NaN). Every warp is done with the last tile. */
-    __global const kv_t *k_at = TILE_START(k_rows, k, p.k, k_stride, k0);
-    __global const kv_t *v_at = TILE_START(v_rows, v, p.v, v_stride, k0);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* not unrolled: at d 128 its 32 loads in flight a work-item spilled */
-    for (int c = tid; c < BLOCK_K * HEAD_DIM_MAX / 4; c += WG_SIZE) {
-      const int key = c / (HEAD_DIM_MAX / 4), d = 4 * (c % (HEAD_DIM_MAX / 4));
-      const int valid = key < keys && d < head_dim;
-      const ushort4 kx = valid ? LOAD_CHUNK(k_at + (size_t)key * k_stride + d, 0) : CHUNK_ZERO;
-      const ushort4 vx = valid ? LOAD_CHUNK(v_at + (size_t)key * v_stride + d, 0) : CHUNK_ZERO;
-      *(__local ushort4 *)(k_tile + wg_b_offset(d, key, K_SBO) / 2) = kx;
-      v_tile[wg_b_offset(key, d, V_SBO) / 2] = vx.x;
-      v_tile[wg_b_offset(key, d + 1, V_SBO) / 2] = vx.y;
-      v_tile[wg_b_offset(key, d + 2, V_SBO) / 2] = vx.z;
-      v_tile[wg_b_offset(key, d + 3, V_SBO) / 2] = vx.w;
-    }
-    WG_FENCE_STORES();
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* ---- S = Q K^T ---- */
-    float s[K_TILES][4];
-UNROLL
-    for (int n = 0; n < K_TILES; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    WG_BEGIN();
-UNROLL
-    for (int kk = 0; kk < HEAD_DIM_MAX / 16; ++kk)
-      WG_MMA(64, &s[0][0], qa[kk], k_desc + kk * WG_STEP, k_tile, wg_a_rows);
+    TILES_ARRIVED(1);  // K's (V's may be in flight)
+    ISSUE_S();
     WG_END();
-
-    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
-    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K, 0);
-UNROLL
-    for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
-
-    /* ---- O += P V: P's C fragments become A fragments, rounded ---- */
-    uint pa[PACK_STEPS][4];
-UNROLL
-    for (int kt = 0; kt < PACK_STEPS; ++kt) {
-      pa[kt][0] = pack2(s[2 * kt][0], s[2 * kt][1]);
-      pa[kt][1] = pack2(s[2 * kt][2], s[2 * kt][3]);
-      pa[kt][2] = pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]);
-      pa[kt][3] = pack2(s[2 * kt + 1][2], s[2 * kt + 1][3]);
-    }
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
+    if (tile + 1 < end_tile) FETCH_K(tile + 1);
+    else FETCH_COMMIT();  // an empty group: the counts stay the same
+    SOFTMAX(tile);
+    RESCALE_AND_PACK();
+    TILES_ARRIVED(1);  // V's (K's next may be in flight)
     WG_BEGIN();
-UNROLL
-    for (int kt = 0; kt < PACK_STEPS; ++kt)
-      WG_MMA(HEAD_DIM_MAX, &acc[0][0], pa[kt], v_desc + kt * WG_STEP, v_tile, wg_a_rows);
+    ISSUE_PV();
+    WG_END();
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
+    if (tile + 1 < end_tile) FETCH_V(tile + 1);
+  }
+#else
+  /* the first tile's S and softmax alone; then per tile, S of this one and
+   * P V of the one before */
+  if (first_tile < end_tile) {
+    TILES_ARRIVED(1);
+    ISSUE_S();
+    WG_END();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (first_tile + 1 < end_tile) FETCH_K(first_tile + 1);
+    SOFTMAX(first_tile);
+    RESCALE_AND_PACK();
+  }
+  for (int tile = first_tile + 1; tile < end_tile; ++tile) {
+    /* K's (the latest group: V's of the tile before; at the first, the
+     * order is the other) */
+    if (tile == first_tile + 1) TILES_ARRIVED(0);
+    else TILES_ARRIVED(1);
+    ISSUE_S();
+    WG_COMMIT();
+    TILES_ARRIVED(0);  // V's of the tile before, while S runs
+    ISSUE_PV();
+    WG_COMMIT();
+    WG_WAIT_BUT_ONE();  // S done; P V may run
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
+    if (tile + 1 < end_tile) FETCH_K(tile + 1);
+    SOFTMAX(tile);
+    WG_WAIT_ALL();
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
+    FETCH_V(tile);
+    RESCALE_AND_PACK();
+  }
+  if (first_tile < end_tile) {
+    TILES_ARRIVED(0);
+    WG_BEGIN();
+    ISSUE_PV();
     WG_END();
   }
+#endif
+#undef TILE_KEYS
+#undef FETCH_K
+#undef FETCH_V
+#undef TILES_ARRIVED
+#undef ISSUE_S
+#undef ISSUE_PV
+#undef SOFTMAX
+#undef RESCALE_AND_PACK
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL

@@ -111,8 +111,8 @@
            FCL_PAGE_RUN_KEYS % FCL_MMA_TILE_ROW_STEP(hd, wg) != 0                       \
        ? (wg) * (((rows) + FCL_MMA_TILE_ROW_STEP(hd, wg) - 1) / FCL_MMA_TILE_ROW_STEP(hd, wg)) \
        : (wg) * (((rows) + FCL_PAGE_RUN_KEYS - 1) / FCL_PAGE_RUN_KEYS))
-/* The wgmma forward (flash_fwd_wgmma.cl, wgmma.cl): K's tile and V's
- * transposed, 64 keys by hd (64 or 128) 16-bit elements each; emulated
+/* The wgmma forward (flash_fwd_wgmma.cl, wgmma.cl): K's tile and V's,
+ * 64 keys by hd (64 or 128) 16-bit elements each; emulated
  * (mma_emulate) the quads' scratch, and the products' for 4 warps, or
  * where wgmma is emulated (wgmma_emulate) the warpgroup's A operand. */
 #define FCL_WGMMA_FWD_LOCAL_BYTES(hd, mma_emulate, wgmma_emulate)                   \

@@ -4,8 +4,8 @@
  *
  * Nothing is left to choose: one warpgroup (128 work-items) owns 64 query
  * rows, tiles of 64 keys (the S product's m64n64), head_dim padded to the
- * O product's width, 64 or 128; local memory holds K's tile and V's
- * transposed, 2 x 64 x width elements (32 KiB at 128), and the
+ * O product's width, 64 or 128; local memory holds K's tile and V's,
+ * 2 x 64 x width elements (32 KiB at 128), and the
  * emulations' scratch where they run.
  */
 #include "common.h"
