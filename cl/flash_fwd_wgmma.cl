@@ -60,23 +60,46 @@
 #define K_TILES (BLOCK_K / 8)
 #define PACK_STEPS (BLOCK_K / 16)        // P V's k-steps
 #define KV_GROUP (16 * HEAD_DIM_MAX)     // bytes between 8-key groups of a tile
-#define KV_CHUNKS (BLOCK_K * HEAD_DIM_MAX / 4)  // 8-byte chunks of a tile
 
-/* Keys [0, keys) of a tile from `src` (rows `stride` apart), columns
- * [0, head_dim), into `tile`, the rest 0 (0 * NaN is NaN), chunk c at
- * byte 8 c: key 8 (c / (KV_GROUP / 8)) + (c / 2) % 8, columns
- * 8 ((c / 16) % (HEAD_DIM_MAX / 8)) + 4 (c % 2). */
-#define FETCH_KV(tile, src, stride, keys)                                          \
-  do {                                                                             \
-    __global const kv_t *const src_ = (src);                                       \
-    UNROLL for (int c_ = tid; c_ < KV_CHUNKS; c_ += WG_SIZE) {                     \
-      const int key_ = 8 * (c_ / (KV_GROUP / 8)) + ((c_ >> 1) & 7);                \
-      const int d_ = 8 * ((c_ >> 4) % (HEAD_DIM_MAX / 8)) + 4 * (c_ & 1);         \
-      const int valid_ = key_ < (keys) && d_ < head_dim;                           \
-      FETCH_COPY((tile) + 4 * c_, valid_ ? src_ + (size_t)key_ * (stride) + d_ : src_, \
-                 valid_);                                                          \
-    }                                                                              \
-    FETCH_COMMIT();                                                                \
+/* 16 bytes (8 elements) of global memory into local memory, both 16-byte
+ * aligned; zeros where !valid: cp.async where FETCH_COPY is (mma.cl),
+ * else two of its 8-byte copies. */
+#if FETCH_ASYNC
+inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+#else
+#define fetch_16(dst, src, valid) \
+  (FETCH_COPY((dst), (src), (valid)), FETCH_COPY((dst) + 4, (src) + 4, (valid)))
+#endif
+
+/* Keys [0, keys) of a tile from `src` (rows `stride` elements apart),
+ * columns [0, head_dim), into `tile`, the rest 0 (0 * NaN is NaN), in
+ * local memory's order: COPY moves `cb` bytes (8 or 16), chunk c the
+ * bytes at cb c. A tile byte w of an 8-key group (KV_GROUP bytes) holds
+ * key (w / 16) % 8 of the group and column 8 (w / 128) + (w % 16) / 2.
+ * The loop is left rolled: unrolled, its addresses took 30 to 60 more
+ * registers (ptxas, d 128). */
+#define FETCH_KV_BY(cb, COPY, tile, src, stride, keys)                                \
+  for (int c_ = tid; c_ < BLOCK_K * HEAD_DIM_MAX * 2 / (cb); c_ += WG_SIZE) {         \
+    const int o_ = (cb) * c_;                                                         \
+    const int key_ = 8 * (o_ / KV_GROUP) + (((o_ % KV_GROUP) >> 4) & 7);              \
+    const int col_ = 8 * ((o_ % KV_GROUP) >> 7) + 4 * ((o_ >> 3) & 1);               \
+    const int valid_ = key_ < (keys) && col_ < head_dim;                              \
+    COPY((tile) + o_ / 2, valid_ ? (src) + (size_t)key_ * (stride) + col_ : (src), valid_); \
+  }
+/* ... 16 bytes a copy where the rows allow (head_dim is a multiple of 8),
+ * else 8; then the group closed */
+#define FETCH_KV(tile, src, stride, keys)                                           \
+  do {                                                                              \
+    __global const kv_t *const src_ = (src);                                        \
+    const size_t stride_ = (stride);                                                \
+    if ((((size_t)src_ | stride_ * 2) & 15) == 0)                                   \
+      FETCH_KV_BY(16, fetch_16, tile, src_, stride_, keys)                          \
+    else                                                                            \
+      FETCH_KV_BY(8, FETCH_COPY, tile, src_, stride_, keys)                         \
+    FETCH_COMMIT();                                                                 \
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -148,6 +171,9 @@ UNROLL
   do {                                                                         \
     UNROLL for (int n_ = 0; n_ < K_TILES; ++n_)                                \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                        \
+    WG_PIN(&s[0][0], 4 * K_TILES);                                             \
+    WG_PIN(&acc[0][0], 4 * D_TILES);                                           \
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);                                       \
     WG_BEGIN();                                                                \
     UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16; ++kk_)                   \
       WG_MMA(64, &s[0][0], qa[kk_], k_desc + kk_ * WG_STEP, k_tile, wg_a_rows); \
@@ -187,7 +213,7 @@ UNROLL
   } while (0)
 
   float s[K_TILES][4], alpha[2];
-  uint pa[PACK_STEPS][4];
+  uint pa[PACK_STEPS][4] = {{0}};  // pinned before its first use (pipe 2)
   if (first_tile < end_tile) {
     FETCH_K(first_tile);
     FETCH_V(first_tile);
@@ -197,15 +223,19 @@ UNROLL
     TILES_ARRIVED(1);  // K's (V's may be in flight)
     ISSUE_S();
     WG_END();
+    WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
     if (tile + 1 < end_tile) FETCH_K(tile + 1);
     else FETCH_COMMIT();  // an empty group: the counts stay the same
     SOFTMAX(tile);
     RESCALE_AND_PACK();
     TILES_ARRIVED(1);  // V's (K's next may be in flight)
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
     WG_BEGIN();
     ISSUE_PV();
     WG_END();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
     if (tile + 1 < end_tile) FETCH_V(tile + 1);
   }
@@ -216,6 +246,7 @@ UNROLL
     TILES_ARRIVED(1);
     ISSUE_S();
     WG_END();
+    WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (first_tile + 1 < end_tile) FETCH_K(first_tile + 1);
     SOFTMAX(first_tile);
@@ -232,19 +263,24 @@ UNROLL
     ISSUE_PV();
     WG_COMMIT();
     WG_WAIT_BUT_ONE();  // S done; P V may run
+    WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
     if (tile + 1 < end_tile) FETCH_K(tile + 1);
     SOFTMAX(tile);
     WG_WAIT_ALL();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
     FETCH_V(tile);
     RESCALE_AND_PACK();
   }
   if (first_tile < end_tile) {
     TILES_ARRIVED(0);
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
     WG_BEGIN();
     ISSUE_PV();
     WG_END();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
   }
 #endif
 #undef TILE_KEYS

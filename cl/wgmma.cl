@@ -157,6 +157,21 @@ WG_DEFINE(128, WG_D128, WG_F128, "{%64, %65, %66, %67}, %68")
 #define WG_COMMIT() wg_commit()
 #define WG_WAIT_BUT_ONE() wg_wait_but_one()
 #define WG_WAIT_ALL() wg_wait_all()
+/* WG_PIN(x, n): n floats at x (registers) tied to this point among the
+ * instructions above: the compiler may otherwise move arithmetic on an
+ * accumulator across a fence or a wait, which names no register (it would
+ * then touch it while a product runs, and ptxas serialize). Before a
+ * fence, after a wait. WG_PIN_A: n A-fragment words, before a fence. */
+#define WG_PIN(x, n)                                              \
+  do {                                                            \
+    UNROLL for (int i_ = 0; i_ < (n); ++i_)                       \
+      asm volatile("" : "+f"((x)[i_]) :: "memory");               \
+  } while (0)
+#define WG_PIN_A(x, n)                                            \
+  do {                                                            \
+    UNROLL for (int i_ = 0; i_ < (n); ++i_)                       \
+      asm volatile("" : "+r"((x)[i_]) :: "memory");               \
+  } while (0)
 
 #else
 #if WGMMA_EMULATE
@@ -215,4 +230,6 @@ inline void wgmma_mma_sync(float *d, const uint *a, ulong desc, const int n_cols
 #define WG_COMMIT() ((void)0)
 #define WG_WAIT_BUT_ONE() ((void)0)
 #define WG_WAIT_ALL() ((void)0)
+#define WG_PIN(x, n) ((void)0)
+#define WG_PIN_A(x, n) ((void)0)
 #endif
