@@ -22,7 +22,7 @@
  * register staging; a plain copy elsewhere).
  *
  * Schedules (WGMMA_PIPE, chosen at run time for a developer's
- * comparison: host/plan/plan_wgmma.c, FLASHCL_WGMMA_PIPE):
+ * comparison: host/plan/families.c, FLASHCL_WGMMA_PIPE):
  *   1  loads in flight under the products: K's next tile fetched once S
  *      is done (under the softmax and P V), V's once P V is done (under
  *      the next S and softmax); each product fenced, committed and waited
@@ -31,6 +31,10 @@
  *      does within a warpgroup: the next tile's S and this tile's P V are
  *      committed as two groups, the softmax of S runs while P V does
  *      (wgmma.wait_group 1), and the accumulator's rescale waits for P V.
+ *   3  2 with two stages of K and V (HEAD_DIM_MAX 64 only: 32 KiB; 128
+ *      would need 64): K's tile t + 2 is fetched once S of t is done, V's
+ *      t + 1 once P V of t - 1 is, so that each load has over a tile's
+ *      products to arrive (in 2, V's has only the next S).
  * Either way the accumulators (S's, O's) are not touched between their
  * fence and their wait (ptxas would serialize the products).
  *
@@ -52,9 +56,16 @@
 #ifndef WGMMA_PIPE
 #define WGMMA_PIPE 2
 #endif
-#if WGMMA_PIPE != 1 && WGMMA_PIPE != 2
-#error "WGMMA_PIPE must be 1 or 2"
+#if WGMMA_PIPE != 1 && WGMMA_PIPE != 2 && WGMMA_PIPE != 3
+#error "WGMMA_PIPE must be 1, 2 or 3"
 #endif
+#if WGMMA_PIPE == 3 && HEAD_DIM_MAX != 64
+#error "WGMMA_PIPE 3 (two stages) needs HEAD_DIM_MAX 64"
+#endif
+#define KV_STAGES (WGMMA_PIPE == 3 ? 2 : 1)
+#define STAGE(tile) (KV_STAGES == 2 ? (tile) & 1 : 0)
+#define STAGE_ELEMS (BLOCK_K * HEAD_DIM_MAX)  // a stage of a tile
+#define STAGE_DESC ((2 * STAGE_ELEMS) >> 4)   // ... in descriptor units
 #define WG_SIZE 128         // one warpgroup
 #define BLOCK_Q 64          // its rows
 #define K_TILES (BLOCK_K / 8)
@@ -107,8 +118,8 @@ void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
   /* 16-byte aligned, what a no-swizzle descriptor needs (address >> 4): at
    * 128, NVIDIA's compiler padded past its own 16 bytes to 16512 at d 64,
    * over the plan's local bytes, and the build was refused (H100) */
-  __local ushort k_tile[BLOCK_K * HEAD_DIM_MAX] __attribute__((aligned(16)));
-  __local ushort v_tile[HEAD_DIM_MAX * BLOCK_K] __attribute__((aligned(16)));
+  __local ushort k_tile[KV_STAGES * STAGE_ELEMS] __attribute__((aligned(16)));
+  __local ushort v_tile[KV_STAGES * STAGE_ELEMS] __attribute__((aligned(16)));
   WG_SCRATCH_DECLARE;  // the emulations' (wgmma.cl)
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
@@ -154,10 +165,17 @@ UNROLL
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 #define TILE_KEYS(tile) min(BLOCK_K, nk - (tile) * BLOCK_K)
-#define FETCH_K(tile) \
-  FETCH_KV(k_tile, TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, TILE_KEYS(tile))
-#define FETCH_V(tile) \
-  FETCH_KV(v_tile, TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, TILE_KEYS(tile))
+#define FETCH_K(tile)                                                          \
+  FETCH_KV(k_tile + STAGE(tile) * STAGE_ELEMS,                                 \
+           TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, TILE_KEYS(tile))
+#define FETCH_V(tile)                                                          \
+  FETCH_KV(v_tile + STAGE(tile) * STAGE_ELEMS,                                 \
+           TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, TILE_KEYS(tile))
+/* ... or an empty group past the last tile (pipe 3 counts groups) */
+#define FETCH_K_OR_NONE(tile) \
+  if ((tile) < end_tile) FETCH_K(tile); else FETCH_COMMIT()
+#define FETCH_V_OR_NONE(tile) \
+  if ((tile) < end_tile) FETCH_V(tile); else FETCH_COMMIT()
   /* All but the latest `n` fetch groups of every work-item in local memory,
    * visible to the products (cp.async writes through the generic proxy). */
 #define TILES_ARRIVED(n) \
@@ -166,8 +184,8 @@ UNROLL
     WG_FENCE_STORES();   \
     barrier(CLK_LOCAL_MEM_FENCE); \
   } while (0)
-  /* S = Q K^T (scores zeroed first), issued */
-#define ISSUE_S()                                                              \
+  /* S = Q K^T of a tile (scores zeroed first), issued */
+#define ISSUE_S(tile)                                                          \
   do {                                                                         \
     UNROLL for (int n_ = 0; n_ < K_TILES; ++n_)                                \
       s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                        \
@@ -176,13 +194,14 @@ UNROLL
     WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);                                       \
     WG_BEGIN();                                                                \
     UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16; ++kk_)                   \
-      WG_MMA(64, &s[0][0], qa[kk_], k_desc + kk_ * WG_STEP, k_tile, wg_a_rows); \
+      WG_MMA(64, &s[0][0], qa[kk_], k_desc + STAGE(tile) * STAGE_DESC + kk_ * WG_STEP, \
+             k_tile, wg_a_rows);                                               \
   } while (0)
-  /* O += P V, issued */
-#define ISSUE_PV()                                                             \
+  /* O += P V of a tile, issued */
+#define ISSUE_PV(tile)                                                         \
   UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_)                            \
-    WG_MMA_T(HEAD_DIM_MAX, &acc[0][0], pa[kt_], v_desc + kt_ * WG_STEP_T(KV_GROUP), v_tile, \
-             wg_a_rows)
+    WG_MMA_T(HEAD_DIM_MAX, &acc[0][0], pa[kt_],                                \
+             v_desc + STAGE(tile) * STAGE_DESC + kt_ * WG_STEP_T(KV_GROUP), v_tile, wg_a_rows)
   /* transform, mask, new max, p = 2^(x (s - m)); the accumulator's factor
    * per row into alpha (a one-column accumulator of ones takes it) */
 #define SOFTMAX(tile)                                                          \
@@ -214,14 +233,16 @@ UNROLL
 
   float s[K_TILES][4], alpha[2];
   uint pa[PACK_STEPS][4] = {{0}};  // pinned before its first use (pipe 2)
+#if WGMMA_PIPE != 3
   if (first_tile < end_tile) {
     FETCH_K(first_tile);
     FETCH_V(first_tile);
   }
+#endif
 #if WGMMA_PIPE == 1
   for (int tile = first_tile; tile < end_tile; ++tile) {
     TILES_ARRIVED(1);  // K's (V's may be in flight)
-    ISSUE_S();
+    ISSUE_S(tile);
     WG_END();
     WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
@@ -233,7 +254,7 @@ UNROLL
     WG_PIN(&acc[0][0], 4 * D_TILES);
     WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
     WG_BEGIN();
-    ISSUE_PV();
+    ISSUE_PV(tile);
     WG_END();
     WG_PIN(&acc[0][0], 4 * D_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
@@ -242,35 +263,64 @@ UNROLL
 #else
   /* the first tile's S and softmax alone; then per tile, S of this one and
    * P V of the one before */
+#if WGMMA_PIPE == 3
+  /* groups: at each tile t's start [K t, V t - 1, K t + 1, V t], the two
+   * latest in flight */
+  if (first_tile < end_tile) {
+    FETCH_K(first_tile);
+    FETCH_K_OR_NONE(first_tile + 1);
+    FETCH_V(first_tile);
+    TILES_ARRIVED(2);
+#else
   if (first_tile < end_tile) {
     TILES_ARRIVED(1);
-    ISSUE_S();
+#endif
+    ISSUE_S(first_tile);
     WG_END();
     WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);
+#if WGMMA_PIPE == 3
+    FETCH_K_OR_NONE(first_tile + 2);
+    FETCH_V_OR_NONE(first_tile + 1);  // its stage not yet used
+#else
     if (first_tile + 1 < end_tile) FETCH_K(first_tile + 1);
+#endif
     SOFTMAX(first_tile);
     RESCALE_AND_PACK();
   }
   for (int tile = first_tile + 1; tile < end_tile; ++tile) {
+#if WGMMA_PIPE == 3
+    TILES_ARRIVED(2);  // K's and V's of the tile before
+#else
     /* K's (the latest group: V's of the tile before; at the first, the
      * order is the other) */
     if (tile == first_tile + 1) TILES_ARRIVED(0);
     else TILES_ARRIVED(1);
-    ISSUE_S();
+#endif
+    ISSUE_S(tile);
     WG_COMMIT();
+#if WGMMA_PIPE != 3
     TILES_ARRIVED(0);  // V's of the tile before, while S runs
-    ISSUE_PV();
+#endif
+    ISSUE_PV(tile - 1);
     WG_COMMIT();
     WG_WAIT_BUT_ONE();  // S done; P V may run
     WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
+#if WGMMA_PIPE == 3
+    FETCH_K_OR_NONE(tile + 2);
+#else
     if (tile + 1 < end_tile) FETCH_K(tile + 1);
+#endif
     SOFTMAX(tile);
     WG_WAIT_ALL();
     WG_PIN(&acc[0][0], 4 * D_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
+#if WGMMA_PIPE == 3
+    FETCH_V_OR_NONE(tile + 1);
+#else
     FETCH_V(tile);
+#endif
     RESCALE_AND_PACK();
   }
   if (first_tile < end_tile) {
@@ -278,7 +328,7 @@ UNROLL
     WG_PIN(&acc[0][0], 4 * D_TILES);
     WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
     WG_BEGIN();
-    ISSUE_PV();
+    ISSUE_PV(end_tile - 1);
     WG_END();
     WG_PIN(&acc[0][0], 4 * D_TILES);
   }
@@ -286,6 +336,8 @@ UNROLL
 #undef TILE_KEYS
 #undef FETCH_K
 #undef FETCH_V
+#undef FETCH_K_OR_NONE
+#undef FETCH_V_OR_NONE
 #undef TILES_ARRIVED
 #undef ISSUE_S
 #undef ISSUE_PV

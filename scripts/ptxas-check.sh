@@ -71,9 +71,10 @@ done
 # hooks that add registers (a window read from the parameters, softcap,
 # packed heads; splits, ALiBi)
 builtins="$PWD/scripts/nvptx-builtins.h"
-for pipe in 1 2; do
+for pipe in 1 2 3; do
   for dtype in 1 2; do
     for hd in 64 128; do
+      [ "$pipe" = 3 ] && [ "$hd" = 128 ] && continue  # two stages: d 64 only
       for opts in "-DWINDOW=0" "-DWINDOW=1" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
           "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
         # shellcheck disable=SC2086

@@ -131,13 +131,22 @@ static void check_case(int i) {
 START_TEST(wgmma_forward_matches_the_reference) { check_case(_i); }
 END_TEST
 
-/* The other schedule (WGMMA_PIPE 1: products waited whole, loads in
- * flight) on the cases of several tiles: causal, packed GQA, odd lengths,
- * both widths and types, padded, ragged. */
+/* The other schedules (WGMMA_PIPE 1: products waited whole, loads in
+ * flight; 3: two stages of K and V, head_dim 64, else 2) on the cases of
+ * several tiles: causal, packed GQA, odd lengths, both widths and types,
+ * padded, ragged, a window with softcap. */
 static const int pipe1_cases[] = {1, 2, 3, 6, 7, 9};
 START_TEST(wgmma_forward_pipe_1_matches_the_reference) {
   setenv("FLASHCL_WGMMA_PIPE", "1", 1);
   check_case(pipe1_cases[_i]);
+  unsetenv("FLASHCL_WGMMA_PIPE");
+}
+END_TEST
+
+static const int pipe3_cases[] = {2, 3, 4, 6, 8, 9};
+START_TEST(wgmma_forward_pipe_3_matches_the_reference) {
+  setenv("FLASHCL_WGMMA_PIPE", "3", 1);
+  check_case(pipe3_cases[_i]);
   unsetenv("FLASHCL_WGMMA_PIPE");
 }
 END_TEST
@@ -217,6 +226,8 @@ int main(void) {
   tcase_add_loop_test(tc, wgmma_forward_matches_the_reference, 0, CASES);
   tcase_add_loop_test(tc, wgmma_forward_pipe_1_matches_the_reference, 0,
                       (int)(sizeof pipe1_cases / sizeof *pipe1_cases));
+  tcase_add_loop_test(tc, wgmma_forward_pipe_3_matches_the_reference, 0,
+                      (int)(sizeof pipe3_cases / sizeof *pipe3_cases));
   tcase_add_loop_test(tc, wgmma_forward_counts_the_modelled_bytes, 0, 2);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -69,9 +69,12 @@ const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
   return fp->plan ? fp : NULL;
 }
 
-int fcl__wgmma_pipe(void) {
+int fcl__wgmma_pipe(const fcl_plan *plan) {
   const char *env = getenv("FLASHCL_WGMMA_PIPE");
-  return env && (!strcmp(env, "1") || !strcmp(env, "2")) ? env[0] - '0' : FCL_WGMMA_PIPE_DEFAULT;
+  const int asked = env && (!strcmp(env, "1") || !strcmp(env, "2") || !strcmp(env, "3"))
+                        ? env[0] - '0'
+                        : FCL_WGMMA_PIPE_DEFAULT;
+  return asked == 3 && plan->head_dim_padded > 64 ? 2 : asked;  /* 3: two stages, d 64 */
 }
 
 /* A tunable's -D name and its value from the plan. */
@@ -121,7 +124,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_HEAD_DIM_V_MAX: return plan->head_dim_v_padded;  /* 0: HEAD_DIM_MAX */
     case FCL_TUNE_FCL_WGMMA: return fcl__wgmma_native(limits);
     case FCL_TUNE_WGMMA_EMULATE: return !limits->nvidia_ptx;
-    case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe();
+    case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(plan);
     case FCL_TUNE_END: break;
   }
   return 0;

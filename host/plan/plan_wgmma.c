@@ -23,7 +23,8 @@ int fcl__wgmma_native(const fcl_device_limits *limits) {
 }
 
 size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
-  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, !fcl__mma_native(limits),
+  const size_t stages = fcl__wgmma_pipe(plan) == 3 ? 2 : 1;
+  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, stages, !fcl__mma_native(limits),
                                    !limits->nvidia_ptx);
 }
 
