@@ -13,11 +13,30 @@
  *     K's rows, [key][d], are B = K^T's columns);
  *   - O += P V: m64n(HEAD_DIM_MAX)k16 per 16 keys, P's fragments packed
  *     in registers into A fragments (mma.cl's MMA_ACCUMULATE does the
- *     same), V stored transposed in local memory ([d][key], K-major for
- *     B = V) as it is loaded.
- * Each product is fenced, committed and waited for whole (no overlap of
- * the two, nor of a tile's loads: the first version); the accumulators
- * are not touched between a fence and its wait (ptxas would serialize).
+ *     same), V's tile as B MN-major (imm-trans-b 1: V's rows are B's rows,
+ *     no transpose).
+ * Both tiles have one layout (wg_b_offset of K^T is wg_bt_offset of V:
+ * core matrices of 8 keys by 8 columns, 16 bytes a key), so one loader
+ * fetches both, in the order of local memory (a warp's 32 stores, 8 bytes
+ * each, fill 256 contiguous bytes), by cp.async (mma.cl's FETCH_COPY: no
+ * register staging; a plain copy elsewhere).
+ *
+ * Schedules (WGMMA_PIPE, chosen at run time for a developer's
+ * comparison: host/plan/families.c, FLASHCL_WGMMA_PIPE):
+ *   1  loads in flight under the products: K's next tile fetched once S
+ *      is done (under the softmax and P V), V's once P V is done (under
+ *      the next S and softmax); each product fenced, committed and waited
+ *      for whole.
+ *   2  (the default) that, and the products overlapped as FlashAttention-3
+ *      does within a warpgroup: the next tile's S and this tile's P V are
+ *      committed as two groups, the softmax of S runs while P V does
+ *      (wgmma.wait_group 1), and the accumulator's rescale waits for P V.
+ *   3  2 with two stages of K and V (HEAD_DIM_MAX 64 only: 32 KiB; 128
+ *      would need 64): K's tile t + 2 is fetched once S of t is done, V's
+ *      t + 1 once P V of t - 1 is, so that each load has over a tile's
+ *      products to arrive (in 2, V's has only the next S).
+ * Either way the accumulators (S's, O's) are not touched between their
+ * fence and their wait (ptxas would serialize the products).
  *
  * Paths (wgmma.cl): FCL_WGMMA 1, the instructions (built by the stage on
  * NVIDIA cc 9.0); WGMMA_EMULATE 1, the same operands emulated (any device:
@@ -34,20 +53,73 @@
 #if HEAD_DIM_MAX != 64 && HEAD_DIM_MAX != 128
 #error "HEAD_DIM_MAX must be 64 or 128"
 #endif
+#ifndef WGMMA_PIPE
+#define WGMMA_PIPE 2
+#endif
+#if WGMMA_PIPE != 1 && WGMMA_PIPE != 2 && WGMMA_PIPE != 3
+#error "WGMMA_PIPE must be 1, 2 or 3"
+#endif
+#if WGMMA_PIPE == 3 && HEAD_DIM_MAX != 64
+#error "WGMMA_PIPE 3 (two stages) needs HEAD_DIM_MAX 64"
+#endif
+#define KV_STAGES (WGMMA_PIPE == 3 ? 2 : 1)
+#define STAGE(tile) (KV_STAGES == 2 ? (tile) & 1 : 0)
+#define STAGE_ELEMS (BLOCK_K * HEAD_DIM_MAX)  // a stage of a tile
+#define STAGE_DESC ((2 * STAGE_ELEMS) >> 4)   // ... in descriptor units
 #define WG_SIZE 128         // one warpgroup
 #define BLOCK_Q 64          // its rows
 #define K_TILES (BLOCK_K / 8)
 #define PACK_STEPS (BLOCK_K / 16)        // P V's k-steps
-#define K_SBO (16 * HEAD_DIM_MAX)        // K's tile: k = d
-#define V_SBO (16 * BLOCK_K)             // V's: k = key
+#define KV_GROUP (16 * HEAD_DIM_MAX)     // bytes between 8-key groups of a tile
+
+/* 16 bytes (8 elements) of global memory into local memory, both 16-byte
+ * aligned; zeros where !valid: cp.async where FETCH_COPY is (mma.cl),
+ * else two of its 8-byte copies. */
+#if FETCH_ASYNC
+inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"((uint)(size_t)dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+#else
+#define fetch_16(dst, src, valid) \
+  (FETCH_COPY((dst), (src), (valid)), FETCH_COPY((dst) + 4, (src) + 4, (valid)))
+#endif
+
+/* Keys [0, keys) of a tile from `src` (rows `stride` elements apart),
+ * columns [0, head_dim), into `tile`, the rest 0 (0 * NaN is NaN), in
+ * local memory's order: COPY moves `cb` bytes (8 or 16), chunk c the
+ * bytes at cb c. A tile byte w of an 8-key group (KV_GROUP bytes) holds
+ * key (w / 16) % 8 of the group and column 8 (w / 128) + (w % 16) / 2.
+ * The loop is left rolled: unrolled, its addresses took 30 to 60 more
+ * registers (ptxas, d 128). */
+#define FETCH_KV_BY(cb, COPY, tile, src, stride, keys)                                \
+  for (int c_ = tid; c_ < BLOCK_K * HEAD_DIM_MAX * 2 / (cb); c_ += WG_SIZE) {         \
+    const int o_ = (cb) * c_;                                                         \
+    const int key_ = 8 * (o_ / KV_GROUP) + (((o_ % KV_GROUP) >> 4) & 7);              \
+    const int col_ = 8 * ((o_ % KV_GROUP) >> 7) + 4 * ((o_ >> 3) & 1);               \
+    const int valid_ = key_ < (keys) && col_ < head_dim;                              \
+    COPY((tile) + o_ / 2, valid_ ? (src) + (size_t)key_ * (stride) + col_ : (src), valid_); \
+  }
+/* ... 16 bytes a copy where the rows allow (head_dim is a multiple of 8),
+ * else 8; then the group closed */
+#define FETCH_KV(tile, src, stride, keys)                                           \
+  do {                                                                              \
+    __global const kv_t *const src_ = (src);                                        \
+    const size_t stride_ = (stride);                                                \
+    if ((((size_t)src_ | stride_ * 2) & 15) == 0)                                   \
+      FETCH_KV_BY(16, fetch_16, tile, src_, stride_, keys)                          \
+    else                                                                            \
+      FETCH_KV_BY(8, FETCH_COPY, tile, src_, stride_, keys)                         \
+    FETCH_COMMIT();                                                                 \
+  } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
   /* 16-byte aligned, what a no-swizzle descriptor needs (address >> 4): at
    * 128, NVIDIA's compiler padded past its own 16 bytes to 16512 at d 64,
    * over the plan's local bytes, and the build was refused (H100) */
-  __local ushort k_tile[BLOCK_K * HEAD_DIM_MAX] __attribute__((aligned(16)));
-  __local ushort v_tile[HEAD_DIM_MAX * BLOCK_K] __attribute__((aligned(16)));
+  __local ushort k_tile[KV_STAGES * STAGE_ELEMS] __attribute__((aligned(16)));
+  __local ushort v_tile[KV_STAGES * STAGE_ELEMS] __attribute__((aligned(16)));
   WG_SCRATCH_DECLARE;  // the emulations' (wgmma.cl)
   const int tid = get_local_id(0);
   const int warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
@@ -76,68 +148,194 @@ UNROLL
   for (int n = 0; n < D_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
   /* The descriptors, made opaque so that the compiler does not recompute
-   * them between a fence and its wait. */
-  ulong k_desc = wg_descriptor(k_tile, K_SBO), v_desc = wg_descriptor(v_tile, V_SBO);
+   * them between a fence and its wait. K's: K-major, n = key, k = d; V's:
+   * MN-major, k = key, n = d; the same bytes (wgmma.cl). */
+  ulong k_desc = wg_descriptor(k_tile, KV_GROUP), v_desc = wg_descriptor_t(v_tile, KV_GROUP);
 #if FCL_WGMMA
   asm volatile("" : "+l"(k_desc), "+l"(v_desc));
 #endif
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
-  for (int tile = first_tile; tile < end_tile; ++tile) {
-    const int k0 = tile * BLOCK_K;
-    const int keys = min(BLOCK_K, nk - k0);
-    /* K and V, 4 elements of a row at a time (the views are vec4): K's
-     * rows to B's K-major columns, V's transposed; 0 past the keys and
-     * head_dim (0 * NaN is NaN). Every warp is done with the last tile. */
-    __global const kv_t *k_at = TILE_START(k_rows, k, p.k, k_stride, k0);
-    __global const kv_t *v_at = TILE_START(v_rows, v, p.v, v_stride, k0);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* not unrolled: at d 128 its 32 loads in flight a work-item spilled */
-    for (int c = tid; c < BLOCK_K * HEAD_DIM_MAX / 4; c += WG_SIZE) {
-      const int key = c / (HEAD_DIM_MAX / 4), d = 4 * (c % (HEAD_DIM_MAX / 4));
-      const int valid = key < keys && d < head_dim;
-      const ushort4 kx = valid ? LOAD_CHUNK(k_at + (size_t)key * k_stride + d, 0) : CHUNK_ZERO;
-      const ushort4 vx = valid ? LOAD_CHUNK(v_at + (size_t)key * v_stride + d, 0) : CHUNK_ZERO;
-      *(__local ushort4 *)(k_tile + wg_b_offset(d, key, K_SBO) / 2) = kx;
-      v_tile[wg_b_offset(key, d, V_SBO) / 2] = vx.x;
-      v_tile[wg_b_offset(key, d + 1, V_SBO) / 2] = vx.y;
-      v_tile[wg_b_offset(key, d + 2, V_SBO) / 2] = vx.z;
-      v_tile[wg_b_offset(key, d + 3, V_SBO) / 2] = vx.w;
-    }
-    WG_FENCE_STORES();
-    barrier(CLK_LOCAL_MEM_FENCE);
+#define TILE_KEYS(tile) min(BLOCK_K, nk - (tile) * BLOCK_K)
+#define FETCH_K(tile)                                                          \
+  FETCH_KV(k_tile + STAGE(tile) * STAGE_ELEMS,                                 \
+           TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, TILE_KEYS(tile))
+#define FETCH_V(tile)                                                          \
+  FETCH_KV(v_tile + STAGE(tile) * STAGE_ELEMS,                                 \
+           TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, TILE_KEYS(tile))
+/* ... or an empty group past the last tile (pipe 3 counts groups) */
+#define FETCH_K_OR_NONE(tile) \
+  if ((tile) < end_tile) FETCH_K(tile); else FETCH_COMMIT()
+#define FETCH_V_OR_NONE(tile) \
+  if ((tile) < end_tile) FETCH_V(tile); else FETCH_COMMIT()
+  /* All but the latest `n` fetch groups of every work-item in local memory,
+   * visible to the products (cp.async writes through the generic proxy). */
+#define TILES_ARRIVED(n) \
+  do {                   \
+    FETCH_WAIT(n);       \
+    WG_FENCE_STORES();   \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+  } while (0)
+  /* S = Q K^T of a tile (scores zeroed first), issued */
+#define ISSUE_S(tile)                                                          \
+  do {                                                                         \
+    UNROLL for (int n_ = 0; n_ < K_TILES; ++n_)                                \
+      s[n_][0] = s[n_][1] = s[n_][2] = s[n_][3] = 0.0f;                        \
+    WG_PIN(&s[0][0], 4 * K_TILES);                                             \
+    WG_PIN(&acc[0][0], 4 * D_TILES);                                           \
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);                                       \
+    WG_BEGIN();                                                                \
+    UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16; ++kk_)                   \
+      WG_MMA(64, &s[0][0], qa[kk_], k_desc + STAGE(tile) * STAGE_DESC + kk_ * WG_STEP, \
+             k_tile, wg_a_rows);                                               \
+  } while (0)
+  /* O += P V of a tile, issued */
+#define ISSUE_PV(tile)                                                         \
+  UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_)                            \
+    WG_MMA_T(HEAD_DIM_MAX, &acc[0][0], pa[kt_],                                \
+             v_desc + STAGE(tile) * STAGE_DESC + kt_ * WG_STEP_T(KV_GROUP), v_tile, wg_a_rows)
+  /* transform, mask, new max, p = 2^(x (s - m)); the accumulator's factor
+   * per row into alpha (a one-column accumulator of ones takes it) */
+#define SOFTMAX(tile)                                                          \
+  do {                                                                         \
+    MMA_MASK_SCORES(s, K_TILES, (tile) * BLOCK_K, BLOCK_K, 0);                 \
+    float ones_[1][4] = {{1.0f, 1.0f, 1.0f, 1.0f}};                            \
+    UNROLL for (int r_ = 0; r_ < 2; ++r_)                                      \
+      MMA_ONLINE_SOFTMAX(s, K_TILES, ones_, 1, m, l, r_);                      \
+    alpha[0] = ones_[0][0];                                                    \
+    alpha[1] = ones_[0][2];                                                    \
+  } while (0)
+  /* the accumulator rescaled, and P's C fragments become A fragments,
+   * rounded */
+#define RESCALE_AND_PACK()                                                     \
+  do {                                                                         \
+    UNROLL for (int n_ = 0; n_ < D_TILES; ++n_) {                              \
+      acc[n_][0] *= alpha[0];                                                  \
+      acc[n_][1] *= alpha[0];                                                  \
+      acc[n_][2] *= alpha[1];                                                  \
+      acc[n_][3] *= alpha[1];                                                  \
+    }                                                                          \
+    UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_) {                        \
+      pa[kt_][0] = pack2(s[2 * kt_][0], s[2 * kt_][1]);                        \
+      pa[kt_][1] = pack2(s[2 * kt_][2], s[2 * kt_][3]);                        \
+      pa[kt_][2] = pack2(s[2 * kt_ + 1][0], s[2 * kt_ + 1][1]);                \
+      pa[kt_][3] = pack2(s[2 * kt_ + 1][2], s[2 * kt_ + 1][3]);                \
+    }                                                                          \
+  } while (0)
 
-    /* ---- S = Q K^T ---- */
-    float s[K_TILES][4];
-UNROLL
-    for (int n = 0; n < K_TILES; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-    WG_BEGIN();
-UNROLL
-    for (int kk = 0; kk < HEAD_DIM_MAX / 16; ++kk)
-      WG_MMA(64, &s[0][0], qa[kk], k_desc + kk * WG_STEP, k_tile, wg_a_rows);
-    WG_END();
-
-    /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
-    MMA_MASK_SCORES(s, K_TILES, k0, BLOCK_K, 0);
-UNROLL
-    for (int r = 0; r < 2; ++r) MMA_ONLINE_SOFTMAX(s, K_TILES, acc, D_TILES, m, l, r);
-
-    /* ---- O += P V: P's C fragments become A fragments, rounded ---- */
-    uint pa[PACK_STEPS][4];
-UNROLL
-    for (int kt = 0; kt < PACK_STEPS; ++kt) {
-      pa[kt][0] = pack2(s[2 * kt][0], s[2 * kt][1]);
-      pa[kt][1] = pack2(s[2 * kt][2], s[2 * kt][3]);
-      pa[kt][2] = pack2(s[2 * kt + 1][0], s[2 * kt + 1][1]);
-      pa[kt][3] = pack2(s[2 * kt + 1][2], s[2 * kt + 1][3]);
-    }
-    WG_BEGIN();
-UNROLL
-    for (int kt = 0; kt < PACK_STEPS; ++kt)
-      WG_MMA(HEAD_DIM_MAX, &acc[0][0], pa[kt], v_desc + kt * WG_STEP, v_tile, wg_a_rows);
-    WG_END();
+  float s[K_TILES][4], alpha[2];
+  uint pa[PACK_STEPS][4] = {{0}};  // pinned before its first use (pipe 2)
+#if WGMMA_PIPE != 3
+  if (first_tile < end_tile) {
+    FETCH_K(first_tile);
+    FETCH_V(first_tile);
   }
+#endif
+#if WGMMA_PIPE == 1
+  for (int tile = first_tile; tile < end_tile; ++tile) {
+    TILES_ARRIVED(1);  // K's (V's may be in flight)
+    ISSUE_S(tile);
+    WG_END();
+    WG_PIN(&s[0][0], 4 * K_TILES);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
+    if (tile + 1 < end_tile) FETCH_K(tile + 1);
+    else FETCH_COMMIT();  // an empty group: the counts stay the same
+    SOFTMAX(tile);
+    RESCALE_AND_PACK();
+    TILES_ARRIVED(1);  // V's (K's next may be in flight)
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
+    WG_BEGIN();
+    ISSUE_PV(tile);
+    WG_END();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
+    if (tile + 1 < end_tile) FETCH_V(tile + 1);
+  }
+#else
+  /* the first tile's S and softmax alone; then per tile, S of this one and
+   * P V of the one before */
+#if WGMMA_PIPE == 3
+  /* groups: at each tile t's start [K t, V t - 1, K t + 1, V t], the two
+   * latest in flight */
+  if (first_tile < end_tile) {
+    FETCH_K(first_tile);
+    FETCH_K_OR_NONE(first_tile + 1);
+    FETCH_V(first_tile);
+    TILES_ARRIVED(2);
+#else
+  if (first_tile < end_tile) {
+    TILES_ARRIVED(1);
+#endif
+    ISSUE_S(first_tile);
+    WG_END();
+    WG_PIN(&s[0][0], 4 * K_TILES);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if WGMMA_PIPE == 3
+    FETCH_K_OR_NONE(first_tile + 2);
+    FETCH_V_OR_NONE(first_tile + 1);  // its stage not yet used
+#else
+    if (first_tile + 1 < end_tile) FETCH_K(first_tile + 1);
+#endif
+    SOFTMAX(first_tile);
+    RESCALE_AND_PACK();
+  }
+  for (int tile = first_tile + 1; tile < end_tile; ++tile) {
+#if WGMMA_PIPE == 3
+    TILES_ARRIVED(2);  // K's and V's of the tile before
+#else
+    /* K's (the latest group: V's of the tile before; at the first, the
+     * order is the other) */
+    if (tile == first_tile + 1) TILES_ARRIVED(0);
+    else TILES_ARRIVED(1);
+#endif
+    ISSUE_S(tile);
+    WG_COMMIT();
+#if WGMMA_PIPE != 3
+    TILES_ARRIVED(0);  // V's of the tile before, while S runs
+#endif
+    ISSUE_PV(tile - 1);
+    WG_COMMIT();
+    WG_WAIT_BUT_ONE();  // S done; P V may run
+    WG_PIN(&s[0][0], 4 * K_TILES);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
+#if WGMMA_PIPE == 3
+    FETCH_K_OR_NONE(tile + 2);
+#else
+    if (tile + 1 < end_tile) FETCH_K(tile + 1);
+#endif
+    SOFTMAX(tile);
+    WG_WAIT_ALL();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
+#if WGMMA_PIPE == 3
+    FETCH_V_OR_NONE(tile + 1);
+#else
+    FETCH_V(tile);
+#endif
+    RESCALE_AND_PACK();
+  }
+  if (first_tile < end_tile) {
+    TILES_ARRIVED(0);
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+    WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);
+    WG_BEGIN();
+    ISSUE_PV(end_tile - 1);
+    WG_END();
+    WG_PIN(&acc[0][0], 4 * D_TILES);
+  }
+#endif
+#undef TILE_KEYS
+#undef FETCH_K
+#undef FETCH_V
+#undef FETCH_K_OR_NONE
+#undef FETCH_V_OR_NONE
+#undef TILES_ARRIVED
+#undef ISSUE_S
+#undef ISSUE_PV
+#undef SOFTMAX
+#undef RESCALE_AND_PACK
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */
 UNROLL

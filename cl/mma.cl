@@ -595,10 +595,12 @@ inline void fetch_chunk(__local tile_t *dst, __global const store_t *src, int va
 #endif
 }
 #define FETCH_COPY fetch_chunk
+#define FETCH_ASYNC 1  // FETCH_COPY is cp.async
 #define FETCH_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define FETCH_WAIT(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
 #else
 #define FETCH_COPY COPY_CHUNK
+#define FETCH_ASYNC 0
 #define FETCH_COMMIT() ((void)0)
 #define FETCH_WAIT(n) ((void)0)
 #endif

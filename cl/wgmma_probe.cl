@@ -28,7 +28,12 @@
  *   - B in local memory, K-major without swizzle: core matrices of 8
  *     columns n by 8 k (16 bytes a column, 128 contiguous bytes), those
  *     adjacent in k WG_LBO bytes apart (the descriptor's leading byte
- *     offset), those adjacent in n B_SBO apart (its stride byte offset).
+ *     offset), those adjacent in n B_SBO apart (its stride byte offset);
+ *   - with TRANS_B 1, B MN-major without swizzle (imm-trans-b 1): core
+ *     matrices of 8 k by 8 columns n (16 bytes a k), those adjacent in n
+ *     WG_LBO bytes apart (the stride byte offset), those adjacent in k
+ *     B_LBO_T apart (the leading byte offset): at N 16 and more the two
+ *     differ, so that a swap of their meanings shows.
  */
 
 #ifndef WGMMA_N
@@ -39,7 +44,20 @@
 #endif
 #define WGMMA_K (16 * KSTEPS)
 #define WGMMA_PATH (FCL_WGMMA ? 2 : WGMMA_EMULATE ? 1 : 0)
+#ifndef TRANS_B
+#define TRANS_B 0           // B MN-major
+#endif
 #define B_SBO (WGMMA_K * 16)  // n-adjacent core matrices: after all of a column group's k
+#define B_LBO_T (WGMMA_N * 16)  // MN-major, k-adjacent: after all of a row group's n
+#if TRANS_B
+#define B_AT(k, n) wg_bt_offset(k, n, B_LBO_T)
+#define B_DESC(s) (wg_descriptor_t(tile, B_LBO_T) + (s) * WG_STEP_T(B_LBO_T))
+#define B_MMA WG_MMA_T
+#else
+#define B_AT(k, n) wg_b_offset(k, n, B_SBO)
+#define B_DESC(s) (wg_descriptor(tile, B_SBO) + (s) * WG_STEP)
+#define B_MMA WG_MMA
+#endif
 
 __kernel __attribute__((reqd_work_group_size(128, 1, 1)))
 void wgmma_probe(__global const ushort *a,   // [64][WGMMA_K], the storage type's bits
@@ -51,7 +69,7 @@ void wgmma_probe(__global const ushort *a,   // [64][WGMMA_K], the storage type'
   WG_SCRATCH_DECLARE;
   const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3;
   for (int e = lid; e < WGMMA_N * WGMMA_K; e += 128)
-    tile[wg_b_offset(e % WGMMA_K, e / WGMMA_K, B_SBO) / 2] = bt[e];
+    tile[B_AT(e % WGMMA_K, e / WGMMA_K) / 2] = bt[e];
   WG_FENCE_STORES();
   barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -72,7 +90,7 @@ void wgmma_probe(__global const ushort *a,   // [64][WGMMA_K], the storage type'
   ulong desc[KSTEPS];
 #pragma unroll
   for (int s = 0; s < KSTEPS; ++s) {
-    desc[s] = wg_descriptor(tile, B_SBO) + s * WG_STEP;
+    desc[s] = B_DESC(s);
 #if FCL_WGMMA
     asm volatile("" : "+l"(desc[s]));
 #endif
@@ -81,7 +99,7 @@ void wgmma_probe(__global const ushort *a,   // [64][WGMMA_K], the storage type'
   for (uint r = 0; r < reps; ++r) {
     WG_BEGIN();
 #pragma unroll
-    for (int s = 0; s < KSTEPS; ++s) WG_MMA(WGMMA_N, acc, af[s], desc[s], tile, wg_a_rows);
+    for (int s = 0; s < KSTEPS; ++s) B_MMA(WGMMA_N, acc, af[s], desc[s], tile, wg_a_rows);
     WG_END();
   }
 #pragma unroll

@@ -58,23 +58,31 @@ assemble() {
   fi
   echo "$label: $(grep -o 'Used [0-9]* registers' "$tmp/log"), $(grep -o '[0-9]* bytes spill stores' "$tmp/log")"
 }
+# B K-major and MN-major (TRANS_B)
 for dtype in 1 2; do
   for n in 8 16 32 64 128; do
-    assemble wgmma_probe.cl "wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n" \
-      -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=4
+    for tb in 0 1; do
+      assemble wgmma_probe.cl "wgmma_probe.cl FCL_DTYPE=$dtype WGMMA_N=$n TRANS_B=$tb" \
+        -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DWGMMA_N=$n -DKSTEPS=4 -DTRANS_B=$tb
+    done
   done
 done
-# the forward on wgmma: each type and width, causal, and with the hooks
-# that add registers (a window read from the parameters, softcap, packed
-# heads; splits, ALiBi)
+# the forward on wgmma: each schedule, type and width, causal, and with the
+# hooks that add registers (a window read from the parameters, softcap,
+# packed heads; splits, ALiBi)
 builtins="$PWD/scripts/nvptx-builtins.h"
-for dtype in 1 2; do
-  for hd in 64 128; do
-    for opts in "-DWINDOW=0" "-DWINDOW=1" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
-        "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
-      # shellcheck disable=SC2086
-      assemble flash_fwd_wgmma.cl "flash_fwd_wgmma.cl FCL_DTYPE=$dtype HEAD_DIM_MAX=$hd $opts" \
-        -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 -DHEAD_DIM_MAX=$hd $opts
+for pipe in 1 2 3; do
+  for dtype in 1 2; do
+    for hd in 64 128; do
+      [ "$pipe" = 3 ] && [ "$hd" = 128 ] && continue  # two stages: d 64 only
+      for opts in "-DWINDOW=0" "-DWINDOW=1" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
+          "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
+        # shellcheck disable=SC2086
+        assemble flash_fwd_wgmma.cl \
+          "flash_fwd_wgmma.cl WGMMA_PIPE=$pipe FCL_DTYPE=$dtype HEAD_DIM_MAX=$hd $opts" \
+          -include "$builtins" -DWGMMA_PIPE=$pipe -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 \
+          -DHEAD_DIM_MAX=$hd $opts
+      done
     done
   done
 done

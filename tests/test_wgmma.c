@@ -169,16 +169,22 @@ START_TEST(the_stage_is_asked_for_by_fcl_wgmma_1) {
 END_TEST
 
 /* The probe's check on the test device: exact, and the path expected. */
-static void probe_exactly(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps,
-                          int asked, int expected) {
-  const fcl__wgmma_probe_setup setup = {dtype, n, ksteps, asked, 1, 1};
+static void probe_exactly_b(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps,
+                            int trans_b, int asked, int expected) {
+  const fcl__wgmma_probe_setup setup = {dtype, n, ksteps, asked, 1, 1, trans_b};
   fcl__wgmma_probe_result r;
   ck_assert_msg(fcl__wgmma_probe(ctx, &setup, th_seed() + n + ksteps, &r) == FCL_SUCCESS,
                 "probe %s n %u: %s", fcl_dtype_name(dtype), n, fcl_context_last_error(ctx));
   ck_assert_int_eq(r.path, expected);
   ck_assert(r.checked);
-  ck_assert_msg(r.wrong == 0, "%s m64n%u x %u k-steps, path %d: %zu of %u differ, max %g",
-                fcl_dtype_name(dtype), n, ksteps, r.path, r.wrong, 64 * n, r.max_error);
+  ck_assert_msg(r.wrong == 0, "%s m64n%u x %u k-steps, trans-b %d, path %d: %zu of %u differ, "
+                "max %g", fcl_dtype_name(dtype), n, ksteps, trans_b, r.path, r.wrong, 64 * n,
+                r.max_error);
+}
+/* ... B K-major */
+static void probe_exactly(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps,
+                          int asked, int expected) {
+  probe_exactly_b(ctx, dtype, n, ksteps, 0, asked, expected);
 }
 
 START_TEST(asked_for_wgmma_the_cache_builds_the_stage_or_falls_back) {
@@ -251,6 +257,23 @@ START_TEST(the_layouts_multiply_exactly) {
 }
 END_TEST
 
+/* B MN-major (imm-trans-b 1, V's layout in the forward): emulated, on
+ * mma.sync, and asked for natively (the stage where the device has it). */
+START_TEST(the_mn_major_layout_multiplies_exactly) {
+  fcl_context *ctx = th_context();
+  static const unsigned widths[] = {16, 64, 128};
+  const fcl_dtype dtype = _i % 2 ? FCL_DTYPE_BF16 : FCL_DTYPE_F16;
+  const unsigned n = widths[_i / 2], ksteps = 1 + (unsigned)_i % 3;
+  probe_exactly_b(ctx, dtype, n, ksteps, 1, FCL_WGMMA_PATH_EMULATED, FCL_WGMMA_PATH_EMULATED);
+  probe_exactly_b(ctx, dtype, n, ksteps, 1, FCL_WGMMA_PATH_MMA_SYNC, FCL_WGMMA_PATH_MMA_SYNC);
+  char why[128];
+  const int hopper = fcl__sm90a_device(&ctx->info.limits, why, sizeof why);
+  probe_exactly_b(ctx, dtype, n, ksteps, 1, FCL_WGMMA_PATH_NATIVE,
+                  hopper ? FCL_WGMMA_PATH_NATIVE : FCL_WGMMA_PATH_MMA_SYNC);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("wgmma");
   TCase *ptx = th_tcase("the PTX patch");
@@ -266,6 +289,7 @@ int main(void) {
   suite_add_tcase(s, stage);
   TCase *layouts = th_tcase("the layouts");
   tcase_add_loop_test(layouts, the_layouts_multiply_exactly, 0, 6);
+  tcase_add_loop_test(layouts, the_mn_major_layout_multiplies_exactly, 0, 6);
   suite_add_tcase(s, layouts);
   return th_run_suite(s);
 }

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct wg_case {
@@ -85,14 +86,16 @@ static th_forward forced_forward(fcl_context *ctx, const th_problem *p, unsigned
   return r;
 }
 
-START_TEST(wgmma_forward_matches_the_reference) {
-  const wg_case *c = &cases[_i];
+/* cases[i] against the reference, on the schedule the environment names
+ * (FLASHCL_WGMMA_PIPE; the kernel's default where unset). */
+static void check_case(int i) {
+  const wg_case *c = &cases[i];
   fcl_context *ctx = th_context();
   const fcl_attention_desc desc = case_desc(c);
   char what[200];
   th_describe(&desc, what, sizeof what);
   th_problem p;
-  th_problem_init(&p, ctx, &desc, 900 + (uint64_t)_i, 1.0);
+  th_problem_init(&p, ctx, &desc, 900 + (uint64_t)i, 1.0);
   th_reference ref = th_reference_forward(&p);
   float *naive = th_naive_output(ctx, &p);
   th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
@@ -123,6 +126,24 @@ START_TEST(wgmma_forward_matches_the_reference) {
   th_reference_free(&ref);
   th_problem_free(&p);
   fcl_context_release(ctx);
+}
+
+START_TEST(wgmma_forward_matches_the_reference) { check_case(_i); }
+END_TEST
+
+/* The other schedules (WGMMA_PIPE 1: products waited whole, loads in
+ * flight; 3: two stages of K and V, head_dim 64, else 2) on the cases of
+ * several tiles: causal, packed GQA, odd lengths, both widths and types,
+ * padded, ragged, a window with softcap. */
+static const struct {
+  const char *pipe;
+  int c;
+} other_schedules[] = {{"1", 1}, {"1", 2}, {"1", 3}, {"1", 6}, {"1", 7}, {"1", 9},
+                       {"3", 2}, {"3", 3}, {"3", 4}, {"3", 6}, {"3", 8}, {"3", 9}};
+START_TEST(wgmma_forward_other_schedules_match_the_reference) {
+  setenv("FLASHCL_WGMMA_PIPE", other_schedules[_i].pipe, 1);
+  check_case(other_schedules[_i].c);
+  unsetenv("FLASHCL_WGMMA_PIPE");
 }
 END_TEST
 
@@ -199,6 +220,8 @@ int main(void) {
   TCase *tc = th_tcase("wgmma forward");
   tcase_add_test(tc, wgmma_forward_refuses_what_it_does_not_take);
   tcase_add_loop_test(tc, wgmma_forward_matches_the_reference, 0, CASES);
+  tcase_add_loop_test(tc, wgmma_forward_other_schedules_match_the_reference, 0,
+                      (int)(sizeof other_schedules / sizeof *other_schedules));
   tcase_add_loop_test(tc, wgmma_forward_counts_the_modelled_bytes, 0, 2);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

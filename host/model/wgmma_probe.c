@@ -40,7 +40,8 @@ static int setup_valid(const fcl__wgmma_probe_setup *s) {
   return (s->dtype == FCL_DTYPE_F16 || s->dtype == FCL_DTYPE_BF16) &&
          (n == 8 || n == 16 || n == 32 || n == 64 || n == 128) && s->ksteps >= 1 &&
          s->ksteps <= 4 && s->path >= FCL_WGMMA_PATH_MMA_SYNC &&
-         s->path <= FCL_WGMMA_PATH_NATIVE && s->reps >= 1 && s->groups >= 1;
+         s->path <= FCL_WGMMA_PATH_NATIVE && s->reps >= 1 && s->groups >= 1 &&
+         (s->trans_b == 0 || s->trans_b == 1);
 }
 
 static fcl_status build(fcl_context *ctx, const fcl__wgmma_probe_setup *s, cl_kernel *kernel) {
@@ -49,6 +50,7 @@ static fcl_status build(fcl_context *ctx, const fcl__wgmma_probe_setup *s, cl_ke
   fcl__options_define(&opts, "FCL_DTYPE", (long)s->dtype);
   fcl__options_define(&opts, "WGMMA_N", (long)s->n);
   fcl__options_define(&opts, "KSTEPS", (long)s->ksteps);
+  if (s->trans_b) fcl__options_define(&opts, "TRANS_B", 1);
   const int emulated = s->path == FCL_WGMMA_PATH_EMULATED;
   fcl__options_define(&opts, "MMA_EMULATE", emulated || !fcl__mma_native(&ctx->info.limits));
   if (emulated) fcl__options_define(&opts, "WGMMA_EMULATE", 1);
@@ -77,7 +79,8 @@ fcl_status fcl__wgmma_probe(fcl_context *ctx, const fcl__wgmma_probe_setup *setu
   memset(out, 0, sizeof *out);
   out->path = -1;
   FCL_RETURN_IF(ctx, !setup_valid(setup), FCL_ERROR_INVALID_ARGUMENT,
-                "wgmma probe: dtype f16 or bf16, n 8-128, ksteps 1-4, reps and groups >= 1");
+                "wgmma probe: dtype f16 or bf16, n 8-128, ksteps 1-4, reps and groups >= 1, "
+                "trans_b 0 or 1");
   const unsigned n = setup->n, k = 16 * setup->ksteps;
   cl_kernel kernel = NULL;
   FCL_FORWARD_IF(build(ctx, setup, &kernel));

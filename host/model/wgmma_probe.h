@@ -24,6 +24,8 @@ typedef struct fcl__wgmma_probe_setup {
   int path;          /**< asked for: an FCL_WGMMA_PATH_* (NATIVE may fall back) */
   unsigned reps;     /**< products summed in the kernel: 1 to check, more to time */
   unsigned groups;   /**< work-groups of 128 (each the same tile): 1 to check */
+  /* added for the MN-major B operand */
+  int trans_b;       /**< 1: B MN-major (imm-trans-b 1), else K-major */
 } fcl__wgmma_probe_setup;
 
 typedef struct fcl__wgmma_probe_result {

@@ -5,6 +5,9 @@
 #include "rules.h"
 #include "families.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 static const fcl__family families[FCL_FLASH_KERNELS] = {
     [FCL_FLASH_KERNEL_SIMT] =
         {.forward = {FCL_SRC_FLASH_FWD,
@@ -55,7 +58,7 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_WGMMA,
                      {"flash_fwd_wgmma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_MMA_EMULATE, FCL_TUNE_FCL_WGMMA,
-                      FCL_TUNE_WGMMA_EMULATE},
+                      FCL_TUNE_WGMMA_EMULATE, FCL_TUNE_WGMMA_PIPE},
                      fcl__plan_forward_wgmma}},
 };
 
@@ -64,6 +67,14 @@ const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
   const fcl__family *f = &families[kernel];
   const fcl__family_pass *fp = pass == FCL_PASS_FORWARD ? &f->forward : &f->backward;
   return fp->plan ? fp : NULL;
+}
+
+int fcl__wgmma_pipe(const fcl_plan *plan) {
+  const char *env = getenv("FLASHCL_WGMMA_PIPE");
+  const int asked = env && (!strcmp(env, "1") || !strcmp(env, "2") || !strcmp(env, "3"))
+                        ? env[0] - '0'
+                        : FCL_WGMMA_PIPE_DEFAULT;
+  return asked == 3 && plan->head_dim_padded > 64 ? 2 : asked;  /* 3: two stages, d 64 */
 }
 
 /* A tunable's -D name and its value from the plan. */
@@ -87,6 +98,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_HEAD_DIM_V_MAX] = "HEAD_DIM_V_MAX",
       [FCL_TUNE_FCL_WGMMA] = "FCL_WGMMA",
       [FCL_TUNE_WGMMA_EMULATE] = "WGMMA_EMULATE",
+      [FCL_TUNE_WGMMA_PIPE] = "WGMMA_PIPE",
   };
   return names[t];
 }
@@ -112,6 +124,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_HEAD_DIM_V_MAX: return plan->head_dim_v_padded;  /* 0: HEAD_DIM_MAX */
     case FCL_TUNE_FCL_WGMMA: return fcl__wgmma_native(limits);
     case FCL_TUNE_WGMMA_EMULATE: return !limits->nvidia_ptx;
+    case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(plan);
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -121,7 +134,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
  * leave out: a tunable added to a family so changes no earlier program. */
 static int tunable_is_default(fcl__tunable t, long value) {
   return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
-         ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0);
+         ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
+         (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,

@@ -37,6 +37,9 @@ typedef enum fcl__tunable {
    * WGMMA_EMULATE off NVIDIA; each left out at 0 */
   FCL_TUNE_FCL_WGMMA,
   FCL_TUNE_WGMMA_EMULATE,
+  /* the wgmma forward's schedule (flash_fwd_wgmma.cl, WGMMA_PIPE): the
+   * kernel's default left out */
+  FCL_TUNE_WGMMA_PIPE,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

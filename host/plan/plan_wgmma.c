@@ -4,8 +4,8 @@
  *
  * Nothing is left to choose: one warpgroup (128 work-items) owns 64 query
  * rows, tiles of 64 keys (the S product's m64n64), head_dim padded to the
- * O product's width, 64 or 128; local memory holds K's tile and V's
- * transposed, 2 x 64 x width elements (32 KiB at 128), and the
+ * O product's width, 64 or 128; local memory holds K's tile and V's,
+ * 2 x 64 x width elements (32 KiB at 128), and the
  * emulations' scratch where they run.
  */
 #include "common.h"
@@ -23,7 +23,8 @@ int fcl__wgmma_native(const fcl_device_limits *limits) {
 }
 
 size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
-  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, !fcl__mma_native(limits),
+  const size_t stages = fcl__wgmma_pipe(plan) == 3 ? 2 : 1;
+  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, stages, !fcl__mma_native(limits),
                                    !limits->nvidia_ptx);
 }
 

@@ -109,6 +109,13 @@ int fcl__wgmma_native(const fcl_device_limits *limits);
 fcl__planner fcl__plan_forward_wgmma;
 /** Local memory of flash_fwd_wgmma.cl for a plan on a device. */
 size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan);
+/** The wgmma forward's schedule for a plan (flash_fwd_wgmma.cl's
+ *  WGMMA_PIPE, 1 to 3): the environment's FLASHCL_WGMMA_PIPE where it
+ *  names one (a developer's knob for comparing them; the program cache
+ *  keys on the option), 3 (two stages) only at head_dim_padded 64 (else
+ *  2), else FCL_WGMMA_PIPE_DEFAULT (families.c). */
+int fcl__wgmma_pipe(const fcl_plan *plan);
+#define FCL_WGMMA_PIPE_DEFAULT 2
 /* The CPU kernels' planners (plan_cpu.c). */
 /** Whether the rules take the CPU kernels, forward and backward: a CPU
  *  device, whatever the rows (decode and packed heads too). */

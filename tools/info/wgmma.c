@@ -24,13 +24,13 @@ static const char *path_name(int path) {
 
 /* One exact check; prints a line. @return 1 when D matched and, where
  * `must_be` is not -1, that path ran. */
-static int check(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps, int path,
-                 int must_be) {
-  const fcl__wgmma_probe_setup setup = {dtype, n, ksteps, path, 1, 1};
+static int check(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps, int trans_b,
+                 int path, int must_be) {
+  const fcl__wgmma_probe_setup setup = {dtype, n, ksteps, path, 1, 1, trans_b};
   fcl__wgmma_probe_result r;
   const fcl_status st = fcl__wgmma_probe(ctx, &setup, 0x5eed0000u + n * 16 + ksteps, &r);
-  printf("    check %s m64n%uk16 x %u k-steps, asked %s: ", fcl_dtype_name(dtype), n, ksteps,
-         path_name(path));
+  printf("    check %s m64n%uk16 x %u k-steps, B %s, asked %s: ", fcl_dtype_name(dtype), n,
+         ksteps, trans_b ? "MN-major" : "K-major", path_name(path));
   if (st != FCL_SUCCESS) {
     printf("FAILED: %s: %s\n", fcl_status_str(st), fcl_context_last_error(ctx));
     return 0;
@@ -45,7 +45,7 @@ static int check(fcl_context *ctx, fcl_dtype dtype, unsigned n, unsigned ksteps,
 static void time_path(fcl_context *ctx, unsigned compute_units, int path, unsigned groups_per_cu,
                       unsigned reps) {
   const fcl__wgmma_probe_setup setup = {FCL_DTYPE_F16, 128, 4, path, reps,
-                                        compute_units * groups_per_cu};
+                                        compute_units * groups_per_cu, 0};
   fcl__wgmma_probe_result r;
   const fcl_status st = fcl__wgmma_probe(ctx, &setup, 1, &r);
   printf("    time f16 m64n128k16 x 4 k-steps x %u reps, %u x %u work-groups, asked %s: ", reps,
@@ -84,15 +84,18 @@ int info_wgmma_probe(const info_options *opts) {
     const int native = hopper ? FCL_WGMMA_PATH_NATIVE : FCL_WGMMA_PATH_MMA_SYNC;
     int ok = 1;
     static const unsigned widths[] = {8, 16, 32, 64, 128};
-    for (int t = 0; t < 2; ++t)
-      for (unsigned w = 0; w < 5; ++w)
-        ok &= check(ctx, t ? FCL_DTYPE_BF16 : FCL_DTYPE_F16, widths[w], 2, FCL_WGMMA_PATH_NATIVE,
-                    native);
-    for (unsigned w = 0; w < 5; w += 4) {
-      ok &= check(ctx, FCL_DTYPE_F16, widths[w], 2, FCL_WGMMA_PATH_EMULATED,
-                  FCL_WGMMA_PATH_EMULATED);
-      ok &= check(ctx, FCL_DTYPE_F16, widths[w], 2, FCL_WGMMA_PATH_MMA_SYNC,
-                  FCL_WGMMA_PATH_MMA_SYNC);
+    /* B K-major, then MN-major (imm-trans-b 1) */
+    for (int tb = 0; tb < 2; ++tb) {
+      for (int t = 0; t < 2; ++t)
+        for (unsigned w = 0; w < 5; ++w)
+          ok &= check(ctx, t ? FCL_DTYPE_BF16 : FCL_DTYPE_F16, widths[w], 2, tb,
+                      FCL_WGMMA_PATH_NATIVE, native);
+      for (unsigned w = 0; w < 5; w += 4) {
+        ok &= check(ctx, FCL_DTYPE_F16, widths[w], 2, tb, FCL_WGMMA_PATH_EMULATED,
+                    FCL_WGMMA_PATH_EMULATED);
+        ok &= check(ctx, FCL_DTYPE_F16, widths[w], 2, tb, FCL_WGMMA_PATH_MMA_SYNC,
+                    FCL_WGMMA_PATH_MMA_SYNC);
+      }
     }
     if (d->limits.is_gpu && opts->wgmma_reps) {
       const unsigned cus = d->limits.compute_units ? d->limits.compute_units : 1;
