@@ -41,6 +41,25 @@
  * compiled"). */
 #define FWD_PACKED_XE_HPG 2u
 #define FWD_PACKED_XE_HPC 1u
+/* Intel's extra per key of the tile where lanes share a row (their partial
+ * scores summed through local memory), as CDNA's: IGC 1.0.12504 spilled,
+ * on the Max 1550 (SIMD16, at 80 floats) d 64 (2 lanes) at Bc 16 with a
+ * window (512 bytes) and d 96, 128 and 256 (4, 4, 8) paged at Bc 32, 16,
+ * 16 (320-896); on the Arc A770 (SIMD8, at 128) d 64, 128 and 256 (2, 4, 8)
+ * paged at Bc 32 (cost 96 without the term; 192-512 bytes), where 1 lane
+ * a row took Bc 64 (cost 128) clean; none of them at half the tile
+ * (scripts/vendor-check.sh --grid cover, scripts/vendor-compile.sh). A
+ * paged plan is the unpaged one (tests/test_plan.c), so the term is the
+ * paged kernels' for both. */
+#define FWD_SHARED_XE_HPG 2u
+#define FWD_SHARED_XE_HPC 1u
+/* Intel's compilers and slices of 28 floats (the 224 bucket over 8
+ * lanes): IGC spilled such forwards at every tile above 4 keys on the
+ * Max 1550 (256-896 bytes, not monotonic in the tile: Bc 8 spilled more
+ * than 16) and at 16-32 on the Arc A770, where the 256 bucket (slices of
+ * 32) compiled clean at the tile the model gives it; the forward pads 224
+ * to 256 there (14% more work; Bc 4 would be 4x the tiles). */
+#define FWD_INTEL_NO_BUCKET 224u
 
 /* Private floats a work-item may keep without spilling, per vendor, and
  * the forward's cost model: a work-item's q and accumulator slices, one
@@ -61,8 +80,9 @@ typedef struct register_budget {
 
 static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
-    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, 0, FWD_PACKED_XE_HPG}
-                                       : (register_budget){80, 64, 32, 0, FWD_PACKED_XE_HPC};
+    return limits->sub_group_size <= 8
+               ? (register_budget){128, 64, 32, FWD_SHARED_XE_HPG, FWD_PACKED_XE_HPG}
+               : (register_budget){80, 64, 32, FWD_SHARED_XE_HPC, FWD_PACKED_XE_HPC};
   if (limits->vendor == FCL_VENDOR_AMD)
     return (register_budget){96, 64, 64, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0, 0};
   return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0, 0};
@@ -95,13 +115,23 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
+/* A pass's bucket on a device: the forward's the next one where its
+ * compiler spilled every good tile of this one (FWD_INTEL_NO_BUCKET). */
+static unsigned pass_bucket(const fcl_device_limits *limits, int forward, size_t d) {
+  const unsigned b = head_dim_bucket(d);
+  const int skip = forward && limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu &&
+                   b == FWD_INTEL_NO_BUCKET;
+  return skip ? b + 32 : b;
+}
+
 /* V and O's bucket in plan->head_dim_v_padded where their width is not
  * head_dim (the kernels then read p.head_dim_v; at 0 they take head_dim's,
  * folded at compile time); @return the sum of the two buckets, what
  * a row's q (or k) and accumulator (or v) slices hold together. */
-static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh) {
-  plan->head_dim_padded = head_dim_bucket(sh->desc.head_dim);
-  const unsigned v = head_dim_bucket(sh->head_dim_v);
+static unsigned set_head_dims(fcl_plan *plan, const fcl__shape *sh,
+                              const fcl_device_limits *limits, int forward) {
+  plan->head_dim_padded = pass_bucket(limits, forward, sh->desc.head_dim);
+  const unsigned v = pass_bucket(limits, forward, sh->head_dim_v);
   plan->head_dim_v_padded = sh->head_dim_v != sh->desc.head_dim ? v : 0;
   return plan->head_dim_padded + v;
 }
@@ -126,17 +156,25 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
  * not with 4. On AMD and Intel, slices of 24 floats take at most 2 and of
  * 32 one: with 4, the Max 1550 spilled both kernels at d = 192 and 256
  * (256-448 bytes) and RDNA the d = 256 dK/dV (180-528 bytes a lane), with
- * 2, RDNA still 44 (scripts/vendor-check.sh). */
-unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
-  unsigned rows = plan->block_k;
+ * 2, RDNA still 44 (scripts/vendor-check.sh). On Intel, 2 from slices of
+ * 16: with 4, the dK/dV kernel with the window in the parameter block
+ * spilled at d = 128 on the Arc A770 and 160 on both (256-448 bytes). */
+/* A work-item's slice of the wider of a backward plan's two buckets. */
+static unsigned bwd_widest_slice(const fcl_plan *plan) {
   const unsigned hdv = fcl__plan_head_dim_v(plan);
   const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
-  const unsigned slice = widest / plan->threads_per_row;
+  return widest / plan->threads_per_row;
+}
+
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
+  unsigned rows = plan->block_k;
+  const unsigned slice = bwd_widest_slice(plan);
   const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
-  const unsigned most = plan->threads_per_row < 8 ? 8
-                        : !narrow || slice < 24   ? 4
-                        : slice < 32              ? 2
-                                                  : 1;
+  const unsigned two_from = limits->vendor == FCL_VENDOR_INTEL ? 16 : 24;
+  const unsigned most = plan->threads_per_row < 8    ? 8
+                        : !narrow || slice < two_from ? 4
+                        : slice < 32                  ? 2
+                                                      : 1;
   return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
 }
 
@@ -193,6 +231,23 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
   return store == 2 ? 2 : 1;
 }
 
+/* Whether the backward takes 2-byte tiles whatever fits (f16 and bf16
+ * storage): on the Max 1550 (SIMD16), where a work-item holds slices of 32
+ * floats (d 256 over 8 lanes, one streamed row at a time) and the window's
+ * row bounds are in local memory (row_keys), IGC 1.0.12504 spilled the
+ * dK/dV kernel with float tiles (128 bytes, work-groups of 32-128, every
+ * type) and not with 2-byte ones, whose reads take half the registers. */
+static int bwd_half_tiles(const fcl_device_limits *limits, unsigned slice, int row_keys) {
+  return limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu && limits->sub_group_size >= 16 &&
+         slice >= 32 && row_keys;
+}
+
+int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
+                                     fcl_dtype dtype) {
+  return plan->kernel == FCL_FLASH_KERNEL_SIMT && fcl_dtype_size(dtype) != 2 &&
+         bwd_half_tiles(limits, bwd_widest_slice(plan), 1);
+}
+
 /* The work-group halved (down to `floor` and g) while a launch over `seqs`
  * sequences of `seqlen` rows, wg / g * rows a work-group, has fewer than
  * two work-groups per compute unit: small problems still fill the device. */
@@ -214,7 +269,7 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   const int row_keys = fcl__row_keys_in_local(desc);
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
-  const unsigned widths = set_head_dims(&plan, sh);  /* 2 head_dim_padded with one width */
+  const unsigned widths = set_head_dims(&plan, sh, limits, 0);  /* 2 head_dim_padded, one width */
   const unsigned widest = widths - (fcl__plan_head_dim_v(&plan) < plan.head_dim_padded
                                         ? fcl__plan_head_dim_v(&plan)
                                         : plan.head_dim_padded);
@@ -243,8 +298,9 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   }
   const uint64_t budget = fcl__local_budget(limits);
   unsigned elems[2];
-  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
+  if (n_elems == 2 && bwd_half_tiles(limits, widest / g, row_keys)) elems[0] = 2, n_elems = 1;
   /* The largest work-group from wg down whose tiles fit, for each element
    * size; 2-byte tiles only where they fit a larger one. */
   unsigned best_wg = 0, best_elem = elems[0], smallest_wg = wg;
@@ -294,7 +350,7 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   /* packed (plan.c): a group's heads as one head's rows; fwd_cost counts them */
   plan.packed_heads = desc->heads_q ? (unsigned)(sh->desc.heads_q / desc->heads_q) : 1;
-  const unsigned widths = set_head_dims(&plan, sh);  /* 2 bucket with one width */
+  const unsigned widths = set_head_dims(&plan, sh, limits, 1);  /* 2 bucket with one width */
   const unsigned bucket = plan.head_dim_padded, bucket_v = fcl__plan_head_dim_v(&plan);
   const unsigned widest = bucket > bucket_v ? bucket : bucket_v;
   const unsigned both = bucket | bucket_v;  /* divisible by 2^n iff both are */

@@ -77,6 +77,12 @@ typedef fcl_status fcl__planner(const fcl_device_limits *limits, const fcl__shap
  *  MI300X: at 2 waves per SIMD). @return whether it fits. */
 int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan *plan,
                                 unsigned *cost, unsigned *budget);
+/** Whether the SIMT backward's dK/dV kernel of `plan` for `dtype` storage
+ *  spills on this device with the window in the parameter block (a sliding
+ *  window), where no tiling is narrower (plan_simt.c, bwd_half_tiles: f32
+ *  at d 256 on the Max 1550; f16 and bf16 take 2-byte tiles there). */
+int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
+                                     fcl_dtype dtype);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
