@@ -58,19 +58,19 @@ static unsigned decode_keys_per_group(const fcl_device_limits *limits, size_t he
  * slices for each key a step takes (the step's V and the next step's K,
  * and their loads in flight), and a score for each row and key:
  * 2 x slice x rows + 4 x slice x keys + rows x keys, up to a bucket of 256.
- * The budgets are the most IGC 1.0.12504 compiled without spilling over
- * scripts/vendor-check.sh --grid cover: on the Max 1550 (SIMD16) 8 rows of
- * 4 columns (cost 112) and 4 rows of 8 (136) spilled at 2 keys (960 and
- * 192 bytes) and not at 1 (88, 100), 8 rows of 8 at either (168, 384); on
- * the Arc A770 (SIMD8) 8 rows of 8 at 2 keys (208, 96 bytes) and not at 1.
- * The planner takes one key a step, then fewer rows a block, while over. */
-#define DECODE_FLOATS_XE_HPC 104u
-#define DECODE_FLOATS_XE_HPG 168u
+ * The budget is the most IGC 1.0.12504 compiled without spilling on both
+ * chips (scripts/vendor-check.sh --grid cover, and each tiling again
+ * without its hooks): 8 rows of 4 columns at 2 keys (cost 112) spilled on
+ * the Max 1550 (960 bytes) and the Arc A770 (32-64), 4 rows of 8 at 2
+ * keys (136) on the Max (192), 8 rows of 8 at 2 keys (208) on both and at
+ * 1 (168) on the Max (384); 8 rows of 4 at 1 key (88) and 4 rows of 8 at
+ * 1 (100) on neither. The planner takes one key a step, then fewer rows a
+ * block, while over. */
+#define DECODE_FLOATS_INTEL 104u
 
 /* The budget above, 0 where the planner has no model (other vendors). */
 static unsigned decode_register_budget(const fcl_device_limits *limits) {
-  if (limits->vendor != FCL_VENDOR_INTEL || !limits->is_gpu) return 0;
-  return limits->sub_group_size <= 8 ? DECODE_FLOATS_XE_HPG : DECODE_FLOATS_XE_HPC;
+  return limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu ? DECODE_FLOATS_INTEL : 0;
 }
 
 static unsigned decode_cost(size_t slice, unsigned rows, unsigned keys) {
