@@ -75,6 +75,30 @@ static unsigned decode_keys_per_group(const fcl_device_limits *limits, const fcl
   return keys;
 }
 
+/* The SIMT decode kernel's register model on Intel's GPUs, in private
+ * floats of a work-item: q and an accumulator slice for each row, four
+ * slices for each key a step takes (the step's V and the next step's K,
+ * and their loads in flight), and a score for each row and key:
+ * 2 x slice x rows + 4 x slice x keys + rows x keys, up to a bucket of 256.
+ * The budget is the most IGC 1.0.12504 compiled without spilling on both
+ * chips (scripts/vendor-check.sh --grid cover, and each tiling again
+ * without its hooks): 8 rows of 4 columns at 2 keys (cost 112) spilled on
+ * the Max 1550 (960 bytes) and the Arc A770 (32-64), 4 rows of 8 at 2
+ * keys (136) on the Max (192), 8 rows of 8 at 2 keys (208) on both and at
+ * 1 (168) on the Max (384); 8 rows of 4 at 1 key (88) and 4 rows of 8 at
+ * 1 (100) on neither. The planner takes one key a step, then fewer rows a
+ * block, while over. */
+#define DECODE_FLOATS_INTEL 104u
+
+/* The budget above, 0 where the planner has no model (other vendors). */
+static unsigned decode_register_budget(const fcl_device_limits *limits) {
+  return limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu ? DECODE_FLOATS_INTEL : 0;
+}
+
+static unsigned decode_cost(size_t slice, unsigned rows, unsigned keys) {
+  return (unsigned)(2 * slice * rows + 4 * slice * keys + rows * keys);
+}
+
 /* A block's rows beyond a bucket of 256: an accumulator of 4 rows x 20
  * columns a lane; at 8 rows both compilers above spilled (gfx940 into 195
  * AGPRs, dg2 1856 bytes). */
@@ -166,16 +190,28 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   const unsigned max_rows =
       width > FCL_MAX_TILED_HEAD_DIM ? DECODE_WIDE_MAX_ROWS : FCL_DECODE_MAX_ROWS;
   if (plan.block_q > max_rows) plan.block_q = max_rows;
+  const unsigned most_floats = decode_register_budget(limits);
+  unsigned lanes, keys;
+  for (;;) {
+    /* batch-invariant: 8 whatever the rows, which the call's longest query
+     * sequence sets (the lanes sharing a key order a row's sums); 4 there
+     * measured 1.5-2.7x slower on PoCL (docs/performance.md) */
+    const size_t elems = plan.block_q <= 4 || desc->batch_invariant ? 8 : 4;
+    lanes = pow2_at_least((width + elems - 1) / elems);
+    if (lanes > DECODE_MAX_LANES) lanes = DECODE_MAX_LANES;
+    const size_t slice = ((width + lanes - 1) / lanes + 3) / 4 * 4;
+    plan.threads_per_row = lanes;
+    plan.head_dim_padded = (unsigned)(slice * lanes);
+    keys = decode_keys_per_group(limits, &plan);
+    /* the register model (decode_register_budget), where it reaches */
+    if (!most_floats || FCL_DECODE_Q_IN_LOCAL(plan.head_dim_padded) ||
+        (hint && hint->rows_per_thread))
+      break;
+    if (decode_cost(slice, plan.block_q, keys) > most_floats) keys = 1;
+    if (decode_cost(slice, plan.block_q, keys) <= most_floats || plan.block_q == 1) break;
+    plan.block_q /= 2;
+  }
   plan.rows_per_thread = plan.block_q;
-  /* batch-invariant: 8 whatever the rows, which the call's longest query
-   * sequence sets (the lanes sharing a key order a row's sums); 4 there
-   * measured 1.5-2.7x slower on PoCL (docs/performance.md) */
-  const size_t elems = plan.block_q <= 4 || desc->batch_invariant ? 8 : 4;
-  unsigned lanes = pow2_at_least((width + elems - 1) / elems);
-  if (lanes > DECODE_MAX_LANES) lanes = DECODE_MAX_LANES;
-  const size_t slice = ((width + lanes - 1) / lanes + 3) / 4 * 4;
-  plan.threads_per_row = lanes;
-  plan.head_dim_padded = (unsigned)(slice * lanes);
   unsigned wg = hint && hint->wg_size ? hint->wg_size : DECODE_WG;
   if (!(hint && hint->wg_size) && wg > limits->max_work_group_size)
     wg = fcl__floor_pow2(limits->max_work_group_size);
@@ -201,7 +237,7 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   for (;;) {
     plan.wg_size = wg;
     const unsigned groups = wg / lanes;
-    plan.block_k = hint && hint->block_k ? hint->block_k : groups * decode_keys_per_group(limits, &plan);
+    plan.block_k = hint && hint->block_k ? hint->block_k : groups * keys;
     FCL_WHY_IF(plan.block_k % groups != 0 || plan.block_k > 128, FCL_ERROR_UNSUPPORTED,
                "block_k = %u: the decode kernel's %u key groups take equal shares of a "
                "step's keys, at most 128",

@@ -47,6 +47,25 @@
  * compiled"). */
 #define FWD_PACKED_XE_HPG 2u
 #define FWD_PACKED_XE_HPC 1u
+/* Intel's extra per key of the tile where lanes share a row (their partial
+ * scores summed through local memory), as CDNA's: IGC 1.0.12504 spilled,
+ * on the Max 1550 (SIMD16, at 80 floats) d 64 (2 lanes) at Bc 16 with a
+ * window (512 bytes) and d 96, 128 and 256 (4, 4, 8) paged at Bc 32, 16,
+ * 16 (320-896); on the Arc A770 (SIMD8, at 128) d 64, 128 and 256 (2, 4, 8)
+ * paged at Bc 32 (cost 96 without the term; 192-512 bytes), where 1 lane
+ * a row took Bc 64 (cost 128) clean; none of them at half the tile
+ * (scripts/vendor-check.sh --grid cover, scripts/vendor-compile.sh). A
+ * paged plan is the unpaged one (tests/test_plan.c), so the term is the
+ * paged kernels' for both. */
+#define FWD_SHARED_XE_HPG 2u
+#define FWD_SHARED_XE_HPC 1u
+/* Intel's compilers and slices of 28 floats (the 224 bucket over 8
+ * lanes): IGC spilled such forwards at every tile above 4 keys on the
+ * Max 1550 (256-896 bytes, not monotonic in the tile: Bc 8 spilled more
+ * than 16) and at 16-32 on the Arc A770, where the 256 bucket (slices of
+ * 32) compiled clean at the tile the model gives it; the forward pads 224
+ * to 256 there (14% more work; Bc 4 would be 4x the tiles). */
+#define FWD_INTEL_NO_BUCKET 224u
 
 /* Private floats a work-item may keep without spilling, per vendor, and
  * the forward's cost model: a work-item's q and accumulator slices, one
@@ -67,8 +86,9 @@ typedef struct register_budget {
 
 static register_budget register_budget_of(const fcl_device_limits *limits) {
   if (limits->vendor == FCL_VENDOR_INTEL)
-    return limits->sub_group_size <= 8 ? (register_budget){128, 64, 32, 0, FWD_PACKED_XE_HPG}
-                                       : (register_budget){80, 64, 32, 0, FWD_PACKED_XE_HPC};
+    return limits->sub_group_size <= 8
+               ? (register_budget){128, 64, 32, FWD_SHARED_XE_HPG, FWD_PACKED_XE_HPG}
+               : (register_budget){80, 64, 32, FWD_SHARED_XE_HPC, FWD_PACKED_XE_HPC};
   if (limits->vendor == FCL_VENDOR_AMD)
     return (register_budget){96, 64, 64, limits->sub_group_size >= 64 ? FWD_SHARED_CDNA : 0, 0};
   return (register_budget){PRIVATE_FLOATS, PRIVATE_ROW_FLOATS, BWD_PRIVATE_FLOATS, 0, 0};
@@ -109,6 +129,13 @@ static unsigned head_dim_bucket(size_t d) {
   return (unsigned)((d + 31) / 32 * 32);
 }
 
+/* The forward's bucket on Intel's GPUs: the next one where their compiler
+ * spilled every good tile of this one (FWD_INTEL_NO_BUCKET). */
+static unsigned intel_forward_bucket(size_t d) {
+  const unsigned b = head_dim_bucket(d);
+  return b == FWD_INTEL_NO_BUCKET ? b + 32 : b;
+}
+
 /* Bytes of one tile element: the plan's, floats when unset. */
 static size_t tile_elem(const fcl_plan *plan) {
   return plan->tile_elem_size ? plan->tile_elem_size : sizeof(float);
@@ -134,16 +161,24 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
  * sum over lanes between them, clang-15 kept all 8 rows' loads live, and
  * spilled 364-524 bytes a lane for gfx1030 (both kernels) and took 1 wave
  * and 65-98 AGPRs for gfx940; with 4, at most 222 VGPRs for gfx1030 and
- * 228 (2-3 waves) for gfx940. */
-unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
-  unsigned rows = plan->block_k;
+ * 228 (2-3 waves) for gfx940. On Intel, 2 from slices of 16: with 4, the
+ * dK/dV kernel with the window in the parameter block spilled at d = 128
+ * on the Arc A770 and 160 on both (256-448 bytes). */
+/* A work-item's slice of the wider of a backward plan's two buckets. */
+static unsigned bwd_widest_slice(const fcl_plan *plan) {
   const unsigned hdv = fcl__plan_head_dim_v(plan);
   const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
-  const unsigned slice = widest / plan->threads_per_row;
+  return widest / plan->threads_per_row;
+}
+
+unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
+  unsigned rows = plan->block_k;
+  const unsigned slice = bwd_widest_slice(plan);
   const int narrow = limits->vendor == FCL_VENDOR_AMD || limits->vendor == FCL_VENDOR_INTEL;
   const int whole_rows_amd = plan->threads_per_row == 1 && limits->vendor == FCL_VENDOR_AMD;
+  const unsigned two_from = limits->vendor == FCL_VENDOR_INTEL ? 16 : 24;
   const unsigned most = plan->threads_per_row < 8 && !whole_rows_amd ? 8
-                        : !narrow || slice < 24                      ? 4
+                        : !narrow || slice < two_from                ? 4
                         : slice < 32                                 ? 2
                                                                      : 1;
   return rows % most == 0 ? most : rows % 4 == 0 ? 4 : rows % 2 == 0 ? 2 : 1;
@@ -207,6 +242,23 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
   return store == 2 ? 2 : 1;
 }
 
+/* Whether the backward takes 2-byte tiles whatever fits (f16 and bf16
+ * storage): on the Max 1550 (SIMD16), where a work-item holds slices of 32
+ * floats (d 256 over 8 lanes, one streamed row at a time) and the window's
+ * row bounds are in local memory (row_keys), IGC 1.0.12504 spilled the
+ * dK/dV kernel with float tiles (128 bytes, work-groups of 32-128, every
+ * type) and not with 2-byte ones, whose reads take half the registers. */
+static int bwd_half_tiles(const fcl_device_limits *limits, unsigned slice, int row_keys) {
+  return limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu && limits->sub_group_size >= 16 &&
+         slice >= 32 && row_keys;
+}
+
+int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
+                                     fcl_dtype dtype) {
+  return plan->kernel == FCL_FLASH_KERNEL_SIMT && fcl_dtype_size(dtype) != 2 &&
+         bwd_half_tiles(limits, bwd_widest_slice(plan), 1);
+}
+
 /* The work-group halved (down to `floor` and g) while a launch over `seqs`
  * sequences of `seqlen` rows, wg / g * rows a work-group, has fewer than
  * two work-groups per compute unit: small problems still fill the device. */
@@ -256,8 +308,9 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   }
   const uint64_t budget = fcl__local_budget(limits);
   unsigned elems[2];
-  const int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
+  int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
+  if (n_elems == 2 && bwd_half_tiles(limits, widest / g, row_keys)) elems[0] = 2, n_elems = 1;
   /* The largest work-group from wg down whose tiles fit, for each element
    * size; 2-byte tiles only where they fit a larger one. */
   unsigned best_wg = 0, best_elem = elems[0], smallest_wg = wg;
@@ -307,7 +360,9 @@ fcl_status fcl__plan_forward_simt(const fcl_device_limits *limits, const fcl__sh
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   /* packed (plan.c): a group's heads as one head's rows; fwd_cost counts them */
   plan.packed_heads = desc->heads_q ? (unsigned)(sh->desc.heads_q / desc->heads_q) : 1;
-  const unsigned widest = fcl__set_head_dims(&plan, sh, head_dim_bucket);
+  const unsigned widest = fcl__set_head_dims(
+      &plan, sh,
+      limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu ? intel_forward_bucket : head_dim_bucket);
   const unsigned bucket = plan.head_dim_padded, bucket_v = fcl__plan_head_dim_v(&plan);
   const unsigned widths = bucket + bucket_v;  /* a row's q and accumulator slices */
   const unsigned both = bucket | bucket_v;  /* divisible by 2^n iff both are */

@@ -82,6 +82,12 @@ int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan 
  *  chips and lanes share a row (2 waves per SIMD on MI300X rather than 1;
  *  docs/design.md, "MI300X: two waves per SIMD"), else its own. */
 unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan);
+/** Whether the SIMT backward's dK/dV kernel of `plan` for `dtype` storage
+ *  spills on this device with the window in the parameter block (a sliding
+ *  window), where no tiling is narrower (plan_simt.c, bwd_half_tiles: f32
+ *  at d 256 on the Max 1550; f16 and bf16 take 2-byte tiles there). */
+int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
+                                     fcl_dtype dtype);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
