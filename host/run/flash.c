@@ -300,8 +300,8 @@ typedef struct backward_run {
   size_t sink_parts;            /* ... summed in this many parts a head first */
   const char *dkdv_name, *dq_name;
   fcl__pre_shape pre_shape;
-  cl_mem dsum;  /* D = rowsum(dO * O), laid out as LSE */
-  cl_mem dsink_parts;  /* [heads_q][sink_parts] */
+  cl_mem dsum;  /* D = rowsum(dO * O), laid out as LSE (leased scratch) */
+  cl_mem dsink_parts;  /* [heads_q][sink_parts] (leased scratch) */
   fcl__ragged ragged;
 } backward_run;
 
@@ -311,8 +311,8 @@ static void backward_release(fcl_context *ctx, backward_run *run) {
   fcl__kernel_return(ctx, &run->dq);
   fcl__kernel_return(ctx, &run->sinks);
   fcl__kernel_return(ctx, &run->sinks_sum);
-  fcl__release_mem(&run->dsum);
-  fcl__release_mem(&run->dsink_parts);
+  fcl__scratch_return(ctx, &run->dsum);
+  fcl__scratch_return(ctx, &run->dsink_parts);
   fcl__ragged_release(&run->ragged);
 }
 
@@ -412,20 +412,19 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
     if (status == FCL_SUCCESS)
       status = fcl__kernel(ctx, pre->source, &pre->opts, "flash_bwd_sinks_sum", &run.sinks_sum);
     if (status == FCL_SUCCESS)
-      run.dsink_parts = fcl__buffer(ctx, CL_MEM_READ_WRITE,
-                                    desc->heads_q * run.sink_parts * sizeof(float),
-                                    "the sinks' gradient's partial sums", &status);
+      status = fcl__scratch_lease(ctx, desc->heads_q * run.sink_parts * sizeof(float),
+                                  "the sinks' gradient's partial sums", &run.dsink_parts);
   }
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main->source, &main->opts, run.dkdv_name, &run.dkdv);
   if (status == FCL_SUCCESS)
     status = fcl__kernel(ctx, main->source, &main->opts, run.dq_name, &run.dq);
-  /* (at least a float: OpenCL has no empty buffers, and a ragged batch may
-   * have no query) */
+  /* leased (scratch.c: a buffer allocated on its first use would be in
+   * the call's time), at least a float: a ragged batch may have no query */
   if (status == FCL_SUCCESS)
-    run.dsum = fcl__buffer(ctx, CL_MEM_READ_WRITE,
-                           (call->shape.lse_elems ? call->shape.lse_elems : 1) * sizeof(float),
-                           "the flash backward's D = rowsum(dO * O)", &status);
+    status = fcl__scratch_lease(ctx,
+                                (call->shape.lse_elems ? call->shape.lse_elems : 1) * sizeof(float),
+                                "the flash backward's D = rowsum(dO * O)", &run.dsum);
   if (status == FCL_SUCCESS)
     status = fcl__ragged_upload(ctx, &call->shape, call->plan.block_q, 1, call->plan.block_k, 1,
                                 &run.ragged);
