@@ -36,13 +36,11 @@ static size_t fwd_bytes_as(const fcl_plan *plan, unsigned elem, const fcl_device
   return fcl__flash_local_bytes(&other, lim);
 }
 
-/* The SIMT backward's local bytes for a plan of `desc` (its window says
- * whether the kernels keep rows' key bounds), in tiles of `elem` bytes. */
-static size_t bwd_bytes_as(const fcl_plan *plan, unsigned elem, const fcl_device_limits *lim,
-                           const fcl_attention_desc *desc) {
+/* The SIMT backward's local bytes for a plan, in tiles of `elem` bytes. */
+static size_t bwd_bytes_as(const fcl_plan *plan, unsigned elem, const fcl_device_limits *lim) {
   fcl_plan other = *plan;
   if (elem) other.tile_elem_size = elem;
-  return fcl__flash_bwd_local_bytes(&other, lim, fcl__row_keys_in_local(desc));
+  return fcl__flash_bwd_local_bytes(&other, lim);
 }
 
 /* Either MMA kernel's local bytes for a plan of `desc`. */
@@ -295,7 +293,7 @@ START_TEST(backward_plans_fit_every_made_up_device) {
                           (unsigned long long)locals[li], wgs[wi], d, why);
             ++plans;
             ck_assert_uint_le(plan.local_bytes, lim.local_mem_bytes - 1024);
-            ck_assert_uint_eq(plan.local_bytes, bwd_bytes_as(&plan, 0, &lim, &desc));
+            ck_assert_uint_eq(plan.local_bytes, bwd_bytes_as(&plan, 0, &lim));
             ck_assert_uint_le(plan.wg_size, lim.max_work_group_size);
             ck_assert_uint_ge(plan.head_dim_padded, d);
             ck_assert_uint_ge(bwd_slice(&plan) * plan.threads_per_row, plan.head_dim_padded);
@@ -326,17 +324,17 @@ START_TEST(backward_plans_fit_every_made_up_device) {
             size_t groups = desc.heads_kv * ((desc.seqlen_k + bigger.block_k - 1) / bigger.block_k);
             if (plan.wg_size < 128 && groups >= 2 * lim.compute_units) {
               ck_assert(bigger.wg_size > lim.max_work_group_size ||
-                        bwd_bytes_as(&bigger, 0, &lim, &desc) > budget);
+                        bwd_bytes_as(&bigger, 0, &lim) > budget);
               if (fcl_dtype_size(desc.dtype) == 2)
                 ck_assert(bigger.wg_size > lim.max_work_group_size ||
-                          bwd_bytes_as(&bigger, 2, &lim, &desc) > budget);
+                          bwd_bytes_as(&bigger, 2, &lim) > budget);
             }
             /* tiles hold floats unless the storage type fits larger tiles */
             ck_assert(plan.tile_elem_size == 4 ||
                       (plan.tile_elem_size == 2 && fcl_dtype_size(desc.dtype) == 2));
             if (plan.tile_elem_size == 2) {
               ++half_tiles;
-              ck_assert(bwd_bytes_as(&plan, 4, &lim, &desc) > budget);
+              ck_assert(bwd_bytes_as(&plan, 4, &lim) > budget);
             }
           }
   printf("plan: %zu backward plans checked, %zu with tiles in the storage type\n", plans,
@@ -693,7 +691,7 @@ START_TEST(half_storage_takes_larger_tiles_where_local_memory_limits_them) {
       ck_assert_uint_eq(half.wg_size, 2 * f32.wg_size);
       ck_assert_uint_eq(half.block_k, 2 * f32.block_k);
       ck_assert_uint_le(half.local_bytes, lim.local_mem_bytes - 1024);
-      ck_assert_uint_eq(half.local_bytes, bwd_bytes_as(&half, 0, &lim, &desc));
+      ck_assert_uint_eq(half.local_bytes, bwd_bytes_as(&half, 0, &lim));
     }
 }
 END_TEST
