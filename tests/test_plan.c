@@ -916,6 +916,37 @@ START_TEST(paged_plans_are_the_unpaged_ones) {
 }
 END_TEST
 
+/* The SIMT decode at head_dim 4, one row: its q is one float4, which IGC
+ * gives 32 bytes as it does every __local array (ocloc: 1,056 bytes on
+ * dg2 and pvc where the arrays declare 1,040); AMD's compiler reports what
+ * the kernel declares. So the plan counts 16 bytes more on the Intel GPU
+ * profiles only, and a multiple of 32 there. */
+START_TEST(decode_local_bytes_follow_each_compiler) {
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 2, 8, 8, 1, 8192, 4);
+  size_t n = 0, intel = 0;
+  const fcl_device_profile *profiles = fcl_device_profiles(&n);
+  for (size_t i = 0; i < n; ++i) {
+    const fcl_device_limits *lim = &profiles[i].info.limits;
+    fcl_plan plan;
+    char why[200] = "";
+    ck_assert_msg(fcl_plan_flash(lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                      FCL_SUCCESS, "%s: %s", profiles[i].key, why);
+    if (plan.kernel != FCL_FLASH_KERNEL_DECODE || plan.block_q != 1) continue;
+    const size_t declared = FCL_DECODE_LOCAL_BYTES(
+        (size_t)plan.head_dim_padded, (size_t)plan.block_q, (size_t)plan.block_k,
+        (size_t)plan.wg_size, (size_t)plan.threads_per_row,
+        fcl__sums_by_shuffle(lim, plan.wg_size, plan.threads_per_row));
+    const int is_intel = lim->vendor == FCL_VENDOR_INTEL && lim->is_gpu;
+    intel += (size_t)is_intel;
+    ck_assert_msg(plan.local_bytes == declared + (is_intel ? 16 : 0), "%s: %zu bytes, %zu declared",
+                  profiles[i].key, (size_t)plan.local_bytes, declared);
+    if (is_intel) ck_assert_uint_eq(plan.local_bytes % 32, 0);
+  }
+  ck_assert_uint_ge(intel, 2);
+}
+END_TEST
+
 /* fcl_tiling_hint_given: each field a hint takes, alone, makes a hint; the
  * plan's other fields (what the planner reports) and NULL do not. */
 START_TEST(a_hint_is_given_by_the_fields_a_hint_takes) {
@@ -957,6 +988,7 @@ int main(void) {
   tcase_add_test(tc, io_model_refuses_counts_past_64_bits);
   tcase_add_test(tc, a_hint_is_given_by_the_fields_a_hint_takes);
   tcase_add_test(tc, paged_plans_are_the_unpaged_ones);
+  tcase_add_test(tc, decode_local_bytes_follow_each_compiler);
   suite_add_tcase(s, tc);
   return th_run_suite(s);
 }
