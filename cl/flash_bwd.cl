@@ -192,10 +192,18 @@ UNROLL
                   DV_SLICE, head_dim_v);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
+#if WINDOW == 2
+  int lo_r[ROWS_PER_THREAD], hi_r[ROWS_PER_THREAD];  // the keys each row sees
+#endif
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     lse2_r[r] = lse2_rows[row_group + r * ROW_GROUPS];
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
+#if WINDOW == 2
+    lo_r[r] = hi_r[r] = 0;
+    if (row[r] < nq)
+      fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &lo_r[r], &hi_r[r]);
+#endif
   }
 
   const int diag = nk - nq;
@@ -224,7 +232,7 @@ UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
           const int key = k0 + sb + j;
           const int seen =
-              live && (!masked || BWD_ROW_SEES(key, row[r], row[r] + diag - key, nq, nk));
+              live && (!masked || ROW_SEES(key, row[r], nq, nk, lo_r[r], hi_r[r]));
           float dscale;
           const float pr = fcl_prob(s[r][j], p, lse2_r[r], qb.slope, row[r] + diag - key, &dscale);
           dp[r][j] = (seen ? pr : 0.0f) * (dp[r][j] - d_r[r]) * dscale;

@@ -201,7 +201,7 @@ size_t fcl__sink_parts(size_t tokens_q) {
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
  * same arrays: two streamed tiles, per-row statistics (LSE, D; no visible
- * keys' bounds, whatever the window: flash_bwd_rows.cl's BWD_ROW_SEES),
+ * keys' bounds, whatever the window: flash_bwd_rows.cl's BWD_KEY_SEEN_BY),
  * and, without sub-group shuffles (fcl__sums_by_shuffle), the partial dot
  * products of SUB_ROWS rows. */
 size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
