@@ -47,9 +47,6 @@ void flash_bwd_dkdv(FCL_ATTENTION_PARAMS) {
   __local tile4_t q_tile[BLOCK * TILE_LD4];  // [query][slice][D_SLICE + skew]
   __local tile4_t do_tile[BLOCK * TILE_LD_V4];
   __local float lse2_tile[BLOCK], d_tile[BLOCK];
-#if ROW_KEYS_IN_LOCAL
-  __local int lo_tile[BLOCK], hi_tile[BLOCK];  // the keys each query row sees
-#endif
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][row of the sub-tile][work-item]
 #endif
@@ -97,8 +94,7 @@ UNROLL
       load_tile_pair(q_tile, do_tile, q + gh.q + (size_t)q0 * p.q.seq,
                      dout + gh.dout + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
                      head_dim, head_dim_v, p.vec4 IO_LOADS_ARG);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
-                     nk);
+      LOAD_ROW_STATS(lse2_tile, d_tile, 0, 0, lse, dsum, gh.stats, q0, BLOCK, nq, nk);
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
@@ -116,7 +112,7 @@ UNROLL
           for (int r = 0; r < ROWS_PER_THREAD; ++r) {
             int seen = lse2_i != -INFINITY;  // past the sequence, or saw no key
             if (masked)
-              seen = seen && KEY_SEEN_BY(key[r], q0 + qi, nq, nk, lo_tile[qi], hi_tile[qi]);
+              seen = seen && BWD_KEY_SEEN_BY(key[r], q0 + qi, q0 + qi + diag - key[r], nq, nk);
             float dscale;
             const float pr = fcl_prob(s[r][i], p, lse2_i, slope, q0 + qi + diag - key[r], &dscale);
             s[r][i] = seen ? pr : 0.0f;
@@ -165,9 +161,6 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
   __local tile4_t k_tile[BLOCK * TILE_LD4];  // [key][slice][D_SLICE + skew]
   __local tile4_t v_tile[BLOCK * TILE_LD_V4];
   __local float lse2_rows[BLOCK], d_rows[BLOCK];
-#if ROW_KEYS_IN_LOCAL
-  __local int lo_rows[BLOCK], hi_rows[BLOCK];  // the keys each row sees
-#endif
 #if ROW_SUM_IN_LOCAL
   __local float part[2 * SUB_ROWS * WG_SIZE]; // [s, dp][key of the sub-tile][work-item]
 #endif
@@ -182,7 +175,7 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) k_tile[i] = TILE_ZERO;
   for (int i = tid; i < BLOCK * TILE_LD_V4; i += WG_SIZE) v_tile[i] = TILE_ZERO;
-  LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
+  LOAD_ROW_STATS(lse2_rows, d_rows, 0, 0, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
 
   int row[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][DV_SLICE];
@@ -199,16 +192,17 @@ UNROLL
                   DV_SLICE, head_dim_v);
   barrier(CLK_LOCAL_MEM_FENCE);
   float lse2_r[ROWS_PER_THREAD], d_r[ROWS_PER_THREAD];
-#if ROW_KEYS_IN_LOCAL
-  int lo_r[ROWS_PER_THREAD], hi_r[ROWS_PER_THREAD];
+#if WINDOW == 2
+  int lo_r[ROWS_PER_THREAD], hi_r[ROWS_PER_THREAD];  // the keys each row sees
 #endif
 UNROLL
   for (int r = 0; r < ROWS_PER_THREAD; ++r) {
     lse2_r[r] = lse2_rows[row_group + r * ROW_GROUPS];
     d_r[r] = d_rows[row_group + r * ROW_GROUPS];
-#if ROW_KEYS_IN_LOCAL
-    lo_r[r] = lo_rows[row_group + r * ROW_GROUPS];
-    hi_r[r] = hi_rows[row_group + r * ROW_GROUPS];
+#if WINDOW == 2
+    lo_r[r] = hi_r[r] = 0;
+    if (row[r] < nq)
+      fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row[r], &lo_r[r], &hi_r[r]);
 #endif
   }
 
@@ -237,7 +231,8 @@ UNROLL
 UNROLL
         for (int j = 0; j < SUB_ROWS; ++j) {
           const int key = k0 + sb + j;
-          const int seen = live && (!masked || ROW_SEES(key, row[r], nq, nk, lo_r[r], hi_r[r]));
+          const int seen =
+              live && (!masked || ROW_SEES(key, row[r], nq, nk, lo_r[r], hi_r[r]));
           float dscale;
           const float pr = fcl_prob(s[r][j], p, lse2_r[r], qb.slope, row[r] + diag - key, &dscale);
           dp[r][j] = (seen ? pr : 0.0f) * (dp[r][j] - d_r[r]) * dscale;

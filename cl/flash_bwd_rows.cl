@@ -56,6 +56,24 @@
  * whole sub-groups, else through local memory. */
 #define ROW_SUM_IN_LOCAL FCL_SUMS_IN_LOCAL(WG_SIZE, THREADS_PER_ROW)
 
+/* The dK/dV kernel's test of the window (KEY_SEEN_BY) for its key `key`
+ * and streamed query row `row`, from the key's place relative to the row's
+ * diagonal, rel = row + nk - nq - key, and the parameter block's two
+ * bounds: for keys below nk the same as fcl_row_keys's [lo, hi). So
+ * neither kernel keeps the streamed rows' bounds in local memory (the dQ
+ * kernel's own rows take theirs into registers), and LOAD_ROW_STATS stores
+ * none; their reads made IGC spill the f32 dK/dV kernel at d 256 on the
+ * Max 1550 (docs/design.md, "The SIMT rules"). Pinned windows as before. */
+#undef ROW_KEYS_STORE
+#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk) ((void)0)
+#if WINDOW == 2
+#define BWD_KEY_SEEN_BY(key, row, rel, nq, nk)                                  \
+  ((key) < (nk) && (WINDOW_LEFT(p) < 0 || (rel) <= WINDOW_LEFT(p)) &&          \
+   (WINDOW_RIGHT(p) < 0 || -(rel) <= WINDOW_RIGHT(p)))
+#else
+#define BWD_KEY_SEEN_BY(key, row, rel, nq, nk) KEY_SEEN_BY(key, row, nq, nk, 0, 0)
+#endif
+
 /* Loaders of four columns of a row (common.cl): floats for registers, and
  * what a local tile holds. */
 DEFINE_QUAD_LOADER(load_quad, float4, LOAD4, LOAD1)

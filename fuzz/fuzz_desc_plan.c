@@ -260,7 +260,7 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
          : mma  ? (forward ? fcl__flash_mma_local_bytes(plan, emulate)
                            : fcl__flash_bwd_mma_local_bytes(plan, emulate, row_keys))
          : forward ? fcl__flash_local_bytes(plan, lim)
-                   : fcl__flash_bwd_local_bytes(plan, lim, row_keys)));
+                   : fcl__flash_bwd_local_bytes(plan, lim)));
   if (cpu) {  /* one work-item: 16-row vectors; the forward's tiles 16 keys, the backward's its block */
     CHECK(plan->wg_size == 1 && plan->threads_per_row == 1);
     CHECK(plan->rows_per_thread >= 1 && plan->rows_per_thread <= 4 &&

@@ -162,9 +162,17 @@ size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limi
   if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA)
     return decode_mma_local_bytes(plan, !fcl__mma_native(limits));
   const int sum_by_shuffle = fcl__sums_by_shuffle(limits, plan->wg_size, plan->threads_per_row);
-  return FCL_DECODE_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
-                                (size_t)plan->block_k, (size_t)plan->wg_size,
-                                (size_t)plan->threads_per_row, sum_by_shuffle);
+  const size_t hd = plan->head_dim_padded, q_bytes = 4 * (size_t)plan->block_q * hd;
+  /* IGC gives each __local array a multiple of 32 bytes (ocloc, dg2 and
+   * pvc), AMD's compiler and PoCL what it declares: the SIMT decode's q
+   * (rows x head_dim floats, where it has an array of its own) is the one
+   * array of the kernel that can be 16 bytes short of that (one float4 at
+   * d 4: 1,056 bytes, not 1,040). */
+  const size_t q_pad = limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu &&
+                               !FCL_DECODE_Q_IN_LOCAL(hd) ? (32 - q_bytes % 32) % 32 : 0;
+  return FCL_DECODE_LOCAL_BYTES(hd, (size_t)plan->block_q, (size_t)plan->block_k,
+                                (size_t)plan->wg_size, (size_t)plan->threads_per_row,
+                                sum_by_shuffle) + q_pad;
 }
 
 fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__shape *sh,

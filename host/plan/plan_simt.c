@@ -200,16 +200,16 @@ size_t fcl__sink_parts(size_t tokens_q) {
 }
 
 /* Local bytes of flash_bwd.cl's dK/dV and dQ kernels, which declare the
- * same arrays: two streamed tiles, per-row statistics (LSE, D, and with
- * row_keys the visible keys' bounds), and, without sub-group shuffles
- * (fcl__sums_by_shuffle), the partial dot products of SUB_ROWS rows. */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
-                                  int row_keys) {
+ * same arrays: two streamed tiles, per-row statistics (LSE, D; no visible
+ * keys' bounds, whatever the window: flash_bwd_rows.cl's BWD_KEY_SEEN_BY),
+ * and, without sub-group shuffles (fcl__sums_by_shuffle), the partial dot
+ * products of SUB_ROWS rows. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits) {
   const size_t g = plan->threads_per_row, wg = plan->wg_size;
   const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
   return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded,
                                   (size_t)fcl__plan_head_dim_v(plan), g, (size_t)plan->block_k, wg,
-                                  (size_t)tile_elem(plan), row_keys, sums_in_local,
+                                  (size_t)tile_elem(plan), 0, sums_in_local,
                                   (size_t)fcl__flash_bwd_sub_rows(plan, limits));
 }
 
@@ -244,19 +244,14 @@ static int tile_elem_choices(const fcl_attention_desc *desc, const fcl_plan *hin
 
 /* Whether the backward takes 2-byte tiles whatever fits (f16 and bf16
  * storage): on the Max 1550 (SIMD16), where a work-item holds slices of 32
- * floats (d 256 over 8 lanes, one streamed row at a time) and the window's
- * row bounds are in local memory (row_keys), IGC 1.0.12504 spilled the
- * dK/dV kernel with float tiles (128 bytes, work-groups of 32-128, every
- * type) and not with 2-byte ones, whose reads take half the registers. */
-static int bwd_half_tiles(const fcl_device_limits *limits, unsigned slice, int row_keys) {
+ * floats (d 256 over 8 lanes, one streamed row at a time) and the window is
+ * in the parameter block, IGC 1.0.12504 spilled the dK/dV kernel with float
+ * tiles (128 bytes, work-groups of 32-128, every type) and not with 2-byte
+ * ones, whose reads take half the registers, when the rows' key bounds were
+ * in local memory. */
+static int bwd_half_tiles(const fcl_device_limits *limits, unsigned slice, int general_window) {
   return limits->vendor == FCL_VENDOR_INTEL && limits->is_gpu && limits->sub_group_size >= 16 &&
-         slice >= 32 && row_keys;
-}
-
-int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
-                                     fcl_dtype dtype) {
-  return plan->kernel == FCL_FLASH_KERNEL_SIMT && fcl_dtype_size(dtype) != 2 &&
-         bwd_half_tiles(limits, bwd_widest_slice(plan), 1);
+         slice >= 32 && general_window;
 }
 
 /* The work-group halved (down to `floor` and g) while a launch over `seqs`
@@ -277,7 +272,7 @@ static unsigned fill_device(const fcl_device_limits *limits, unsigned wg, unsign
 fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__shape *sh,
                                    const fcl_attention_desc *desc, const fcl_plan *hint,
                                    fcl_plan *out, char *why, size_t why_len) {
-  const int row_keys = fcl__row_keys_in_local(desc);
+  const int general_window = fcl__window_of(desc) == FCL__WINDOW_GENERAL;
   const int fixed_wg = hint && hint->wg_size;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_SIMT};
   const unsigned widest = fcl__set_head_dims(&plan, sh, head_dim_bucket);
@@ -310,7 +305,8 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   unsigned elems[2];
   int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
-  if (n_elems == 2 && bwd_half_tiles(limits, widest / g, row_keys)) elems[0] = 2, n_elems = 1;
+  if (n_elems == 2 && bwd_half_tiles(limits, widest / g, general_window))
+    elems[0] = 2, n_elems = 1;
   /* The largest work-group from wg down whose tiles fit, for each element
    * size; 2-byte tiles only where they fit a larger one. */
   unsigned best_wg = 0, best_elem = elems[0], smallest_wg = wg;
@@ -320,7 +316,7 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
       plan.wg_size = w;
       plan.block_q = plan.block_k = w / g * plan.rows_per_thread;
       smallest_wg = w;
-      if (fcl__flash_bwd_local_bytes(&plan, limits, row_keys) <= budget) {
+      if (fcl__flash_bwd_local_bytes(&plan, limits) <= budget) {
         if (w > best_wg) best_wg = w, best_elem = elems[e];
         break;
       }
@@ -332,7 +328,7 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   plan.tile_elem_size = best_wg ? best_elem : elems[n_elems - 1];
   plan.wg_size = wg;
   plan.block_q = plan.block_k = wg / g * plan.rows_per_thread;
-  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, limits, row_keys);
+  plan.local_bytes = fcl__flash_bwd_local_bytes(&plan, limits);
   if (wg > limits->max_work_group_size) {
     fcl__say(why, why_len,
         "a work-group of %zu work-items exceeds the device's limit of %zu",

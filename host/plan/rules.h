@@ -82,12 +82,6 @@ int fcl__simt_forward_registers(const fcl_device_limits *limits, const fcl_plan 
  *  chips and lanes share a row (2 waves per SIMD on MI300X rather than 1;
  *  docs/design.md, "MI300X: two waves per SIMD"), else its own. */
 unsigned fcl__simt_split_block_k(const fcl_device_limits *limits, const fcl_plan *plan);
-/** Whether the SIMT backward's dK/dV kernel of `plan` for `dtype` storage
- *  spills on this device with the window in the parameter block (a sliding
- *  window), where no tiling is narrower (plan_simt.c, bwd_half_tiles: f32
- *  at d 256 on the Max 1550; f16 and bf16 take 2-byte tiles there). */
-int fcl__simt_backward_window_spills(const fcl_device_limits *limits, const fcl_plan *plan,
-                                     fcl_dtype dtype);
 /** The SIMT kernels' rules (plan_simt.c). */
 fcl__planner fcl__plan_forward_simt, fcl__plan_backward_simt;
 
@@ -226,9 +220,8 @@ static inline int fcl__row_keys_in_local(const fcl_attention_desc *desc) {
 size_t fcl__flash_bwd_mma_local_bytes(const fcl_plan *plan, int emulate, int row_keys);
 /** Local memory of the flash backward kernels (dK/dV and dQ alike) for a
  *  backward tiling on a device (row sums through local memory without
- *  shuffles); row_keys: as above. */
-size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits,
-                                  int row_keys);
+ *  shuffles); they keep no row bounds, whatever the window. */
+size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits *limits);
 /** Rows of a streamed tile the backward kernels take into registers at a
  *  time: the largest of 8, 4, 2, 1 that divides the tile, at most 4 where
  *  eight work-items share a row or (on AMD) one holds whole rows, and on

@@ -56,12 +56,6 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
            "device's compiler kept without spilling: no SIMT tiling fits (expect spills, "
            "or on MI300X one wave per SIMD)\n",
            name, cost, budget);
-  if (pass == FCL_PASS_BACKWARD && fcl__simt_backward_window_spills(&dev->limits, &plan, d->dtype))
-    printf("      flash %s registers: with a sliding window (its bounds in the parameter "
-           "block), this device's compiler spills the dK/dV kernel of this tiling (IGC "
-           "1.0.12504: 128 B a thread; f32 slices of 32 floats, one streamed row at a time: "
-           "no SIMT tiling is narrower)\n",
-           name);
   fcl_io_estimate flash, naive;
   if (fcl_io_model(&dev->limits, d, FCL_ALGO_FLASH, pass, 1, &flash) == FCL_SUCCESS)
     printf("      flash %s traffic: %.2f MB\n", name,
