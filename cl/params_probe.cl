@@ -55,4 +55,5 @@ void params_probe(FCL_ATTENTION_PARAMS) {
   out[n++] = (ulong)arrivals[0];
   out[n++] = as_uint(sinks[0]);
   out[n++] = as_uint(dsinks[0]);
+  out[n++] = as_uint(dsink_parts[0]);
 }

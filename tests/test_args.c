@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define FIELDS (9 * 4 + 7 + 14 + 4 + 2 + 2 + 1)
-#define BUFFERS 18
+#define BUFFERS 19
 
 static cl_mem one_value(fcl_context *ctx, float value) {
   cl_mem mem = fclu_upload(ctx, &value, 1, FCL_DTYPE_F32);
@@ -118,8 +118,8 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   for (int i = 0; i < 2; ++i) float_arg(ctx, after_pages[i], (float)(i + 14), want, &n);
   b.arrivals = one_int(ctx, 16);
   want[n++] = 16;
-  cl_mem *sink_buffers[2] = {&b.sinks, &b.dsinks};
-  for (int i = 0; i < 2; ++i) float_arg(ctx, sink_buffers[i], (float)(i + 17), want, &n);
+  cl_mem *sink_buffers[3] = {&b.sinks, &b.dsinks, &b.dsink_parts};
+  for (int i = 0; i < 3; ++i) float_arg(ctx, sink_buffers[i], (float)(i + 17), want, &n);
 
   cl_kernel kernel = probe_kernel(ctx);
   ck_assert_int_eq(fcl__set_attention_args(ctx, kernel, "params_probe", &b, &p, NULL),
@@ -138,7 +138,7 @@ START_TEST(the_parameter_block_arrives_field_by_field) {
   fcl__kernel_return(ctx, &kernel);
   cl_mem all[] = {b.q,    b.k,    b.v,     b.lse,   b.dout,     b.dsum,       b.dq,
                   b.dk,   b.dv,   b.alibi, b.seqs,  b.work,     b.pages,      b.o_merged,
-                  b.lse_merged, b.arrivals, b.sinks, b.dsinks, out};
+                  b.lse_merged, b.arrivals, b.sinks, b.dsinks, b.dsink_parts, out};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
   fcl_context_release(ctx);
 }
