@@ -19,7 +19,7 @@
 #            or a grid of flashcl-info --grid: ci (each decision boundary,
 #            one program per tiling; ~1,600 programs, 15-20 min cold on 2
 #            cores), cover (the full grid, one program per tiling; ~1,500,
-#            39 min cold on 2 busy cores)
+#            19-39 min cold on 2 busy cores, 15 of CPU)
 #            or full (every distinct program of the full grid, ~35,000:
 #            hours cold). Several, comma-separated, check the union of
 #            their programs: ctest runs sweep,cover against the committed
