@@ -348,22 +348,24 @@ inline uint fcl_prmt(const uint a, const uint b, const uint sel) {
 #if FCL_KV_DTYPE == 0
 inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) { return r; }
 #elif (FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1
-/* The codes c = q + 128 (Q4_0: q + 8) as f16 1024 + c, exactly (c fills the
- * low mantissa bits of 0x6400); minus 1024 + 128 (+ 8), q exactly; times
- * d, q d rounded once, as the float product (exact) rounded by pack2. */
-inline uint fcl_kv_block_pair(const uint codes, const uint d) {
+/* Two codes c = q + 128 (Q4_0: q + 8), in the low bits of a pair's halves,
+ * as f16 1024 + c, exactly (c fills the low mantissa bits of 0x6400);
+ * minus 1024 + 128 (+ 8), q exactly; times the halves' scales d2, q d
+ * rounded once, as the float product (exact) rounded by pack2. */
+inline uint fcl_kv_block_pair(const uint codes, const uint d2) {
   return fcl_f16x2_mul(fcl_f16x2_sub(codes | 0x64006400u,
                                      FCL_KV_DTYPE == 1 ? 0x64806480u : 0x64086408u),
-                       d | d << 16);
+                       d2);
 }
 inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
+  const uint d2 = r.y | r.y << 16;
 #if FCL_KV_DTYPE == 1
   const uint u = r.x ^ 0x80808080u;
-  return (uint2)(fcl_kv_block_pair(FCL_BYTE_PAIR(u, 0), r.y),
-                 fcl_kv_block_pair(FCL_BYTE_PAIR(u, 1), r.y));
+  return (uint2)(fcl_kv_block_pair(FCL_BYTE_PAIR(u, 0), d2),
+                 fcl_kv_block_pair(FCL_BYTE_PAIR(u, 1), d2));
 #else
-  return (uint2)(fcl_kv_block_pair((r.x & 15u) | (r.x << 12 & 0xf0000u), r.y),
-                 fcl_kv_block_pair((r.x >> 8 & 15u) | (r.x << 4 & 0xf0000u), r.y));
+  return (uint2)(fcl_kv_block_pair((r.x & 15u) | (r.x << 12 & 0xf0000u), d2),
+                 fcl_kv_block_pair((r.x >> 8 & 15u) | (r.x << 4 & 0xf0000u), d2));
 #endif
 }
 #elif FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
@@ -422,17 +424,14 @@ inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
 inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
   return fcl_prmt(e < 2 ? a.x : a.y, e < 2 ? b.x : b.y, e & 1 ? 0x7632u : 0x5410u);
 }
-#elif FCL_KV_DTYPE == 1 && FCL_DTYPE == 1
+#elif (FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1
 inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
-  return fcl_f16x2_mul(fcl_f16x2_sub((FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu) ^ 0x64806480u,
-                                     0x64806480u),
-                       fcl_prmt(a.y, b.y, 0x5410u));
-}
-#elif FCL_KV_DTYPE == 2 && FCL_DTYPE == 1
-inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
-  const uint x = FCL_BYTES_AB(a.x, b.x, e >> 1) >> (4 * (e & 1));
-  return fcl_f16x2_mul(fcl_f16x2_sub((x & 0x000f000fu) | 0x64006400u, 0x64086408u),
-                       fcl_prmt(a.y, b.y, 0x5410u));
+#if FCL_KV_DTYPE == 1
+  const uint codes = (FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu) ^ 0x00800080u;
+#else
+  const uint codes = FCL_BYTES_AB(a.x, b.x, e >> 1) >> (4 * (e & 1)) & 0x000f000fu;
+#endif
+  return fcl_kv_block_pair(codes, fcl_prmt(a.y, b.y, 0x5410u));
 }
 #elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
 inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
