@@ -85,7 +85,6 @@ typedef struct flash_program {
 static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
                                const fcl_attention_desc *desc, fcl_pass pass,
                                cl_mem io_counter, flash_program *out, int v_in_k) {
-  const size_t head_dim_v = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
   if (pass == FCL_PASS_FORWARD) {
     const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_FORWARD);
     out[0] = (flash_program){.source = fp->source,
@@ -107,7 +106,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
       return 1;
     }
     const fcl__merge_layout merge =
-        fcl__merge_layout_of(limits, head_dim_v, fcl__merge_layout_parts(plan));
+        fcl__merge_layout_of(limits, fcl__desc_head_dim_v(desc), fcl__merge_layout_parts(plan));
     out[1] = (flash_program){.source = FCL_SRC_MERGE,
                              .kernels = {"merge_states", NULL},
                              .wg_size = merge.wg_size};
