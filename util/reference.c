@@ -8,6 +8,7 @@
 #include "reference.h"
 
 #include "hostdata.h"
+#include "views.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -94,11 +95,6 @@ static float logit_f(const fcl_attention_desc *d, float slope, size_t nq, size_t
   return x - slope * fabsf(rel);
 }
 
-/* Columns of V, O, dO and dV (fcl_attention_desc.head_dim_v, 0: head_dim). */
-static size_t dv_of(const fcl_attention_desc *d) {
-  return d->head_dim_v ? d->head_dim_v : d->head_dim;
-}
-
 /* A row of the problem: its sequence, its key range, where q (o) and k start. */
 typedef struct row_ctx {
   size_t nq, nk, lo, hi, hkv, q_at, o_at, k0;
@@ -112,7 +108,7 @@ static row_ctx row_of(const fcl_attention_desc *d, size_t b, size_t h, size_t i)
   visible(d, r.nq, r.nk, i, &r.lo, &r.hi);
   r.hkv = h / (d->heads_q / d->heads_kv);
   r.q_at = ((q0 + i) * d->heads_q + h) * d->head_dim;
-  r.o_at = ((q0 + i) * d->heads_q + h) * dv_of(d);
+  r.o_at = ((q0 + i) * d->heads_q + h) * fclu_head_dim_v(d);
   r.slope = slope_of(d, b, h);
   return r;
 }
@@ -125,7 +121,7 @@ static const float *key_row(const fcl_attention_desc *d, const float *k, const r
 /* Row j of V (dV), head_dim_v wide. */
 static const float *value_row(const fcl_attention_desc *d, const float *v, const row_ctx *r,
                               size_t j) {
-  return v + ((r->k0 + j) * d->heads_kv + r->hkv) * dv_of(d);
+  return v + ((r->k0 + j) * d->heads_kv + r->hkv) * fclu_head_dim_v(d);
 }
 
 /* ---- the forward -------------------------------------------------------- */
@@ -133,7 +129,7 @@ static const float *value_row(const fcl_attention_desc *d, const float *v, const
 void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const float *k,
                         const float *v, size_t b, size_t h, size_t i, double *o_row,
                         double *lse) {
-  const size_t d = desc->head_dim, dv = dv_of(desc);
+  const size_t d = desc->head_dim, dv = fclu_head_dim_v(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const float *qi = q + r.q_at;
   const double sink = sink_of(desc, h);  /* joins the denominator, no value */
@@ -173,7 +169,7 @@ void fclref_forward_row(const fcl_attention_desc *desc, const float *q, const fl
       for (size_t i_ = 0; i_ < nq_; ++i_) {                                     \
         const size_t b = b_, h = h_, i = i_;                                    \
         const size_t at = ((q0_ + i) * (desc)->heads_q + h) * (desc)->head_dim; \
-        const size_t at_v = ((q0_ + i) * (desc)->heads_q + h) * dv_of(desc);    \
+        const size_t at_v = ((q0_ + i) * (desc)->heads_q + h) * fclu_head_dim_v(desc);    \
         (void)at;                                                               \
         (void)at_v;                                                             \
         body;                                                                   \
@@ -193,7 +189,7 @@ fcl_dtype fclref_naive_s_dtype(fcl_dtype dtype) {
 
 void fclref_naive_row(const fcl_attention_desc *desc, const float *q, const float *k,
                       const float *v, size_t b, size_t h, size_t i, float *o_row, float *lse) {
-  const size_t d = desc->head_dim, dv = dv_of(desc);
+  const size_t d = desc->head_dim, dv = fclu_head_dim_v(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   const float *qi = q + r.q_at;
@@ -235,7 +231,8 @@ void fclref_naive_forward(const fcl_attention_desc *desc, const float *q, const 
     for (size_t i = 0; i < nq; ++i)
       for (size_t h = 0; h < desc->heads_q; ++h) {
         float lse;
-        fclref_naive_row(desc, q, k, v, b, h, i, o + ((q0 + i) * desc->heads_q + h) * dv_of(desc),
+        fclref_naive_row(desc, q, k, v, b, h, i,
+                         o + ((q0 + i) * desc->heads_q + h) * fclu_head_dim_v(desc),
                          &lse);
       }
   }
@@ -248,7 +245,7 @@ void fclref_naive_forward(const fcl_attention_desc *desc, const float *q, const 
 static void backward_row(const fcl_attention_desc *desc, const float *q, const float *k,
                          const float *v, const float *dout, const float *o, size_t b, size_t h,
                          size_t i, double *dq_row, double *dk, double *dv) {
-  const size_t d = desc->head_dim, dv_cols = dv_of(desc);
+  const size_t d = desc->head_dim, dv_cols = fclu_head_dim_v(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const float *qi = q + r.q_at, *doi = dout + r.o_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0;
@@ -304,7 +301,8 @@ static void backward_slice(const fcl_attention_desc *desc, const float *q, const
                            const float *v, const float *dout, const float *o, size_t b,
                            size_t hkv, double *dq, double *dk, double *dv) {
   const size_t d = desc->head_dim, group = desc->heads_q / desc->heads_kv;
-  const size_t kv_ld = desc->heads_kv * d, dv_cols = dv_of(desc), v_ld = desc->heads_kv * dv_cols;
+  const size_t kv_ld = desc->heads_kv * d, dv_cols = fclu_head_dim_v(desc);
+  const size_t v_ld = desc->heads_kv * dv_cols;
   size_t first, nk, q0, nq, k0;
   kv_slice(desc, b, hkv, &first, &nk);
   fclref_sequence(desc, b, &q0, &nq, &k0, &nk);
@@ -353,7 +351,7 @@ void fclref_backward_given_o(const fcl_attention_desc *desc, const float *q, con
 static void naive_bwd_row(const fcl_attention_desc *desc, const float *q, const float *k,
                           const float *v, const float *dout, size_t b, size_t h, size_t i,
                           fcl_dtype s_type, float *dq_row, float *dk, float *dv) {
-  const size_t d = desc->head_dim, dvw = dv_of(desc);
+  const size_t d = desc->head_dim, dvw = fclu_head_dim_v(desc);
   const row_ctx r = row_of(desc, b, h, i);
   const float *qi = q + r.q_at, *doi = dout + r.o_at;
   for (size_t c = 0; c < d; ++c) dq_row[c] = 0.0f;
@@ -422,7 +420,8 @@ void fclref_naive_backward_dq_row(const fcl_attention_desc *desc, const float *q
 void fclref_naive_backward_slice(const fcl_attention_desc *desc, const float *q,
                                  const float *k, const float *v, const float *dout,
                                  size_t b, size_t hkv, float *dq, float *dk, float *dv) {
-  const size_t d = desc->head_dim, dvw = dv_of(desc), group = desc->heads_q / desc->heads_kv;
+  const size_t d = desc->head_dim, dvw = fclu_head_dim_v(desc);
+  const size_t group = desc->heads_q / desc->heads_kv;
   const size_t kv_ld = desc->heads_kv * d, v_ld = desc->heads_kv * dvw;
   const fcl_dtype s_type = fclref_naive_s_dtype(desc->dtype);
   size_t first, nk, q0, nq, k0;

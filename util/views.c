@@ -37,10 +37,14 @@ static size_t heads_of(const fcl_attention_desc *d, fclu_tensor t) {
   return keyside(t) ? d->heads_kv : d->heads_q;
 }
 
-/* Columns of t: head_dim_v for V, O, dO and dV where it is set. */
+size_t fclu_head_dim_v(const fcl_attention_desc *d) {
+  return d->head_dim_v ? d->head_dim_v : d->head_dim;
+}
+
+/* Columns of t: head_dim_v for V, O, dO and dV. */
 static size_t width_of(const fcl_attention_desc *d, fclu_tensor t) {
   const int value = t == FCLU_V || t == FCLU_O || t == FCLU_DOUT || t == FCLU_DV;
-  return value && d->head_dim_v ? d->head_dim_v : d->head_dim;
+  return value ? fclu_head_dim_v(d) : d->head_dim;
 }
 
 size_t fclu_packed_elems(const fcl_attention_desc *d, fclu_tensor t) {

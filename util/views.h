@@ -36,6 +36,8 @@ int fclu_shares_buffer(const fcl_attention_desc *desc, fclu_tensor t);
  *  elements of its packed form. */
 size_t fclu_tokens(const fcl_attention_desc *desc, fclu_tensor t);
 size_t fclu_packed_elems(const fcl_attention_desc *desc, fclu_tensor t);
+/** Columns of V, O, dO and dV: desc.head_dim_v, or head_dim where it is 0. */
+size_t fclu_head_dim_v(const fcl_attention_desc *desc);
 
 /** The host copy of a paged cache's block table (fcl_attention_desc.
  *  block_table), which fclu_scatter and fclu_gather follow for K and V;

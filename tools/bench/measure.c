@@ -186,7 +186,7 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   fill_inputs(&rng, in->k, in->kv_elems, d->dtype);
   fill_inputs(&rng, in->v, in->v_elems, d->dtype);
   if (v_in_k) {  /* --mla: V is K's rows' first head_dim_v columns */
-    const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    const size_t dv = fclu_head_dim_v(d);
     for (size_t r = 0; r < in->v_elems / dv; ++r)
       memcpy(in->v + r * dv, in->k + r * d->head_dim, dv * sizeof(float));
   }
@@ -332,7 +332,7 @@ static int slice_affordable(const fcl_attention_desc *d) {
 static double check_run(const inputs *in, int pass, const results_host *got,
                         const size_t *rows, size_t n_rows, double *ref_max) {
   const fcl_attention_desc *d = &in->desc;
-  const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+  const size_t dv = fclu_head_dim_v(d);
   /* the sampled rows: O's (head_dim_v wide) or dQ's */
   const size_t hd = pass == PASS_FWD ? dv : d->head_dim;
   double *ref = malloc(hd * sizeof *ref), lse, err = 0.0;
@@ -398,7 +398,7 @@ static double emulated_naive_error(const inputs *in, int pass, const size_t *row
   if (pass == PASS_FWD ? !emu.o : !emu.dq || !emu.dk || !emu.dv) goto done;
   for (size_t r = 0; r < n_rows; ++r) {
     const size_t h = rows[r] % d->heads_q;
-    const size_t dv = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    const size_t dv = fclu_head_dim_v(d);
     size_t b, i;
     token_row(d, rows[r] / d->heads_q, &b, &i);
     if (pass == PASS_FWD)

@@ -213,7 +213,7 @@ static void json_problem(FILE *f, const bench_result *r) {
           fcl_kv_dtype_name(d->kv_dtype));
   json_number(f, r->have_unquantised ? r->max_abs_err_unquantised : NAN);
   fprintf(f, ", \"batch_invariant\": %s", d->batch_invariant ? "true" : "false");
-  fprintf(f, ", \"head_dim_v\": %zu", d->head_dim_v ? d->head_dim_v : d->head_dim);
+  fprintf(f, ", \"head_dim_v\": %zu", fclu_head_dim_v(d));
 }
 
 const char *bench_dtype_label(const fcl_attention_desc *d, char *buf, size_t len) {
