@@ -27,7 +27,8 @@
  *     32 i + 4 g + e is output column g of n-tile 4 i + e, and a
  *     register of B takes its two keys' elements of that column.
  * A load reads whole segments of rows: 32 contiguous bytes per quad of
- * lanes for K, 64 per eight lanes of one t for V.
+ * lanes for K, 64 per eight lanes of one t for V. (An fp8 cache's lanes
+ * read spans of a row instead, K_COL and V_COL below.)
  *
  * S's fragments are flash_fwd_mma.cl's: s[n][i] of lane (g, t) is row
  * g + 8 (i >> 1) of the block, key 8 n + 2 t + (i & 1) of the warp's step.
@@ -77,10 +78,103 @@
  * looks up the last key's, which the table names, and loads nothing. */
 #define STEP_ROWS(rows, tensor, view, kw) TILE_ROWS(rows, tensor, view, min(kw, nk - 1))
 
+/* ---- a lane's columns of K and V ----
+ * The order of head_dim within a dot product, and of V's columns within
+ * the output, is free. A 16-bit cache, and a block form's, take the order
+ * above (K: columns 16 j + 4 t of k-step j; V: columns 32 i + 4 g of
+ * group i): a load instruction's lanes read whole 32- or 64-byte segments
+ * of rows. An fp8 cache takes spans (DECODE_SPANS): lane (g, t) reads K
+ * columns K_SPAN t .. + K_SPAN - 1 (k-step j: K_SPAN t + 4 j) and V
+ * columns V_SPAN g .. + V_SPAN - 1 (group i: V_SPAN g + 4 i) in aligned
+ * 16-byte words (SPAN_WIDE), a quarter of the load instructions of 4 bytes
+ * a group. (The block forms on spans were slower: docs/design.md, "Fast
+ * dequantisation".) */
+#ifndef DECODE_SPANS
+#define DECODE_SPANS                              \
+  ((FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4) &&    \
+   (HEAD_DIM_MAX == 32 || HEAD_DIM_MAX == 64 || HEAD_DIM_MAX == 128))
+#endif
+#if DECODE_SPANS
+#if !(FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4) || \
+    !(HEAD_DIM_MAX == 32 || HEAD_DIM_MAX == 64 || HEAD_DIM_MAX == 128)
+#error "spans are of an fp8 cache of HEAD_DIM_MAX 32, 64 or 128"
+#endif
+#define K_SPAN (HEAD_DIM_MAX / 4)  // columns of a lane's K span: 8, 16 or 32
+#define V_SPAN (HEAD_DIM_MAX / 8)  // of its V span: 4, 8 or 16
+#define K_COL(j, t) (K_SPAN * (t) + 4 * (j))
+#define V_COL(i, g) (V_SPAN * (g) + 4 * (i))
+/* Whether a view's spans load in words (SPAN_WIDE): the buffer, the offset
+ * and the strides multiples of 16, and width (head_dim or head_dim_v)
+ * whole spans. Once per launch. */
+#define SPAN_VIEW_WIDE(x, view, width, span)                                               \
+  (((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) &   \
+     15) == 0) &&                                                                         \
+   (width) % (span) == 0)
+/* A lane's span of `span` columns from c, as kv_raw_t groups (KV_RAW4's
+ * bits): 16-byte words, or one of 8 or 4 bytes for the shortest spans. */
+#define SPAN_WIDE(out, row, c, span)                                                      \
+  do {                                                                                    \
+    __global const kv_t *codes_ = (row) + (c);                                            \
+    (void)FCL_COUNTED_LOAD(span, 0);                                                      \
+    if ((span) >= 16) {                                                                   \
+      UNROLL for (int i_ = 0; i_ < (span) / 16; ++i_) {                                   \
+        const uint4 x_ = ((__global const uint4 *)codes_)[i_];                            \
+        (out)[4 * i_] = (kv_raw_t)(x_.x, 0u), (out)[4 * i_ + 1] = (kv_raw_t)(x_.y, 0u);   \
+        (out)[4 * i_ + 2] = (kv_raw_t)(x_.z, 0u), (out)[4 * i_ + 3] = (kv_raw_t)(x_.w, 0u); \
+      }                                                                                   \
+    } else if ((span) == 8) {                                                             \
+      const uint2 x_ = *(__global const uint2 *)codes_;                                   \
+      (out)[0] = (kv_raw_t)(x_.x, 0u), (out)[(span) / 8] = (kv_raw_t)(x_.y, 0u);          \
+    } else {                                                                              \
+      (out)[0] = (kv_raw_t)(*(__global const uint *)codes_, 0u);                          \
+    }                                                                                     \
+  } while (0)
+/* A lane's `span` columns of a row from c (K_COL, V_COL of group 0):
+ * columns past width, or a key that is not present, are 0; in words where
+ * the view is `wide`, else a group (KV_RAW4) at a time. */
+#define LOAD_SPAN(out, row, c, span, width, present, wide, aligned4)                     \
+  do {                                                                                   \
+    if ((present) && (wide) && KV_COLUMN_IN(c, width)) {                                 \
+      SPAN_WIDE(out, row, c, span);                                                      \
+    } else {                                                                             \
+      UNROLL for (int j_ = 0; j_ < (span) / 4; ++j_) {                                   \
+        (out)[j_] = KV_RAW_ZERO;                                                         \
+        if ((present) && KV_COLUMN_IN((c) + 4 * j_, width))                              \
+          (out)[j_] = KV_RAW4(row, (c) + 4 * j_, aligned4);                              \
+      }                                                                                  \
+    }                                                                                    \
+  } while (0)
+#else
+#define K_COL(j, t) (16 * (j) + 4 * (t))
+#define V_COL(i, g) (32 * (i) + 4 * (g))
+#endif
+
+/* DECODE_V_AHEAD: V is loaded a step ahead, as K is, so that its loads
+ * have a whole step to arrive before P V converts and uses them. Two
+ * steps of a quantized cache's raw V fit the registers; of f16's, or of a
+ * block form's with a block of more than 8 rows (two fragment rows of
+ * softmax state), they would not. */
+#ifndef DECODE_V_AHEAD
+#define DECODE_V_AHEAD \
+  (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 || (FCL_KV_DTYPE != 0 && BLOCK_Q <= 8))
+#endif
+
 /* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
- * kw + 8 + g, columns 16 j + 4 t .. + 3 of k-step j (B fragments as
- * loaded); keys past nk and columns past head_dim are 0. K-steps 2 m and
- * 2 m + 1 are one block of a block form (KV_RAW4_BESIDE). */
+ * kw + 8 + g, columns K_COL(j, t) .. + 3 of k-step j (B fragments as
+ * loaded); keys past nk and columns past head_dim are 0. Without spans,
+ * k-steps 2 m and 2 m + 1 are one block of a block form (KV_RAW4_BESIDE). */
+#if DECODE_SPANS
+#define LOAD_K_STEP(kx, kw)                                                          \
+  do {                                                                               \
+    __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
+    UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
+      const int key_ = (kw) + 8 * n_ + g;                                            \
+      __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
+      LOAD_SPAN((kx)[n_], at_, K_COL(0, t), K_SPAN, head_dim, key_ < nk, k_wide,     \
+                k_aligned4);                                                         \
+    }                                                                                \
+  } while (0)
+#else
 #define LOAD_K_STEP(kx, kw)                                                          \
   do {                                                                               \
     __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
@@ -89,17 +183,30 @@
       __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
       UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
         (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && KV_COLUMN_IN(16 * j_ + 4 * t, head_dim))                    \
-          (kx)[n_][j_] = j_ % 2 ? KV_RAW4_BESIDE((kx)[n_][j_ - 1], at_, 16 * j_ + 4 * t, \
+        if (key_ < nk && KV_COLUMN_IN(K_COL(j_, t), head_dim))                       \
+          (kx)[n_][j_] = j_ % 2 ? KV_RAW4_BESIDE((kx)[n_][j_ - 1], at_, K_COL(j_, t), \
                                                  k_aligned4)                          \
-                                : KV_RAW4(at_, 16 * j_ + 4 * t, k_aligned4);           \
+                                : KV_RAW4(at_, K_COL(j_, t), k_aligned4);             \
       }                                                                              \
     }                                                                                \
   } while (0)
+#endif
 
 /* Lane (g, t)'s V of the warp's step from key kw: keys 2 t, 2 t + 1,
- * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns 32 i + 4 g .. + 3;
- * columns past head_dim_v are 0. */
+ * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns V_COL(i, g) .. + 3 of
+ * group i; columns past head_dim_v are 0. */
+#if DECODE_SPANS
+#define LOAD_V_STEP(vx, kw)                                                          \
+  do {                                                                               \
+    __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
+    UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
+      const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
+      __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
+      LOAD_SPAN((vx)[u_], at_, V_COL(0, g), V_SPAN, head_dim_v, key_ < nk, v_wide,   \
+                v_aligned4);                                                         \
+    }                                                                                \
+  } while (0)
+#else
 #define LOAD_V_STEP(vx, kw)                                                          \
   do {                                                                               \
     __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
@@ -108,11 +215,12 @@
       __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
       UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
         (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && KV_COLUMN_IN(32 * i_ + 4 * g, head_dim_v))                  \
-          (vx)[u_][i_] = KV_RAW4(at_, 32 * i_ + 4 * g, v_aligned4);                  \
+        if (key_ < nk && KV_COLUMN_IN(V_COL(i_, g), head_dim_v))                     \
+          (vx)[u_][i_] = KV_RAW4(at_, V_COL(i_, g), v_aligned4);                     \
       }                                                                              \
     }                                                                                \
   } while (0)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
@@ -127,6 +235,10 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int slots = nq * PACK_GQA;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
+#if DECODE_SPANS
+  const int k_wide = SPAN_VIEW_WIDE(k, p.k, head_dim, K_SPAN);
+  const int v_wide = SPAN_VIEW_WIDE(v, p.v, head_dim_v, V_SPAN);
+#endif
 
   /* Q into local memory, each element loaded once; absent rows and
    * columns are 0. */
@@ -148,7 +260,7 @@ UNROLL
     for (int h = 0; h < 2; ++h) {
       const int r = g + 8 * h;
       const uint2 x = r < BLOCK_Q
-                          ? *(__local const uint2 *)(q_local + r * HEAD_DIM_MAX + 16 * j + 4 * t)
+                          ? *(__local const uint2 *)(q_local + r * HEAD_DIM_MAX + K_COL(j, t))
                           : (uint2)(0u);
       qa[j][h] = x.x;
       qa[j][2 + h] = x.y;
@@ -168,16 +280,25 @@ UNROLL
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
-  /* Loads run a step ahead of their use: K of the first step here, then
-   * in each step V before S = Q K^T and the next step's K before the
-   * softmax, so that a warp has loads in flight while it computes and no
-   * register holds more than one step's K and V. */
+  /* Loads run ahead of their use: K of the first step here, then in each
+   * step V before S = Q K^T and the next step's K before the softmax, so
+   * that a warp has loads in flight while it computes; with
+   * DECODE_V_AHEAD, V of the next step where this step's was. */
   kv_raw_t kx[2][K_STEPS];
+#if DECODE_V_AHEAD
+  kv_raw_t vx[4][V_GROUPS];
+  if (first_tile < end_tile) LOAD_V_STEP(vx, first_tile * BLOCK_K + WARP_KEYS * warp);
+#endif
   if (first_tile < end_tile) LOAD_K_STEP(kx, first_tile * BLOCK_K + WARP_KEYS * warp);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
+#if DECODE_V_AHEAD
+    kv_raw_t vn[4][V_GROUPS];
+    if (tile + 1 < end_tile) LOAD_V_STEP(vn, kw + BLOCK_K);
+#else
     kv_raw_t vx[4][V_GROUPS];
     LOAD_V_STEP(vx, kw);
+#endif
 
     /* ---- S = Q K^T ---- */
     float s[2][4];
@@ -210,10 +331,16 @@ UNROLL
                            fcl_kv_raw_pair(vx[2][i], vx[3][i], e)};
         mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
       }
+#if DECODE_V_AHEAD
+UNROLL
+    for (int u = 0; u < 4; ++u)
+UNROLL
+      for (int i = 0; i < V_GROUPS; ++i) vx[u][i] = vn[u][i];
+#endif
   }
 
   /* ---- the warps' states to local memory, merged, O and LSE stored ----
-   * acc[4 i + e][2 h + c] is row g + 8 h, column 32 i + 8 t + 4 c + e. */
+   * acc[4 i + e][2 h + c] is row g + 8 h, column V_COL(i, 2 t + c) + e. */
 UNROLL
   for (int h = 0; h < ROW_HALVES; ++h) {
     const float l_row = quad_sum(l[h] MMA_ARGS);
@@ -227,7 +354,7 @@ UNROLL
 UNROLL
     for (int n = 0; n < N_TILES; ++n)
 UNROLL
-      for (int c = 0; c < 2; ++c) st[2 + 32 * (n >> 2) + 8 * t + 4 * c + (n & 3)] = acc[n][2 * h + c];
+      for (int c = 0; c < 2; ++c) st[2 + V_COL(n >> 2, 2 * t + c) + (n & 3)] = acc[n][2 * h + c];
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   FCL_DECODE_STORE(state, WARPS);

@@ -358,7 +358,7 @@ inline uint fcl_kv_block_pair(const uint codes, const uint d2) {
                        d2);
 }
 inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
-  const uint d2 = r.y | r.y << 16;
+  const uint d2 = fcl_prmt(r.y, 0u, 0x1010u);  /* the scale (y's low half) in both halves */
 #if FCL_KV_DTYPE == 1
   const uint u = r.x ^ 0x80808080u;
   return (uint2)(fcl_kv_block_pair(FCL_BYTE_PAIR(u, 0), d2),

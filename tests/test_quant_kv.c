@@ -56,7 +56,7 @@ static cl_mem upload_image(fcl_context *ctx, const fcl_attention_desc *d, fclu_t
 }
 
 static void qproblem_init(qproblem *qp, fcl_context *ctx, const fcl_attention_desc *desc,
-                          size_t page_size, uint64_t seed) {
+                          size_t page_size, size_t kv_offset, uint64_t seed) {
   memset(qp, 0, sizeof *qp);
   fcl_attention_desc plain = *desc;
   plain.kv_dtype = FCL_KV_AS_DTYPE;
@@ -64,6 +64,7 @@ static void qproblem_init(qproblem *qp, fcl_context *ctx, const fcl_attention_de
   th_problem_init(&qp->p, ctx, &plain, seed, 1.0);
   qp->p.desc = *desc;
   fcl_attention_desc *d = &qp->p.desc;
+  d->k.offset = d->v.offset = kv_offset;  /* bytes of the cache's buffers before it */
   qp->plain_k = qp->p.dk;
   qp->plain_v = qp->p.dv;
   const size_t n = qp->p.kv_elems;
@@ -90,8 +91,10 @@ static void qproblem_init(qproblem *qp, fcl_context *ctx, const fcl_attention_de
   fcl_buffer_sizes sz;
   char why[256];
   ck_assert_msg(fcl_attention_buffer_sizes(d, &sz, why, sizeof why) == FCL_SUCCESS, "%s", why);
-  ck_assert_uint_eq(sz.k, fcl_kv_row_bytes(d->kv_dtype, d->dtype, d->head_dim) * d->heads_kv *
-                              (page_size ? d->num_pages * page_size : d->batch * d->seqlen_k));
+  ck_assert_uint_eq(sz.k, kv_offset + fcl_kv_row_bytes(d->kv_dtype, d->dtype, d->head_dim) *
+                                          d->heads_kv *
+                                          (page_size ? d->num_pages * page_size
+                                                     : d->batch * d->seqlen_k));
   qp->p.dk = upload_image(ctx, d, FCLU_K, qp->raw_k, sz.k);
   qp->p.dv = upload_image(ctx, d, FCLU_V, qp->raw_v, sz.v);
   const size_t rows = n / d->head_dim;
@@ -122,22 +125,30 @@ typedef struct qcase {
   unsigned kernel;  /* 0: the planner's */
   float softcap;
   int window_left;  /* -1: none */
+  size_t kv_offset; /* bytes before the cache in its buffers */
 } qcase;
 
 /* Lengths that end inside a 16-key tile and a page, and an empty cache. */
 static const int32_t lens3[3] = {37, 0, 250}, lens2[2] = {1, 100};
 static const qcase cases[] = {
-    {3, 8, 2, 1, 256, 64, 0, 1, lens3, FCL_DTYPE_F32, 0, 0, -1},                     /* CPU, GQA */
-    {2, 4, 4, 3, 160, 32, 48, 1, lens2, FCL_DTYPE_F32, 0, 0, -1},                    /* paged */
-    {2, 8, 2, 1, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_SIMT, 0, -1}, /* SIMT */
-    {3, 8, 2, 1, 256, 128, 16, 1, lens3, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE, 0, -1},
-    {2, 4, 1, 2, 128, 64, 0, 1, lens2, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_SIMT, 0, -1},
-    {1, 4, 2, 1, 80, 64, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1},
+    {3, 8, 2, 1, 256, 64, 0, 1, lens3, FCL_DTYPE_F32, 0, 0, -1, 0},                     /* CPU, GQA */
+    {2, 4, 4, 3, 160, 32, 48, 1, lens2, FCL_DTYPE_F32, 0, 0, -1, 0},                    /* paged */
+    {2, 8, 2, 1, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_SIMT, 0, -1, 0}, /* SIMT */
+    {3, 8, 2, 1, 256, 128, 16, 1, lens3, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE, 0, -1, 0},
+    {2, 4, 1, 2, 128, 64, 0, 1, lens2, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_SIMT, 0, -1, 0},
+    {1, 4, 2, 1, 80, 64, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
     /* bf16 operands; int8 rows of 102 bytes: codes at addresses 2 mod 4 */
-    {1, 4, 2, 1, 48, 96, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1},
+    {1, 4, 2, 1, 48, 96, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
+    /* every form at d 128 (fp8's spans in 16-byte words; int8 rows of 136
+     * bytes, int4 72), paged, a length inside a block of keys; and d 32,
+     * fp8's spans of 8 and 4 columns */
+    {2, 8, 2, 1, 200, 128, 16, 1, lens2, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
+    {1, 4, 2, 1, 48, 32, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
+    /* a cache 2 bytes into its buffers: fp8's spans a group at a time */
+    {1, 4, 2, 1, 40, 128, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 2},
     /* a softcap and a sliding window, on the CPU and the decode kernels */
-    {2, 8, 2, 2, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, 0, 5.0f, 40},
-    {2, 8, 2, 1, 200, 64, 16, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 5.0f, 40},
+    {2, 8, 2, 2, 200, 64, 0, 1, lens2, FCL_DTYPE_F32, 0, 5.0f, 40, 0},
+    {2, 8, 2, 1, 200, 64, 16, 1, lens2, FCL_DTYPE_F32, FCL_FLASH_KERNEL_DECODE, 5.0f, 40, 0},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -164,12 +175,14 @@ START_TEST(forward_matches_reference_over_the_dequantised_cache) {
   const int count = th_count_io(ctx);
   for (size_t i = 0; i < N_CASES; ++i) {
     const qcase *c = &cases[i];
-    /* the emulated matrix instructions are slow on a CPU: one form */
-    if (c->kernel == FCL_FLASH_KERNEL_DECODE_MMA && form != FCL_KV_Q8_0 && form != FCL_KV_FP8_E4M3)
+    /* the emulated matrix instructions are slow on a CPU: two forms, but
+     * every form where the spans load in words (d 128) */
+    if (c->kernel == FCL_FLASH_KERNEL_DECODE_MMA && c->d != 128 && form != FCL_KV_Q8_0 &&
+        form != FCL_KV_FP8_E4M3)
       continue;
     const fcl_attention_desc desc = case_desc(c, form);
     qproblem qp;
-    qproblem_init(&qp, ctx, &desc, c->page, 100 + i);
+    qproblem_init(&qp, ctx, &desc, c->page, c->kv_offset, 100 + i);
     th_reference ref = th_reference_forward(&qp.p);
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, NULL), FCL_SUCCESS);
     float *naive = th_naive_output(ctx, &qp.p);
@@ -353,7 +366,7 @@ START_TEST(append_quantises_as_the_host_does) {
     desc.k_scale = form == FCL_KV_FP8_E4M3 ? 0.02f : 0.0f;
     desc.seqlens_k = before;
     qproblem qp;
-    qproblem_init(&qp, ctx, &desc, page, 200 + (uint64_t)_i);
+    qproblem_init(&qp, ctx, &desc, page, 0, 200 + (uint64_t)_i);
     fcl_attention_desc *d = &qp.p.desc;
     fclu_rng rng;
     fclu_rng_seed(&rng, th_seed() + 201 + (uint64_t)_i);
@@ -466,7 +479,7 @@ START_TEST(refusals_write_nothing) {
   fcl_attention_desc_init(&desc, 1, 2, 2, 4, 32, 64);
   desc.kv_dtype = FCL_KV_Q8_0;
   qproblem qp;
-  qproblem_init(&qp, ctx, &desc, 0, 300);
+  qproblem_init(&qp, ctx, &desc, 0, 0, 300);
   th_grad_inputs g;
   th_grad_inputs_init(&g, ctx, &qp.p, 301);
   for (int algo = 0; algo < 2; ++algo) {
