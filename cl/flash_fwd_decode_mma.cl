@@ -159,68 +159,49 @@
   (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 || (FCL_KV_DTYPE != 0 && BLOCK_Q <= 8))
 #endif
 
-/* Lane (g, t)'s K of the warp's step from key kw: keys kw + g and
- * kw + 8 + g, columns K_COL(j, t) .. + 3 of k-step j (B fragments as
- * loaded); keys past nk and columns past head_dim are 0. Without spans,
- * k-steps 2 m and 2 m + 1 are one block of a block form (KV_RAW4_BESIDE). */
-#if DECODE_SPANS
-#define LOAD_K_STEP(kx, kw)                                                          \
-  do {                                                                               \
-    __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
-    UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
-      const int key_ = (kw) + 8 * n_ + g;                                            \
-      __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
-      LOAD_SPAN((kx)[n_], at_, K_COL(0, t), K_SPAN, head_dim, key_ < nk, k_wide,     \
-                k_aligned4);                                                         \
-    }                                                                                \
+/* A warp's step from key kw, lane (g, t)'s rows of it: for each u <
+ * keys, key kw + key_of(u) and its row, which load_row(x[u], row,
+ * present) reads (present: the key is below nk). */
+#define LOAD_STEP_ROWS(x, kw, rows, tensor, view, stride, keys, key_of, load_row) \
+  do {                                                                           \
+    __global const kv_t *step_ = STEP_ROWS(rows, tensor, view, kw);              \
+    UNROLL for (int u_ = 0; u_ < (keys); ++u_) {                                 \
+      const int key_ = (kw) + key_of(u_);                                        \
+      __global const kv_t *at_ = step_ + (size_t)KEY_IN_TILE(key_, kw) * (stride); \
+      load_row((x)[u_], at_, key_ < nk);                                         \
+    }                                                                            \
   } while (0)
-#else
-#define LOAD_K_STEP(kx, kw)                                                          \
-  do {                                                                               \
-    __global const kv_t *k_step_ = STEP_ROWS(k_rows, k, p.k, kw);                \
-    UNROLL for (int n_ = 0; n_ < 2; ++n_) {                                          \
-      const int key_ = (kw) + 8 * n_ + g;                                            \
-      __global const kv_t *at_ = k_step_ + (size_t)KEY_IN_TILE(key_, kw) * k_stride; \
-      UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                  \
-        (kx)[n_][j_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && KV_COLUMN_IN(K_COL(j_, t), head_dim))                       \
-          (kx)[n_][j_] = j_ % 2 ? KV_RAW4_BESIDE((kx)[n_][j_ - 1], at_, K_COL(j_, t), \
-                                                 k_aligned4)                          \
-                                : KV_RAW4(at_, K_COL(j_, t), k_aligned4);             \
-      }                                                                              \
-    }                                                                                \
-  } while (0)
-#endif
 
-/* Lane (g, t)'s V of the warp's step from key kw: keys 2 t, 2 t + 1,
- * 8 + 2 t and 9 + 2 t of it (u = 0..3), columns V_COL(i, g) .. + 3 of
- * group i; columns past head_dim_v are 0. */
+/* K: keys kw + g and kw + 8 + g, columns K_COL(j, t) .. + 3 of k-step j
+ * (B fragments as loaded). V: keys 2 t, 2 t + 1, 8 + 2 t and 9 + 2 t of
+ * the step (the keys of the lane's P fragment columns), columns
+ * V_COL(i, g) .. + 3 of group i. Keys past nk and columns past head_dim
+ * (head_dim_v) are 0. Without spans, K's k-steps 2 m and 2 m + 1 are one
+ * block of a block form (KV_RAW4_BESIDE). */
+#define K_KEY(u) (8 * (u) + g)
+#define V_KEY(u) (2 * t + ((u) & 1) + 8 * ((u) >> 1))
 #if DECODE_SPANS
-#define LOAD_V_STEP(vx, kw)                                                          \
-  do {                                                                               \
-    __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
-    UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
-      const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
-      __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
-      LOAD_SPAN((vx)[u_], at_, V_COL(0, g), V_SPAN, head_dim_v, key_ < nk, v_wide,   \
-                v_aligned4);                                                         \
-    }                                                                                \
-  } while (0)
+#define K_ROW(out, row, present) \
+  LOAD_SPAN(out, row, K_COL(0, t), K_SPAN, head_dim, present, k_wide, k_aligned4)
+#define V_ROW(out, row, present) \
+  LOAD_SPAN(out, row, V_COL(0, g), V_SPAN, head_dim_v, present, v_wide, v_aligned4)
 #else
-#define LOAD_V_STEP(vx, kw)                                                          \
-  do {                                                                               \
-    __global const kv_t *v_step_ = STEP_ROWS(v_rows, v, p.v, kw);                \
-    UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                          \
-      const int key_ = (kw) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);                      \
-      __global const kv_t *at_ = v_step_ + (size_t)KEY_IN_TILE(key_, kw) * v_stride; \
-      UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                                 \
-        (vx)[u_][i_] = KV_RAW_ZERO;                                                  \
-        if (key_ < nk && KV_COLUMN_IN(V_COL(i_, g), head_dim_v))                     \
-          (vx)[u_][i_] = KV_RAW4(at_, V_COL(i_, g), v_aligned4);                     \
-      }                                                                              \
-    }                                                                                \
-  } while (0)
+#define K_ROW(out, row, present)                                                          \
+  UNROLL for (int j_ = 0; j_ < K_STEPS; ++j_) {                                           \
+    (out)[j_] = KV_RAW_ZERO;                                                              \
+    if ((present) && KV_COLUMN_IN(K_COL(j_, t), head_dim))                                \
+      (out)[j_] = j_ % 2 ? KV_RAW4_BESIDE((out)[j_ - 1], row, K_COL(j_, t), k_aligned4)   \
+                         : KV_RAW4(row, K_COL(j_, t), k_aligned4);                        \
+  }
+#define V_ROW(out, row, present)                                           \
+  UNROLL for (int i_ = 0; i_ < V_GROUPS; ++i_) {                           \
+    (out)[i_] = KV_RAW_ZERO;                                               \
+    if ((present) && KV_COLUMN_IN(V_COL(i_, g), head_dim_v))               \
+      (out)[i_] = KV_RAW4(row, V_COL(i_, g), v_aligned4);                  \
+  }
 #endif
+#define LOAD_K_STEP(kx, kw) LOAD_STEP_ROWS(kx, kw, k_rows, k, p.k, k_stride, 2, K_KEY, K_ROW)
+#define LOAD_V_STEP(vx, kw) LOAD_STEP_ROWS(vx, kw, v_rows, v, p.v, v_stride, 4, V_KEY, V_ROW)
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
