@@ -151,12 +151,14 @@
 
 /* DECODE_V_AHEAD: V is loaded a step ahead, as K is, so that its loads
  * have a whole step to arrive before P V converts and uses them. Two
- * steps of a quantized cache's raw V fit the registers; of f16's, or of a
- * block form's with a block of more than 8 rows (two fragment rows of
- * softmax state), they would not. */
+ * steps of a quantized cache's raw V fit the registers; of f16's would
+ * not, nor of a block form's with a block of more than 8 rows (two
+ * fragment rows of softmax state) or bf16 operands (their conversion
+ * through floats): scripts/ptxas-check.sh put those at 255 registers. */
 #ifndef DECODE_V_AHEAD
-#define DECODE_V_AHEAD \
-  (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 || (FCL_KV_DTYPE != 0 && BLOCK_Q <= 8))
+#define DECODE_V_AHEAD                            \
+  (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 ||     \
+   ((FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1 && BLOCK_Q <= 8))
 #endif
 
 /* A warp's step from key kw, lane (g, t)'s rows of it: for each u <

@@ -38,3 +38,14 @@ FCL_NVPTX_FN int4 vload4(size_t i, const __global int *p) {
 FCL_NVPTX_VECTOR(exp2)
 FCL_NVPTX_VECTOR(tanh)
 FCL_NVPTX_VECTOR(fabs)
+/* the decode kernel's: 2-byte halves of K and V, its states' float4s */
+FCL_NVPTX_FN ushort2 vload2(size_t i, const __global ushort *p) {
+  return (ushort2)(p[2 * i], p[2 * i + 1]);
+}
+FCL_NVPTX_FN float4 vload4(size_t i, const __local float *p) {
+  return (float4)(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]);
+}
+FCL_NVPTX_FN float4 fma(float4 a, float4 b, float4 c) {
+  return (float4)(fma(a.s0, b.s0, c.s0), fma(a.s1, b.s1, c.s1), fma(a.s2, b.s2, c.s2),
+                  fma(a.s3, b.s3, c.s3));
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Assembles the sm_90a kernels with NVIDIA's ptxas, without the GPU: each N
-# and type of the wgmma probe (cl/wgmma_probe.cl, FCL_WGMMA=1), and each type,
-# width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl, with
-# scripts/nvptx-builtins.h for the builtins it calls), compiled to PTX
+# and type of the wgmma probe (cl/wgmma_probe.cl, FCL_WGMMA=1), each type,
+# width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl),
+# and each KV form of the decode on matrix instructions at its heaviest
+# variants (cl/flash_fwd_decode_mma.cl; with scripts/nvptx-builtins.h for
+# the builtins they call), compiled to PTX
 # by clang's NVPTX target, given the .target NVIDIA's OpenCL compiler writes
 # (sm_90) and .version 8.0 (wgmma's: any ptxas that knows sm_90a takes it),
 # patched by the library's sm_90a stage
@@ -30,7 +32,8 @@ fi
 failures=0 builds=0
 # assemble FILE LABEL OPTIONS...: FILE's program text (with the builtins
 # header for a kernel that calls the library's) through clang's NVPTX
-# target, the stage's patch and ptxas for sm_90a
+# target, the stage's patch (STAGE=0: none, for a kernel without Hopper's
+# instructions) and ptxas for sm_90a
 assemble() {
   local file="$1" label="$2"
   shift 2
@@ -46,7 +49,9 @@ assemble() {
     grep -q 'call\.uni' "$tmp/clang.ptx" ||
     ! sed -e 's/^\.version .*/.version 8.0/' -e 's/^\.target sm_[0-9]*/.target sm_90/' \
       "$tmp/clang.ptx" > "$tmp/sm90.ptx" ||
-    ! "$info" --ptx-unmark "$tmp/sm90.ptx" > "$tmp/sm90a.ptx" 2>> "$tmp/log" ||
+    ! { if [ "${STAGE:-1}" = 1 ]; then "$info" --ptx-unmark "$tmp/sm90.ptx"; else
+          sed 's/^\.target sm_90$/.target sm_90a/' "$tmp/sm90.ptx"; fi; } > "$tmp/sm90a.ptx" \
+        2>> "$tmp/log" ||
     ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
       >> "$tmp/log" 2>&1 ||
     grep -q 'serialized\|is injected\|[1-9][0-9]* bytes spill' "$tmp/log"; then
@@ -84,6 +89,22 @@ for pipe in 1 2 3; do
           -DHEAD_DIM_MAX=$hd $opts
       done
     done
+  done
+done
+# the decode on matrix instructions: each KV form (f16 storage, and bf16
+# for int8 and e4m3), at 4 rows a block with a window and splits, and at
+# 16 packed rows with a softcap and pages: the variants nearest the
+# registers' end (docs/design.md, "Fast dequantisation")
+for kv in 0 1 2 3 4 b1 b3; do
+  dtype=1
+  case $kv in b*) dtype=2; kv=${kv#b};; esac
+  for opts in "-DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1" \
+      "-DBLOCK_Q=16 -DPACK_GQA=16 -DWINDOW=2 -DSOFTCAP=1 -DPAGED=1"; do
+    # shellcheck disable=SC2086
+    STAGE=0 assemble flash_fwd_decode_mma.cl \
+      "flash_fwd_decode_mma.cl FCL_DTYPE=$dtype FCL_KV_DTYPE=$kv $opts" \
+      -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
+      -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 $opts
   done
 done
 echo "ptxas-check: $builds builds, $failures failed"
