@@ -144,6 +144,8 @@ static const qcase cases[] = {
      * fp8's spans of 8 and 4 columns */
     {2, 8, 2, 1, 200, 128, 16, 1, lens2, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
     {1, 4, 2, 1, 48, 32, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
+    /* bf16 operands at d 128: V a step behind for the block forms */
+    {1, 8, 2, 1, 72, 128, 0, 1, NULL, FCL_DTYPE_BF16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 0},
     /* a cache 2 bytes into its buffers: fp8's spans a group at a time */
     {1, 4, 2, 1, 40, 128, 0, 1, NULL, FCL_DTYPE_F16, FCL_FLASH_KERNEL_DECODE_MMA, 0, -1, 2},
     /* a softcap and a sliding window, on the CPU and the decode kernels */
