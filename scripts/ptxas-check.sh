@@ -14,8 +14,21 @@
 # the operand lists, the descriptor operand and the patched text are PTX that ptxas
 # takes. Exits 77 (skipped) without a ptxas that assembles sm_90a.
 # Usage: scripts/ptxas-check.sh [clang] [flashcl-info] [ptxas]
+#        scripts/ptxas-check.sh --mix FILE OPTIONS...: one build of FILE
+#          (STAGE=0 for a kernel without Hopper's instructions), its
+#          registers and its key loop's instruction mix (scripts/sass-mix.py;
+#          needs nvdisasm: on PATH, or NVDISASM)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mix=""
+if [ "${1:-}" = --mix ]; then
+  mix="$2"
+  shift 2
+  mix_options=("$@")
+  set --
+  nvdisasm="${NVDISASM:-$(command -v nvdisasm || echo /usr/local/cuda/bin/nvdisasm)}"
+  [ -x "$nvdisasm" ] || { echo "ptxas-check: no nvdisasm (skipped)"; exit 77; }
+fi
 clang="${1:-clang}"
 info="${2:-build/tools/flashcl-info}"
 ptxas="${3:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}"
@@ -63,6 +76,13 @@ assemble() {
   fi
   echo "$label: $(grep -o 'Used [0-9]* registers' "$tmp/log"), $(grep -o '[0-9]* bytes spill stores' "$tmp/log")"
 }
+if [ -n "$mix" ]; then
+  assemble "$mix" "$mix ${mix_options[*]}" -include "$PWD/scripts/nvptx-builtins.h" \
+    "${mix_options[@]}"
+  [ "$failures" -eq 0 ] || exit 1
+  "$nvdisasm" -c "$tmp/k.cubin" | python3 scripts/sass-mix.py
+  exit
+fi
 # B K-major and MN-major (TRANS_B)
 for dtype in 1 2; do
   for n in 8 16 32 64 128; do
