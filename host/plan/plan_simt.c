@@ -150,6 +150,13 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
                                   (size_t)tile_elem(plan), sums_in_local);
 }
 
+/* A work-item's slice of the wider of a backward plan's two buckets. */
+static unsigned bwd_widest_slice(const fcl_plan *plan) {
+  const unsigned hdv = fcl__plan_head_dim_v(plan);
+  const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
+  return widest / plan->threads_per_row;
+}
+
 /* Mirrors flash_bwd.cl: SUB_ROWS is the largest of 8, 4, 2, 1 dividing the
  * tile, and at most 4 where eight work-items share a row: ocloc spilled
  * the d = 128 dK/dV kernel on a Max 1550 with 8 (192 bytes a thread) and
@@ -164,13 +171,6 @@ size_t fcl__flash_local_bytes(const fcl_plan *plan, const fcl_device_limits *lim
  * 228 (2-3 waves) for gfx940. On Intel, 2 from slices of 16: with 4, the
  * dK/dV kernel with the window in the parameter block spilled at d = 128
  * on the Arc A770 and 160 on both (256-448 bytes). */
-/* A work-item's slice of the wider of a backward plan's two buckets. */
-static unsigned bwd_widest_slice(const fcl_plan *plan) {
-  const unsigned hdv = fcl__plan_head_dim_v(plan);
-  const unsigned widest = hdv > plan->head_dim_padded ? hdv : plan->head_dim_padded;
-  return widest / plan->threads_per_row;
-}
-
 unsigned fcl__flash_bwd_sub_rows(const fcl_plan *plan, const fcl_device_limits *limits) {
   unsigned rows = plan->block_k;
   const unsigned slice = bwd_widest_slice(plan);
@@ -305,7 +305,7 @@ fcl_status fcl__plan_backward_simt(const fcl_device_limits *limits, const fcl__s
   unsigned elems[2];
   int n_elems = tile_elem_choices(desc, hint, elems, why, why_len);
   if (!n_elems) return FCL_ERROR_UNSUPPORTED;
-  if (n_elems == 2 && bwd_half_tiles(limits, widest / g, general_window))
+  if (n_elems == 2 && bwd_half_tiles(limits, bwd_widest_slice(&plan), general_window))
     elems[0] = 2, n_elems = 1;
   /* The largest work-group from wg down whose tiles fit, for each element
    * size; 2-byte tiles only where they fit a larger one. */
