@@ -167,10 +167,29 @@
  * Tunables: HEAD_DIM_MAX (hd, a multiple of 32 up to 128), BLOCK_Q (rows, at
  * most 16), WARPS (each its own 16 keys a step). */
 #define FCL_DECODE_MMA_WARP_KEYS 16
+/* The widest K or V row of flash_fwd_decode_mma.cl; wider rows take
+ * flash_fwd_decode_wide.cl (below). */
+#define FCL_DECODE_MMA_NARROW_MAX 128
 /* Q in the storage type, each warp's states, and emulated the products'
  * scratch and a float per work-item. */
 #define FCL_DECODE_MMA_LOCAL_BYTES(hd, rows, warps, emulate)             \
   ((rows) * (hd) * 2 + (warps) * (rows) * FCL_DECODE_STATE_FLOATS(hd) * 4 + \
+   ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
+
+/* The same family's kernel beyond 128 columns (flash_fwd_decode_wide.cl):
+ * HEAD_DIM_MAX (hd), HEAD_DIM_V_MAX, BLOCK_Q (rows, a multiple of 16),
+ * WARPS; tiles of FCL_DECODE_WIDE_BLOCK_K keys. Q's rows are 16 elements
+ * longer than hd (a k-step's 8-byte reads of eight rows in two
+ * wavefronts), P's rows 8 longer than a tile. */
+#define FCL_DECODE_WIDE_BLOCK_K 128
+#define FCL_DECODE_WIDE_Q_LD(hd) ((hd) + 16)
+/* Q (then the split merge's LSEs: FCL_DECODE_WIDE_STAGE_FLOATS a row), P in
+ * the storage type, each warp's row maxima, and emulated the products'
+ * scratch and a float per work-item. */
+#define FCL_DECODE_WIDE_STAGE_FLOATS(hd) (FCL_DECODE_WIDE_Q_LD(hd) / 2)
+#define FCL_DECODE_WIDE_LOCAL_BYTES(hd, rows, warps, emulate)                         \
+  ((rows) * FCL_DECODE_WIDE_Q_LD(hd) * 2 + (rows) * (FCL_DECODE_WIDE_BLOCK_K + 8) * 2 + \
+   (warps) * (rows) * 4 +                                                             \
    ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))
 
 #endif

@@ -284,6 +284,24 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     if (hint && hint->block_k) CHECK(plan->block_k == hint->block_k);
     return;
   }
+  if (decode_mma && plan->head_dim_v_padded) {
+    /* the wide kernel (a width past 128): blocks of 16 or 32 rows, 4 or 8
+     * warps sharing 128-key tiles, each owning whole 32-column groups of O */
+    const unsigned warps = plan->wg_size / 32;
+    CHECK(plan->block_q == 16 || plan->block_q == 32);
+    CHECK(plan->rows_per_thread == 2 && plan->threads_per_row == 4);
+    CHECK((warps == 4 || warps == 8) && plan->wg_size % 32 == 0 && plan->block_k == 128);
+    CHECK(desc->head_dim > 128 || (desc->head_dim_v ? desc->head_dim_v : desc->head_dim) > 128);
+    CHECK(plan->head_dim_v_padded % (32 * warps) == 0 &&
+          plan->head_dim_v_padded >= (desc->head_dim_v ? desc->head_dim_v : desc->head_dim));
+    CHECK(plan->head_dim_padded % 32 == 0 && plan->head_dim_padded >= desc->head_dim &&
+          plan->head_dim_padded >= plan->head_dim_v_padded);
+    CHECK(desc->head_dim % 4 == 0 && desc->dtype != FCL_DTYPE_F32 &&
+          desc->kv_dtype == FCL_KV_AS_DTYPE);
+    if (hint && hint->kernel) CHECK(plan->kernel == hint->kernel);
+    if (hint && hint->wg_size) CHECK(plan->wg_size == hint->wg_size);
+    return;
+  }
   if (decode_mma) {  /* every warp holds the block's rows, 16 keys a warp a step */
     const unsigned rows = plan->block_q;
     CHECK(rows >= 1 && rows <= FCL_DECODE_MMA_MAX_ROWS && (rows & (rows - 1)) == 0);

@@ -99,6 +99,11 @@ for dtype in 0 1 2; do
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
             check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
               -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=128 -DBLOCK_Q=16
+            # its wide kernel: DeepSeek's (576, 512), and one width of 256
+            check flash_fwd_decode_wide.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
+              -DMMA_EMULATE=1 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 -DWARPS=8
+            check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+              -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=256 -DBLOCK_Q=16 -DWARPS=4
           fi
         done
         # the CPU kernels (their -D options as plan_cpu.c gives them), the

@@ -3,7 +3,8 @@
 # and type of the wgmma probe (cl/wgmma_probe.cl, FCL_WGMMA=1), each type,
 # width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl),
 # and each KV form of the decode on matrix instructions at its heaviest
-# variants (cl/flash_fwd_decode_mma.cl; with scripts/nvptx-builtins.h for
+# variants (cl/flash_fwd_decode_mma.cl, and cl/flash_fwd_decode_wide.cl
+# beyond 128 columns; with scripts/nvptx-builtins.h for
 # the builtins they call), compiled to PTX
 # by clang's NVPTX target, given the .target NVIDIA's OpenCL compiler writes
 # (sm_90) and .version 8.0 (wgmma's: any ptxas that knows sm_90a takes it),
@@ -125,6 +126,19 @@ for kv in 0 1 2 3 4 b1 b3; do
       "flash_fwd_decode_mma.cl FCL_DTYPE=$dtype FCL_KV_DTYPE=$kv $opts" \
       -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
       -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 $opts
+  done
+done
+# its wide kernel (beyond 128 columns: DeepSeek's 576 and 512), each type,
+# at 32 packed rows split and paged, and at 16
+# with a window and a softcap
+for dtype in 1 2; do
+  for opts in "-DBLOCK_Q=32 -DPACK_GQA=128 -DSPLIT_KV=1 -DPAGED=1" \
+      "-DBLOCK_Q=16 -DPACK_GQA=16 -DWINDOW=2 -DSOFTCAP=1"; do
+    # shellcheck disable=SC2086
+    STAGE=0 assemble flash_fwd_decode_wide.cl \
+      "flash_fwd_decode_wide.cl FCL_DTYPE=$dtype $opts" \
+      -include "$builtins" -DFCL_DTYPE=$dtype -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 \
+      -DWARPS=8 -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 $opts
   done
 done
 echo "ptxas-check: $builds builds, $failures failed"

@@ -4,12 +4,14 @@
  * blocks, V a view of K's first 512 columns (one buffer, K's layout). Against
  * the float64 reference on random inputs, outputs poisoned first: contiguous
  * and paged (16-token pages, a shuffled table) caches of lengths ending
- * mid-tile, unsplit and split, f32, f16 and bf16, O and LSE; two widths up
- * to 128 on the decode kernel on matrix instructions (emulated off NVIDIA)
- * and a V wider than K; the counted bytes equal the I/O model's (with V a
+ * mid-tile, unsplit and split, f32, f16 and bf16, O and LSE; the decode
+ * kernel on matrix instructions (emulated off NVIDIA) at two widths up to
+ * 128 and, on its wide kernel, at 576 and 512, 256, and 192 and 128; a V
+ * wider than K on the decode kernel; the counted bytes equal the I/O model's (with V a
  * view of K, each key row once); reruns bit-identical; V
- * in a buffer of its own gives the same values; a prefill family and the
- * backward refuse head_dim 576 and write nothing.
+ * in a buffer of its own gives the same values; a prefill family, the
+ * matrix decode in f32 and the backward refuse head_dim 576 and write
+ * nothing.
  */
 #include "harness.h"
 
@@ -45,6 +47,14 @@ static const mla_case cases[] = {
     /* the decode kernel on matrix instructions (emulated off NVIDIA): two widths up to 128 */
     {FCL_DTYPE_F16, 8, 1, 2, 128, 64, FCL_FLASH_KERNEL_DECODE_MMA, 0},
     {FCL_DTYPE_BF16, 16, 0, 0, 64, 128, FCL_FLASH_KERNEL_DECODE_MMA, 0},
+    /* its wide kernel (beyond 128 columns): blocks of 16 and of 32 rows,
+     * paged, split (the merge kernel and the merge in the launch), one
+     * width of 256, DeepSeek's prefill widths */
+    {FCL_DTYPE_F16, 16, 0, 0, 576, 512, FCL_FLASH_KERNEL_DECODE_MMA, 0},
+    {FCL_DTYPE_BF16, 128, 1, 2, 576, 512, FCL_FLASH_KERNEL_DECODE_MMA, FCL_SPLIT_MERGE_KERNEL},
+    {FCL_DTYPE_F16, 128, 0, 3, 576, 512, FCL_FLASH_KERNEL_DECODE_MMA, FCL_SPLIT_MERGE_LAST_SPLIT},
+    {FCL_DTYPE_F16, 32, 1, 0, 256, 256, FCL_FLASH_KERNEL_DECODE_MMA, 0},
+    {FCL_DTYPE_BF16, 16, 0, 2, 192, 128, FCL_FLASH_KERNEL_DECODE_MMA, 0},
     /* and the decode kernel at a wider V than K */
     {FCL_DTYPE_F32, 4, 0, 2, 64, 96, FCL_FLASH_KERNEL_DECODE, 0},
 };

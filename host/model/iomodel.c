@@ -70,15 +70,20 @@ static fcl__bytes block_queries_loaded(const fcl__shape *sh, size_t nq, size_t n
   return (end < nq ? end : nq) - first;
 }
 
-/* Page lookups a block's forward makes for K (and as many for V) of a
- * paged cache, over `tiles` tiles holding `keys` keys of the sequence
- * (blocks.cl, "a paged cache"): SIMT, one per key row and float4 of it
- * that a work-item loads; the decode kernel, one per key of each
- * work-item's key group; the MMA forward, its tile loads' (traits.h); the
- * CPU forward and a warp's step of the decode kernel on matrix
- * instructions, one per work-item and tile. */
+/* Page lookups a block's forward makes for K (of_v: for V) of a paged
+ * cache, over `tiles` tiles holding `keys` keys of the sequence (blocks.cl,
+ * "a paged cache"): SIMT, one per key row and float4 of it that a
+ * work-item loads; the decode kernel, one per key of each work-item's key
+ * group; the MMA forward, its tile loads' (traits.h); the CPU forward and
+ * a warp's step of the decode kernel on matrix instructions, one per
+ * work-item and tile; its wide kernel, one per 16 keys a work-item reads. */
 static fcl__bytes page_lookups(const fcl__shape *sh, const fcl_plan *plan, fcl__bytes tiles,
-                               fcl__bytes keys) {
+                               fcl__bytes keys, int of_v) {
+  if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->head_dim_v_padded)
+    /* the wide kernel (flash_fwd_decode_wide.cl): K a warp's keys, V the
+     * tile's, 16 keys a lookup */
+    return tiles * plan->wg_size *
+           (of_v ? FCL_DECODE_WIDE_BLOCK_K / 16 : FCL_DECODE_WIDE_BLOCK_K / (plan->wg_size / 32) / 16);
   switch (plan->kernel) {
     case FCL_FLASH_KERNEL_SIMT: return keys * ((sh->desc.head_dim + 3) / 4);
     case FCL_FLASH_KERNEL_DECODE:
@@ -129,9 +134,11 @@ static void forward_sequences(void *state, size_t nq, size_t nk, size_t count) {
       tiles += visited;
     }
   const int with_lse = m->with_lse || splits > 1;
-  /* paged: K's lookups and as many for V's, but none for V read in K's rows */
+  /* paged: K's lookups and V's, but none for V read in K's rows */
   const fcl__bytes page_reads =
-      sh->paged ? (v_in_k ? 1 : 2) * 4 * page_lookups(sh, plan, tiles, keys) : 0;
+      sh->paged ? 4 * (page_lookups(sh, plan, tiles, keys, 0) +
+                       (v_in_k ? 0 : page_lookups(sh, plan, tiles, keys, 1)))
+                : 0;
   m->io.loads += slices * (splits * slots * row + keys * (kv_row + v_row) + page_reads +
                            blocks * plan->wg_size * (ragged_bytes(sh) + slope_bytes(sh)));
   m->io.stores += slices * splits * (slots * row_v + (with_lse ? slots * 4 : 0));

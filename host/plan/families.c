@@ -43,8 +43,10 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_DECODE_MMA,
                      {"flash_fwd_decode_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
-                      FCL_TUNE_BLOCK_Q},
-                     fcl__plan_forward_decode_mma}},
+                      FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX},
+                     fcl__plan_forward_decode_mma,
+                     FCL_SRC_FLASH_FWD_DECODE_WIDE,
+                     FCL_DECODE_MMA_NARROW_MAX}},
     [FCL_FLASH_KERNEL_CPU] =
         {.forward = {FCL_SRC_FLASH_FWD_CPU,
                      {"flash_fwd_cpu", NULL},
@@ -67,6 +69,12 @@ const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass) {
   const fcl__family *f = &families[kernel];
   const fcl__family_pass *fp = pass == FCL_PASS_FORWARD ? &f->forward : &f->backward;
   return fp->plan ? fp : NULL;
+}
+
+fcl__source fcl__family_source(const fcl__family_pass *fp, const fcl_plan *plan) {
+  const unsigned v = fcl__plan_head_dim_v(plan);
+  const unsigned width = v > plan->head_dim_padded ? v : plan->head_dim_padded;
+  return fp->wide_from && width > fp->wide_from ? fp->wide_source : fp->source;
 }
 
 int fcl__wgmma_pipe(const fcl_plan *plan) {

@@ -46,13 +46,22 @@ typedef enum fcl__tunable {
 #define FCL__MAX_TUNABLES 8
 
 /** One pass of a family: its program and kernels (the backward's dK/dV,
- *  then dQ), its tunables in option order, its planner. */
+ *  then dQ), its tunables in option order, its planner; and where its
+ *  kernels for wide rows are another text (the same kernel names and
+ *  tunables), that text and the padded width beyond which plans take it
+ *  (wide_from 0: none). */
 typedef struct fcl__family_pass {
   fcl__source source;
   const char *kernels[2];
   fcl__tunable tunables[FCL__MAX_TUNABLES];
   fcl__planner *plan;
+  fcl__source wide_source;
+  unsigned wide_from;
 } fcl__family_pass;
+
+/** The program text of a plan of pass `fp`: its wide text for a plan whose
+ *  padded width (the wider of K's and V's) passes wide_from. */
+fcl__source fcl__family_source(const fcl__family_pass *fp, const fcl_plan *plan);
 
 typedef struct fcl__family {
   fcl__family_pass forward;

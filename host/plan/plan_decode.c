@@ -28,6 +28,10 @@
  * block's rows (a power of two up to 16) and takes 16 keys of a step;
  * four warps (block_k 64; a paged cache's page is looked up a warp's 16
  * keys at a time, so any allowed page size takes it); the same split rule.
+ * Beyond 128 columns (DeepSeek's 576 and 512) its wide kernel
+ * (cl/flash_fwd_decode_wide.cl): blocks of 32 rows (16 where fewer), eight
+ * warps sharing tiles of 128 keys, each scoring 16 of them and owning an
+ * eighth of O's columns.
  */
 #include "common.h"
 #include "errors.h"
@@ -38,7 +42,11 @@
 #define DECODE_MAX_LANES 32u
 #define DECODE_MAX_GROUPS 32u   /* block_k = groups x 4 within the tiles' 128 keys */
 #define DECODE_MMA_WARPS 4u     /* block_k = 64 */
-#define DECODE_MMA_MAX_HEAD_DIM 128u
+#define DECODE_MMA_MAX_HEAD_DIM FCL_DECODE_MMA_NARROW_MAX
+/* the wide kernel's warps, each owning an eighth of O (64 of 512 columns):
+ * scripts/ptxas-check.sh's proxy put 4 warps (a quarter each) at 255
+ * registers and a spill, 8 at 174 and none; 4 remain a hint */
+#define DECODE_WIDE_WARPS 8u
 
 /* The decode kernel's register cost model on RDNA (AMD's wave32 chips: a
  * lane's 256 VGPRs, no AGPRs): a lane's q and accumulator slices of the
@@ -126,16 +134,21 @@ int fcl__decode_only(const fcl__shape *sh) {
   return sh->desc.head_dim > FCL_MAX_TILED_HEAD_DIM || sh->head_dim_v > FCL_MAX_TILED_HEAD_DIM;
 }
 
+/* Whether a shape takes the matrix decode's wide kernel: a width past
+ * 128 (flash_fwd_decode_wide.cl). */
+static int decode_wide(const fcl__shape *sh) {
+  return sh->desc.head_dim > DECODE_MMA_MAX_HEAD_DIM || sh->head_dim_v > DECODE_MMA_MAX_HEAD_DIM;
+}
+
 /* Where the matrix instructions run natively, for the types they multiply
  * as stored (f32 would pay 3xTF32 and the splitting of every K and V
  * element, which the SIMT kernel's f32 streams without); faster than the
  * SIMT kernel there (docs/design.md, "The rules, measured"). */
 static int decode_mma_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows) {
-  return fcl__mma_native(limits) && sh->desc.dtype != FCL_DTYPE_F32 && sh->vec4 &&
-         sh->desc.head_dim <= DECODE_MMA_MAX_HEAD_DIM &&
-         sh->head_dim_v <= DECODE_MMA_MAX_HEAD_DIM &&
-         packed_rows <= FCL_DECODE_MMA_MAX_ROWS;
+  if (!fcl__mma_native(limits) || sh->desc.dtype == FCL_DTYPE_F32 || !sh->vec4) return 0;
+  if (decode_wide(sh)) return !sh->kv_quant;  /* the wide kernel, in blocks of rows */
+  return packed_rows <= FCL_DECODE_MMA_MAX_ROWS;
 }
 
 unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
@@ -145,14 +158,24 @@ unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *s
   return FCL_FLASH_KERNEL_AUTO;
 }
 
+/* Whether a DECODE_MMA plan is of the wide kernel (head_dim_v_padded set). */
+static int plan_wide(const fcl_plan *plan) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->head_dim_v_padded != 0;
+}
+
 /* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in
- * emulation the products' scratch and a float per work-item (mma.cl). */
+ * emulation the products' scratch and a float per work-item (mma.cl); the
+ * wide kernel's, traits.h. */
 static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
+  if (plan_wide(plan))
+    return FCL_DECODE_WIDE_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
+                                       (size_t)plan->wg_size / 32, emulate);
   return FCL_DECODE_MMA_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
                                     (size_t)plan->wg_size / 32, emulate);
 }
 
 size_t fcl__decode_state_row_floats(const fcl_plan *plan) {
+  if (plan_wide(plan)) return FCL_DECODE_WIDE_STAGE_FLOATS((size_t)plan->head_dim_padded);
   const size_t groups =
       plan->wg_size / (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 32 : plan->threads_per_row);
   return groups * FCL_DECODE_STATE_FLOATS((size_t)plan->head_dim_padded);
@@ -262,6 +285,64 @@ fcl_status fcl__plan_forward_decode(const fcl_device_limits *limits, const fcl__
   return FCL_SUCCESS;
 }
 
+/* The wide kernel (flash_fwd_decode_wide.cl): 32-row blocks (16 where the
+ * packed rows are at most 16, or where 32 do not fit local memory),
+ * DECODE_WIDE_WARPS warps (4 or 8 by a hint's wg_size), 128-key tiles;
+ * head_dim padded to 32, O's width to the warps' 32-column groups (and
+ * head_dim to at least that). */
+static fcl_status plan_forward_decode_wide(const fcl_device_limits *limits, const fcl__shape *sh,
+                                           const fcl_attention_desc *desc, const fcl_plan *hint,
+                                           fcl_plan *out, char *why, size_t why_len) {
+  FCL_WHY_IF(sh->kv_quant, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions reads a %s cache up to %u columns; "
+             "head_dim %zu, head_dim_v %zu run on the decode kernel",
+             fcl_kv_dtype_name(desc->kv_dtype), DECODE_MMA_MAX_HEAD_DIM, desc->head_dim,
+             sh->head_dim_v);
+  FCL_WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions takes head_dim up to %d, not %zu",
+             FCL_MAX_HEAD_DIM, desc->head_dim);
+  const unsigned warps = hint && hint->wg_size ? hint->wg_size / 32 : DECODE_WIDE_WARPS;
+  const unsigned v_round = 32 * warps;
+  FCL_WHY_IF(hint && hint->wg_size && hint->wg_size != 128 && hint->wg_size != 256,
+             FCL_ERROR_UNSUPPORTED,
+             "wg_size = %u: the decode kernel on matrix instructions beyond %u columns runs "
+             "4 or 8 warps (128 or 256 work-items)",
+             hint->wg_size, DECODE_MMA_MAX_HEAD_DIM);
+  fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA,
+                   .block_q = desc->seqlen_q > 16 ? 32 : 16,
+                   .block_k = FCL_DECODE_WIDE_BLOCK_K,
+                   .threads_per_row = 4,
+                   .rows_per_thread = 2,
+                   .wg_size = 32 * warps};
+  plan.head_dim_v_padded = (unsigned)((sh->head_dim_v + v_round - 1) / v_round * v_round);
+  plan.head_dim_padded = (unsigned)((desc->head_dim + 31) / 32 * 32);
+  if (plan.head_dim_padded < plan.head_dim_v_padded) plan.head_dim_padded = plan.head_dim_v_padded;
+  FCL_WHY_IF(hint && ((hint->threads_per_row && hint->threads_per_row != 4) ||
+                      (hint->rows_per_thread && hint->rows_per_thread != 2) ||
+                      hint->tile_elem_size ||
+                      (hint->block_k && hint->block_k != plan.block_k)),
+             FCL_ERROR_UNSUPPORTED,
+             "the decode kernel on matrix instructions beyond %u columns has the MMA layout "
+             "(threads_per_row 4, rows_per_thread 2, no tiles) and tiles of %u keys",
+             DECODE_MMA_MAX_HEAD_DIM, plan.block_k);
+  FCL_WHY_IF(plan.wg_size > limits->max_work_group_size, FCL_ERROR_UNSUPPORTED,
+             "a work-group of %u work-items exceeds the device's limit of %zu", plan.wg_size,
+             limits->max_work_group_size);
+  const int emulate = !fcl__mma_native(limits);
+  const uint64_t budget = fcl__local_budget(limits);
+  for (;;) {
+    plan.local_bytes = decode_mma_local_bytes(&plan, emulate);
+    if (plan.local_bytes <= budget) break;
+    FCL_WHY_IF(plan.block_q == 16, FCL_ERROR_UNSUPPORTED,
+               "the decode kernel on matrix instructions needs %zu bytes of local memory per "
+               "work-group at head_dim %zu; the device allows %llu",
+               plan.local_bytes, desc->head_dim, (unsigned long long)budget);
+    plan.block_q = 16;
+  }
+  *out = plan;
+  return FCL_SUCCESS;
+}
+
 /* The decode forward on matrix instructions: block_q rows (a power of two,
  * at most 16) in every warp, DECODE_MMA_WARPS warps each taking 16 keys of
  * a step (more were no faster), head_dim padded to whole
@@ -278,12 +359,7 @@ fcl_status fcl__plan_forward_decode_mma(const fcl_device_limits *limits, const f
              "needs head_dim (%zu), head_dim_v (%zu) and every tensor's offset and strides "
              "to be multiples of 4 elements",
              desc->head_dim, sh->head_dim_v);
-  FCL_WHY_IF(desc->head_dim > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
-             "the decode kernel on matrix instructions takes head_dim up to %u, not %zu",
-             DECODE_MMA_MAX_HEAD_DIM, desc->head_dim);
-  FCL_WHY_IF(sh->head_dim_v > DECODE_MMA_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
-             "the decode kernel on matrix instructions takes head_dim_v up to %u, not %zu",
-             DECODE_MMA_MAX_HEAD_DIM, sh->head_dim_v);
+  if (decode_wide(sh)) return plan_forward_decode_wide(limits, sh, desc, hint, out, why, why_len);
   FCL_WHY_IF(desc->seqlen_q > FCL_DECODE_MMA_MAX_ROWS, FCL_ERROR_UNSUPPORTED,
              "the decode kernel on matrix instructions holds at most "
              "FCL_DECODE_MMA_MAX_ROWS = %d rows a block; this forward has %zu (seqlen_q "

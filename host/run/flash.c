@@ -87,7 +87,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                                cl_mem io_counter, flash_program *out, int v_in_k) {
   if (pass == FCL_PASS_FORWARD) {
     const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_FORWARD);
-    out[0] = (flash_program){.source = fp->source,
+    out[0] = (flash_program){.source = fcl__family_source(fp, plan),
                              .kernels = {fp->kernels[0], NULL},
                              .local_bytes = plan->local_bytes,
                              .wg_size = plan->wg_size};
@@ -119,7 +119,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                            .wg_size = (unsigned)pre.wg_size};
   preprocess_options(&pre, desc, io_counter, &out[0].opts);
   const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_BACKWARD);
-  out[1] = (flash_program){.source = fp->source,
+  out[1] = (flash_program){.source = fcl__family_source(fp, plan),
                            .kernels = {fp->kernels[0], fp->kernels[1]},
                            .local_bytes = plan->local_bytes,
                            .wg_size = plan->wg_size};

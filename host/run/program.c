@@ -30,6 +30,7 @@ extern const char fcl__cl_flash_fwd[];
 extern const char fcl__cl_flash_fwd_mma[];
 extern const char fcl__cl_flash_fwd_decode[];
 extern const char fcl__cl_flash_fwd_decode_mma[];
+extern const char fcl__cl_flash_fwd_decode_wide[];
 extern const char fcl__cl_flash_fwd_cpu[];
 extern const char fcl__cl_flash_bwd_cpu[];
 extern const char fcl__cl_cpu[];
@@ -79,6 +80,8 @@ static const struct {
     [FCL_SRC_FLASH_FWD_DECODE] = {fcl__cl_flash_fwd_decode, "flash_fwd_decode.cl", NULL, NULL},
     [FCL_SRC_FLASH_FWD_DECODE_MMA] = {fcl__cl_flash_fwd_decode_mma, "flash_fwd_decode_mma.cl",
                                       fcl__cl_mma, "mma.cl"},
+    [FCL_SRC_FLASH_FWD_DECODE_WIDE] = {fcl__cl_flash_fwd_decode_wide, "flash_fwd_decode_wide.cl",
+                                       fcl__cl_mma, "mma.cl"},
     [FCL_SRC_FLASH_FWD_CPU] = {fcl__cl_flash_fwd_cpu, "flash_fwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
     [FCL_SRC_FLASH_BWD_CPU] = {fcl__cl_flash_bwd_cpu, "flash_bwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
     [FCL_SRC_WGMMA_PROBE] = {fcl__cl_wgmma_probe, "wgmma_probe.cl", fcl__cl_mma, "mma.cl",

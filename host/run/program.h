@@ -28,6 +28,7 @@ typedef enum fcl__source {
   /* ---- Hopper's sm_90a instructions ---- */
   FCL_SRC_WGMMA_PROBE,    /* host/model/wgmma_probe.c */
   FCL_SRC_FLASH_FWD_WGMMA,
+  FCL_SRC_FLASH_FWD_DECODE_WIDE,  /* the decode-mma family beyond 128 columns */
   FCL_SRC_COUNT
 } fcl__source;
 
