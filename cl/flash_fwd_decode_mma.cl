@@ -223,16 +223,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int v_wide = SPAN_VIEW_WIDE(v, p.v, head_dim_v, V_SPAN);
 #endif
 
-  /* Q into local memory, each element loaded once; absent rows and
-   * columns are 0. */
-  for (int i = tid; i < BLOCK_Q * HEAD_DIM_MAX / 4; i += WG_SIZE) {
-    const int r = i / (HEAD_DIM_MAX / 4), c = (i - r * (HEAD_DIM_MAX / 4)) * 4, slot = q0 + r;
-    uint2 x = (uint2)(0u);
-    if (slot < slots && c < head_dim)
-      x = LOAD_BITS4(q_rows + (size_t)SLOT_TOKEN(slot) * p.q.seq +
-                         (size_t)SLOT_HEAD(slot) * p.q.head, c);
-    *(__local uint2 *)(q_local + r * HEAD_DIM_MAX + c) = x;
-  }
+  DECODE_Q_TO_LOCAL(q_local, HEAD_DIM_MAX);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* Q's A fragments, columns in K's load order; rows past BLOCK_Q are 0. */

@@ -95,16 +95,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   const int o_col0 = warp * O_COLS;  // this warp's first column of O
 
-  /* Q into local memory, each element loaded once; absent rows and
-   * columns are 0. */
-  for (int i = tid; i < BLOCK_Q * HEAD_DIM_MAX / 4; i += WG_SIZE) {
-    const int r = i / (HEAD_DIM_MAX / 4), c = (i - r * (HEAD_DIM_MAX / 4)) * 4, slot = q0 + r;
-    uint2 x = (uint2)(0u);
-    if (slot < slots && c < head_dim)
-      x = LOAD_BITS4(q_rows + (size_t)SLOT_TOKEN(slot) * p.q.seq +
-                         (size_t)SLOT_HEAD(slot) * p.q.head, c);
-    *(__local uint2 *)(q_local + r * Q_LD + c) = x;
-  }
+  DECODE_Q_TO_LOCAL(q_local, Q_LD);
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* This lane's rows: g + 8 h of row tile mt is row[2 mt + h] (tokens;

@@ -450,6 +450,22 @@ inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 #endif
 #endif  // FCL_DTYPE
 
+/* The decode kernels' Q (flash_fwd_decode_mma.cl, flash_fwd_decode_wide.cl):
+ * the block's BLOCK_Q rows of HEAD_DIM_MAX columns into local memory, rows
+ * `ld` elements apart, each element loaded once; absent rows and columns
+ * are 0. A statement macro with the kernel's tid, q0, slots, head_dim,
+ * q_rows and p in scope; the caller waits at a barrier before reading. */
+#define DECODE_Q_TO_LOCAL(q_local, ld)                                                    \
+  for (int i_ = tid; i_ < BLOCK_Q * HEAD_DIM_MAX / 4; i_ += WG_SIZE) {                    \
+    const int r_ = i_ / (HEAD_DIM_MAX / 4), c_ = (i_ - r_ * (HEAD_DIM_MAX / 4)) * 4;      \
+    const int slot_ = q0 + r_;                                                            \
+    uint2 x_ = (uint2)(0u);                                                               \
+    if (slot_ < slots && c_ < head_dim)                                                   \
+      x_ = LOAD_BITS4(q_rows + (size_t)SLOT_TOKEN(slot_) * p.q.seq +                      \
+                          (size_t)SLOT_HEAD(slot_) * p.q.head, c_);                       \
+    *(__local uint2 *)((q_local) + r_ * (ld) + c_) = x_;                                  \
+  }
+
 /* The max and the sum over a row's quad of lanes. */
 inline float quad_max(float x MMA_SCRATCH) {
 #if MMA_EMULATE

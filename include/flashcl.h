@@ -621,7 +621,9 @@ typedef struct fcl_attention_desc {
    *  same buffer and layout as k: the decode kernel then reads each key
    *  row once). FCL_ALGO_NAIVE takes any width, forward and backward. Of
    *  the flash kernels: widths over FCL_MAX_TILED_HEAD_DIM run on the decode
-   *  kernel (FCL_FLASH_KERNEL_DECODE, forward; on every device); two widths
+   *  kernels' forward: on matrix instructions for f16 and bf16 where they
+   *  run natively (FCL_FLASH_KERNEL_DECODE_MMA, blocks of 32 packed rows),
+   *  else FCL_FLASH_KERNEL_DECODE (on every device); two widths
    *  within it on the SIMT and CPU kernels (the planner's choice for a
    *  prefill, and for every call on a CPU), forward and backward, unsplit,
    *  from contiguous K and V, and on the decode kernels' forward (the
@@ -663,8 +665,9 @@ typedef struct fcl_attention_desc {
 
 /** The largest head_dim (and head_dim_v) any algorithm accepts: DeepSeek's
  *  latent attention decodes at (576, 512). FCL_ALGO_NAIVE and the decode
- *  kernel (FCL_FLASH_KERNEL_DECODE) take up to it; the other flash kernels
- *  up to FCL_MAX_TILED_HEAD_DIM. Devices with little local memory may
+ *  kernels (FCL_FLASH_KERNEL_DECODE; FCL_FLASH_KERNEL_DECODE_MMA in f16 and
+ *  bf16) take up to it; the other flash kernels up to
+ *  FCL_MAX_TILED_HEAD_DIM. Devices with little local memory may
  *  support less (FCL_ERROR_UNSUPPORTED says how much). */
 #define FCL_MAX_HEAD_DIM 576
 
@@ -728,7 +731,10 @@ typedef enum fcl_pass {
  *  CPUs a hint asks for it. DECODE_MMA (cl/flash_fwd_decode_mma.cl) is the
  *  same forward on the matrix instructions, for f16 and bf16 storage,
  *  head_dim up to 128 and at most FCL_DECODE_MMA_MAX_ROWS rows a block:
- *  each warp holds the block's rows and takes its own keys. The planner
+ *  each warp holds the block's rows and takes its own keys; beyond 128
+ *  columns (cl/flash_fwd_decode_wide.cl: DeepSeek's 576 and 512) blocks of
+ *  32 rows (any number of them), whose warps share each tile of keys and
+ *  each own a slice of O's columns. The planner
  *  takes it where the instructions run natively (NVIDIA sm_80 and later);
  *  elsewhere a hint runs it emulated, for tests. CPU (cl/flash_fwd_cpu.cl,
  *  cl/flash_bwd_cpu.cl) is a forward and a backward written for CPU cores:
@@ -736,10 +742,11 @@ typedef enum fcl_pass {
  *  transposed so that no tile is. The planner takes it on CPU devices
  *  (the forward from 16 rows that do not pack heads; decode keeps SIMT);
  *  elsewhere a hint runs it. A head_dim_v of its own, or head_dim beyond
- *  FCL_MAX_TILED_HEAD_DIM (DeepSeek's 576 and 512), runs on DECODE alone,
- *  forward, on any device and in blocks of up to 8 rows (4 beyond 256)
- *  however many rows (DECODE_MMA: two widths up to 128); the others
- *  refuse it. */
+ *  FCL_MAX_TILED_HEAD_DIM (DeepSeek's 576 and 512), runs on the decode
+ *  kernels alone, forward: DECODE on any device, in blocks of up to 8 rows
+ *  (4 beyond 256) however many rows, DECODE_MMA in blocks of 32 (two
+ *  widths up to 128 and beyond, f16 and bf16 from a cache in the storage
+ *  type); the others refuse it. */
 typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_AUTO = 0,  /**< in a tiling hint: the planner's choice */
   FCL_FLASH_KERNEL_SIMT = 1,

@@ -147,7 +147,10 @@ static int decode_wide(const fcl__shape *sh) {
 static int decode_mma_suits(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows) {
   if (!fcl__mma_native(limits) || sh->desc.dtype == FCL_DTYPE_F32 || !sh->vec4) return 0;
-  if (decode_wide(sh)) return !sh->kv_quant;  /* the wide kernel, in blocks of rows */
+  /* the wide kernel, in blocks of rows: the planner's for the widths only
+   * the decode kernels take (DeepSeek's, measured); between 128 and 256, a
+   * hint's (the SIMT decode kernel's rows otherwise) */
+  if (decode_wide(sh)) return fcl__decode_only(sh) && !sh->kv_quant;
   return packed_rows <= FCL_DECODE_MMA_MAX_ROWS;
 }
 

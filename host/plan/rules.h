@@ -162,18 +162,22 @@ static inline int fcl__kernel_forward_only(unsigned kernel) {
 /** The planner's default decode kernel for a forward of `packed_rows` rows
  *  a block (seqlen_q times the packed heads): FCL_FLASH_KERNEL_DECODE_MMA
  *  where the matrix instructions run natively (16-bit types, head_dim up
- *  to 128, at most FCL_DECODE_MMA_MAX_ROWS rows), else
- *  FCL_FLASH_KERNEL_DECODE on GPUs for vec4 shapes of at most
- *  FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
+ *  to 128 and at most FCL_DECODE_MMA_MAX_ROWS rows; or, on its wide
+ *  kernel, widths past FCL_MAX_TILED_HEAD_DIM from a cache in the storage
+ *  type, any rows), else FCL_FLASH_KERNEL_DECODE on GPUs for vec4 shapes of
+ *  at most FCL_DECODE_MAX_ROWS rows, else FCL_FLASH_KERNEL_AUTO (none). */
 unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *sh,
                             size_t packed_rows);
 /** Whether only the decode kernels take the shape's widths: head_dim or
- *  head_dim_v beyond FCL_MAX_TILED_HEAD_DIM. The decode kernel
- *  (FCL_FLASH_KERNEL_DECODE) then takes it on any device (a CPU too, whose
- *  kernels keep the tiled widths) and at any rows, in blocks of at most
+ *  head_dim_v beyond FCL_MAX_TILED_HEAD_DIM. The decode kernel on matrix
+ *  instructions (its wide kernel: 16-bit types, a cache in the storage
+ *  type) then takes it where they run natively, in blocks of 32 rows; the
+ *  decode kernel (FCL_FLASH_KERNEL_DECODE) elsewhere (a CPU too, whose
+ *  kernels keep the tiled widths), at any rows, in blocks of at most
  *  FCL_DECODE_MAX_ROWS (4 beyond a bucket of 256). Two widths within the
- *  tiles' run as one width does on the decode kernels (both, the one on
- *  matrix instructions up to 128), else SIMT or CPU, unsplit. */
+ *  tiles' run as one width does on the decode kernels (both; the one on
+ *  matrix instructions up to 128, beyond by a hint), else SIMT or CPU,
+ *  unsplit. */
 int fcl__decode_only(const fcl__shape *sh);
 /** The decode forward's tiling for the packed problem `desc` of shape
  *  `sh`, and the same for the decode kernel on matrix instructions. */
