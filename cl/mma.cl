@@ -466,6 +466,23 @@ inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
     *(__local uint2 *)((q_local) + r_ * (ld) + c_) = x_;                                  \
   }
 
+/* x of lane src of this warp (src a lane's own choice). Every lane of
+ * the warp calls it. */
+inline uint warp_shfl_idx(const uint x, const int src MMA_SCRATCH) {
+#if MMA_EMULATE
+  const int me = get_local_id(0);
+  quad[me] = as_float(x);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint r = as_uint(quad[(me & ~31) + src]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+#else
+  uint r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(x), "r"(src));
+  return r;
+#endif
+}
+
 /* The max and the sum over a row's quad of lanes. */
 inline float quad_max(float x MMA_SCRATCH) {
 #if MMA_EMULATE
