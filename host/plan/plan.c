@@ -215,9 +215,13 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl__shape
              plan->splits, sh->head_dim_v,
              4 * fcl__merge_layout_of(limits, sh->head_dim_v, 1).wg_size);
   const int proven = limits->nvidia_ptx || !limits->is_gpu;
+  /* The wide decode's block is 32 rows of 512 columns: its last split
+   * merging them alone took longer than a launch of the merge kernel (H200,
+   * MLA B 1 x 8k: 0.120 ms in the launch, B 2 with the merge kernel 0.063) */
+  const int short_merge = short_call && !fcl__decode_plan_wide(plan);
   plan->merge = wanted ? wanted
-                : fits && ((proven && short_call) || !kernel_takes) ? FCL_SPLIT_MERGE_LAST_SPLIT
-                                                                    : FCL_SPLIT_MERGE_KERNEL;
+                : fits && ((proven && short_merge) || !kernel_takes) ? FCL_SPLIT_MERGE_LAST_SPLIT
+                                                                     : FCL_SPLIT_MERGE_KERNEL;
   return FCL_SUCCESS;
 }
 

@@ -161,8 +161,7 @@ unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *s
   return FCL_FLASH_KERNEL_AUTO;
 }
 
-/* Whether a DECODE_MMA plan is of the wide kernel (head_dim_v_padded set). */
-static int plan_wide(const fcl_plan *plan) {
+int fcl__decode_plan_wide(const fcl_plan *plan) {
   return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->head_dim_v_padded != 0;
 }
 
@@ -170,7 +169,7 @@ static int plan_wide(const fcl_plan *plan) {
  * emulation the products' scratch and a float per work-item (mma.cl); the
  * wide kernel's, traits.h. */
 static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
-  if (plan_wide(plan))
+  if (fcl__decode_plan_wide(plan))
     return FCL_DECODE_WIDE_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
                                        (size_t)plan->wg_size / 32, emulate);
   return FCL_DECODE_MMA_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_q,
@@ -178,7 +177,7 @@ static size_t decode_mma_local_bytes(const fcl_plan *plan, int emulate) {
 }
 
 size_t fcl__decode_state_row_floats(const fcl_plan *plan) {
-  if (plan_wide(plan)) return FCL_DECODE_WIDE_STAGE_FLOATS((size_t)plan->head_dim_padded);
+  if (fcl__decode_plan_wide(plan)) return FCL_DECODE_WIDE_STAGE_FLOATS((size_t)plan->head_dim_padded);
   const size_t groups =
       plan->wg_size / (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA ? 32 : plan->threads_per_row);
   return groups * FCL_DECODE_STATE_FLOATS((size_t)plan->head_dim_padded);
