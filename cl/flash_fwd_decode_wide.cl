@@ -15,7 +15,8 @@
  *     for every row, Q's A fragments read from local memory at each k-step
  *     (Q_LD: a k-step's 8-byte reads in two wavefronts), K's B fragments
  *     straight from global memory in K_CHUNK k-steps a load, the next
- *     chunk's loads in flight while this one multiplies;
+ *     chunk's loads in flight while this one multiplies (asking L1 for a
+ *     warp's rows when a tile starts gained nothing measurable: v28);
  *   - the softmax: each warp's row maxima through local memory, so that
  *     every warp takes the tile's maximum (the same m in every warp); P in
  *     local memory in the storage type;
@@ -45,8 +46,11 @@
 #ifndef HEAD_DIM_V_MAX
 #define HEAD_DIM_V_MAX HEAD_DIM_MAX
 #endif
+/* k-steps of K a lane loads at once, the next chunk's in flight while one
+ * multiplies: 4 took B 8 x 8k in 0.190 ms against 0.213 at 2, B 64 x 8k
+ * in 1.198 against 1.382 (H100, v28); 2 where 4 does not divide the k-steps */
 #ifndef K_CHUNK
-#define K_CHUNK 2           // k-steps of K a lane loads at once (and has in flight)
+#define K_CHUNK (HEAD_DIM_MAX % 64 == 0 ? 4 : 2)  // (it divides HEAD_DIM_MAX / 16)
 #endif
 #define WG_SIZE (32 * WARPS)
 #define BLOCK_K FCL_DECODE_WIDE_BLOCK_K  // keys of a tile (traits.h)
@@ -71,20 +75,6 @@
 #endif
 #if BLOCK_Q % 16 != 0 || S_KEYS % 16 != 0 || K_STEPS % K_CHUNK != 0
 #error "BLOCK_Q, BLOCK_K / WARPS: multiples of 16; K_CHUNK divides HEAD_DIM_MAX / 16"
-#endif
-
-/* DECODE_WIDE_PREFETCH (NVIDIA): when a tile starts, each warp asks L1 for
- * its keys' whole K rows, and (not paged) for the lines of its columns of
- * the tile's V rows, so that the loads, which run a chunk or a step ahead
- * only, find them there (where V is a view of K, those are lines of K's
- * rows that the warps' scores read). */
-#ifndef DECODE_WIDE_PREFETCH
-#define DECODE_WIDE_PREFETCH FCL_NVIDIA_PTX
-#endif
-#if DECODE_WIDE_PREFETCH
-inline void fcl_prefetch_l1(__global const void *at) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(at));
-}
 #endif
 
 #define K_COL(j, t) (16 * (j) + 4 * (t))
@@ -137,26 +127,6 @@ UNROLL
     __global const kv_t *k_step[S_KEYS / 16];
 UNROLL
     for (int u = 0; u < S_KEYS / 16; ++u) k_step[u] = STEP_ROWS(k_rows, k, p.k, kw + 16 * u);
-#if DECODE_WIDE_PREFETCH
-    {
-      const int lines = (head_dim * (int)sizeof(kv_t) + 127) / 128;  // of a row, from its start
-      for (int i = tid & 31; i < S_KEYS * lines; i += 32) {
-        const int u = i / lines, key = kw + u;
-        if (key < nk)
-          fcl_prefetch_l1(k_step[u >> 4] + (size_t)KEY_IN_TILE(key, kw + 16 * (u >> 4)) * k_stride +
-                          (i - u * lines) * (128 / (int)sizeof(kv_t)));
-      }
-#if !PAGED  /* (paged, V's page rows would cost lookups; a view of K's rows is in) */
-      /* V: this warp's columns of the tile's keys, the lines of their ends */
-      for (int i = tid & 31; i < 2 * BLOCK_K; i += 32) {
-        const int key = k0 + (i >> 1);
-        if (key < nk && o_col0 < head_dim_v)
-          fcl_prefetch_l1(v_rows + (size_t)key * v_stride + o_col0 +
-                          (i & 1) * (min(O_COLS, head_dim_v - o_col0) - 1));
-      }
-#endif
-    }
-#endif
     kv_raw_t kx0[K_CHUNK][S_TILES], kx1[K_CHUNK][S_TILES];
 #define LOAD_K_CHUNK(buf, c)                                                              \
     UNROLL for (int j_ = 0; j_ < K_CHUNK; ++j_)                                           \

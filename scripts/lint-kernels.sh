@@ -168,6 +168,11 @@ for kv in 1 2 3 4; do
           -DMERGE_LAST_SPLIT=1 -DHEAD_DIM_MAX=128 -DBLOCK_Q=16
         check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
           -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
+        # the block forms' rows of 128 read by a key's lanes in turn (Q4_0's
+        # an option, Q8_0's the default)
+        [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ] &&
+          check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+            -DHEAD_DIM_MAX=128 -DBLOCK_Q=8 -DDECODE_QUAD=1
       fi
       for paged in 0 1; do
         check cache.cl -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv $io -DPAGED=$paged

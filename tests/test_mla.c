@@ -6,7 +6,8 @@
  * and paged (16-token pages, a shuffled table) caches of lengths ending
  * mid-tile, unsplit and split, f32, f16 and bf16, O and LSE; the decode
  * kernel on matrix instructions (emulated off NVIDIA) at two widths up to
- * 128 and, on its wide kernel, at 576 and 512, 256, and 192 and 128; a V
+ * 128 and, on its wide kernel, at 576 and 512, 256, 192 and 128, and 288
+ * and 256; a V
  * wider than K on the decode kernel; the counted bytes equal the I/O model's (with V a
  * view of K, each key row once); reruns bit-identical; V
  * in a buffer of its own gives the same values; a prefill family, the
@@ -56,6 +57,7 @@ static const mla_case cases[] = {
     {FCL_DTYPE_F16, 128, 0, 3, 576, 512, FCL_FLASH_KERNEL_DECODE_MMA, FCL_SPLIT_MERGE_LAST_SPLIT},
     {FCL_DTYPE_F16, 32, 1, 0, 256, 256, FCL_FLASH_KERNEL_DECODE_MMA, 0},
     {FCL_DTYPE_BF16, 16, 0, 2, 192, 128, FCL_FLASH_KERNEL_DECODE_MMA, 0},
+    {FCL_DTYPE_F16, 16, 1, 0, 288, 256, FCL_FLASH_KERNEL_DECODE_MMA, 0},  /* K in 2-step chunks */
     /* and the decode kernel at a wider V than K */
     {FCL_DTYPE_F32, 4, 0, 2, 64, 96, FCL_FLASH_KERNEL_DECODE, 0},
 };
