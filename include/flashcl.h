@@ -576,7 +576,9 @@ typedef struct fcl_attention_desc {
    *  - keys split in FCL_BATCH_INVARIANT_SPLIT_KEYS-key ranges (as many as
    *    the longest sequence needs; a shorter sequence's ranges past its
    *    keys weigh nothing) where a block has at most
-   *    FCL_BATCH_INVARIANT_SPLIT_ROWS query rows, else not split; merged
+   *    FCL_BATCH_INVARIANT_SPLIT_ROWS query rows
+   *    (FCL_BATCH_INVARIANT_SPLIT_ROWS_WIDE on the matrix decode's wide
+   *    kernel), else not split; merged
    *    by the merge kernel, one lane group a row, in split order;
    *  - (key tiles: each family's own, paged or not, since the kernels
    *    look pages up within a tile and a paged plan is the contiguous one)
@@ -648,6 +650,12 @@ typedef struct fcl_attention_desc {
  *  longer prefill has blocks enough and is not split (its partial states
  *  would cost as much scratch as O for every split). */
 #define FCL_BATCH_INVARIANT_SPLIT_ROWS 64
+
+/** The same for the decode kernel on matrix instructions beyond 128
+ *  columns (FCL_FLASH_KERNEL_DECODE_MMA's wide kernel): DeepSeek's decode
+ *  step, 128 query heads of one KV head, whose four blocks of 32 rows
+ *  alone would leave a device idle. */
+#define FCL_BATCH_INVARIANT_SPLIT_ROWS_WIDE 128
 
 /** What a paged cache's page_size must be a multiple of
  *  (fcl_attention_desc.block_table): the most keys the flash kernels read

@@ -138,7 +138,9 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
      * for calls of few query rows (desc: packed) only, whose blocks are
      * too few to fill a device unsplit. */
     plan->splits = 1;
-    if (desc->seqlen_q > FCL_BATCH_INVARIANT_SPLIT_ROWS) return;
+    const size_t most_rows = fcl__decode_plan_wide(plan) ? FCL_BATCH_INVARIANT_SPLIT_ROWS_WIDE
+                                                         : FCL_BATCH_INVARIANT_SPLIT_ROWS;
+    if (desc->seqlen_q > most_rows) return;
     size_t keys = (FCL_BATCH_INVARIANT_SPLIT_KEYS + plan->block_k - 1) / plan->block_k *
                   plan->block_k;
     while ((desc->seqlen_k + keys - 1) / keys > FCL_MAX_SPLITS) keys *= 2;
