@@ -527,9 +527,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* a value width of its own: the SIMT and CPU kernels, unsplit and
      * unpaged, V's bucket their HEAD_DIM_V_MAX (a prefill, or any call on
      * a CPU), or a decode kernel's forward; widths past the tiles' the
-     * decode kernel's forward alone */
-    if (shape.desc.head_dim > FCL_MAX_TILED_HEAD_DIM || shape.head_dim_v > FCL_MAX_TILED_HEAD_DIM)
-      CHECK(plan.kernel == FCL_FLASH_KERNEL_DECODE && pass == FCL_PASS_FORWARD);
+     * decode kernels' forward alone (the matrix one's wide kernel in the
+     * 16-bit types, from a cache in the storage type) */
+    if (shape.desc.head_dim > FCL_MAX_TILED_HEAD_DIM || shape.head_dim_v > FCL_MAX_TILED_HEAD_DIM) {
+      CHECK(fcl__decode_kernel_family(plan.kernel) && pass == FCL_PASS_FORWARD);
+      if (plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA)
+        CHECK(plan.head_dim_v_padded != 0 && shape.desc.dtype != FCL_DTYPE_F32 && !shape.kv_quant);
+    }
     if (fcl__decode_kernel_family(plan.kernel)) {
       CHECK(pass == FCL_PASS_FORWARD && plan.head_dim_padded >= shape.head_dim_v);
     } else if (shape.head_dim_v != shape.desc.head_dim) {
