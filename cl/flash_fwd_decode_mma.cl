@@ -172,6 +172,27 @@
 #define DECODE_QUAD (FCL_KV_DTYPE == 1 && FCL_DTYPE == 1 && HEAD_DIM_MAX == 128)
 #endif
 #if DECODE_QUAD
+/* Words w_a and w_b of a row into r[0..3] and, where the lane has one
+ * (has_half), 4-byte unit half_at into r[4] (0 elsewhere, and absent
+ * rows), each counted once by the bytes it holds of the row (half_bytes:
+ * the unit's, at most 4): Q8_0's V rows and Q4_0's K rows. */
+#define QUAD_TWO_WORDS_AND_HALF(r, row, present, w_a, w_b, has_half, half_at, half_bytes,  \
+                                row_bytes, unit)                                          \
+  do {                                                                                   \
+    uint2 w0_ = (uint2)(0u), w1_ = (uint2)(0u);                                          \
+    uint ex_ = 0u;                                                                       \
+    if (present) {                                                                       \
+      w0_ = quad_word(row, w_a, row_bytes, unit);                                        \
+      w1_ = quad_word(row, w_b, row_bytes, unit);                                        \
+      (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(w_a, 1, row_bytes) +                          \
+                                 QUAD_BYTES_IN(w_b, 1, row_bytes), 0);                   \
+      if (has_half) {                                                                    \
+        ex_ = quad_half(row, half_at, row_bytes, unit);                                  \
+        (void)FCL_COUNTED_LOAD(clamp(half_bytes, 0, 4), 0);                              \
+      }                                                                                  \
+    }                                                                                    \
+    (r)[0] = w0_.x, (r)[1] = w0_.y, (r)[2] = w1_.x, (r)[3] = w1_.y, (r)[4] = ex_;        \
+  } while (0)
 /* Element e (0-3) of prmt(a, b, sel): the byte of the row it was, with
  * a's first byte at a0 and b's at b0. */
 inline int quad_byte(const uint sel, const int e, const int a0, const int b0) {
@@ -310,21 +331,8 @@ inline uint2 quad_word(__global const kv_t *row, const int w, const int bytes, c
     }                                                                                    \
   } while (0)
 #define QUAD_V_ROW(r, row, present)                                                      \
-  do {                                                                                   \
-    uint2 w0_ = (uint2)(0u), w1_ = (uint2)(0u);                                          \
-    uint ex_ = 0u;                                                                       \
-    if (present) {                                                                       \
-      w0_ = quad_word(row, g, v_row_bytes, v_unit);                                      \
-      w1_ = quad_word(row, g + 8, v_row_bytes, v_unit);                                  \
-      (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(g, 1, v_row_bytes) +                          \
-                                 QUAD_BYTES_IN(g + 8, 1, v_row_bytes), 0);               \
-      if ((g & 3) == 0) {                                                                \
-        ex_ = quad_half(row, 32 + (g >> 2), v_row_bytes, v_unit);                        \
-        (void)FCL_COUNTED_LOAD(clamp(v_row_bytes - 128 - 4 * (g >> 2), 0, 4), 0);        \
-      }                                                                                  \
-    }                                                                                    \
-    (r)[0] = w0_.x, (r)[1] = w0_.y, (r)[2] = w1_.x, (r)[3] = w1_.y, (r)[4] = ex_;        \
-  } while (0)
+  QUAD_TWO_WORDS_AND_HALF(r, row, present, g, g + 8, (g & 3) == 0, 32 + (g >> 2),       \
+                          v_row_bytes - 128 - 4 * (g >> 2), v_row_bytes, v_unit)
 /* The row's scales where a step uses them, in every lane that shares it:
  * K's from the quad's lane 0, V's from the eight's lanes 0 and 4. */
 #define QUAD_SCALES(s02, s13, a02, b02, lane02, a13, b13, lane13)                \
@@ -342,21 +350,8 @@ inline uint quad_v_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 #define QUAD_V_PAIR quad_v_pair
 #else
 #define QUAD_K_ROW(r, row, present)                                                      \
-  do {                                                                                   \
-    uint2 w0_ = (uint2)(0u), w1_ = (uint2)(0u);                                          \
-    uint ex_ = 0u;                                                                       \
-    if (present) {                                                                       \
-      w0_ = quad_word(row, t, k_row_bytes, k_unit);                                      \
-      w1_ = quad_word(row, t + 4, k_row_bytes, k_unit);                                  \
-      (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(t, 1, k_row_bytes) +                          \
-                                 QUAD_BYTES_IN(t + 4, 1, k_row_bytes), 0);               \
-      if ((t & 1) == 0) {                                                                \
-        ex_ = quad_half(row, 16 + (t >> 1), k_row_bytes, k_unit);                        \
-        (void)FCL_COUNTED_LOAD(clamp(k_row_bytes - 64 - 4 * (t >> 1), 0, 4), 0);         \
-      }                                                                                  \
-    }                                                                                    \
-    (r)[0] = w0_.x, (r)[1] = w0_.y, (r)[2] = w1_.x, (r)[3] = w1_.y, (r)[4] = ex_;        \
-  } while (0)
+  QUAD_TWO_WORDS_AND_HALF(r, row, present, t, t + 4, (t & 1) == 0, 16 + (t >> 1),       \
+                          k_row_bytes - 64 - 4 * (t >> 1), k_row_bytes, k_unit)
 #define QUAD_V_ROW(r, row, present)                                                      \
   do {                                                                                   \
     uint2 w_ = (uint2)(0u);                                                              \
