@@ -121,7 +121,7 @@ BUILD_FAILED = 7
 OPENCL = 8
 CLBLAST = 9
 
-MAX_HEAD_DIM = 576  # the naive algorithm and the decode kernel
+MAX_HEAD_DIM = 576  # the naive algorithm and the decode kernels
 MAX_TILED_HEAD_DIM = 256  # the other flash kernels
 PAGE_SIZE_MULTIPLE = 16
 

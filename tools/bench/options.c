@@ -43,7 +43,7 @@ static const char usage[] =
     "                    not with --layout qkv\n"
     "  --mla             DeepSeek's latent attention decode: V is a view of K's\n"
     "                    first DV columns (the same buffer and layout, K's row\n"
-    "                    stride), so the decode kernel reads each key row once;\n"
+    "                    stride: the SIMT decode kernel reads each key row once);\n"
     "                    sets --head-dim 576, --head-dim-v 512 and --heads-kv 1\n"
     "                    unless given (e.g. --mla --heads 128 --seqlen 1\n"
     "                    --seqlen-k 8192 --dtype f16 --check); --layout bshd only\n"

@@ -26,7 +26,7 @@ static const char usage[] =
     "\n"
     "  --head-dim-v DV  V's and O's head size (default: head_dim): DeepSeek's\n"
     "                 latent attention decodes at --head-dim 576 --head-dim-v 512\n"
-    "                 (the decode kernel's alone)\n"
+    "                 (the decode kernels' alone)\n"
     "  --profile KEY  a device described by the library instead of the OpenCL\n"
     "                 devices (no driver needed); 'all' for every profile, 'list'\n"
     "                 for their keys and sources\n"
