@@ -194,8 +194,12 @@ typedef uint2 kv_raw_t;
 inline uint fcl_kv_u32(__global const kv_t *at, const int aligned4) {
   return aligned4 ? *(__global const uint *)at : as_uint(vload2(0, (__global const ushort *)at));
 }
-#define KV_VIEW_ALIGNED4(x, view) \
-  ((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) & 3) == 0)
+/* Whether a view's rows all start at multiples of `bytes` (a power of
+ * two): the buffer, its offset and its strides are; once per launch. */
+#define KV_VIEW_ALIGNED(x, view, bytes)                                                      \
+  ((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) &     \
+    ((bytes) - 1)) == 0)
+#define KV_VIEW_ALIGNED4(x, view) KV_VIEW_ALIGNED(x, view, 4)
 /* f16 bits to float, exactly: one conversion instruction on NVIDIA. */
 inline float fcl_half_bits_to_float(const uint h) {
 #if FCL_NVIDIA_PTX

@@ -106,10 +106,7 @@
 /* Whether a view's spans load in words (SPAN_WIDE): the buffer, the offset
  * and the strides multiples of 16, and width (head_dim or head_dim_v)
  * whole spans. Once per launch. */
-#define SPAN_VIEW_WIDE(x, view, width, span)                                               \
-  (((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) &   \
-     15) == 0) &&                                                                         \
-   (width) % (span) == 0)
+#define SPAN_VIEW_WIDE(x, view, width, span) (KV_VIEW_ALIGNED(x, view, 16) && (width) % (span) == 0)
 /* A lane's span of `span` columns from c, as kv_raw_t groups (KV_RAW4's
  * bits): 16-byte words, or one of 8 or 4 bytes for the shortest spans. */
 #define SPAN_WIDE(out, row, c, span)                                                      \
