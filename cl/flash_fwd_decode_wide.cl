@@ -33,8 +33,9 @@
  * kernel); HEAD_DIM_MAX a multiple of 32, HEAD_DIM_V_MAX of 32 WARPS.
  * I/O: Q once per block, K's and V's rows of each tile once per
  * work-group (V in its own rows, also where it is a view of K's), O and
- * LSE once per row; split, the merge may run in the launch
- * (MERGE_LAST_SPLIT, blocks.cl, staged over Q's local memory).
+ * LSE once per row. Split, the planner merges in the merge kernel's launch
+ * (one work-group merging 32 rows of 512 columns was the slower); asked, in
+ * this one (MERGE_LAST_SPLIT, blocks.cl, staged over Q's local memory).
  */
 
 #ifndef BLOCK_Q
