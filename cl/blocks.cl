@@ -508,28 +508,18 @@ inline fcl_group_head fcl_group_head_of(const fcl_params p, const fcl_key_block 
 #define ALIBI_SLOPE(batch, head) 0.0f
 #endif
 
-/* LSE, in log2 units (LSE log2(e), for fcl_prob), D (= rowsum(dO * O)) and,
- * with ROW_KEYS_IN_LOCAL, the visible keys [lo, hi) of query rows
- * [q0, q0 + n) of a sequence of nq queries and nk keys, into local arrays
+/* LSE, in log2 units (LSE log2(e), for fcl_prob), and D (= rowsum(dO * O))
+ * of query rows [q0, q0 + n) of a sequence of nq queries, into local arrays
  * of n by the work-group (tid, WG_SIZE), from row 0 of a (batch, head) at
  * `stat`; rows from nq on get LSE -inf, which the backward kernels read as
- * "P = 0", and D 0. Without ROW_KEYS_IN_LOCAL, lo_dst and hi_dst are not
- * used (ROW_SEES needs no bounds). */
-#if ROW_KEYS_IN_LOCAL
-#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk)                 \
-  do {                                                                          \
-    int lo_ = 0, hi_ = 0;                                                       \
-    if (live_) fcl_row_keys((nq), (nk), WINDOW_LEFT(p), WINDOW_RIGHT(p), row_, &lo_, &hi_); \
-    (lo_dst)[i_] = lo_;                                                         \
-    (hi_dst)[i_] = hi_;                                                         \
-  } while (0)
-#else
-#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk) ((void)0)
-#endif
-#define LOAD_ROW_STATS(lse2_dst, d_dst, lo_dst, hi_dst, lse, dsum, stat, q0, n, nq, nk) \
+ * "P = 0", and D 0. row_extra(i, row, live) runs for each row beside them
+ * (NO_ROW_EXTRA: nothing; the MMA backward stores the row's visible keys
+ * there, flash_bwd_mma.cl). */
+#define NO_ROW_EXTRA(i_, row_, live_) ((void)0)
+#define LOAD_ROW_STATS(lse2_dst, d_dst, lse, dsum, stat, q0, n, nq, row_extra)  \
   for (int i_ = tid; i_ < (n); i_ += WG_SIZE) {                                 \
     const int row_ = (q0) + i_, live_ = row_ < (nq);                            \
     (lse2_dst)[i_] = live_ ? LOAD_F32(lse, (stat) + row_) * M_LOG2E_F : -INFINITY; \
     (d_dst)[i_] = live_ ? LOAD_F32(dsum, (stat) + row_) : 0.0f;                 \
-    ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk);                    \
+    row_extra(i_, row_, live_);                                                 \
   }

@@ -94,7 +94,7 @@ UNROLL
       load_tile_pair(q_tile, do_tile, q + gh.q + (size_t)q0 * p.q.seq,
                      dout + gh.dout + (size_t)q0 * p.dout.seq, p.q.seq, p.dout.seq, rows,
                      head_dim, head_dim_v, p.vec4 IO_LOADS_ARG);
-      LOAD_ROW_STATS(lse2_tile, d_tile, 0, 0, lse, dsum, gh.stats, q0, BLOCK, nq, nk);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, gh.stats, q0, BLOCK, nq, NO_ROW_EXTRA);
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
 
@@ -175,7 +175,7 @@ void flash_bwd_dq(FCL_ATTENTION_PARAMS) {
 
   for (int i = tid; i < BLOCK * TILE_LD4; i += WG_SIZE) k_tile[i] = TILE_ZERO;
   for (int i = tid; i < BLOCK * TILE_LD_V4; i += WG_SIZE) v_tile[i] = TILE_ZERO;
-  LOAD_ROW_STATS(lse2_rows, d_rows, 0, 0, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
+  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, qb.lse, q0, BLOCK, nq, NO_ROW_EXTRA);
 
   int row[ROWS_PER_THREAD];
   float qr[ROWS_PER_THREAD][D_SLICE], dor[ROWS_PER_THREAD][DV_SLICE];

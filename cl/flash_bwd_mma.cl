@@ -147,6 +147,25 @@
 #define JOIN_HALVES(s, dp)
 #endif
 
+/* With ROW_KEYS_IN_LOCAL (a window from the parameters), the visible keys
+ * [lo, hi) of each row LOAD_ROW_STATS loads, into lo_dst and hi_dst (the
+ * kernel's nq and nk in scope); TILE_KEYS and ROWS_KEYS are its row_extra
+ * for the dK/dV kernel's streamed tile and the dQ kernel's rows. */
+#if ROW_KEYS_IN_LOCAL
+#define STORE_ROW_KEYS(lo_dst, hi_dst, i_, row_, live_)                         \
+  do {                                                                          \
+    int lo_ = 0, hi_ = 0;                                                       \
+    if (live_) fcl_row_keys(nq, nk, WINDOW_LEFT(p), WINDOW_RIGHT(p), row_, &lo_, &hi_); \
+    (lo_dst)[i_] = lo_;                                                         \
+    (hi_dst)[i_] = hi_;                                                         \
+  } while (0)
+#define TILE_KEYS(i_, row_, live_) STORE_ROW_KEYS(lo_tile, hi_tile, i_, row_, live_)
+#define ROWS_KEYS(i_, row_, live_) STORE_ROW_KEYS(lo_rows, hi_rows, i_, row_, live_)
+#else
+#define TILE_KEYS NO_ROW_EXTRA
+#define ROWS_KEYS NO_ROW_EXTRA
+#endif
+
 /* ---- dK, dV --------------------------------------------------------------- */
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -187,8 +206,7 @@ void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
       const int rows = min(BLOCK, nq - q0);
       BWD_TILE(q_tile, q + gh.q + (size_t)q0 * p.q.seq, rows, BLOCK, p.q.seq);
       BWD_TILE(do_tile, dout + gh.dout + (size_t)q0 * p.dout.seq, rows, BLOCK, p.dout.seq);
-      LOAD_ROW_STATS(lse2_tile, d_tile, lo_tile, hi_tile, lse, dsum, gh.stats, q0, BLOCK, nq,
-                     nk);
+      LOAD_ROW_STATS(lse2_tile, d_tile, lse, dsum, gh.stats, q0, BLOCK, nq, TILE_KEYS);
       BWD_TILES_WHOLE();
       barrier(CLK_LOCAL_MEM_FENCE);
       const int masked = q0 < kb.full_lo || q0 + BLOCK > kb.full_hi;  // uniform over the group
@@ -246,7 +264,7 @@ void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
 
   const fcl_query_block qb = fcl_locate_query_block(p, seqs, work, alibi, BLOCK IO_LOADS_ARG);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
-  LOAD_ROW_STATS(lse2_rows, d_rows, lo_rows, hi_rows, lse, dsum, qb.lse, q0, BLOCK, nq, nk);
+  LOAD_ROW_STATS(lse2_rows, d_rows, lse, dsum, qb.lse, q0, BLOCK, nq, ROWS_KEYS);
 
   /* This lane's rows: row_g and row_g + 8. */
   const int row_g = q0 + 16 * row_warp + g;

@@ -61,11 +61,10 @@
  * diagonal, rel = row + nk - nq - key, and the parameter block's two
  * bounds: for keys below nk the same as fcl_row_keys's [lo, hi). So
  * neither kernel keeps the streamed rows' bounds in local memory (the dQ
- * kernel's own rows take theirs into registers), and LOAD_ROW_STATS stores
- * none; their reads made IGC spill the f32 dK/dV kernel at d 256 on the
- * Max 1550 (docs/design.md, "The SIMT rules"). Pinned windows as before. */
-#undef ROW_KEYS_STORE
-#define ROW_KEYS_STORE(lo_dst, hi_dst, i_, row_, live_, nq, nk) ((void)0)
+ * kernel's own rows take theirs into registers: LOAD_ROW_STATS with
+ * NO_ROW_EXTRA); their reads made IGC spill the f32 dK/dV kernel at d 256
+ * on the Max 1550 (docs/design.md, "The SIMT rules"). Pinned windows as
+ * before. */
 #if WINDOW == 2
 #define BWD_KEY_SEEN_BY(key, row, rel, nq, nk)                                  \
   ((key) < (nk) && (WINDOW_LEFT(p) < 0 || (rel) <= WINDOW_LEFT(p)) &&          \

@@ -52,14 +52,12 @@
   ((block_k) * (FCL_SIMT_TILE_LD(hd, lanes) + FCL_SIMT_TILE_LD(hdv, lanes)) * (elem) + \
    ((sums_in_local) ? (block_k) * (wg) * 4 : 0))
 /* flash_bwd.cl (both kernels declare the same arrays): two streamed tiles
- * (Q and dO, K and V: the second of hdv columns), the rows' LSE and D, with
- * row_keys each row's visible keys' bounds, and the partial dot products
- * of SUB_ROWS rows' scores and dP. */
-#define FCL_SIMT_BWD_LOCAL_BYTES(hd, hdv, lanes, block, wg, elem, row_keys, sums_in_local,  \
-                                 sub_rows)                                                 \
+ * (Q and dO, K and V: the second of hdv columns), the rows' LSE and D (no
+ * row bounds: flash_bwd_rows.cl), and the partial dot products of
+ * SUB_ROWS rows' scores and dP. */
+#define FCL_SIMT_BWD_LOCAL_BYTES(hd, hdv, lanes, block, wg, elem, sums_in_local, sub_rows) \
   ((block) * (FCL_SIMT_TILE_LD(hd, lanes) + FCL_SIMT_TILE_LD(hdv, lanes)) * (elem) +      \
-   2 * (block) * 4 +                                                                      \
-   ((row_keys) ? 2 * (block) * 4 : 0) + ((sums_in_local) ? 2 * (sub_rows) * (wg) * 4 : 0))
+   2 * (block) * 4 + ((sums_in_local) ? 2 * (sub_rows) * (wg) * 4 : 0))
 
 /* ---- MMA: flash_fwd_mma.cl, flash_bwd_mma.cl (mma.cl) ---------------------
  * Tunables: HEAD_DIM_MAX (hd, a multiple of 16), WARPS, the forward's

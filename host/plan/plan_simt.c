@@ -209,7 +209,7 @@ size_t fcl__flash_bwd_local_bytes(const fcl_plan *plan, const fcl_device_limits 
   const int sums_in_local = fcl__sums_in_local(limits, wg, (unsigned)g);
   return FCL_SIMT_BWD_LOCAL_BYTES((size_t)plan->head_dim_padded,
                                   (size_t)fcl__plan_head_dim_v(plan), g, (size_t)plan->block_k, wg,
-                                  (size_t)tile_elem(plan), 0, sums_in_local,
+                                  (size_t)tile_elem(plan), sums_in_local,
                                   (size_t)fcl__flash_bwd_sub_rows(plan, limits));
 }
 
