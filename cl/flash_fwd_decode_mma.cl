@@ -73,10 +73,8 @@
 #define DECODE_STORE4(dst, four) \
   (STORE_PAIR(dst, (four).s0, (four).s1), STORE_PAIR((dst) + 2, (four).s2, (four).s3))
 
-/* A paged cache's page is looked up a warp's step at a time (16 keys, the
- * smallest page's multiple); a step past the last key (of the last tile)
- * looks up the last key's, which the table names, and loads nothing. */
-#define STEP_ROWS(rows, tensor, view, kw) TILE_ROWS(rows, tensor, view, min(kw, nk - 1))
+/* A paged cache's page is looked up a warp's step at a time (STEP_ROWS,
+ * mma.cl). */
 
 /* ---- a lane's columns of K and V ----
  * The order of head_dim within a dot product, and of V's columns within

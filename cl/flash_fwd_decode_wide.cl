@@ -81,10 +81,6 @@
 #define K_COL(j, t) (16 * (j) + 4 * (t))
 #define V_COL(i, g) (32 * (i) + 4 * (g))
 
-/* A warp's keys from kw, in 16-key steps (a page lookup each: every page
- * size is a multiple of 16), past the last key looking up the last's. */
-#define STEP_ROWS(rows, tensor, view, kw) TILE_ROWS(rows, tensor, view, min(kw, nk - 1))
-
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   /* Q, then (the keys done) the split merge's LSEs */

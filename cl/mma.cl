@@ -450,6 +450,12 @@ inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 #endif
 #endif  // FCL_DTYPE
 
+/* The decode kernels' rows of a warp's 16-key step from key kw, a page
+ * lookup each (every page size is a multiple of 16); a step past the last
+ * key (of the last tile) looks up the last key's, which the table names,
+ * and loads nothing. With the kernel's nk in scope. */
+#define STEP_ROWS(rows, tensor, view, kw) TILE_ROWS(rows, tensor, view, min(kw, nk - 1))
+
 /* The decode kernels' Q (flash_fwd_decode_mma.cl, flash_fwd_decode_wide.cl):
  * the block's BLOCK_Q rows of HEAD_DIM_MAX columns into local memory, rows
  * `ld` elements apart, each element loaded once; absent rows and columns

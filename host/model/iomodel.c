@@ -79,7 +79,7 @@ static fcl__bytes block_queries_loaded(const fcl__shape *sh, size_t nq, size_t n
  * work-item and tile; its wide kernel, one per 16 keys a work-item reads. */
 static fcl__bytes page_lookups(const fcl__shape *sh, const fcl_plan *plan, fcl__bytes tiles,
                                fcl__bytes keys, int of_v) {
-  if (plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->head_dim_v_padded)
+  if (fcl__decode_plan_wide(plan))
     /* the wide kernel (flash_fwd_decode_wide.cl): K a warp's keys, V the
      * tile's, 16 keys a lookup */
     return tiles * plan->wg_size *

@@ -162,7 +162,9 @@ unsigned fcl__decode_kernel(const fcl_device_limits *limits, const fcl__shape *s
 }
 
 int fcl__decode_plan_wide(const fcl_plan *plan) {
-  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->head_dim_v_padded != 0;
+  const unsigned v = fcl__plan_head_dim_v(plan);
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA &&
+         (v > plan->head_dim_padded ? v : plan->head_dim_padded) > DECODE_MMA_MAX_HEAD_DIM;
 }
 
 /* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in
@@ -300,9 +302,6 @@ static fcl_status plan_forward_decode_wide(const fcl_device_limits *limits, cons
              "head_dim %zu, head_dim_v %zu run on the decode kernel",
              fcl_kv_dtype_name(desc->kv_dtype), DECODE_MMA_MAX_HEAD_DIM, desc->head_dim,
              sh->head_dim_v);
-  FCL_WHY_IF(desc->head_dim > FCL_MAX_HEAD_DIM, FCL_ERROR_UNSUPPORTED,
-             "the decode kernel on matrix instructions takes head_dim up to %d, not %zu",
-             FCL_MAX_HEAD_DIM, desc->head_dim);
   const unsigned warps = hint && hint->wg_size ? hint->wg_size / 32 : DECODE_WIDE_WARPS;
   const unsigned v_round = 32 * warps;
   FCL_WHY_IF(hint && hint->wg_size && hint->wg_size != 128 && hint->wg_size != 256,

@@ -190,8 +190,9 @@ size_t fcl__flash_decode_local_bytes(const fcl_plan *plan, const fcl_device_limi
  *  or warps x (HEAD_DIM_MAX + 2)): how many splits' LSEs a row of the
  *  merge in the split launch stages there (cl/blocks.cl). */
 size_t fcl__decode_state_row_floats(const fcl_plan *plan);
-/** Whether a plan is of the decode-mma family's wide kernel (widths past
- *  128: cl/flash_fwd_decode_wide.cl), whose plans set head_dim_v_padded. */
+/** Whether a plan is of the decode-mma family's wide kernel (a padded
+ *  width past 128: cl/flash_fwd_decode_wide.cl, as fcl__family_source
+ *  takes it). */
 int fcl__decode_plan_wide(const fcl_plan *plan);
 /** The MMA backward's tiling. */
 fcl__planner fcl__plan_backward_mma;
