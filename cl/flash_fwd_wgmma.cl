@@ -6,9 +6,13 @@
  * The algorithm and the softmax are flash_fwd_mma.cl's (mma.cl's
  * MMA_MASK_SCORES and MMA_ONLINE_SOFTMAX: a wgmma m64nN accumulator is,
  * per warp, N / 8 of mma.sync's m16n8 C fragments); the products are
- * wgmma's. One warpgroup (the work-group, 128 work-items) owns 64 query
- * rows; per tile of BLOCK_K keys:
- *   - S = Q K^T: m64n64k16 per 16 columns of head_dim, Q's A fragments in
+ * wgmma's. A warpgroup (128 work-items) owns 64 query rows; a work-group
+ * is WARPGROUPS of them (1 to 4: 64 to 256 rows) sharing each tile of
+ * BLOCK_K keys, so that each K and V tile is read from global memory
+ * once for all their rows (two: 128, as the MMA forward's 8 warps); per
+ * tile:
+ *   - S = Q K^T: m64n(BLOCK_K)k16 per 16 columns of head_dim (BLOCK_K 64,
+ *     or 128 at HEAD_DIM_MAX 64), Q's A fragments in
  *     registers (loaded once), K's tile in local memory as B (K-major:
  *     K's rows, [key][d], are B = K^T's columns);
  *   - O += P V: m64n(HEAD_DIM_MAX)k16 per 16 keys, P's fragments packed
@@ -38,6 +42,11 @@
  * Either way the accumulators (S's, O's) are not touched between their
  * fence and their wait (ptxas would serialize the products).
  *
+ * WGMMA_ELIDE (a measurement's knob, never planned: the results are
+ * wrong) leaves parts out to time the rest: 1, the loads after the first
+ * tile's (K and V stay in local memory); 2, the softmax (P = S as it is);
+ * 4, the P V products; 8, the S products.
+ *
  * Paths (wgmma.cl): FCL_WGMMA 1, the instructions (built by the stage on
  * NVIDIA cc 9.0); WGMMA_EMULATE 1, the same operands emulated (any device:
  * the tests); neither, mma.sync on the same tiles (the stage's fallback
@@ -47,8 +56,8 @@
 #ifndef BLOCK_K
 #define BLOCK_K 64          // keys per tile: the S product's N
 #endif
-#if BLOCK_K != 64
-#error "BLOCK_K must be 64"
+#if BLOCK_K != 64 && !(BLOCK_K == 128 && HEAD_DIM_MAX == 64)
+#error "BLOCK_K must be 64, or 128 at HEAD_DIM_MAX 64"
 #endif
 #if HEAD_DIM_MAX != 64 && HEAD_DIM_MAX != 128
 #error "HEAD_DIM_MAX must be 64 or 128"
@@ -59,15 +68,21 @@
 #if WGMMA_PIPE != 1 && WGMMA_PIPE != 2 && WGMMA_PIPE != 3
 #error "WGMMA_PIPE must be 1, 2 or 3"
 #endif
-#if WGMMA_PIPE == 3 && HEAD_DIM_MAX != 64
-#error "WGMMA_PIPE 3 (two stages) needs HEAD_DIM_MAX 64"
+#if WGMMA_PIPE == 3 && (HEAD_DIM_MAX != 64 || BLOCK_K != 64)
+#error "WGMMA_PIPE 3 (two stages) needs HEAD_DIM_MAX 64 and BLOCK_K 64"
 #endif
 #define KV_STAGES (WGMMA_PIPE == 3 ? 2 : 1)
 #define STAGE(tile) (KV_STAGES == 2 ? (tile) & 1 : 0)
 #define STAGE_ELEMS (BLOCK_K * HEAD_DIM_MAX)  // a stage of a tile
 #define STAGE_DESC ((2 * STAGE_ELEMS) >> 4)   // ... in descriptor units
-#define WG_SIZE 128         // one warpgroup
-#define BLOCK_Q 64          // its rows
+#if WARPGROUPS < 1 || WARPGROUPS > 4
+#error "WARPGROUPS must be 1 to 4"
+#endif
+#ifndef WGMMA_ELIDE
+#define WGMMA_ELIDE 0
+#endif
+#define WG_SIZE (128 * WARPGROUPS)
+#define BLOCK_Q (64 * WARPGROUPS)  // a warpgroup's 64 rows each
 #define K_TILES (BLOCK_K / 8)
 #define PACK_STEPS (BLOCK_K / 16)        // P V's k-steps
 #define KV_GROUP (16 * HEAD_DIM_MAX)     // bytes between 8-key groups of a tile
@@ -158,12 +173,16 @@ UNROLL
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 #define TILE_KEYS(tile) min(BLOCK_K, nk - (tile) * BLOCK_K)
-#define FETCH_K(tile)                                                          \
-  FETCH_KV(k_tile + STAGE(tile) * STAGE_ELEMS,                                 \
-           TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, TILE_KEYS(tile))
-#define FETCH_V(tile)                                                          \
-  FETCH_KV(v_tile + STAGE(tile) * STAGE_ELEMS,                                 \
-           TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, TILE_KEYS(tile))
+/* (WGMMA_ELIDE 1: past the first tile, an empty group) */
+#define FETCH_KV_TILE(tile, dst, rows, base, view, stride)                     \
+  do {                                                                         \
+    if ((WGMMA_ELIDE & 1) && (tile) != first_tile) FETCH_COMMIT();             \
+    else FETCH_KV((dst) + STAGE(tile) * STAGE_ELEMS,                           \
+                  TILE_START(rows, base, view, stride, (tile) * BLOCK_K), stride, \
+                  TILE_KEYS(tile));                                            \
+  } while (0)
+#define FETCH_K(tile) FETCH_KV_TILE(tile, k_tile, k_rows, k, p.k, k_stride)
+#define FETCH_V(tile) FETCH_KV_TILE(tile, v_tile, v_rows, v, p.v, v_stride)
 /* ... or an empty group past the last tile (pipe 3 counts groups) */
 #define FETCH_K_OR_NONE(tile) \
   if ((tile) < end_tile) FETCH_K(tile); else FETCH_COMMIT()
@@ -186,19 +205,21 @@ UNROLL
     WG_PIN(&acc[0][0], 4 * D_TILES);                                           \
     WG_PIN_A(&pa[0][0], 4 * PACK_STEPS);                                       \
     WG_BEGIN();                                                                \
-    UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16; ++kk_)                   \
-      WG_MMA(64, &s[0][0], qa[kk_], k_desc + STAGE(tile) * STAGE_DESC + kk_ * WG_STEP, \
+    UNROLL for (int kk_ = 0; kk_ < HEAD_DIM_MAX / 16 * !(WGMMA_ELIDE & 8); ++kk_) \
+      WG_MMA(BLOCK_K, &s[0][0], qa[kk_], k_desc + STAGE(tile) * STAGE_DESC + kk_ * WG_STEP, \
              k_tile, wg_a_rows);                                               \
   } while (0)
   /* O += P V of a tile, issued */
 #define ISSUE_PV(tile)                                                         \
-  UNROLL for (int kt_ = 0; kt_ < PACK_STEPS; ++kt_)                            \
+  UNROLL for (int kt_ = 0; kt_ < PACK_STEPS * !(WGMMA_ELIDE & 4); ++kt_)      \
     WG_MMA_T(HEAD_DIM_MAX, &acc[0][0], pa[kt_],                                \
              v_desc + STAGE(tile) * STAGE_DESC + kt_ * WG_STEP_T(KV_GROUP), v_tile, wg_a_rows)
   /* transform, mask, new max, p = 2^(x (s - m)); the accumulator's factor
    * per row into alpha (a one-column accumulator of ones takes it) */
 #define SOFTMAX(tile)                                                          \
   do {                                                                         \
+    alpha[0] = alpha[1] = 1.0f;                                                \
+    if (WGMMA_ELIDE & 2) break;                                                \
     MMA_MASK_SCORES(s, K_TILES, (tile) * BLOCK_K, BLOCK_K, 0);                 \
     float ones_[1][4] = {{1.0f, 1.0f, 1.0f, 1.0f}};                            \
     UNROLL for (int r_ = 0; r_ < 2; ++r_)                                      \
@@ -327,6 +348,7 @@ UNROLL
   }
 #endif
 #undef TILE_KEYS
+#undef FETCH_KV_TILE
 #undef FETCH_K
 #undef FETCH_V
 #undef FETCH_K_OR_NONE

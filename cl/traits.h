@@ -110,13 +110,15 @@
        ? (wg) * (((rows) + FCL_MMA_TILE_ROW_STEP(hd, wg) - 1) / FCL_MMA_TILE_ROW_STEP(hd, wg)) \
        : (wg) * (((rows) + FCL_PAGE_RUN_KEYS - 1) / FCL_PAGE_RUN_KEYS))
 /* The wgmma forward (flash_fwd_wgmma.cl, wgmma.cl): K's tile and V's,
- * 64 keys by hd (64 or 128) 16-bit elements each; emulated
- * (mma_emulate) the quads' scratch, and the products' for 4 warps, or
- * where wgmma is emulated (wgmma_emulate) the warpgroup's A operand;
- * stages: 1, or 2 (WGMMA_PIPE 3, two of each tile). */
-#define FCL_WGMMA_FWD_LOCAL_BYTES(hd, stages, mma_emulate, wgmma_emulate)           \
-  ((stages) * 2 * 64 * (hd) * 2 + ((mma_emulate) ? 32 * 4 * 4 : 0) +               \
-   ((wgmma_emulate) ? 64 * 16 * 4 : (mma_emulate) ? FCL_MMA_EMULATE_BYTES(4) : 0))
+ * `keys` (64, or 128 at hd 64) by hd (64 or 128) 16-bit elements each, which its `groups`
+ * warpgroups share; emulated (mma_emulate) the quads' scratch, and the
+ * products' for 4 warps a warpgroup, or where wgmma is emulated
+ * (wgmma_emulate) the warpgroups' A operands; stages: 1, or 2
+ * (WGMMA_PIPE 3, two of each tile). */
+#define FCL_WGMMA_FWD_LOCAL_BYTES(hd, keys, stages, groups, mma_emulate, wgmma_emulate) \
+  ((stages) * 2 * (keys) * (hd) * 2 + ((mma_emulate) ? (groups) * 32 * 4 * 4 : 0) +    \
+   ((wgmma_emulate) ? (groups) * 64 * 16 * 4                                        \
+    : (mma_emulate) ? FCL_MMA_EMULATE_BYTES(4 * (groups)) : 0))
 /* The backward's rows a work-group owns and streams a tile of. */
 #define FCL_MMA_BWD_BLOCK(warps, head_split) (16 * ((warps) / (head_split)))
 /* ... its two tiles, LSE and D (and with row_keys the visible keys) of a

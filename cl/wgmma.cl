@@ -7,8 +7,9 @@
  * Compiled after mma.cl (16-bit types); the layouts are those the probe
  * (wgmma_probe.cl) checked exactly on the H100, docs/design.md.
  *
- * A warpgroup is the work-group's 128 work-items; warp w holds rows
- * 16 w .. 16 w + 15 of the 64, as mma.sync m16n8k16's A and C fragments
+ * A warpgroup is 128 work-items of the work-group (which has WARPGROUPS
+ * of them, each its own products); its warp w holds rows
+ * 16 w .. 16 w + 15 of its 64, as mma.sync m16n8k16's A and C fragments
  * (a C fragment per 8 columns: d[4 j + i] is mma.sync's c[i] of columns
  * 8 j ..). B is a local tile without swizzle, made of core matrices of
  * 8 x 8 elements, 16 bytes a row, 128 contiguous bytes:
@@ -29,6 +30,10 @@
 #endif
 #ifndef WGMMA_EMULATE
 #define WGMMA_EMULATE 0
+#endif
+/* warpgroups a work-group: the emulations' scratch is theirs */
+#ifndef WARPGROUPS
+#define WARPGROUPS 1
 #endif
 #if FCL_WGMMA && !FCL_NVIDIA_PTX
 #error "FCL_WGMMA needs NVIDIA's compiler (its inline PTX)"
@@ -147,7 +152,7 @@ WG_DEFINE(128, WG_D128, WG_F128, "{%64, %65, %66, %67}, %68")
 #define WG_MMA(n, d, a, desc, tile, scratch) WG_MMA_(n, d, a, desc)  // n expanded first
 #define WG_MMA_T_(n, d, a, desc) wgmma_t_n##n(d, a, desc)
 #define WG_MMA_T(n, d, a, desc, tile, scratch) WG_MMA_T_(n, d, a, desc)
-#define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4)
+#define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4 * WARPGROUPS)
 #define WG_FENCE_STORES() wg_fence_stores()
 #define WG_BEGIN() wg_fence()
 #define WG_END() (wg_commit(), wg_wait_all())
@@ -201,7 +206,7 @@ inline void wgmma_emulated(float *d, const uint *a, ulong desc, const int n_cols
 #define WG_MMA_T(n, d, a, desc, tile, scratch) wgmma_emulated(d, a, desc, n, 1, tile, scratch)
 /* the A rows, and the quads' scratch (no mma.sync products) */
 #define WG_SCRATCH_DECLARE                                       \
-  __local float wg_a_rows[64 * 16], quad[32 * 4];                \
+  __local float wg_a_rows[WARPGROUPS * 64 * 16], quad[32 * 4 * WARPGROUPS]; \
   __local float *const mma_a = 0, *const mma_b = 0
 #else
 /* The fallback: each warp its 16 rows on mma.sync m16n8k16, B's fragment
@@ -222,7 +227,7 @@ inline void wgmma_mma_sync(float *d, const uint *a, ulong desc, const int n_cols
 }
 #define WG_MMA(n, d, a, desc, tile, scratch) wgmma_mma_sync(d, a, desc, n, 0, tile MMA_ARGS)
 #define WG_MMA_T(n, d, a, desc, tile, scratch) wgmma_mma_sync(d, a, desc, n, 1, tile MMA_ARGS)
-#define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4)
+#define WG_SCRATCH_DECLARE MMA_DECLARE_SCRATCH(4 * WARPGROUPS)
 #endif
 #define WG_FENCE_STORES() ((void)0)
 #define WG_BEGIN() ((void)0)

@@ -763,8 +763,9 @@ typedef enum fcl_flash_kernel {
   FCL_FLASH_KERNEL_DECODE_MMA = 4,  /**< forward only */
   FCL_FLASH_KERNEL_CPU = 5,  /**< forward and backward */
   /** Forward only, by a hint only (the planner never takes it): Hopper's
-   *  warpgroup MMA (cl/flash_fwd_wgmma.cl), one warpgroup a 64-row block,
-   *  f16/bf16, head_dim up to 128. Built for sm_90a on NVIDIA cc 9.0
+   *  warpgroup MMA (cl/flash_fwd_wgmma.cl), 64 rows a warpgroup and one to
+   *  four warpgroups a block (wg_size 128 to 512; 384 unless a hint says
+   *  otherwise) sharing its K and V tiles; f16/bf16, head_dim up to 128. Built for sm_90a on NVIDIA cc 9.0
    *  (mma.sync where that build is refused); elsewhere emulated, for tests. */
   FCL_FLASH_KERNEL_WGMMA = 6,
 } fcl_flash_kernel;
@@ -990,8 +991,9 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *  MMA forward keeps 4). Applies to calls that start after it returns.
  *  @return FCL_SUCCESS or FCL_ERROR_INVALID_ARGUMENT (ctx NULL or failed;
  *          threads_per_row not 1, 2, 4 or 8; rows_per_thread over 4;
- *          wg_size not a power of two up to 1024 or not a multiple of
- *          threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
+ *          wg_size not a power of two up to 1024 (for
+ *          FCL_FLASH_KERNEL_WGMMA: nor a multiple of 128) or not a multiple
+ *          of threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
  *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS, merge not
  *          an fcl_split_merge). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Assembles the sm_90a kernels with NVIDIA's ptxas, without the GPU: each N
 # and type of the wgmma probe (cl/wgmma_probe.cl, FCL_WGMMA=1), each type,
-# width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl),
+# width and hook variant of the forward on wgmma (cl/flash_fwd_wgmma.cl;
+# its blocks of two and three warpgroups under their register budgets),
 # and each KV form of the decode on matrix instructions at its heaviest
 # variants (cl/flash_fwd_decode_mma.cl, and cl/flash_fwd_decode_wide.cl
 # beyond 128 columns; with scripts/nvptx-builtins.h for
@@ -66,9 +67,11 @@ assemble() {
     ! { if [ "${STAGE:-1}" = 1 ]; then "$info" --ptx-unmark "$tmp/sm90.ptx"; else
           sed 's/^\.target sm_90$/.target sm_90a/' "$tmp/sm90.ptx"; fi; } > "$tmp/sm90a.ptx" \
         2>> "$tmp/log" ||
-    ! "$ptxas" -arch=sm_90a -v --warning-as-error "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
+    ! "$ptxas" -arch=sm_90a ${PTXAS_REGS:+-maxrregcount "$PTXAS_REGS"} -v --warning-as-error \
+      "$tmp/sm90a.ptx" -o "$tmp/k.cubin" \
       >> "$tmp/log" 2>&1 ||
-    grep -q 'serialized\|is injected\|[1-9][0-9]* bytes spill' "$tmp/log"; then
+    grep -q 'serialized\|is injected' "$tmp/log" ||
+    { [ "${SPILLS_NOTED:-0}" = 0 ] && grep -q '[1-9][0-9]* bytes spill' "$tmp/log"; }; then
     echo "FAILED: $label"
     cat "$tmp/log"
     grep -A1 'call\.uni' "$tmp/clang.ptx" | grep -v 'call\.uni' | sort -u || true  # calls left
@@ -109,6 +112,25 @@ for pipe in 1 2 3; do
           -include "$builtins" -DWGMMA_PIPE=$pipe -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 \
           -DHEAD_DIM_MAX=$hd $opts
       done
+    done
+  done
+done
+# ... and its blocks of two and three warpgroups, in the schedules the
+# planner gives them, under the registers the driver's ptxas gets for 256
+# and 384 work-items (clang writes no .reqntid; 65536 / 384 = 170). At
+# three warpgroups and d 128 clang's PTX spills 16-80 bytes where the
+# driver's own build spilled none (v29): spills there are noted, not
+# failures; serialization still fails
+for form in "2 128 2 255 0" "3 128 1 168 1" "3 64 3 168 0"; do
+  set -- $form
+  for dtype in 1 2; do
+    for opts in "-DWINDOW=0" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
+        "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
+      # shellcheck disable=SC2086
+      PTXAS_REGS=$4 SPILLS_NOTED=$5 assemble flash_fwd_wgmma.cl \
+        "flash_fwd_wgmma.cl WARPGROUPS=$1 WGMMA_PIPE=$3 FCL_DTYPE=$dtype HEAD_DIM_MAX=$2 $opts" \
+        -include "$builtins" -DWARPGROUPS=$1 -DWGMMA_PIPE=$3 -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 \
+        -DHEAD_DIM_MAX=$2 $opts
     done
   done
 done

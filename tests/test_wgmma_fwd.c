@@ -74,10 +74,11 @@ static void assert_sm90a_built(fcl_context *ctx) {
                 "the wgmma forward fell back to mma.sync on an sm_90 device: %s", log);
 }
 
-/* The forward of p on `kernel`, forced. */
+/* The forward of p on `kernel`, forced (wg_size, block_k: the hint's, 0
+ * for the planner's). */
 static th_forward forced_forward(fcl_context *ctx, const th_problem *p, unsigned kernel,
-                                 const char *what) {
-  const fcl_plan hint = {.kernel = kernel};
+                                 unsigned wg_size, unsigned block_k, const char *what) {
+  const fcl_plan hint = {.kernel = kernel, .wg_size = wg_size, .block_k = block_k};
   ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
   th_forward r = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
   ck_assert_msg(r.status == FCL_SUCCESS, "%s on %s: %s", what, fcl_flash_kernel_name(kernel),
@@ -87,8 +88,10 @@ static th_forward forced_forward(fcl_context *ctx, const th_problem *p, unsigned
 }
 
 /* cases[i] against the reference, on the schedule the environment names
- * (FLASHCL_WGMMA_PIPE; the kernel's default where unset). */
-static void check_case(int i) {
+ * (FLASHCL_WGMMA_PIPE; the kernel's default where unset), in work-groups
+ * of wg_size work-items (128: one warpgroup, 256: two) and tiles of
+ * block_k keys (0: the planner's). */
+static void check_case(int i, unsigned wg_size, unsigned block_k) {
   const wg_case *c = &cases[i];
   fcl_context *ctx = th_context();
   const fcl_attention_desc desc = case_desc(c);
@@ -98,12 +101,14 @@ static void check_case(int i) {
   th_problem_init(&p, ctx, &desc, 900 + (uint64_t)i, 1.0);
   th_reference ref = th_reference_forward(&p);
   float *naive = th_naive_output(ctx, &p);
-  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
+  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, wg_size, block_k, what);
   assert_sm90a_built(ctx);
-  th_forward mma = forced_forward(ctx, &p, FCL_FLASH_KERNEL_MMA, what);
-  ck_assert_uint_eq(wg.info.plan.block_q, 64);
-  ck_assert_uint_eq(wg.info.plan.block_k, 64);
-  ck_assert_uint_eq(wg.info.plan.wg_size, 128);
+  th_forward mma = forced_forward(ctx, &p, FCL_FLASH_KERNEL_MMA, 0, 0, what);
+  if (wg_size) ck_assert_uint_eq(wg.info.plan.wg_size, wg_size);
+  ck_assert_msg(wg.info.plan.wg_size % 128 == 0 && wg.info.plan.wg_size <= 512, "wg_size %u",
+                wg.info.plan.wg_size);
+  ck_assert_uint_eq(wg.info.plan.block_q, wg.info.plan.wg_size / 2);  /* 64 rows a warpgroup */
+  ck_assert_uint_eq(wg.info.plan.block_k, block_k ? block_k : 64);
   /* the elements of the batch's tokens, the first of the buffers' */
   const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
   const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
@@ -118,8 +123,10 @@ static void check_case(int i) {
   ck_assert_msg(lse_err <= 2 * lse_err_mma + 1e-5,
                 "%s: the wgmma forward's LSE off by %g, the MMA forward's by %g", what, lse_err,
                 lse_err_mma);
-  printf("wgmma: %s: O off by %.3g (naive %.3g, MMA %.3g), LSE by %.3g (MMA %.3g)\n", what, err,
-         err_naive, fclu_max_abs_err(mma.o, ref.o, on), lse_err, lse_err_mma);
+  printf("wgmma (%u work-items, %u keys): %s: O off by %.3g (naive %.3g, MMA %.3g), "
+         "LSE by %.3g (MMA %.3g)\n",
+         wg.info.plan.wg_size, wg.info.plan.block_k, what, err, err_naive,
+         fclu_max_abs_err(mma.o, ref.o, on), lse_err, lse_err_mma);
   th_forward_free(&wg);
   th_forward_free(&mma);
   free(naive);
@@ -128,7 +135,23 @@ static void check_case(int i) {
   fcl_context_release(ctx);
 }
 
-START_TEST(wgmma_forward_matches_the_reference) { check_case(_i); }
+START_TEST(wgmma_forward_matches_the_reference) { check_case(_i, 0, 0); }
+END_TEST
+
+/* One warpgroup a work-group (64 rows), two to four asked for by name, and tiles
+ * of 128 keys (head_dim up to 64), on the cases of several tiles: causal,
+ * packed GQA, odd lengths, both widths, padded, ragged, a window with
+ * softcap. */
+static const struct {
+  unsigned wg_size, block_k;
+  int c;
+} other_forms[] = {{128, 0, 1},   {128, 0, 3},   {128, 0, 6},   {128, 0, 7},   {128, 0, 8},
+                   {128, 0, 9},   {256, 0, 0},   {256, 0, 3},   {256, 0, 9},   {0, 128, 2},
+                   {0, 128, 3},   {0, 128, 4},   {0, 128, 6},   {0, 128, 8},   {128, 128, 3},
+                   {384, 0, 1},   {384, 0, 9},   {384, 128, 3},  {512, 0, 3},   {512, 0, 8}};
+START_TEST(wgmma_forward_other_forms_match_the_reference) {
+  check_case(other_forms[_i].c, other_forms[_i].wg_size, other_forms[_i].block_k);
+}
 END_TEST
 
 /* The other schedules (WGMMA_PIPE 1: products waited whole, loads in
@@ -142,7 +165,7 @@ static const struct {
                        {"3", 2}, {"3", 3}, {"3", 4}, {"3", 6}, {"3", 8}, {"3", 9}};
 START_TEST(wgmma_forward_other_schedules_match_the_reference) {
   setenv("FLASHCL_WGMMA_PIPE", other_schedules[_i].pipe, 1);
-  check_case(other_schedules[_i].c);
+  check_case(other_schedules[_i].c, 0, 0);
   unsetenv("FLASHCL_WGMMA_PIPE");
 }
 END_TEST
@@ -161,7 +184,7 @@ START_TEST(wgmma_forward_counts_the_modelled_bytes) {
   th_describe(&desc, what, sizeof what);
   th_problem p;
   th_problem_init(&p, ctx, &desc, 950 + (uint64_t)_i, 1.0);
-  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, what);
+  th_forward wg = forced_forward(ctx, &p, FCL_FLASH_KERNEL_WGMMA, _i == 0 ? 128 : 0, 0, what);
   ck_assert_msg(wg.info.bytes_counted == wg.info.bytes_model,
                 "%s: counted %llu bytes, the model says %llu", what,
                 (unsigned long long)wg.info.bytes_counted,
@@ -186,23 +209,26 @@ START_TEST(wgmma_forward_refuses_what_it_does_not_take) {
     fcl_dtype dtype;
     size_t d;
     fcl_pass pass;
-    unsigned block_k;
+    unsigned block_k, wg_size;
     const char *says;
   } refused[] = {
-      {FCL_DTYPE_F32, 64, FCL_PASS_FORWARD, 0, "f16 and bf16"},
-      {FCL_DTYPE_F16, 256, FCL_PASS_FORWARD, 0, "head_dim up to 128"},
-      {FCL_DTYPE_F16, 64, FCL_PASS_BACKWARD, 0, "forwards"},
-      {FCL_DTYPE_BF16, 64, FCL_PASS_FORWARD, 128, "layout is fixed"},
+      {FCL_DTYPE_F32, 64, FCL_PASS_FORWARD, 0, 0, "f16 and bf16"},
+      {FCL_DTYPE_F16, 256, FCL_PASS_FORWARD, 0, 0, "head_dim up to 128"},
+      {FCL_DTYPE_F16, 64, FCL_PASS_BACKWARD, 0, 0, "forwards"},
+      {FCL_DTYPE_BF16, 64, FCL_PASS_FORWARD, 32, 0, "layout is fixed"},
+      {FCL_DTYPE_F16, 128, FCL_PASS_FORWARD, 0, 640, "one to four warpgroups"},
+      {FCL_DTYPE_F16, 128, FCL_PASS_FORWARD, 128, 0, "head_dim up to 64"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof *refused; ++i) {
     fcl_attention_desc_init(&desc, 1, 2, 2, 100, 100, refused[i].d);
     desc.dtype = refused[i].dtype;
     fcl_plan h = hint;
     h.block_k = refused[i].block_k;
+    h.wg_size = refused[i].wg_size;
     why[0] = '\0';
-    ck_assert_int_eq(fcl_plan_flash_hinted(&dev.limits, &desc, refused[i].pass, &h, &plan, why,
-                                           sizeof why),
-                     FCL_ERROR_UNSUPPORTED);
+    const fcl_status st =
+        fcl_plan_flash_hinted(&dev.limits, &desc, refused[i].pass, &h, &plan, why, sizeof why);
+    ck_assert_msg(st == FCL_ERROR_UNSUPPORTED, "refusal %zu: status %d", i, (int)st);
     ck_assert_msg(strstr(why, refused[i].says), "refusal %zu says '%s'", i, why);
   }
   /* the planner never takes it */
@@ -220,6 +246,8 @@ int main(void) {
   TCase *tc = th_tcase("wgmma forward");
   tcase_add_test(tc, wgmma_forward_refuses_what_it_does_not_take);
   tcase_add_loop_test(tc, wgmma_forward_matches_the_reference, 0, CASES);
+  tcase_add_loop_test(tc, wgmma_forward_other_forms_match_the_reference, 0,
+                      (int)(sizeof other_forms / sizeof *other_forms));
   tcase_add_loop_test(tc, wgmma_forward_other_schedules_match_the_reference, 0,
                       (int)(sizeof other_schedules / sizeof *other_schedules));
   tcase_add_loop_test(tc, wgmma_forward_counts_the_modelled_bytes, 0, 2);

@@ -60,7 +60,8 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_WGMMA,
                      {"flash_fwd_wgmma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_MMA_EMULATE, FCL_TUNE_FCL_WGMMA,
-                      FCL_TUNE_WGMMA_EMULATE, FCL_TUNE_WGMMA_PIPE},
+                      FCL_TUNE_WGMMA_EMULATE, FCL_TUNE_WGMMA_PIPE, FCL_TUNE_WARPGROUPS,
+                      FCL_TUNE_WGMMA_KEYS},
                      fcl__plan_forward_wgmma}},
 };
 
@@ -78,11 +79,15 @@ fcl__source fcl__family_source(const fcl__family_pass *fp, const fcl_plan *plan)
 }
 
 int fcl__wgmma_pipe(const fcl_plan *plan) {
+  const int two_stages = plan->head_dim_padded <= 64 && plan->block_k <= 64;
+  /* measured on the H100 (v29): two stages where they fit; three
+   * warpgroups in 168 registers spill or serialize with pipe 2's overlap */
+  const int planned =
+      two_stages ? 3 : fcl__wgmma_groups(plan) == 3 ? 1 : FCL_WGMMA_PIPE_DEFAULT;
   const char *env = getenv("FLASHCL_WGMMA_PIPE");
-  const int asked = env && (!strcmp(env, "1") || !strcmp(env, "2") || !strcmp(env, "3"))
-                        ? env[0] - '0'
-                        : FCL_WGMMA_PIPE_DEFAULT;
-  return asked == 3 && plan->head_dim_padded > 64 ? 2 : asked;  /* 3: two stages, d 64 */
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2") || (!strcmp(env, "3") && two_stages)))
+    return env[0] - '0';
+  return planned;
 }
 
 /* A tunable's -D name and its value from the plan. */
@@ -107,6 +112,8 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_FCL_WGMMA] = "FCL_WGMMA",
       [FCL_TUNE_WGMMA_EMULATE] = "WGMMA_EMULATE",
       [FCL_TUNE_WGMMA_PIPE] = "WGMMA_PIPE",
+      [FCL_TUNE_WARPGROUPS] = "WARPGROUPS",
+      [FCL_TUNE_WGMMA_KEYS] = "BLOCK_K",
   };
   return names[t];
 }
@@ -133,6 +140,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_FCL_WGMMA: return fcl__wgmma_native(limits);
     case FCL_TUNE_WGMMA_EMULATE: return !limits->nvidia_ptx;
     case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(plan);
+    case FCL_TUNE_WARPGROUPS: return fcl__wgmma_groups(plan);
+    case FCL_TUNE_WGMMA_KEYS: return plan->block_k;
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -143,7 +152,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
 static int tunable_is_default(fcl__tunable t, long value) {
   return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
          ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
-         (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT);
+         (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
+         (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,

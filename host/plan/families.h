@@ -40,6 +40,10 @@ typedef enum fcl__tunable {
   /* the wgmma forward's schedule (flash_fwd_wgmma.cl, WGMMA_PIPE): the
    * kernel's default left out */
   FCL_TUNE_WGMMA_PIPE,
+  /* its warpgroups a work-group (WARPGROUPS): left out at 1 */
+  FCL_TUNE_WARPGROUPS,
+  /* its keys a tile (BLOCK_K): left out at the kernel's 64 */
+  FCL_TUNE_WGMMA_KEYS,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

@@ -39,10 +39,12 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "rows_per_thread = %u; at most 4", hint->rows_per_thread);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
-  if (wg != 0 && (wg > 1024 || (wg & (wg - 1)) != 0 || (g && wg % g))) {
+  /* the wgmma forward's warpgroups: 3 of them are 384 work-items */
+  const int warpgroups = hint->kernel == FCL_FLASH_KERNEL_WGMMA && wg % 128 == 0;
+  if (wg != 0 && (wg > 1024 || ((wg & (wg - 1)) != 0 && !warpgroups) || (g && wg % g))) {
     fcl__say(why, why_len,
-        "wg_size = %u; it must be a power of two up to 1024 and a multiple of "
-        "threads_per_row",
+        "wg_size = %u; it must be a power of two up to 1024 (for the wgmma forward, or "
+        "a multiple of 128) and a multiple of threads_per_row",
         wg);
     return FCL_ERROR_INVALID_ARGUMENT;
   }

@@ -2,11 +2,14 @@
  * plan_wgmma.c — the tiling of the forward on Hopper's warpgroup MMA
  * (cl/flash_fwd_wgmma.cl), which only a hint asks for. Pure, like plan.c.
  *
- * Nothing is left to choose: one warpgroup (128 work-items) owns 64 query
- * rows, tiles of 64 keys (the S product's m64n64), head_dim padded to the
+ * A warpgroup (128 work-items) owns 64 query rows; a work-group is one
+ * to four of them (wg_size 128 to 512: the hint's, else
+ * FCL_WGMMA_DEFAULT_WG), sharing tiles of 64 keys (the S product's
+ * m64n64; 128 by a hint at head_dim up to 64); head_dim is padded to the
  * O product's width, 64 or 128; local memory holds K's tile and V's,
- * 2 x 64 x width elements (32 KiB at 128), and the
- * emulations' scratch where they run.
+ * 2 x 64 x width elements (32 KiB at 128; two stages of each at 64, the
+ * schedule fcl__wgmma_pipe picks), and the emulations' scratch where they
+ * run.
  */
 #include "common.h"
 #include "errors.h"
@@ -15,16 +18,19 @@
 
 #define WGMMA_ROWS 64u
 #define WGMMA_KEYS 64u
-#define WGMMA_WG 128u
+#define WGMMA_WG 128u  /* a warpgroup */
 #define WGMMA_MAX_HEAD_DIM 128u
 
 int fcl__wgmma_native(const fcl_device_limits *limits) {
   return limits->vendor == FCL_VENDOR_NVIDIA && limits->nvidia_ptx && limits->nvidia_sm == 90;
 }
 
+int fcl__wgmma_groups(const fcl_plan *plan) { return (int)(plan->wg_size / WGMMA_WG); }
+
 size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
   const size_t stages = fcl__wgmma_pipe(plan) == 3 ? 2 : 1;
-  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, stages, !fcl__mma_native(limits),
+  return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_k, stages,
+                                   (size_t)fcl__wgmma_groups(plan), !fcl__mma_native(limits),
                                    !limits->nvidia_ptx);
 }
 
@@ -42,31 +48,40 @@ fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__s
   FCL_WHY_IF(sh->kv_quant, FCL_ERROR_UNSUPPORTED,
              "the wgmma forward takes K and V in the storage type, not a %s KV cache",
              fcl_kv_dtype_name(desc->kv_dtype));
-  /* its tile is read from one page lookup (TILE_START) */
-  FCL_WHY_IF(desc->block_table && desc->page_size % WGMMA_KEYS, FCL_ERROR_UNSUPPORTED,
-             "the wgmma forward's tiles are %u keys, read from one page: a paged cache's "
-             "page_size must be a multiple of %u, not %zu",
-             WGMMA_KEYS, WGMMA_KEYS, desc->page_size);
-  FCL_WHY_IF(hint && ((hint->block_k && hint->block_k != WGMMA_KEYS) ||
-                      (hint->wg_size && hint->wg_size != WGMMA_WG) ||
+
+  const unsigned width = desc->head_dim <= 64 ? 64 : WGMMA_MAX_HEAD_DIM;
+  FCL_WHY_IF(hint && hint->block_k == 2 * WGMMA_KEYS && width != 64, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's tiles of %u keys are for head_dim up to 64, not %zu",
+             2 * WGMMA_KEYS, desc->head_dim);
+  FCL_WHY_IF(hint && ((hint->block_k && hint->block_k != WGMMA_KEYS &&
+                       hint->block_k != 2 * WGMMA_KEYS) ||
+                      (hint->wg_size &&
+                       (hint->wg_size % WGMMA_WG || hint->wg_size > 4 * WGMMA_WG)) ||
                       (hint->threads_per_row && hint->threads_per_row != 4) ||
                       (hint->rows_per_thread && hint->rows_per_thread != 2) ||
                       (hint->tile_elem_size && hint->tile_elem_size != 2)),
              FCL_ERROR_UNSUPPORTED,
-             "the wgmma forward's layout is fixed: block_k %u, wg_size %u (one warpgroup of "
-             "%u rows), threads_per_row 4, rows_per_thread 2, tile_elem_size 2",
-             WGMMA_KEYS, WGMMA_WG, WGMMA_ROWS);
-  FCL_WHY_IF(limits->max_work_group_size < WGMMA_WG, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's layout is fixed: block_k %u (or %u at head_dim up to 64), "
+             "wg_size a multiple of %u up to %u (one to four warpgroups of %u rows), "
+             "threads_per_row 4, rows_per_thread 2, tile_elem_size 2",
+             WGMMA_KEYS, 2 * WGMMA_KEYS, WGMMA_WG, 4 * WGMMA_WG, WGMMA_ROWS);
+  const unsigned wg = hint && hint->wg_size ? hint->wg_size : FCL_WGMMA_DEFAULT_WG;
+  FCL_WHY_IF(limits->max_work_group_size < wg, FCL_ERROR_UNSUPPORTED,
              "the wgmma forward's work-group of %u work-items exceeds the device's limit of %zu",
-             WGMMA_WG, limits->max_work_group_size);
+             wg, limits->max_work_group_size);
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_WGMMA,
-                   .head_dim_padded = desc->head_dim <= 64 ? 64 : WGMMA_MAX_HEAD_DIM,
+                   .head_dim_padded = width,
                    .threads_per_row = 4,
                    .rows_per_thread = 2,
                    .tile_elem_size = 2,
-                   .wg_size = WGMMA_WG,
-                   .block_q = WGMMA_ROWS,
-                   .block_k = WGMMA_KEYS};
+                   .wg_size = wg,
+                   .block_q = WGMMA_ROWS * (wg / WGMMA_WG),
+                   .block_k = hint && hint->block_k ? hint->block_k : WGMMA_KEYS};
+  /* its tile is read from one page lookup (TILE_START) */
+  FCL_WHY_IF(desc->block_table && desc->page_size % plan.block_k, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's tiles are %u keys, read from one page: a paged cache's "
+             "page_size must be a multiple of %u, not %zu",
+             plan.block_k, plan.block_k, desc->page_size);
   plan.local_bytes = fcl__flash_wgmma_local_bytes(limits, &plan);
   const uint64_t budget = fcl__local_budget(limits);
   FCL_WHY_IF(plan.local_bytes > budget, FCL_ERROR_UNSUPPORTED,
