@@ -231,6 +231,22 @@ START_TEST(wgmma_forward_refuses_what_it_does_not_take) {
     ck_assert_msg(st == FCL_ERROR_UNSUPPORTED, "refusal %zu: status %d", i, (int)st);
     ck_assert_msg(strstr(why, refused[i].says), "refusal %zu says '%s'", i, why);
   }
+  /* unasked, as many warpgroups and stages as the device's local memory
+   * takes (at 32 KiB one stage of K and V; at 16 KiB not one: refused) */
+  fcl_device_limits small = dev.limits;
+  small.local_mem_bytes = 32 * 1024;
+  fcl_attention_desc_init(&desc, 1, 2, 2, 100, 100, 64);
+  desc.dtype = FCL_DTYPE_F16;
+  ck_assert_int_eq(
+      fcl_plan_flash_hinted(&small, &desc, FCL_PASS_FORWARD, &hint, &plan, why, sizeof why),
+      FCL_SUCCESS);
+  ck_assert_uint_le(plan.local_bytes, small.local_mem_bytes);
+  ck_assert_uint_eq(plan.block_q, plan.wg_size / 2);
+  small.local_mem_bytes = 16 * 1024;
+  ck_assert_int_eq(
+      fcl_plan_flash_hinted(&small, &desc, FCL_PASS_FORWARD, &hint, &plan, why, sizeof why),
+      FCL_ERROR_UNSUPPORTED);
+  ck_assert_msg(strstr(why, "local memory"), "%s", why);
   /* the planner never takes it */
   fcl_attention_desc_init(&desc, 1, 2, 2, 1000, 1000, 128);
   desc.dtype = FCL_DTYPE_F16;

@@ -5,9 +5,6 @@
 #include "rules.h"
 #include "families.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 static const fcl__family families[FCL_FLASH_KERNELS] = {
     [FCL_FLASH_KERNEL_SIMT] =
         {.forward = {FCL_SRC_FLASH_FWD,
@@ -78,18 +75,6 @@ fcl__source fcl__family_source(const fcl__family_pass *fp, const fcl_plan *plan)
   return fp->wide_from && width > fp->wide_from ? fp->wide_source : fp->source;
 }
 
-int fcl__wgmma_pipe(const fcl_plan *plan) {
-  const int two_stages = plan->head_dim_padded <= 64 && plan->block_k <= 64;
-  /* measured on the H100 (v29): two stages where they fit; three
-   * warpgroups in 168 registers spill or serialize with pipe 2's overlap */
-  const int planned =
-      two_stages ? 3 : fcl__wgmma_groups(plan) == 3 ? 1 : FCL_WGMMA_PIPE_DEFAULT;
-  const char *env = getenv("FLASHCL_WGMMA_PIPE");
-  if (env && (!strcmp(env, "1") || !strcmp(env, "2") || (!strcmp(env, "3") && two_stages)))
-    return env[0] - '0';
-  return planned;
-}
-
 /* A tunable's -D name and its value from the plan. */
 static const char *tunable_name(fcl__tunable t) {
   static const char *const names[] = {
@@ -139,7 +124,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_HEAD_DIM_V_MAX: return plan->head_dim_v_padded;  /* 0: HEAD_DIM_MAX */
     case FCL_TUNE_FCL_WGMMA: return fcl__wgmma_native(limits);
     case FCL_TUNE_WGMMA_EMULATE: return !limits->nvidia_ptx;
-    case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(plan);
+    case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(limits, plan);
     case FCL_TUNE_WARPGROUPS: return fcl__wgmma_groups(plan);
     case FCL_TUNE_WGMMA_KEYS: return plan->block_k;
     case FCL_TUNE_END: break;

@@ -16,6 +16,9 @@
 #include "problem.h"
 #include "rules.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define WGMMA_ROWS 64u
 #define WGMMA_KEYS 64u
 #define WGMMA_WG 128u  /* a warpgroup */
@@ -27,11 +30,28 @@ int fcl__wgmma_native(const fcl_device_limits *limits) {
 
 int fcl__wgmma_groups(const fcl_plan *plan) { return (int)(plan->wg_size / WGMMA_WG); }
 
-size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
-  const size_t stages = fcl__wgmma_pipe(plan) == 3 ? 2 : 1;
+/* Local memory of a plan with `stages` of K and V. */
+static size_t local_bytes(const fcl_device_limits *limits, const fcl_plan *plan, size_t stages) {
   return FCL_WGMMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_k, stages,
                                    (size_t)fcl__wgmma_groups(plan), !fcl__mma_native(limits),
                                    !limits->nvidia_ptx);
+}
+
+int fcl__wgmma_pipe(const fcl_device_limits *limits, const fcl_plan *plan) {
+  const int two_stages = plan->head_dim_padded <= 64 && plan->block_k <= 64 &&
+                         local_bytes(limits, plan, 2) <= fcl__local_budget(limits);
+  /* measured on the H100 (v29): two stages where they fit; three
+   * warpgroups in 168 registers spill or serialize with pipe 2's overlap */
+  const int planned =
+      two_stages ? 3 : fcl__wgmma_groups(plan) == 3 ? 1 : FCL_WGMMA_PIPE_DEFAULT;
+  const char *env = getenv("FLASHCL_WGMMA_PIPE");
+  if (env && (!strcmp(env, "1") || !strcmp(env, "2") || (!strcmp(env, "3") && two_stages)))
+    return env[0] - '0';
+  return planned;
+}
+
+size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_plan *plan) {
+  return local_bytes(limits, plan, fcl__wgmma_pipe(limits, plan) == 3 ? 2 : 1);
 }
 
 fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__shape *sh,
@@ -65,8 +85,9 @@ fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__s
              "wg_size a multiple of %u up to %u (one to four warpgroups of %u rows), "
              "threads_per_row 4, rows_per_thread 2, tile_elem_size 2",
              WGMMA_KEYS, 2 * WGMMA_KEYS, WGMMA_WG, 4 * WGMMA_WG, WGMMA_ROWS);
-  const unsigned wg = hint && hint->wg_size ? hint->wg_size : FCL_WGMMA_DEFAULT_WG;
-  FCL_WHY_IF(limits->max_work_group_size < wg, FCL_ERROR_UNSUPPORTED,
+  const int asked = hint && hint->wg_size;
+  unsigned wg = asked ? hint->wg_size : FCL_WGMMA_DEFAULT_WG;
+  FCL_WHY_IF(limits->max_work_group_size < wg && asked, FCL_ERROR_UNSUPPORTED,
              "the wgmma forward's work-group of %u work-items exceeds the device's limit of %zu",
              wg, limits->max_work_group_size);
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_WGMMA,
@@ -74,16 +95,26 @@ fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__s
                    .threads_per_row = 4,
                    .rows_per_thread = 2,
                    .tile_elem_size = 2,
-                   .wg_size = wg,
-                   .block_q = WGMMA_ROWS * (wg / WGMMA_WG),
                    .block_k = hint && hint->block_k ? hint->block_k : WGMMA_KEYS};
   /* its tile is read from one page lookup (TILE_START) */
   FCL_WHY_IF(desc->block_table && desc->page_size % plan.block_k, FCL_ERROR_UNSUPPORTED,
              "the wgmma forward's tiles are %u keys, read from one page: a paged cache's "
              "page_size must be a multiple of %u, not %zu",
              plan.block_k, plan.block_k, desc->page_size);
-  plan.local_bytes = fcl__flash_wgmma_local_bytes(limits, &plan);
+  /* Unasked, the most warpgroups up to the default that the device takes
+   * (the emulations' scratch grows with them). */
   const uint64_t budget = fcl__local_budget(limits);
+  for (;; wg -= WGMMA_WG) {
+    plan.wg_size = wg;
+    plan.block_q = WGMMA_ROWS * (wg / WGMMA_WG);
+    plan.local_bytes = fcl__flash_wgmma_local_bytes(limits, &plan);
+    if (asked || wg == WGMMA_WG ||
+        (wg <= limits->max_work_group_size && plan.local_bytes <= budget))
+      break;
+  }
+  FCL_WHY_IF(limits->max_work_group_size < wg, FCL_ERROR_UNSUPPORTED,
+             "the wgmma forward's work-group of %u work-items exceeds the device's limit of %zu",
+             wg, limits->max_work_group_size);
   FCL_WHY_IF(plan.local_bytes > budget, FCL_ERROR_UNSUPPORTED,
              "head_dim %zu needs %zu bytes of local memory per work-group in the wgmma "
              "forward; the device allows %zu",

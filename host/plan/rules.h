@@ -113,15 +113,18 @@ size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_p
  *  WGMMA_PIPE, 1 to 3): the environment's FLASHCL_WGMMA_PIPE where it
  *  names one (a developer's knob for comparing them; the program cache
  *  keys on the option; 3, two stages, only at head_dim_padded 64 with
- *  tiles of 64 keys); else 3 where two stages fit, 1 with three
- *  warpgroups, FCL_WGMMA_PIPE_DEFAULT otherwise. */
-int fcl__wgmma_pipe(const fcl_plan *plan);
+ *  tiles of 64 keys where the device's local memory takes them); else 3
+ *  where two stages fit, 1 with three warpgroups, FCL_WGMMA_PIPE_DEFAULT
+ *  otherwise. */
+int fcl__wgmma_pipe(const fcl_device_limits *limits, const fcl_plan *plan);
 #define FCL_WGMMA_PIPE_DEFAULT 2
 /** The wgmma forward's warpgroups a work-group (flash_fwd_wgmma.cl's
  *  WARPGROUPS, 1 to 4: its wg_size / 128). */
 int fcl__wgmma_groups(const fcl_plan *plan);
 /** Its work-group where the hint names none: three warpgroups, 192 rows
- *  sharing each K and V tile (the fastest of 1-3 on the H100, v29). */
+ *  sharing each K and V tile (the fastest of 1-4 on the H100, v29), or
+ *  the most below it that the device's work-group size and local memory
+ *  take. */
 #define FCL_WGMMA_DEFAULT_WG 384u
 /* The CPU kernels' planners (plan_cpu.c). */
 /** Whether the rules take the CPU kernels, forward and backward: a CPU
