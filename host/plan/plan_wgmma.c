@@ -87,9 +87,6 @@ fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__s
              WGMMA_KEYS, 2 * WGMMA_KEYS, WGMMA_WG, 4 * WGMMA_WG, WGMMA_ROWS);
   const int asked = hint && hint->wg_size;
   unsigned wg = asked ? hint->wg_size : FCL_WGMMA_DEFAULT_WG;
-  FCL_WHY_IF(limits->max_work_group_size < wg && asked, FCL_ERROR_UNSUPPORTED,
-             "the wgmma forward's work-group of %u work-items exceeds the device's limit of %zu",
-             wg, limits->max_work_group_size);
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_WGMMA,
                    .head_dim_padded = width,
                    .threads_per_row = 4,
