@@ -11,8 +11,8 @@
  * BLOCK_K keys, so that each K and V tile is read from global memory
  * once for all their rows (two: 128, as the MMA forward's 8 warps); per
  * tile:
- *   - S = Q K^T: m64n(BLOCK_K)k16 per 16 columns of head_dim (BLOCK_K 64,
- *     or 128 at HEAD_DIM_MAX 64), Q's A fragments in
+ *   - S = Q K^T: m64n(BLOCK_K)k16 per 16 columns of head_dim (BLOCK_K 32
+ *     or 64, or 128 at HEAD_DIM_MAX 64), Q's A fragments in
  *     registers (loaded once), K's tile in local memory as B (K-major:
  *     K's rows, [key][d], are B = K^T's columns);
  *   - O += P V: m64n(HEAD_DIM_MAX)k16 per 16 keys, P's fragments packed
@@ -36,8 +36,8 @@
  *      this tile's P V are committed as two groups, the softmax of S runs
  *      while P V does (wgmma.wait_group 1), and the accumulator's rescale
  *      waits for P V.
- *   3  2 with two stages of K and V (HEAD_DIM_MAX 64 only: 32 KiB; 128
- *      would need 64): K's tile t + 2 is fetched once S of t is done, V's
+ *   3  2 with two stages of K and V (tiles of at most 64 x 64: 32 KiB;
+ *      64 keys at 128 would need 64): K's tile t + 2 is fetched once S of t is done, V's
  *      t + 1 once P V of t - 1 is, so that each load has over a tile's
  *      products to arrive (in 2, V's has only the next S); planned
  *      wherever it fits.
@@ -58,8 +58,8 @@
 #ifndef BLOCK_K
 #define BLOCK_K 64          // keys per tile: the S product's N
 #endif
-#if BLOCK_K != 64 && !(BLOCK_K == 128 && HEAD_DIM_MAX == 64)
-#error "BLOCK_K must be 64, or 128 at HEAD_DIM_MAX 64"
+#if BLOCK_K != 32 && BLOCK_K != 64 && !(BLOCK_K == 128 && HEAD_DIM_MAX == 64)
+#error "BLOCK_K must be 32 or 64, or 128 at HEAD_DIM_MAX 64"
 #endif
 #if HEAD_DIM_MAX != 64 && HEAD_DIM_MAX != 128
 #error "HEAD_DIM_MAX must be 64 or 128"
@@ -70,8 +70,8 @@
 #if WGMMA_PIPE != 1 && WGMMA_PIPE != 2 && WGMMA_PIPE != 3
 #error "WGMMA_PIPE must be 1, 2 or 3"
 #endif
-#if WGMMA_PIPE == 3 && (HEAD_DIM_MAX != 64 || BLOCK_K != 64)
-#error "WGMMA_PIPE 3 (two stages) needs HEAD_DIM_MAX 64 and BLOCK_K 64"
+#if WGMMA_PIPE == 3 && BLOCK_K * HEAD_DIM_MAX > 64 * 64
+#error "WGMMA_PIPE 3 (two stages) needs BLOCK_K x HEAD_DIM_MAX at most 64 x 64"
 #endif
 #define KV_STAGES (WGMMA_PIPE == 3 ? 2 : 1)
 #define STAGE(tile) (KV_STAGES == 2 ? (tile) & 1 : 0)

@@ -110,7 +110,7 @@
        ? (wg) * (((rows) + FCL_MMA_TILE_ROW_STEP(hd, wg) - 1) / FCL_MMA_TILE_ROW_STEP(hd, wg)) \
        : (wg) * (((rows) + FCL_PAGE_RUN_KEYS - 1) / FCL_PAGE_RUN_KEYS))
 /* The wgmma forward (flash_fwd_wgmma.cl, wgmma.cl): K's tile and V's,
- * `keys` (64, or 128 at hd 64) by hd (64 or 128) 16-bit elements each, which its `groups`
+ * `keys` (32 to 128) by hd (64 or 128) 16-bit elements each, which its `groups`
  * warpgroups share; emulated (mma_emulate) the quads' scratch, and the
  * products' for 4 warps a warpgroup, or where wgmma is emulated
  * (wgmma_emulate) the warpgroups' A operands; stages: 1, or 2

@@ -116,21 +116,23 @@ for pipe in 1 2 3; do
   done
 done
 # ... and its blocks of two and three warpgroups, in the schedules the
-# planner gives them, under the registers the driver's ptxas gets for 256
-# and 384 work-items (clang writes no .reqntid; 65536 / 384 = 170). At
-# three warpgroups and d 128 clang's PTX spills 16-80 bytes where the
-# driver's own build spilled none (v29): spills there are noted, not
-# failures; serialization still fails
-for form in "2 128 2 255 0" "3 128 1 168 1" "3 64 3 168 0"; do
+# planner gives them (and 32-key tiles at d 128, a hint's, in two stages),
+# under the registers the driver's ptxas gets for 256 and 384 work-items
+# (clang writes no .reqntid; 65536 / 384 = 170). At three warpgroups and
+# d 128 clang's PTX spills 4-80 bytes where the driver's own builds
+# spilled none (v29): spills there are noted, not failures;
+# serialization still fails. Each form: warpgroups, width, schedule,
+# registers, spills noted, keys a tile
+for form in "2 128 2 255 0 64" "3 128 1 168 1 64" "3 64 3 168 0 64" "3 128 3 168 1 32"; do
   set -- $form
   for dtype in 1 2; do
     for opts in "-DWINDOW=0" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
         "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
       # shellcheck disable=SC2086
       PTXAS_REGS=$4 SPILLS_NOTED=$5 assemble flash_fwd_wgmma.cl \
-        "flash_fwd_wgmma.cl WARPGROUPS=$1 WGMMA_PIPE=$3 FCL_DTYPE=$dtype HEAD_DIM_MAX=$2 $opts" \
-        -include "$builtins" -DWARPGROUPS=$1 -DWGMMA_PIPE=$3 -DFCL_DTYPE=$dtype -DFCL_WGMMA=1 \
-        -DHEAD_DIM_MAX=$2 $opts
+        "flash_fwd_wgmma.cl WARPGROUPS=$1 WGMMA_PIPE=$3 BLOCK_K=$6 FCL_DTYPE=$dtype HEAD_DIM_MAX=$2 $opts" \
+        -include "$builtins" -DWARPGROUPS=$1 -DWGMMA_PIPE=$3 -DBLOCK_K=$6 -DFCL_DTYPE=$dtype \
+        -DFCL_WGMMA=1 -DHEAD_DIM_MAX=$2 $opts
     done
   done
 done

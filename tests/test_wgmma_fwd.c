@@ -138,17 +138,18 @@ static void check_case(int i, unsigned wg_size, unsigned block_k) {
 START_TEST(wgmma_forward_matches_the_reference) { check_case(_i, 0, 0); }
 END_TEST
 
-/* One warpgroup a work-group (64 rows), two to four asked for by name, and tiles
- * of 128 keys (head_dim up to 64), on the cases of several tiles: causal,
- * packed GQA, odd lengths, both widths, padded, ragged, a window with
- * softcap. */
+/* One warpgroup a work-group (64 rows), two to four asked for by name,
+ * and tiles of 32 keys, or 128 (head_dim up to 64), on the cases of
+ * several tiles: causal, packed GQA, odd lengths, both widths, padded,
+ * ragged, a window with softcap. */
 static const struct {
   unsigned wg_size, block_k;
   int c;
 } other_forms[] = {{128, 0, 1},   {128, 0, 3},   {128, 0, 6},   {128, 0, 7},   {128, 0, 8},
                    {128, 0, 9},   {256, 0, 0},   {256, 0, 3},   {256, 0, 9},   {0, 128, 2},
                    {0, 128, 3},   {0, 128, 4},   {0, 128, 6},   {0, 128, 8},   {128, 128, 3},
-                   {384, 0, 1},   {384, 0, 9},   {384, 128, 3},  {512, 0, 3},   {512, 0, 8}};
+                   {384, 0, 1},   {384, 0, 9},   {384, 128, 3},  {512, 0, 3},   {512, 0, 8},
+                   {0, 32, 1},    {0, 32, 3},    {384, 32, 9},   {128, 32, 7}};
 START_TEST(wgmma_forward_other_forms_match_the_reference) {
   check_case(other_forms[_i].c, other_forms[_i].wg_size, other_forms[_i].block_k);
 }
@@ -215,7 +216,7 @@ START_TEST(wgmma_forward_refuses_what_it_does_not_take) {
       {FCL_DTYPE_F32, 64, FCL_PASS_FORWARD, 0, 0, "f16 and bf16"},
       {FCL_DTYPE_F16, 256, FCL_PASS_FORWARD, 0, 0, "head_dim up to 128"},
       {FCL_DTYPE_F16, 64, FCL_PASS_BACKWARD, 0, 0, "forwards"},
-      {FCL_DTYPE_BF16, 64, FCL_PASS_FORWARD, 32, 0, "layout is fixed"},
+      {FCL_DTYPE_BF16, 64, FCL_PASS_FORWARD, 48, 0, "layout is fixed"},
       {FCL_DTYPE_F16, 128, FCL_PASS_FORWARD, 0, 640, "one to four warpgroups"},
       {FCL_DTYPE_F16, 128, FCL_PASS_FORWARD, 128, 0, "head_dim up to 64"},
   };

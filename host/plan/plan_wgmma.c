@@ -5,11 +5,11 @@
  * A warpgroup (128 work-items) owns 64 query rows; a work-group is one
  * to four of them (wg_size 128 to 512: the hint's, else
  * FCL_WGMMA_DEFAULT_WG), sharing tiles of 64 keys (the S product's
- * m64n64; 128 by a hint at head_dim up to 64); head_dim is padded to the
- * O product's width, 64 or 128; local memory holds K's tile and V's,
- * 2 x 64 x width elements (32 KiB at 128; two stages of each at 64, the
- * schedule fcl__wgmma_pipe picks), and the emulations' scratch where they
- * run.
+ * m64n64; by a hint 32, or 128 at head_dim up to 64); head_dim is padded
+ * to the O product's width, 64 or 128; local memory holds K's tile and
+ * V's, 2 x keys x width elements (32 KiB at 64 x 128; two stages of each
+ * where the tiles are at most 64 x 64, the schedule fcl__wgmma_pipe
+ * picks), and the emulations' scratch where they run.
  */
 #include "common.h"
 #include "errors.h"
@@ -38,7 +38,7 @@ static size_t local_bytes(const fcl_device_limits *limits, const fcl_plan *plan,
 }
 
 int fcl__wgmma_pipe(const fcl_device_limits *limits, const fcl_plan *plan) {
-  const int two_stages = plan->head_dim_padded <= 64 && plan->block_k <= 64 &&
+  const int two_stages = plan->head_dim_padded * plan->block_k <= 64 * 64 &&
                          local_bytes(limits, plan, 2) <= fcl__local_budget(limits);
   /* measured on the H100 (v29): two stages where they fit; three
    * warpgroups in 168 registers spill or serialize with pipe 2's overlap */
@@ -73,18 +73,18 @@ fcl_status fcl__plan_forward_wgmma(const fcl_device_limits *limits, const fcl__s
   FCL_WHY_IF(hint && hint->block_k == 2 * WGMMA_KEYS && width != 64, FCL_ERROR_UNSUPPORTED,
              "the wgmma forward's tiles of %u keys are for head_dim up to 64, not %zu",
              2 * WGMMA_KEYS, desc->head_dim);
-  FCL_WHY_IF(hint && ((hint->block_k && hint->block_k != WGMMA_KEYS &&
-                       hint->block_k != 2 * WGMMA_KEYS) ||
+  FCL_WHY_IF(hint && ((hint->block_k && hint->block_k != WGMMA_KEYS / 2 &&
+                       hint->block_k != WGMMA_KEYS && hint->block_k != 2 * WGMMA_KEYS) ||
                       (hint->wg_size &&
                        (hint->wg_size % WGMMA_WG || hint->wg_size > 4 * WGMMA_WG)) ||
                       (hint->threads_per_row && hint->threads_per_row != 4) ||
                       (hint->rows_per_thread && hint->rows_per_thread != 2) ||
                       (hint->tile_elem_size && hint->tile_elem_size != 2)),
              FCL_ERROR_UNSUPPORTED,
-             "the wgmma forward's layout is fixed: block_k %u (or %u at head_dim up to 64), "
-             "wg_size a multiple of %u up to %u (one to four warpgroups of %u rows), "
+             "the wgmma forward's layout is fixed: block_k %u or %u (or %u at head_dim up to "
+             "64), wg_size a multiple of %u up to %u (one to four warpgroups of %u rows), "
              "threads_per_row 4, rows_per_thread 2, tile_elem_size 2",
-             WGMMA_KEYS, 2 * WGMMA_KEYS, WGMMA_WG, 4 * WGMMA_WG, WGMMA_ROWS);
+             WGMMA_KEYS / 2, WGMMA_KEYS, 2 * WGMMA_KEYS, WGMMA_WG, 4 * WGMMA_WG, WGMMA_ROWS);
   const int asked = hint && hint->wg_size;
   unsigned wg = asked ? hint->wg_size : FCL_WGMMA_DEFAULT_WG;
   fcl_plan plan = {.kernel = FCL_FLASH_KERNEL_WGMMA,

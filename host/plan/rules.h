@@ -112,9 +112,9 @@ size_t fcl__flash_wgmma_local_bytes(const fcl_device_limits *limits, const fcl_p
 /** The wgmma forward's schedule for a plan (flash_fwd_wgmma.cl's
  *  WGMMA_PIPE, 1 to 3): the environment's FLASHCL_WGMMA_PIPE where it
  *  names one (a developer's knob for comparing them; the program cache
- *  keys on the option; 3, two stages, only at head_dim_padded 64 with
- *  tiles of 64 keys where the device's local memory takes them); else 3
- *  where two stages fit, 1 with three warpgroups, FCL_WGMMA_PIPE_DEFAULT
+ *  keys on the option; 3, two stages, only where a tile is at most
+ *  64 x 64 and the device's local memory takes them); else 3 where two
+ *  stages fit, 1 with three warpgroups, FCL_WGMMA_PIPE_DEFAULT
  *  otherwise. */
 int fcl__wgmma_pipe(const fcl_device_limits *limits, const fcl_plan *plan);
 #define FCL_WGMMA_PIPE_DEFAULT 2
