@@ -25,7 +25,7 @@
  * each, fill 256 contiguous bytes), by cp.async (mma.cl's FETCH_COPY: no
  * register staging; a plain copy elsewhere).
  *
- * Schedules (WGMMA_PIPE: the planner's, host/plan/families.c,
+ * Schedules (WGMMA_PIPE: the planner's, host/plan/plan_wgmma.c,
  * fcl__wgmma_pipe; FLASHCL_WGMMA_PIPE overrides it for a comparison):
  *   1  loads in flight under the products: K's next tile fetched once S
  *      is done (under the softmax and P V), V's once P V is done (under
@@ -37,10 +37,10 @@
  *      while P V does (wgmma.wait_group 1), and the accumulator's rescale
  *      waits for P V.
  *   3  2 with two stages of K and V (tiles of at most 64 x 64: 32 KiB;
- *      64 keys at 128 would need 64): K's tile t + 2 is fetched once S of t is done, V's
- *      t + 1 once P V of t - 1 is, so that each load has over a tile's
- *      products to arrive (in 2, V's has only the next S); planned
- *      wherever it fits.
+ *      64 keys at 128 would need 64): K's tile t + 2 is fetched once S
+ *      of t is done, V's t + 1 once P V of t - 1 is, so that each load
+ *      has over a tile's products to arrive (in 2, V's has only the next
+ *      S); planned wherever it fits.
  * Either way the accumulators (S's, O's) are not touched between their
  * fence and their wait (ptxas would serialize the products).
  *
