@@ -30,11 +30,18 @@
  * lanes for K, 64 per eight lanes of one t for V. (An fp8 cache's lanes
  * read spans of a row instead, K_COL and V_COL below.)
  *
- * S's fragments are flash_fwd_mma.cl's: s[n][i] of lane (g, t) is row
- * g + 8 (i >> 1) of the block, key 8 n + 2 t + (i & 1) of the warp's step.
- * With BLOCK_Q <= 8 fragment rows 8-15 are zero and their softmax is not
- * computed. (Keeping only their row-g halves, and asking L2 for the next
- * step's lines, were each slower on some of the decode family's shapes.)
+ * A block of at most 8 rows (GQA groups up to 8) takes the products
+ * transposed (DECODE_S_T, DECODE_PV_T): S^T = K Q^T and O^T += V^T P^T,
+ * the keys and O's columns on the instruction's 16 rows, the block's rows
+ * on its 8 columns, so that no instruction multiplies rows of zeros: half
+ * the instructions, and O and Q in half the registers. The same loads
+ * serve both orders: a K row's four columns are a B fragment's column and
+ * an A fragment's row alike. Lane (g, t) then holds keys g and g + 8 of
+ * rows 2t and 2t + 1. With more rows S's fragments are flash_fwd_mma.cl's:
+ * s[n][i] of lane (g, t) is row g + 8 (i >> 1) of the block, key
+ * 8 n + 2 t + (i & 1) of the warp's step. (Keeping only the row-g halves
+ * of 8 rows, and asking L2 for the next step's lines, were each slower on
+ * some of the decode family's shapes.)
  *
  * f16 and bf16 storage (f32 takes flash_fwd_decode.cl); head_dim up to
  * HEAD_DIM_MAX, a multiple of 32, and a multiple of 4 (vec4 views). The
@@ -58,6 +65,31 @@
 #define V_GROUPS (HEAD_DIM_MAX / 32)    // a lane's 4-column groups of a V row
 #define N_TILES (HEAD_DIM_MAX / 8)      // 8-column n-tiles of P V
 #define ROW_HALVES (BLOCK_Q > 8 ? 2 : 1)  // fragment rows g and, with more than 8, g + 8
+/* DECODE_PV_T: with at most 8 rows, O^T += V^T P^T: V's columns are the
+ * instruction's 16 rows and the block's rows its 8 columns, so P V takes
+ * half the instructions and O half the registers of O += P V, whose rows
+ * 8-15 would be zeros. P's C fragments (row g, keys 2t, 2t + 1 and
+ * 8 + 2t, 9 + 2t) are P^T's B fragment as they stand. */
+#ifndef DECODE_PV_T
+#define DECODE_PV_T (BLOCK_Q <= 8)
+#endif
+#if DECODE_PV_T && BLOCK_Q > 8
+#error "DECODE_PV_T takes blocks of at most 8 rows"
+#endif
+/* DECODE_S_T: and S^T = K Q^T: the step's 16 keys are the instruction's
+ * rows, one instruction a k-step instead of two, and Q's fragments half the
+ * registers. Lane (g, t) then holds keys g and g + 8 of rows 2t and
+ * 2t + 1: the softmax reduces over the eight lanes of a t (octet_max), and
+ * P^T's B fragment is P's two 8 x 8 tiles transposed (movmatrix_trans). */
+#ifndef DECODE_S_T
+#define DECODE_S_T DECODE_PV_T
+#endif
+#if DECODE_S_T && !DECODE_PV_T
+#error "DECODE_S_T needs DECODE_PV_T"
+#endif
+/* O's accumulator tiles: 16 columns x 8 rows (DECODE_PV_T), else 16 rows x
+ * 8 columns. */
+#define ACC_TILES (DECODE_PV_T ? HEAD_DIM_MAX / 16 : N_TILES)
 
 #if FCL_DTYPE == 0
 #error "flash_fwd_decode_mma.cl takes f16 and bf16 storage"
@@ -458,6 +490,22 @@ inline uint quad_v_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 #define LOAD_K_STEP(kx, kw) LOAD_STEP_ROWS(kx, kw, k_rows, k, p.k, k_stride, 2, K_KEY, K_ROW)
 #define LOAD_V_STEP(vx, kw) LOAD_STEP_ROWS(vx, kw, v_rows, v, p.v, v_stride, 4, V_KEY, V_ROW)
 
+/* MMA_MASK_SCORES for S^T's fragment (DECODE_S_T): s[i] is key
+ * k0 + g + 8 (i >> 1) of row row[i & 1]. */
+#define DECODE_T_MASK_SCORES(s, k0, keys)                                          \
+  do {                                                                             \
+    if (SCORES_TRANSFORMED) {                                                      \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_)                                        \
+        s[i_] = fcl_score(s[i_], p, qb.slope, row[i_ & 1] + diag - ((k0) + g + 8 * (i_ >> 1))); \
+    }                                                                              \
+    if ((k0) < qb.full_lo || (k0) + (keys) > qb.full_hi) {                         \
+      UNROLL for (int i_ = 0; i_ < 4; ++i_) {                                      \
+        const int key_ = (k0) + g + 8 * (i_ >> 1), r_ = i_ & 1;                    \
+        s[i_] = ROW_SEES(key_, row[r_], nq, nk, key_lo[r_], key_hi[r_]) ? s[i_] : -INFINITY; \
+      }                                                                            \
+    }                                                                              \
+  } while (0)
+
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __local ushort q_local[BLOCK_Q * HEAD_DIM_MAX] __attribute__((aligned(16)));
@@ -484,40 +532,56 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   DECODE_Q_TO_LOCAL(q_local, HEAD_DIM_MAX);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* Q's A fragments, columns in K's load order; rows past BLOCK_Q are 0. */
+  /* Row r's four columns of lane t's k-step j (K's load order); rows past
+   * BLOCK_Q are 0. */
+#if DECODE_QUAD  /* the columns of the codes lane t holds */
+#define Q_COLUMNS(r, j)                                                                  \
+  ((r) < BLOCK_Q ? (uint2)(q_local[(r) * HEAD_DIM_MAX + QUAD_K_COL(t, j, 0)] |            \
+                               (uint)q_local[(r) * HEAD_DIM_MAX + QUAD_K_COL(t, j, 1)] << 16, \
+                           q_local[(r) * HEAD_DIM_MAX + QUAD_K_COL(t, j, 2)] |            \
+                               (uint)q_local[(r) * HEAD_DIM_MAX + QUAD_K_COL(t, j, 3)] << 16) \
+                 : (uint2)(0u))
+#else
+#define Q_COLUMNS(r, j)                                                                   \
+  ((r) < BLOCK_Q ? *(__local const uint2 *)(q_local + (r) * HEAD_DIM_MAX + K_COL(j, t)) \
+                 : (uint2)(0u))
+#endif
+#if DECODE_S_T
+  /* Q^T's B fragments: row g. */
+  uint qf[K_STEPS][2];
+UNROLL
+  for (int j = 0; j < K_STEPS; ++j) {
+    const uint2 x = Q_COLUMNS(g, j);
+    qf[j][0] = x.x;
+    qf[j][1] = x.y;
+  }
+  /* This lane's rows: 2t and 2t + 1 of the block (tokens; packed, of
+   * slots). */
+#define LANE_ROW(h) (2 * t + (h))
+#else
+  /* Q's A fragments: rows g and g + 8. */
   uint qa[K_STEPS][4];
 UNROLL
   for (int j = 0; j < K_STEPS; ++j)
 UNROLL
     for (int h = 0; h < 2; ++h) {
-      const int r = g + 8 * h;
-#if DECODE_QUAD  /* the columns of the codes lane t holds */
-      __local const ushort *qr = q_local + r * HEAD_DIM_MAX;
-      const uint2 x = r < BLOCK_Q ? (uint2)(qr[QUAD_K_COL(t, j, 0)] |
-                                                (uint)qr[QUAD_K_COL(t, j, 1)] << 16,
-                                            qr[QUAD_K_COL(t, j, 2)] |
-                                                (uint)qr[QUAD_K_COL(t, j, 3)] << 16)
-                                  : (uint2)(0u);
-#else
-      const uint2 x = r < BLOCK_Q
-                          ? *(__local const uint2 *)(q_local + r * HEAD_DIM_MAX + K_COL(j, t))
-                          : (uint2)(0u);
-#endif
+      const uint2 x = Q_COLUMNS(g + 8 * h, j);
       qa[j][h] = x.x;
       qa[j][2 + h] = x.y;
     }
-
-  /* This lane's rows: g and g + 8 of the block (tokens; packed, of slots). */
+  /* This lane's rows: g and g + 8 of the block. */
+#define LANE_ROW(h) (g + 8 * (h))
+#endif
   int row[2], key_lo[2], key_hi[2];
 UNROLL
   for (int h = 0; h < 2; ++h) {
-    fcl_query_row(p, qb.seq, q0 + g + 8 * h, &row[h], &key_lo[h], &key_hi[h]);
+    fcl_query_row(p, qb.seq, q0 + LANE_ROW(h), &row[h], &key_lo[h], &key_hi[h]);
   }
-  float acc[N_TILES][4];
+  float acc[ACC_TILES][4];
   float m[2] = {FCL_MAX_INIT, FCL_MAX_INIT};
   float l[2] = {0.0f, 0.0f};  // this lane's columns; the quad sums at the end
 UNROLL
-  for (int n = 0; n < N_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  for (int n = 0; n < ACC_TILES; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
 
   const int diag = nk - nq;
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
@@ -541,6 +605,43 @@ UNROLL
     LOAD_V_STEP(vx, kw);
 #endif
 
+#if DECODE_S_T
+    /* ---- S^T = K Q^T: s[i] is key kw + g + 8 (i >> 1), row 2t + (i & 1) ---- */
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    {
+#if DECODE_QUAD
+      QUAD_K_SCALES(s02_0, s13_0, kx[0]);
+      QUAD_K_SCALES(s02_1, s13_1, kx[1]);
+#define K_SLOT_0(j) QUAD_K_SLOT(kx[0], j, s02_0, s13_0)
+#define K_SLOT_1(j) QUAD_K_SLOT(kx[1], j, s02_1, s13_1)
+#else
+#define K_SLOT_0(j) kx[0][j]
+#define K_SLOT_1(j) kx[1][j]
+#endif
+UNROLL
+      for (int j = 0; j < K_STEPS; ++j) {
+        const uint2 k0 = fcl_kv_raw_bits4(K_SLOT_0(j)), k1 = fcl_kv_raw_bits4(K_SLOT_1(j));
+        const uint a[4] = {k0.x, k1.x, k0.y, k1.y};
+        mma_16bit(s, a, qf[j] MMA_ARGS);
+      }
+    }
+
+    if (tile + 1 < end_tile) LOAD_K_STEP(kx, kw + BLOCK_K);
+
+    /* ---- transform, mask, new max over the octet, rescale, p ---- */
+    DECODE_T_MASK_SCORES(s, kw, WARP_KEYS);
+UNROLL
+    for (int c = 0; c < 2; ++c) {
+      const float m_new = octet_max(fmax(m[c], fmax(s[c], s[c + 2])) MMA_ARGS);
+      const float alpha = EXP2((m[c] - m_new) * p.exp_factor);
+      m[c] = m_new;
+      s[c] = EXP2((s[c] - m_new) * p.exp_factor);
+      s[c + 2] = EXP2((s[c + 2] - m_new) * p.exp_factor);
+      l[c] = l[c] * alpha + (s[c] + s[c + 2]);
+UNROLL
+      for (int n = 0; n < ACC_TILES; ++n) acc[n][c] *= alpha, acc[n][c + 2] *= alpha;
+    }
+#else
     /* ---- S = Q K^T ---- */
     float s[2][4];
 UNROLL
@@ -564,8 +665,26 @@ UNROLL
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
     MMA_MASK_SCORES(s, 2, kw, WARP_KEYS, 0);
+#if DECODE_PV_T
+    {
+      /* O^T's columns are rows 2t and 2t + 1: their rescale comes from the
+       * quads of those rows (the same exp2 as the softmax's). */
+      const float m_old = m[0];
+      MMA_ONLINE_SOFTMAX(s, 2, acc, 0, m, l, 0);
+      const float alpha = EXP2((m_old - m[0]) * p.exp_factor);
+      const float alpha0 = as_float(warp_shfl_idx(as_uint(alpha), 8 * t MMA_ARGS));
+      const float alpha1 = as_float(warp_shfl_idx(as_uint(alpha), 8 * t + 4 MMA_ARGS));
+UNROLL
+      for (int n = 0; n < ACC_TILES; ++n) {
+        acc[n][0] *= alpha0, acc[n][2] *= alpha0;
+        acc[n][1] *= alpha1, acc[n][3] *= alpha1;
+      }
+    }
+#else
 UNROLL
     for (int h = 0; h < ROW_HALVES; ++h) MMA_ONLINE_SOFTMAX(s, 2, acc, N_TILES, m, l, h);
+#endif
+#endif  /* DECODE_S_T */
 
     /* ---- O += P V: P's C fragments are its A fragment (mma.cl) ---- */
 #if DECODE_QUAD
@@ -582,6 +701,28 @@ UNROLL
 #define V_SLOTS vx
 #define V_PAIR fcl_kv_raw_pair
 #endif
+#if DECODE_PV_T
+    /* Tile 2 i + h: A's rows g and g + 8 are group i's elements 2 h and
+     * 2 h + 1 of lane g's columns, its columns keys 2t, 2t + 1, 8 + 2t,
+     * 9 + 2t; B is P^T, rows g of P as they stand. */
+#if DECODE_S_T
+    /* P's tiles of keys 0-7 and 8-15 with rows as columns, transposed */
+    const uint pb[2] = {movmatrix_trans(pack2(s[0], s[1]) MMA_ARGS),
+                        movmatrix_trans(pack2(s[2], s[3]) MMA_ARGS)};
+#else
+    const uint pb[2] = {pack2(s[0][0], s[0][1]), pack2(s[1][0], s[1][1])};
+#endif
+UNROLL
+    for (int i = 0; i < V_GROUPS; ++i)
+UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const uint a[4] = {V_PAIR(V_SLOTS[0][i], V_SLOTS[1][i], 2 * h),
+                           V_PAIR(V_SLOTS[0][i], V_SLOTS[1][i], 2 * h + 1),
+                           V_PAIR(V_SLOTS[2][i], V_SLOTS[3][i], 2 * h),
+                           V_PAIR(V_SLOTS[2][i], V_SLOTS[3][i], 2 * h + 1)};
+        mma_16bit(acc[2 * i + h], a, pb MMA_ARGS);
+      }
+#else
     const uint pa[4] = {pack2(s[0][0], s[0][1]), ROW_HALVES > 1 ? pack2(s[0][2], s[0][3]) : 0u,
                         pack2(s[1][0], s[1][1]), ROW_HALVES > 1 ? pack2(s[1][2], s[1][3]) : 0u};
 UNROLL
@@ -592,6 +733,7 @@ UNROLL
                            V_PAIR(V_SLOTS[2][i], V_SLOTS[3][i], e)};
         mma_16bit(acc[4 * i + e], pa, b MMA_ARGS);
       }
+#endif
 #if DECODE_V_AHEAD
 UNROLL
     for (int u = 0; u < 4; ++u)
@@ -601,27 +743,55 @@ UNROLL
   }
 
   /* ---- the warps' states to local memory, merged, O and LSE stored ----
-   * acc[4 i + e][2 h + c] is row g + 8 h, column O_COL(i, 2 t + c, e). */
+   * Without DECODE_PV_T, acc[4 i + e][2 h + c] is row g + 8 h, column
+   * O_COL(i, 2 t + c, e). */
 #if DECODE_QUAD
 #define O_COL(i, gv, e) QUAD_V_COL(gv, i, e)
 #else
 #define O_COL(i, gv, e) (V_COL(i, gv) + (e))
 #endif
+#define STATE_ROW(r) (state + (warp * BLOCK_Q + (r)) * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX))
+#if DECODE_S_T
+  /* rows 2t and 2t + 1: m is the octet's, l its sum */
+UNROLL
+  for (int c = 0; c < 2; ++c) {
+    const float l_row = octet_sum(l[c] MMA_ARGS);
+    if (g == 0 && 2 * t + c < BLOCK_Q) {
+      STATE_ROW(2 * t + c)[0] = m[c];
+      STATE_ROW(2 * t + c)[1] = l_row;
+    }
+  }
+#else
 UNROLL
   for (int h = 0; h < ROW_HALVES; ++h) {
     const float l_row = quad_sum(l[h] MMA_ARGS);
     const int r = g + 8 * h;
     if (r >= BLOCK_Q) continue;
-    __local float *st = state + (warp * BLOCK_Q + r) * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX);
+    __local float *st = STATE_ROW(r);
     if (t == 0) {
       st[0] = m[h];
       st[1] = l_row;
     }
+#if !DECODE_PV_T
 UNROLL
     for (int n = 0; n < N_TILES; ++n)
 UNROLL
       for (int c = 0; c < 2; ++c) st[2 + O_COL(n >> 2, 2 * t + c, n & 3)] = acc[n][2 * h + c];
+#endif
   }
+#endif  /* DECODE_S_T */
+#if DECODE_PV_T
+  /* acc[2 i + h][c + 2 d] is row 2t + c, column O_COL(i, g, 2 h + d). */
+UNROLL
+  for (int c = 0; c < 2; ++c) {
+    if (2 * t + c >= BLOCK_Q) continue;
+    __local float *st = STATE_ROW(2 * t + c);
+UNROLL
+    for (int n = 0; n < ACC_TILES; ++n)
+UNROLL
+      for (int d = 0; d < 2; ++d) st[2 + O_COL(n >> 1, g, 2 * (n & 1) + d)] = acc[n][c + 2 * d];
+  }
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   FCL_DECODE_STORE(state, WARPS);
   FCL_MERGE_LAST_SPLIT(state);

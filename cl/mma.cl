@@ -489,36 +489,55 @@ inline uint warp_shfl_idx(const uint x, const int src MMA_SCRATCH) {
 #endif
 }
 
-/* The max and the sum over a row's quad of lanes. */
-inline float quad_max(float x MMA_SCRATCH) {
+/* The 8 x 8 matrix of 16-bit elements whose row g, columns 2t and 2t + 1
+ * lane (g, t) holds in x, transposed: this lane's row g, columns 2t and
+ * 2t + 1 of the transpose (movmatrix, sm_75 and later). */
+inline uint movmatrix_trans(const uint x MMA_SCRATCH) {
 #if MMA_EMULATE
-  const int me = get_local_id(0);
-  quad[me] = x;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int q0 = me & ~3;
-  x = fmax(fmax(quad[q0], quad[q0 + 1]), fmax(quad[q0 + 2], quad[q0 + 3]));
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return x;
+  const int g = lane_id() >> 2, t = lane_id() & 3, shift = 16 * (g & 1);
+  const uint a = warp_shfl_idx(x, 8 * t + (g >> 1) MMA_ARGS);
+  const uint b = warp_shfl_idx(x, 8 * t + 4 + (g >> 1) MMA_ARGS);
+  return (a >> shift & 0xffffu) | (b >> shift & 0xffffu) << 16;
 #else
-  x = fmax(x, fcl_shfl_xor(x, 1));
-  return fmax(x, fcl_shfl_xor(x, 2));
+  uint r;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(r) : "r"(x));
+  return r;
 #endif
 }
 
-inline float quad_sum(float x MMA_SCRATCH) {
+/* x of the lane whose id differs from this one's in the bits of `mask`.
+ * Every lane of the warp calls it. */
+inline float lane_xor(float x, const int mask MMA_SCRATCH) {
 #if MMA_EMULATE
   const int me = get_local_id(0);
   quad[me] = x;
   barrier(CLK_LOCAL_MEM_FENCE);
-  const int q0 = me & ~3;
-  x = (quad[q0] + quad[q0 + 1]) + (quad[q0 + 2] + quad[q0 + 3]);
+  x = quad[me ^ mask];
   barrier(CLK_LOCAL_MEM_FENCE);
   return x;
 #else
-  x += fcl_shfl_xor(x, 1);  // lanes 4g..4g+3 end with the same sum:
-  return x + fcl_shfl_xor(x, 2);  // (x0 + x1) + (x2 + x3) in every lane
+  return fcl_shfl_xor(x, mask);
 #endif
 }
+
+/* The max and the sum over the lanes whose ids differ from this one's in
+ * the bits from..to - 1 (powers of two), by butterfly, so that every lane
+ * ends with the same value: over a row's quad of lanes (t: 1, 4), over the
+ * octet that shares t (a column of C fragments, rows g: 4, 32). */
+inline float lanes_max(float x, const int from, const int to MMA_SCRATCH) {
+UNROLL
+  for (int mask = from; mask < to; mask <<= 1) x = fmax(x, lane_xor(x, mask MMA_ARGS));
+  return x;
+}
+inline float lanes_sum(float x, const int from, const int to MMA_SCRATCH) {
+UNROLL
+  for (int mask = from; mask < to; mask <<= 1) x += lane_xor(x, mask MMA_ARGS);
+  return x;
+}
+inline float quad_max(float x MMA_SCRATCH) { return lanes_max(x, 1, 4 MMA_ARGS); }
+inline float quad_sum(float x MMA_SCRATCH) { return lanes_sum(x, 1, 4 MMA_ARGS); }
+inline float octet_max(float x MMA_SCRATCH) { return lanes_max(x, 4, 32 MMA_ARGS); }
+inline float octet_sum(float x MMA_SCRATCH) { return lanes_sum(x, 4, 32 MMA_ARGS); }
 
 /* ---- operands: rows in local memory, A fragments in registers -------------
  * The kernels that use the instructions stream tiles of rows (keys, or

@@ -138,13 +138,15 @@ for form in "2 128 2 255 0 64" "3 128 1 168 1 64" "3 64 3 168 0 64" "3 128 3 168
   done
 done
 # the decode on matrix instructions: each KV form (f16 storage, and bf16
-# for int8 and e4m3), at 4 rows a block with a window and splits, and at
-# 16 packed rows with a softcap and pages: the variants nearest the
+# for int8 and e4m3), at 4 rows a block with a window and splits, at 8
+# with a softcap and pages (the transposed products' heaviest), and at 16
+# packed rows with a softcap and pages: the variants nearest the
 # registers' end (docs/design.md, "Fast dequantisation")
 for kv in 0 1 2 3 4 b1 b3; do
   dtype=1
   case $kv in b*) dtype=2; kv=${kv#b};; esac
   for opts in "-DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1" \
+      "-DBLOCK_Q=8 -DPACK_GQA=8 -DWINDOW=2 -DSOFTCAP=1 -DPAGED=1" \
       "-DBLOCK_Q=16 -DPACK_GQA=16 -DWINDOW=2 -DSOFTCAP=1 -DPAGED=1"; do
     # shellcheck disable=SC2086
     STAGE=0 assemble flash_fwd_decode_mma.cl \
