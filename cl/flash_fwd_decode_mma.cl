@@ -419,15 +419,18 @@ inline uint quad_v_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 
 /* DECODE_V_AHEAD: V is loaded a step ahead, as K is, so that its loads
  * have a whole step to arrive before P V converts and uses them. Two
- * steps of a quantized cache's raw V fit the registers; of f16's would
- * not, nor of a block form's with a block of more than 8 rows (two
- * fragment rows of softmax state), with bf16 operands (their conversion
- * through floats: scripts/ptxas-check.sh put those at 255 registers), or
- * beside DECODE_QUAD's slots. */
+ * steps of an fp8 cache's raw V fit the registers; of f16's would not,
+ * nor of a block form's with a block of more than 8 rows (two fragment
+ * rows of softmax state), with bf16 operands (their conversion through
+ * floats: scripts/ptxas-check.sh put those at 255 registers), or beside
+ * DECODE_QUAD's slots; and with the transposed products a block form's
+ * would take the kernel past 168 registers, where three work-groups fill
+ * a multiprocessor (the planner's split target: host/plan/plan.c). */
 #ifndef DECODE_V_AHEAD
-#define DECODE_V_AHEAD                            \
-  (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 ||     \
-   ((FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1 && BLOCK_Q <= 8 && !DECODE_QUAD))
+#define DECODE_V_AHEAD                                                                  \
+  (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 ||                                           \
+   ((FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1 && BLOCK_Q <= 8 &&      \
+    !DECODE_QUAD && !DECODE_S_T))
 #endif
 
 /* A warp's step from key kw, lane (g, t)'s rows of it: for each u <

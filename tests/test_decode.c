@@ -973,9 +973,10 @@ static fcl_device_limits h200_limits(void) {
 /* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
  * decode kernel, and on NVIDIA the 16-bit forward of at most
  * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
- * instructions, both split for about DECODE_WGS_PER_CU (2) work-groups
- * per compute unit: a power of two, at most 64; more rows, the backward
- * and CPUs keep their kernels. */
+ * instructions, both split for one wave of work-groups: 2 a compute unit
+ * and a power of two (3 for a quantized cache at up to 8 rows a block:
+ * test_quant_kv); at most 64; more rows, the backward and CPUs keep their
+ * kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
@@ -1031,6 +1032,26 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
     ck_assert_int_eq(fcl_plan_flash(&limits, &d, FCL_PASS_BACKWARD, &plan, why, sizeof why),
                      FCL_SUCCESS);
     ck_assert_uint_lt(plan.kernel, FCL_FLASH_KERNEL_DECODE);
+  }
+  /* A quantized cache at up to 8 rows a block: one wave of 3 work-groups a
+   * compute unit, not rounded to a power of two; at 16 rows, 2. */
+  for (size_t hkv = 8; hkv >= 2; hkv /= 4) {
+    fcl_attention_desc q;
+    fcl_attention_desc_init(&q, 8, 32, hkv, 1, 8192, 128);
+    q.dtype = FCL_DTYPE_F16;
+    q.kv_dtype = FCL_KV_Q8_0;
+    fcl_plan plan;
+    char why[256];
+    ck_assert_msg(fcl_plan_flash(&limits, &q, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                      FCL_SUCCESS, "%s", why);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
+    ck_assert_uint_eq(plan.block_q, 32 / hkv);
+    const size_t groups = 8 * hkv, tiles = 8192 / plan.block_k;
+    size_t s = (plan.block_q <= 8 ? 3 : 2) * 132 / groups;
+    if (plan.block_q > 8) s = s >= 16 ? 16 : s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+    const size_t per = (tiles + s - 1) / s;
+    ck_assert_msg(plan.splits == (tiles + per - 1) / per, "Hkv %zu: %u splits, want %zu", hkv,
+                  plan.splits, (tiles + per - 1) / per);
   }
   /* The programs: the decode kernel, split, then the merge kernel; for a
    * short call, merged in the split launch, one program. */

@@ -19,11 +19,21 @@
 #include <stdio.h>
 
 #define SPLIT_MIN_KEYS 256u       /* a split's fewest keys, where the planner splits */
-/* The decode kernels' split target (plan_decode.c): one wave, the 2
+/* The decode kernels' split target (plan_decode.c): one wave, the
  * work-groups of 128 a multiprocessor holds at the kernels' registers, at
- * most 64 splits (docs/design.md, "The rules, measured"). */
-#define DECODE_WGS_PER_CU 2u
+ * most 64 splits (docs/design.md, "The rules, measured"): 3 for a
+ * quantized cache on matrix instructions with at most 8 rows a block (its
+ * transposed products: 152-168 registers on the H100's and H200's driver),
+ * else 2 (the f16 cache's kernel holds 3 too but streams at the copy peak
+ * with 4 splits where 6 were 3-4% slower; 178-253 registers otherwise,
+ * and the SIMT kernel's). */
 #define DECODE_MAX_SPLITS 64u
+static size_t decode_wgs_per_cu(const fcl_plan *plan, const fcl_attention_desc *desc) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && plan->block_q <= 8 &&
+                 desc->kv_dtype != FCL_KV_AS_DTYPE
+             ? 3
+             : 2;
+}
 
 fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t why_len) {
   if (!hint) {
@@ -123,8 +133,10 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
 
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. The
- * decode kernels' target is their own (DECODE_WGS_PER_CU), a power of two
- * that reproduces the counts measured best. */
+ * decode kernels' target is their own (decode_wgs_per_cu): as many splits
+ * as fill one wave; with 2 a compute unit, the power of two below, which
+ * reproduces the counts measured best; with 3, all of them (B 8 x 8k on
+ * the H100: 6, where 4 and 8 were slower for an int8 or fp8 cache). */
 static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
                           const fcl_attention_desc *desc, const fcl_plan *hint, fcl_plan *plan) {
   plan->split_keys = 0;
@@ -159,8 +171,10 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
   if (hint && hint->splits) {
     splits = hint->splits;
   } else if (groups < cus) {
-    splits = decode ? fcl__floor_pow2(DECODE_WGS_PER_CU * cus / groups)
-                    : (2 * cus + groups - 1) / groups;
+    const size_t per_cu = decode_wgs_per_cu(plan, desc), wave = per_cu * cus / groups;
+    splits = !decode ? (2 * cus + groups - 1) / groups
+             : per_cu == 2 ? fcl__floor_pow2(wave)
+                           : wave;
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
     const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
     if (splits > by_keys) splits = by_keys;

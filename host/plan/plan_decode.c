@@ -19,15 +19,17 @@
  *     decode_keys_per_group keys a step (4; 2 on Intel; 1 on RDNA at
  *     8 rows of slices of 8), loaded a step
  *     ahead, so block_k = groups x that;
- *   - the splits (plan.c's choose_splits), aimed at DECODE_WGS_PER_CU
- *     work-groups per compute unit (one wave), at most DECODE_MAX_SPLITS:
+ *   - the splits (plan.c's choose_splits), aimed at the work-groups a
+ *     compute unit holds (one wave), at most DECODE_MAX_SPLITS:
  *     a decode launch has few blocks, and only every compute unit busy
  *     keeps the memory busy; and how they merge (choose_merge): in the
  *     split launch where the kernel's local state holds a block's LSEs.
  * The one on matrix instructions has the MMA layout: each warp holds the
  * block's rows (a power of two up to 16) and takes 16 keys of a step;
  * four warps (block_k 64; a paged cache's page is looked up a warp's 16
- * keys at a time, so any allowed page size takes it); the same split rule.
+ * keys at a time, so any allowed page size takes it); the same split rule,
+ * aimed at 3 work-groups a compute unit for a quantized cache with at most
+ * 8 rows a block.
  * Beyond 128 columns (DeepSeek's 576 and 512) its wide kernel
  * (cl/flash_fwd_decode_wide.cl): blocks of 32 rows (16 where fewer), eight
  * warps sharing tiles of 128 keys, each scoring 16 of them and owning an
