@@ -525,12 +525,10 @@ inline float lane_xor(float x, const int mask MMA_SCRATCH) {
  * ends with the same value: over a row's quad of lanes (t: 1, 4), over the
  * octet that shares t (a column of C fragments, rows g: 4, 32). */
 inline float lanes_max(float x, const int from, const int to MMA_SCRATCH) {
-UNROLL
   for (int mask = from; mask < to; mask <<= 1) x = fmax(x, lane_xor(x, mask MMA_ARGS));
   return x;
 }
 inline float lanes_sum(float x, const int from, const int to MMA_SCRATCH) {
-UNROLL
   for (int mask = from; mask < to; mask <<= 1) x += lane_xor(x, mask MMA_ARGS);
   return x;
 }
