@@ -852,8 +852,10 @@ typedef struct fcl_plan {
    *  min(ceil(2 * compute_units / work-groups), ceil(seqlen_k / 256))
    *  ranges, at most FCL_MAX_SPLITS (the decode kernels, whose work-groups
    *  are few: 2 * compute_units / work-groups rounded down to a power of
-   *  two, at most 64), each a whole number of tiles, and fewer if the keys
-   *  run out. The backward is never split (1). In a tiling hint: the count
+   *  two, at most 64; a quantized cache on matrix instructions at up to 8
+   *  rows a block, whose multiprocessor holds three work-groups: 3 *
+   *  compute_units / work-groups, not rounded), each a whole number of
+   *  tiles, and fewer if the keys run out. The backward is never split (1). In a tiling hint: the count
    *  wanted, which the keys' tiles may lower. The batch-invariant mode
    *  splits by a fixed key count instead (split_keys). */
   unsigned splits;
