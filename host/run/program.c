@@ -48,6 +48,7 @@ extern const char fcl__cl_merge[];
 extern const char fcl__cl_cache[];
 extern const char fcl__cl_wgmma_probe[];
 extern const char fcl__cl_wgmma[];
+extern const char fcl__cl_decode_quad[];
 extern const char fcl__cl_flash_fwd_wgmma[];
 
 /* Each program is these texts, then the source's prelude if it has one,
@@ -61,7 +62,8 @@ static const struct {
   const char *file;
   const char *prelude;       /* text */
   const char *prelude_file;
-  /* a second prelude, after the first (wgmma.cl after mma.cl), or NULL */
+  /* a second prelude, after the first (wgmma.cl or decode_quad.cl after
+   * mma.cl), or NULL */
   const char *helpers;
 } sources[FCL_SRC_COUNT] = {
     [FCL_SRC_FLASH_FWD] = {fcl__cl_flash_fwd, "flash_fwd.cl", NULL, NULL},
@@ -79,7 +81,7 @@ static const struct {
     [FCL_SRC_CACHE] = {fcl__cl_cache, "cache.cl", NULL, NULL},
     [FCL_SRC_FLASH_FWD_DECODE] = {fcl__cl_flash_fwd_decode, "flash_fwd_decode.cl", NULL, NULL},
     [FCL_SRC_FLASH_FWD_DECODE_MMA] = {fcl__cl_flash_fwd_decode_mma, "flash_fwd_decode_mma.cl",
-                                      fcl__cl_mma, "mma.cl"},
+                                      fcl__cl_mma, "mma.cl", fcl__cl_decode_quad},
     [FCL_SRC_FLASH_FWD_DECODE_WIDE] = {fcl__cl_flash_fwd_decode_wide, "flash_fwd_decode_wide.cl",
                                        fcl__cl_mma, "mma.cl"},
     [FCL_SRC_FLASH_FWD_CPU] = {fcl__cl_flash_fwd_cpu, "flash_fwd_cpu.cl", fcl__cl_cpu, "cpu.cl"},
