@@ -31,7 +31,7 @@
  * read spans of a row instead, K_COL and V_COL below.)
  *
  * A block of at most 8 rows (GQA groups up to 8) takes the products
- * transposed (DECODE_S_T, DECODE_PV_T): S^T = K Q^T and O^T += V^T P^T,
+ * transposed (DECODE_T): S^T = K Q^T and O^T += V^T P^T,
  * the keys and O's columns on the instruction's 16 rows, the block's rows
  * on its 8 columns, so that no instruction multiplies rows of zeros: half
  * the instructions, and O and Q in half the registers. The same loads
@@ -65,31 +65,23 @@
 #define V_GROUPS (HEAD_DIM_MAX / 32)    // a lane's 4-column groups of a V row
 #define N_TILES (HEAD_DIM_MAX / 8)      // 8-column n-tiles of P V
 #define ROW_HALVES (BLOCK_Q > 8 ? 2 : 1)  // fragment rows g and, with more than 8, g + 8
-/* DECODE_PV_T: with at most 8 rows, O^T += V^T P^T: V's columns are the
- * instruction's 16 rows and the block's rows its 8 columns, so P V takes
- * half the instructions and O half the registers of O += P V, whose rows
- * 8-15 would be zeros. P's C fragments (row g, keys 2t, 2t + 1 and
- * 8 + 2t, 9 + 2t) are P^T's B fragment as they stand. */
-#ifndef DECODE_PV_T
-#define DECODE_PV_T (BLOCK_Q <= 8)
+/* DECODE_T: with at most 8 rows, S^T = K Q^T and O^T += V^T P^T. The
+ * step's 16 keys, and 16 of V's columns, are the instruction's rows and
+ * the block's rows its 8 columns: one instruction a k-step instead of two,
+ * O and Q's fragments half the registers. Lane (g, t) then holds keys g
+ * and g + 8 of rows 2t and 2t + 1: the softmax reduces over the eight
+ * lanes of a t (octet_max), and P^T's B fragment is P's two 8 x 8 tiles
+ * transposed (movmatrix_trans). (O^T += V^T P^T alone, with S as before,
+ * was slower for every form but int4: docs/performance.md, v30.) */
+#ifndef DECODE_T
+#define DECODE_T (BLOCK_Q <= 8)
 #endif
-#if DECODE_PV_T && BLOCK_Q > 8
-#error "DECODE_PV_T takes blocks of at most 8 rows"
+#if DECODE_T && BLOCK_Q > 8
+#error "DECODE_T takes blocks of at most 8 rows"
 #endif
-/* DECODE_S_T: and S^T = K Q^T: the step's 16 keys are the instruction's
- * rows, one instruction a k-step instead of two, and Q's fragments half the
- * registers. Lane (g, t) then holds keys g and g + 8 of rows 2t and
- * 2t + 1: the softmax reduces over the eight lanes of a t (octet_max), and
- * P^T's B fragment is P's two 8 x 8 tiles transposed (movmatrix_trans). */
-#ifndef DECODE_S_T
-#define DECODE_S_T DECODE_PV_T
-#endif
-#if DECODE_S_T && !DECODE_PV_T
-#error "DECODE_S_T needs DECODE_PV_T"
-#endif
-/* O's accumulator tiles: 16 columns x 8 rows (DECODE_PV_T), else 16 rows x
- * 8 columns. */
-#define ACC_TILES (DECODE_PV_T ? HEAD_DIM_MAX / 16 : N_TILES)
+/* O's accumulator tiles: 16 columns x 8 rows (DECODE_T), else 16 rows x 8
+ * columns. */
+#define ACC_TILES (DECODE_T ? HEAD_DIM_MAX / 16 : N_TILES)
 
 #if FCL_DTYPE == 0
 #error "flash_fwd_decode_mma.cl takes f16 and bf16 storage"
@@ -215,7 +207,7 @@
 #define DECODE_V_AHEAD                                                                  \
   (FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4 ||                                           \
    ((FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2) && FCL_DTYPE == 1 && BLOCK_Q <= 8 &&      \
-    !DECODE_QUAD && !DECODE_S_T))
+    !DECODE_QUAD && !DECODE_T))
 #endif
 
 /* A warp's step from key kw, lane (g, t)'s rows of it: for each u <
@@ -278,7 +270,7 @@
 #define LOAD_K_STEP(kx, kw) LOAD_STEP_ROWS(kx, kw, k_rows, k, p.k, k_stride, 2, K_KEY, K_ROW)
 #define LOAD_V_STEP(vx, kw) LOAD_STEP_ROWS(vx, kw, v_rows, v, p.v, v_stride, 4, V_KEY, V_ROW)
 
-/* MMA_MASK_SCORES for S^T's fragment (DECODE_S_T): s[i] is key
+/* MMA_MASK_SCORES for S^T's fragment (DECODE_T): s[i] is key
  * k0 + g + 8 (i >> 1) of row row[i & 1]. */
 #define DECODE_T_MASK_SCORES(s, k0, keys)                                          \
   do {                                                                             \
@@ -336,7 +328,7 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   ((r) < BLOCK_Q ? *(__local const uint2 *)(q_local + (r) * HEAD_DIM_MAX + K_COL(j, t)) \
                  : (uint2)(0u))
 #endif
-#if DECODE_S_T
+#if DECODE_T
   /* Q^T's B fragments: row g. */
   uint qf[K_STEPS][2];
 UNROLL
@@ -395,7 +387,7 @@ UNROLL
     LOAD_V_STEP(vx, kw);
 #endif
 
-#if DECODE_S_T
+#if DECODE_T
     /* ---- S^T = K Q^T: s[i] is key kw + g + 8 (i >> 1), row 2t + (i & 1) ---- */
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     {
@@ -455,26 +447,9 @@ UNROLL
 
     /* ---- transform, mask, new max, rescale, p = 2^(x (s - m)) ---- */
     MMA_MASK_SCORES(s, 2, kw, WARP_KEYS, 0);
-#if DECODE_PV_T
-    {
-      /* O^T's columns are rows 2t and 2t + 1: their rescale comes from the
-       * quads of those rows (the same exp2 as the softmax's). */
-      const float m_old = m[0];
-      MMA_ONLINE_SOFTMAX(s, 2, acc, 0, m, l, 0);
-      const float alpha = EXP2((m_old - m[0]) * p.exp_factor);
-      const float alpha0 = as_float(warp_shfl_idx(as_uint(alpha), 8 * t MMA_ARGS));
-      const float alpha1 = as_float(warp_shfl_idx(as_uint(alpha), 8 * t + 4 MMA_ARGS));
-UNROLL
-      for (int n = 0; n < ACC_TILES; ++n) {
-        acc[n][0] *= alpha0, acc[n][2] *= alpha0;
-        acc[n][1] *= alpha1, acc[n][3] *= alpha1;
-      }
-    }
-#else
 UNROLL
     for (int h = 0; h < ROW_HALVES; ++h) MMA_ONLINE_SOFTMAX(s, 2, acc, N_TILES, m, l, h);
-#endif
-#endif  /* DECODE_S_T */
+#endif  /* DECODE_T */
 
     /* ---- O += P V: P's C fragments are its A fragment (mma.cl) ---- */
 #if DECODE_QUAD
@@ -491,17 +466,13 @@ UNROLL
 #define V_SLOTS vx
 #define V_PAIR fcl_kv_raw_pair
 #endif
-#if DECODE_PV_T
+#if DECODE_T
     /* Tile 2 i + h: A's rows g and g + 8 are group i's elements 2 h and
      * 2 h + 1 of lane g's columns, its columns keys 2t, 2t + 1, 8 + 2t,
-     * 9 + 2t; B is P^T, rows g of P as they stand. */
-#if DECODE_S_T
-    /* P's tiles of keys 0-7 and 8-15 with rows as columns, transposed */
+     * 9 + 2t; B is P^T: P's tiles of keys 0-7 and 8-15, rows as columns,
+     * transposed. */
     const uint pb[2] = {movmatrix_trans(pack2(s[0], s[1]) MMA_ARGS),
                         movmatrix_trans(pack2(s[2], s[3]) MMA_ARGS)};
-#else
-    const uint pb[2] = {pack2(s[0][0], s[0][1]), pack2(s[1][0], s[1][1])};
-#endif
 UNROLL
     for (int i = 0; i < V_GROUPS; ++i)
 UNROLL
@@ -532,17 +503,16 @@ UNROLL
 #endif
   }
 
-  /* ---- the warps' states to local memory, merged, O and LSE stored ----
-   * Without DECODE_PV_T, acc[4 i + e][2 h + c] is row g + 8 h, column
-   * O_COL(i, 2 t + c, e). */
+  /* ---- the warps' states to local memory, merged, O and LSE stored ---- */
 #if DECODE_QUAD
 #define O_COL(i, gv, e) QUAD_V_COL(gv, i, e)
 #else
 #define O_COL(i, gv, e) (V_COL(i, gv) + (e))
 #endif
 #define STATE_ROW(r) (state + (warp * BLOCK_Q + (r)) * FCL_DECODE_STATE_FLOATS(HEAD_DIM_MAX))
-#if DECODE_S_T
-  /* rows 2t and 2t + 1: m is the octet's, l its sum */
+#if DECODE_T
+  /* rows 2t and 2t + 1: m is the octet's, l its sum; acc[2 i + h][c + 2 d]
+   * is row 2t + c, column O_COL(i, g, 2 h + d) */
 UNROLL
   for (int c = 0; c < 2; ++c) {
     const float l_row = octet_sum(l[c] MMA_ARGS);
@@ -551,7 +521,17 @@ UNROLL
       STATE_ROW(2 * t + c)[1] = l_row;
     }
   }
+UNROLL
+  for (int c = 0; c < 2; ++c) {
+    if (2 * t + c >= BLOCK_Q) continue;
+    __local float *st = STATE_ROW(2 * t + c);
+UNROLL
+    for (int n = 0; n < ACC_TILES; ++n)
+UNROLL
+      for (int d = 0; d < 2; ++d) st[2 + O_COL(n >> 1, g, 2 * (n & 1) + d)] = acc[n][c + 2 * d];
+  }
 #else
+  /* acc[4 i + e][2 h + c] is row g + 8 h, column O_COL(i, 2 t + c, e) */
 UNROLL
   for (int h = 0; h < ROW_HALVES; ++h) {
     const float l_row = quad_sum(l[h] MMA_ARGS);
@@ -562,24 +542,10 @@ UNROLL
       st[0] = m[h];
       st[1] = l_row;
     }
-#if !DECODE_PV_T
 UNROLL
     for (int n = 0; n < N_TILES; ++n)
 UNROLL
       for (int c = 0; c < 2; ++c) st[2 + O_COL(n >> 2, 2 * t + c, n & 3)] = acc[n][2 * h + c];
-#endif
-  }
-#endif  /* DECODE_S_T */
-#if DECODE_PV_T
-  /* acc[2 i + h][c + 2 d] is row 2t + c, column O_COL(i, g, 2 h + d). */
-UNROLL
-  for (int c = 0; c < 2; ++c) {
-    if (2 * t + c >= BLOCK_Q) continue;
-    __local float *st = STATE_ROW(2 * t + c);
-UNROLL
-    for (int n = 0; n < ACC_TILES; ++n)
-UNROLL
-      for (int d = 0; d < 2; ++d) st[2 + O_COL(n >> 1, g, 2 * (n & 1) + d)] = acc[n][c + 2 * d];
   }
 #endif
   barrier(CLK_LOCAL_MEM_FENCE);

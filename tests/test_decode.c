@@ -1047,8 +1047,10 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
     ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
     ck_assert_uint_eq(plan.block_q, 32 / hkv);
     const size_t groups = 8 * hkv, tiles = 8192 / plan.block_k;
-    size_t s = (plan.block_q <= 8 ? 3 : 2) * 132 / groups;
-    if (plan.block_q > 8) s = s >= 16 ? 16 : s >= 8 ? 8 : s >= 4 ? 4 : s >= 2 ? 2 : 1;
+    const size_t wave = (plan.block_q <= 8 ? 3 : 2) * 132 / groups;
+    size_t s = wave;
+    if (plan.block_q > 8)  /* 2 a compute unit: the power of two below */
+      for (s = 1; 2 * s <= wave;) s *= 2;
     const size_t per = (tiles + s - 1) / s;
     ck_assert_msg(plan.splits == (tiles + per - 1) / per, "Hkv %zu: %u splits, want %zu", hkv,
                   plan.splits, (tiles + per - 1) / per);
