@@ -509,12 +509,7 @@ inline uint movmatrix_trans(const uint x MMA_SCRATCH) {
  * Every lane of the warp calls it. */
 inline float lane_xor(float x, const int mask MMA_SCRATCH) {
 #if MMA_EMULATE
-  const int me = get_local_id(0);
-  quad[me] = x;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  x = quad[me ^ mask];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return x;
+  return as_float(warp_shfl_idx(as_uint(x), lane_id() ^ mask MMA_ARGS));
 #else
   return fcl_shfl_xor(x, mask);
 #endif
