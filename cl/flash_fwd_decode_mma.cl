@@ -172,28 +172,6 @@
  * key (DECODE_QUAD, QUAD_K_ROW, QUAD_V_ROW, their slots and scales):
  * decode_quad.cl, compiled before this file. */
 
-/* DECODE_VIEW_WORDS (a measurement's knob, never planned): K's and V's
- * buffers, offsets and strides taken as multiples of 16 bytes, and
- * head_dim and head_dim_v as HEAD_DIM_MAX, so that the loads' units, the
- * spans' words and the rows' bytes are constants and the key loop chooses
- * none of them at run time. Under clang's NVPTX proxy (scripts/ptxas-check.sh
- * --mix, 4 rows) the int8 loop went from 1313 instructions to 700 (206 ->
- * 166 registers), e4m3's from 1245 to 878, e5m2's from 766 to 398; the f16
- * cache's and int4's are unchanged. Wrong results on views that are not
- * so. */
-#ifndef DECODE_VIEW_WORDS
-#define DECODE_VIEW_WORDS 0
-#endif
-#if DECODE_VIEW_WORDS
-#define VIEW_ALIGNED4(x, view) 1
-#define VIEW_UNIT(x, view) 8
-#define VIEW_WIDE(x, view, width, span) 1
-#else
-#define VIEW_ALIGNED4 KV_VIEW_ALIGNED4
-#define VIEW_UNIT KV_VIEW_UNIT
-#define VIEW_WIDE SPAN_VIEW_WIDE
-#endif
-
 /* DECODE_V_AHEAD: V is loaded a step ahead, as K is, so that its loads
  * have a whole step to arrive before P V converts and uses them. Two
  * steps of an fp8 cache's raw V fit the registers; of f16's would not,
@@ -295,20 +273,20 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk;
-  const int head_dim = DECODE_VIEW_WORDS ? HEAD_DIM_MAX : p.head_dim;
+  const int head_dim = p.head_dim;
   /* V's and O's columns (HEAD_DIM_MAX: the wider) */
-  const int head_dim_v = DECODE_VIEW_WORDS ? HEAD_DIM_MAX : p.head_dim_v;
+  const int head_dim_v = p.head_dim_v;
   const int slots = nq * PACK_GQA;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
-  const int k_aligned4 = VIEW_ALIGNED4(k, p.k), v_aligned4 = VIEW_ALIGNED4(v, p.v);
+  const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
 #if DECODE_QUAD
-  const int k_unit = VIEW_UNIT(k, p.k), v_unit = VIEW_UNIT(v, p.v);
+  const int k_unit = KV_VIEW_UNIT(k, p.k), v_unit = KV_VIEW_UNIT(v, p.v);
   const int k_row_bytes = KV_ROW_BYTES(head_dim), v_row_bytes = KV_ROW_BYTES(head_dim_v);
   const int lane = tid & 31;
 #endif
 #if DECODE_SPANS
-  const int k_wide = VIEW_WIDE(k, p.k, head_dim, K_SPAN);
-  const int v_wide = VIEW_WIDE(v, p.v, head_dim_v, V_SPAN);
+  const int k_wide = SPAN_VIEW_WIDE(k, p.k, head_dim, K_SPAN);
+  const int v_wide = SPAN_VIEW_WIDE(v, p.v, head_dim_v, V_SPAN);
 #endif
 
   DECODE_Q_TO_LOCAL(q_local, HEAD_DIM_MAX);
