@@ -11,7 +11,7 @@
 #include "plan.h"
 #include "merge.h"
 #include "iomodel.h"
-#include "naive.h"
+#include "naive_plan.h"
 #include "rules.h"
 
 #include <limits.h>

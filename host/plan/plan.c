@@ -12,7 +12,7 @@
 #include "plan.h"
 #include "rules.h"
 #include "families.h"
-#include "merge.h"
+#include "merge_layout.h"
 
 #include <limits.h>
 

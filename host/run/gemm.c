@@ -10,9 +10,7 @@
 #include "naive.h"
 
 #include <clblast_c.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 /* CLBlast 1.5.3's kernel cache is not thread-safe: one call at a time
  * across the whole process, whatever the context.
@@ -51,17 +49,6 @@ static fcl_status clblast_fail(fcl_context *ctx, CLBlastStatusCode code,
   return fcl__fail(ctx, status, "CLBlast %s failed with status %d%s", what,
                    (int)code,
                    status == FCL_ERROR_OUT_OF_MEMORY ? " (out of memory)" : "");
-}
-
-cl_half fcl__half_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
-  if (mag >= 0x477ff000u) return (cl_half)(sign | 0x7c00u);  /* >= 65520: inf */
-  if (mag < 0x38800000u) return (cl_half)sign;  /* below the normal range: 0 */
-  uint32_t r = mag - 0x38000000u, q = r >> 13, rem = r & 0x1fffu;
-  q += rem > 0x1000u || (rem == 0x1000u && (q & 1u));
-  return (cl_half)(sign | q);
 }
 
 fcl_status fcl__gemm_run(fcl_context *ctx, const fcl__gemm *g, const char *what) {

@@ -1,5 +1,6 @@
 /*
- * merge.h — merging attention states (merge.c), and the split forward's merge.
+ * merge.h — merging attention states (merge.c), and the split forward's merge
+ * (its shape: merge_layout.h).
  */
 #ifndef FCL_MERGE_H
 #define FCL_MERGE_H
@@ -7,6 +8,7 @@
 #include "common.h"
 #include "context.h"
 #include "program.h"
+#include "merge_layout.h"
 
 /** A validated merge descriptor and what follows from it. */
 typedef struct fcl__merge_shape {
@@ -24,29 +26,6 @@ typedef struct fcl__merge_shape {
 /** Validates a merge descriptor as fcl_merge_states does. */
 fcl_status fcl__check_merge_why(const fcl_merge_desc *desc, fcl__merge_shape *shape,
                                 char *why, size_t why_len);
-/** How the merge kernel (cl/merge.cl) is built for a device, a head_dim
- *  and a number of parts: work-group size, head_dim bucket (a power of
- *  two, at least 16), parts a lane loads at once, lane groups per row, and
- *  rows per work-group (given to the kernel, which checks it). */
-typedef struct fcl__merge_layout {
-  unsigned wg_size, head_dim_max, part_loads, part_groups, rows;
-} fcl__merge_layout;
-fcl__merge_layout fcl__merge_layout_of(const fcl_device_limits *limits, size_t head_dim,
-                                       size_t parts);
-/** Whether the merge kernel takes head_dim on a device: a row's lanes of
- *  four columns within one work-group (512 at 128). */
-static inline int fcl__merge_takes(const fcl_device_limits *limits, size_t head_dim) {
-  const fcl__merge_layout l = fcl__merge_layout_of(limits, head_dim, 1);
-  return l.head_dim_max / 4 <= l.wg_size;
-}
-/** The parts a split forward's merge layout is chosen for: its splits, or
- *  1 in the batch-invariant mode (fcl_plan.split_keys set): one lane group
- *  a row, which adds the row's parts in order in chunks that depend on
- *  head_dim alone, so that parts of LSE -inf (the splits past a shorter
- *  sequence's keys) change no bit of it. */
-static inline size_t fcl__merge_layout_parts(const fcl_plan *plan) {
-  return plan->split_keys ? 1 : plan->splits;
-}
 /** The merge kernel's build options for a layout. */
 void fcl__merge_options(const fcl__merge_layout *layout, fcl_dtype dtype, cl_mem io_counter,
                         fcl__options *opts);

@@ -245,20 +245,6 @@ static void cache_drop(fcl_context *ctx, fcl__program_entry *gone) {
   fcl__free(gone);
 }
 
-char *fcl__program_build_log(fcl_context *ctx, cl_program program) {
-  size_t log_size = 0;
-  char *log = NULL;
-  if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                            &log_size) == CL_SUCCESS &&
-      (log = fcl__malloc(ctx, log_size + 1)) != NULL &&
-      clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, log_size,
-                            log, NULL) == CL_SUCCESS)
-    log[log_size] = '\0';
-  else if (log)
-    log[0] = '\0';
-  return log;
-}
-
 /* One record per successful build where FLASHCL_BUILD_LOG asks for it:
  * "== file options" and the log. */
 static void write_build_log(fcl_context *ctx, fcl__source source, const char *options,

@@ -88,9 +88,14 @@ void fcl__kernel_return(fcl_context *ctx, cl_kernel *kernel);
 /** Releases every cached program of the context. */
 void fcl__programs_release(fcl_context *ctx);
 
+/* ---- build logs (build_log.c) ---- */
 /** The program's build log on the context's device, NUL-terminated, to be
  *  freed with fcl__free; NULL when it cannot be read. */
 char *fcl__program_build_log(fcl_context *ctx, cl_program program);
+/** The line of a build log (or a build's error) that names the problem:
+ *  the first with "error", else with "serialized", else the first; at most
+ *  200 characters, into out[size]. */
+void fcl__build_log_line(const char *log, char *out, size_t size);
 
 /* ---- the sm_90a stage (sm90a.c) ----
  * A program built with -DFCL_WGMMA=1 asks for Hopper's sm_90a instructions:
@@ -121,10 +126,6 @@ int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len
  *  why[why_len] and nothing recorded as the context's error. */
 fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
                               size_t why_len);
-/** The line of a build log (or a build's error) that names the problem:
- *  the first with "error", else with "serialized", else the first; at most
- *  200 characters, into out[size]. */
-void fcl__build_log_line(const char *log, char *out, size_t size);
 /** Test hook: while `force` is 1, programs that ask for the stage attempt
  *  it on any device (where it must refuse cleanly); 0 restores the check. */
 void fcl__sm90a_force(fcl_context *ctx, int force);

@@ -78,15 +78,6 @@ static char *read_binary(fcl_context *ctx, cl_program program, size_t *size, cha
   return binary;
 }
 
-void fcl__build_log_line(const char *log, char *out, size_t size) {
-  const char *p = log ? strstr(log, "error") : NULL;
-  if (!p && log) p = strstr(log, "serialized");
-  if (!p) p = log ? log : "";
-  while (p > log && p[-1] != '\n') --p;
-  const size_t n = strcspn(p, "\n");
-  snprintf(out, size, "%.*s", (int)(n < 200 ? n : 200), p);
-}
-
 /* Whether two built programs have the same kernels, by name: a patched
  * program that lost one would fail the call at its kernel's creation,
  * where a refusal falls back. */
