@@ -13,7 +13,8 @@
  * include/flashcl.h promises. Appends (contiguous and paged, crossing a
  * page; alone and in the one-call decode step) write exactly the host's bytes;
  * counted bytes equal the model; reruns are bit-identical; the backward
- * and a head_dim off the block are refused with nothing written.
+ * and a head_dim off the block are refused with nothing written. The
+ * host's codec, told that rows repeat, codes them as row by row.
  */
 #include "harness.h"
 #include "kvcodec.h"
@@ -98,8 +99,8 @@ static void qproblem_init(qproblem *qp, fcl_context *ctx, const fcl_attention_de
   qp->p.dk = upload_image(ctx, d, FCLU_K, qp->raw_k, sz.k);
   qp->p.dv = upload_image(ctx, d, FCLU_V, qp->raw_v, sz.v);
   const size_t rows = n / d->head_dim;
-  fclu_kv_round_trip(d, 0, qp->p.k, rows);
-  fclu_kv_round_trip(d, 1, qp->p.v, rows);
+  fclu_kv_round_trip(d, 0, qp->p.k, rows, 0);
+  fclu_kv_round_trip(d, 1, qp->p.v, rows, 0);
 }
 
 static void qproblem_free(qproblem *qp) {
@@ -434,8 +435,8 @@ START_TEST(append_quantises_as_the_host_does) {
      * lengths gives what the reference gives from the new ones */
     memcpy(qp.p.k, qp.raw_k, qp.p.kv_elems * sizeof(float));
     memcpy(qp.p.v, qp.raw_v, qp.p.kv_elems * sizeof(float));
-    fclu_kv_round_trip(d, 0, qp.p.k, qp.p.kv_elems / hd);
-    fclu_kv_round_trip(d, 1, qp.p.v, qp.p.kv_elems / hd);
+    fclu_kv_round_trip(d, 0, qp.p.k, qp.p.kv_elems / hd, 0);
+    fclu_kv_round_trip(d, 1, qp.p.v, qp.p.kv_elems / hd, 0);
     d->seqlens_k = after;
     th_reference ref = th_reference_forward(&qp.p);
     if (!t) {
@@ -475,6 +476,52 @@ END_TEST
 /* The backward with a quantized cache, a head_dim off the block of the
  * block forms, odd byte strides and a kv_dtype outside the enum: each a
  * documented status with a reason, the outputs (poisoned) untouched. */
+/* Rows that repeat (flashcl-bench's caches of 10^9 elements, drawn from a
+ * pool): the host's codec told their period encodes, and reads back, the
+ * same bytes and values as row by row, in a view whose order is not the
+ * packed one (bhsd), K and V. */
+START_TEST(repeating_rows_code_as_each_row_alone) {
+  const fcl_kv_dtype f = forms[_i];
+  fcl_attention_desc d;
+  fcl_attention_desc_init(&d, 2, 6, 3, 1, 37, 64);
+  d.dtype = FCL_DTYPE_F16;
+  d.kv_dtype = f;
+  d.k_scale = 0.5f, d.v_scale = 2.0f;
+  const size_t row_bytes = fcl_kv_row_bytes(f, d.dtype, d.head_dim);
+  const fcl_tensor_layout bhsd = {.seq_stride = row_bytes,
+                                  .head_stride = d.seqlen_k * row_bytes,
+                                  .batch_stride = d.heads_kv * d.seqlen_k * row_bytes};
+  d.k = d.v = bhsd;  /* in bytes: heads outside tokens, not the packed order */
+  const size_t rows = fclu_tokens(&d, FCLU_K) * d.heads_kv, hd = d.head_dim, period = 5;
+  fcl_buffer_sizes sz;
+  char why[256];
+  const fcl_status st = fcl_attention_buffer_sizes(&d, &sz, why, sizeof why);
+  ck_assert_msg(st == FCL_SUCCESS, "%s", why);
+  float *x = malloc(rows * hd * sizeof *x), *a = malloc(rows * hd * sizeof *a),
+        *b = malloc(rows * hd * sizeof *b);
+  uint8_t *one = malloc(sz.k), *each = malloc(sz.k);
+  ck_assert(x && a && b && one && each);
+  fclu_rng rng;
+  fclu_rng_seed(&rng, th_seed() + 11);
+  fclu_fill_normal(&rng, x, period * hd, 3.0, FCL_DTYPE_F32);
+  for (size_t r = period; r < rows; ++r) memcpy(x + r * hd, x + (r % period) * hd, hd * sizeof *x);
+  for (int is_v = 0; is_v < 2; ++is_v) {
+    const fclu_tensor t = is_v ? FCLU_V : FCLU_K;
+    memset(one, 0xff, sz.k), memset(each, 0xff, sz.k);
+    fclu_scatter(&d, t, x, each);
+    fclu_scatter_repeating(&d, t, x, one, period);
+    ck_assert_msg(!memcmp(one, each, sz.k), "%s %s: the repeated rows' bytes differ",
+                  fcl_kv_dtype_name(f), is_v ? "V" : "K");
+    memcpy(a, x, rows * hd * sizeof *x), memcpy(b, x, rows * hd * sizeof *x);
+    fclu_kv_round_trip(&d, is_v, a, rows, 0);
+    fclu_kv_round_trip(&d, is_v, b, rows, period);
+    ck_assert_msg(!memcmp(a, b, rows * hd * sizeof *a), "%s %s: the repeated rows read back apart",
+                  fcl_kv_dtype_name(f), is_v ? "V" : "K");
+  }
+  free(x), free(a), free(b), free(one), free(each);
+}
+END_TEST
+
 START_TEST(refusals_write_nothing) {
   fcl_context *ctx = th_context();
   fcl_attention_desc desc;
@@ -563,6 +610,7 @@ int main(void) {
   TCase *tc = th_tcase("quant_kv");
   tcase_add_loop_test(tc, format_error_within_half_a_step, 0, N_FORMS);
   tcase_add_test(tc, refusals_write_nothing);
+  tcase_add_loop_test(tc, repeating_rows_code_as_each_row_alone, 0, N_FORMS);
   tcase_add_loop_test(tc, append_quantises_as_the_host_does, 0, 2 * N_FORMS);
   tcase_add_loop_test(tc, forward_matches_reference_over_the_dequantised_cache, 0, N_FORMS);
   suite_add_tcase(s, tc);

@@ -7,6 +7,7 @@
 #include "kvquant.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int fclu_kv_quantized(const fcl_attention_desc *d) { return d->kv_dtype != FCL_KV_AS_DTYPE; }
 
@@ -65,15 +66,19 @@ void fclu_kv_decode_row(fcl_kv_dtype f, const uint8_t *row, size_t hd, float sca
   }
 }
 
-void fclu_kv_round_trip(const fcl_attention_desc *d, int is_v, float *x, size_t rows) {
+void fclu_kv_round_trip(const fcl_attention_desc *d, int is_v, float *x, size_t rows,
+                        size_t period) {
   if (!fclu_kv_quantized(d)) return;
   const size_t hd = d->head_dim, bytes = fcl_kv_row_bytes(d->kv_dtype, d->dtype, hd);
   uint8_t *row = malloc(bytes ? bytes : 1);
   if (!row) abort();
   const float scale = fclu_kv_scale(d, is_v);
-  for (size_t r = 0; r < rows; ++r) {
+  const size_t distinct = period && period < rows ? period : rows;
+  for (size_t r = 0; r < distinct; ++r) {
     fclu_kv_encode_row(d->kv_dtype, x + r * hd, hd, scale, row);
     fclu_kv_decode_row(d->kv_dtype, row, hd, scale, x + r * hd);
   }
+  for (size_t r = distinct; r < rows; r += distinct)  /* the rows repeat: so do their values */
+    memcpy(x + r * hd, x, (rows - r < distinct ? rows - r : distinct) * hd * sizeof *x);
   free(row);
 }

@@ -28,7 +28,10 @@ void fclu_kv_decode_row(fcl_kv_dtype form, const uint8_t *row, size_t head_dim, 
 
 /** Replaces `rows` rows of head_dim floats by what K (is_v 0) or V (1)
  *  of desc reads back from its quantized form: the values a reference
- *  computes with. Nothing when desc keeps K and V in its dtype. */
-void fclu_kv_round_trip(const fcl_attention_desc *desc, int is_v, float *x, size_t rows);
+ *  computes with. Nothing when desc keeps K and V in its dtype. Where the
+ *  rows repeat every `period` rows (0: they may not), the first `period`
+ *  are quantized and the rest copied from them. */
+void fclu_kv_round_trip(const fcl_attention_desc *desc, int is_v, float *x, size_t rows,
+                        size_t period);
 
 #endif

@@ -157,13 +157,26 @@ static size_t element(const fcl_attention_desc *d, fclu_tensor t, const fcl_tens
 }
 
 void fclu_scatter(const fcl_attention_desc *d, fclu_tensor t, const float *x, void *image) {
+  fclu_scatter_repeating(d, t, x, image, 0);
+}
+
+void fclu_scatter_repeating(const fcl_attention_desc *d, fclu_tensor t, const float *x,
+                            void *image, size_t period) {
   const fcl_tensor_layout l = resolved(d, t);
   const size_t tokens = fclu_tokens(d, t), heads = heads_of(d, t), hd = width_of(d, t);
   if (quantized(d, t)) {  /* row by row, quantised (kvcodec.h) */
+    const size_t bytes = row_units(d, t);
     for (size_t g = 0; g < tokens; ++g)
-      for (size_t h = 0; h < heads; ++h)
-        fclu_kv_encode_row(d->kv_dtype, x + (g * heads + h) * hd, hd, fclu_kv_scale(d, t == FCLU_V),
-                           (uint8_t *)image + element(d, t, &l, g, h, 0));
+      for (size_t h = 0; h < heads; ++h) {
+        const size_t r = g * heads + h;
+        uint8_t *to = (uint8_t *)image + element(d, t, &l, g, h, 0);
+        if (period && r >= period) {  /* the row period rows back, already encoded */
+          const size_t e = r - period;
+          memcpy(to, (const uint8_t *)image + element(d, t, &l, e / heads, e % heads, 0), bytes);
+        } else {
+          fclu_kv_encode_row(d->kv_dtype, x + r * hd, hd, fclu_kv_scale(d, t == FCLU_V), to);
+        }
+      }
     return;
   }
   for (size_t g = 0; g < tokens; ++g)

@@ -55,6 +55,12 @@ void fclu_shuffled_pages(uint64_t seed, size_t batch, size_t pages_per_seq, size
  *  back. Bytes of the image outside the view are left alone. A paged K or
  *  V is its pool, each token at its page (fclu_set_pages). */
 void fclu_scatter(const fcl_attention_desc *desc, fclu_tensor t, const float *x, void *image);
+/** fclu_scatter where x's rows (head_dim values of a token's head, in
+ *  packed order) repeat every `period` rows (0: they may not): a
+ *  quantized K or V encodes the first `period` rows and copies the rest,
+ *  which flashcl-bench's caches of 10^9 elements need. */
+void fclu_scatter_repeating(const fcl_attention_desc *desc, fclu_tensor t, const float *x,
+                            void *image, size_t period);
 void fclu_gather(const fcl_attention_desc *desc, fclu_tensor t, const void *image, float *x);
 
 #endif

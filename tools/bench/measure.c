@@ -71,14 +71,15 @@ static void inputs_free(inputs *in) {
 }
 
 /* A buffer of `bytes` holding packed host tensors xs[i] (tensor ts[i]) in
- * their views, NaN elsewhere; NULL on failure. */
+ * their views, NaN elsewhere; NULL on failure. A quantized K's and V's
+ * rows repeat every `period` rows (0: they may not; fill_inputs). */
 static cl_mem view_buffer(fcl_context *ctx, const fcl_attention_desc *d, size_t bytes,
-                          const fclu_tensor *ts, const float *const *xs, int n) {
+                          const fclu_tensor *ts, const float *const *xs, int n, size_t period) {
   unsigned char *image = malloc(bytes ? bytes : 4);
   if (!image) return NULL;
   memset(image, 0xff, bytes ? bytes : 4);
   for (int i = 0; i < n; ++i)
-    if (xs[i]) fclu_scatter(d, ts[i], xs[i], image);
+    if (xs[i]) fclu_scatter_repeating(d, ts[i], xs[i], image, period);
   cl_int err;
   cl_mem m = clCreateBuffer(fcl_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                             bytes ? bytes : 4, image, &err);
@@ -163,6 +164,19 @@ static void fill_inputs(fclu_rng *rng, float *x, size_t n, fcl_dtype dtype) {
     memcpy(x + at, x, (n - at < drawn ? n - at : drawn) * sizeof *x);
 }
 
+/* The rows of `width` values that fill_inputs's n values repeat with
+ * (the least count whose values are whole pools), or 0 where they do not:
+ * a quantized cache's rows are then quantised once per distinct row. */
+static size_t fill_row_period(size_t n, size_t width) {
+  if (n <= FILL_POOL || width == 0) return 0;
+  size_t a = FILL_POOL, b = width;  /* FILL_POOL / gcd(FILL_POOL, width) */
+  while (b) {
+    const size_t r = a % b;
+    a = b, b = r;
+  }
+  return FILL_POOL / a;
+}
+
 /* The sizes are admissible()'s, so the host's float copies fit size_t. */
 static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *desc,
                        const fcl_buffer_sizes *sz, int pass, int alibi, int sinks,
@@ -199,8 +213,11 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
     memcpy(in->raw_k, in->k, in->kv_elems * sizeof(float));
     memcpy(in->raw_v, in->v, in->kv_elems * sizeof(float));
   }
-  fclu_kv_round_trip(d, 0, in->k, in->kv_elems / d->head_dim);
-  fclu_kv_round_trip(d, 1, in->v, in->kv_elems / d->head_dim);
+  /* K's rows repeat with its pool, and V's, filled alike or read from K's
+   * rows (--mla), with K's */
+  const size_t period = fill_row_period(in->kv_elems, d->head_dim);
+  fclu_kv_round_trip(d, 0, in->k, in->kv_elems / d->head_dim, period);
+  fclu_kv_round_trip(d, 1, in->v, in->kv_elems / d->head_dim, period);
   if (alibi) {  /* the slopes, as a device buffer the descriptor names */
     const size_t n = (d->alibi_per_batch ? d->batch : 1) * d->heads_q;
     in->slopes = malloc(n * sizeof *in->slopes);
@@ -235,14 +252,14 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
   const fclu_tensor qkv[3] = {FCLU_Q, FCLU_K, FCLU_V};
   const float *hosts[3] = {in->q, in->k, in->v};
   if (fclu_shares_buffer(d, FCLU_Q)) {
-    in->dq = view_buffer(ctx, d, largest3(sz->q, sz->k, sz->v), qkv, hosts, 3);
+    in->dq = view_buffer(ctx, d, largest3(sz->q, sz->k, sz->v), qkv, hosts, 3, period);
     if (!in->dq) return -1;
     in->dk = in->dv = in->dq;
     clRetainMemObject(in->dq);
     clRetainMemObject(in->dq);
   } else if (v_in_k) {  /* --mla: one buffer, K's; V reads its rows */
-    in->dq = view_buffer(ctx, d, sz->q, qkv, hosts, 1);
-    in->dk = view_buffer(ctx, d, sz->k > sz->v ? sz->k : sz->v, &qkv[1], &hosts[1], 1);
+    in->dq = view_buffer(ctx, d, sz->q, qkv, hosts, 1, 0);
+    in->dk = view_buffer(ctx, d, sz->k > sz->v ? sz->k : sz->v, &qkv[1], &hosts[1], 1, period);
     if (!in->dq || !in->dk) return -1;
     in->dv = in->dk;
     clRetainMemObject(in->dk);
@@ -250,7 +267,7 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
     const size_t bytes[3] = {sz->q, sz->k, sz->v};
     cl_mem *out[3] = {&in->dq, &in->dk, &in->dv};
     for (int i = 0; i < 3; ++i)
-      if (!(*out[i] = view_buffer(ctx, d, bytes[i], &qkv[i], &hosts[i], 1))) return -1;
+      if (!(*out[i] = view_buffer(ctx, d, bytes[i], &qkv[i], &hosts[i], 1, period))) return -1;
   }
   if (pass != PASS_FWD) {
     in->dout = malloc((in->o_elems ? in->o_elems : 1) * sizeof(float));
@@ -258,7 +275,7 @@ static int inputs_init(inputs *in, fcl_context *ctx, const fcl_attention_desc *d
     fill_inputs(&rng, in->dout, in->o_elems, d->dtype);
     const fclu_tensor t = FCLU_DOUT;
     const float *x = in->dout;
-    in->ddout = view_buffer(ctx, d, sz->dout, &t, &x, 1);
+    in->ddout = view_buffer(ctx, d, sz->dout, &t, &x, 1, 0);
     if (!in->ddout) return -1;
   }
   return 0;
