@@ -45,10 +45,4 @@ fcl__io fcl__io_kv_append(size_t rows, size_t head_dim, size_t elem_size, size_t
 fcl__io fcl__io_merge_rows(size_t rows, size_t parts, size_t head_dim, size_t elem_size,
                            int with_lse);
 
-/** Pairs (query, key) all sequences show, per head: what FLOP counts and
- *  the asymptotic figures count (mask.c). */
-double fcl__shown_pairs(const fcl__shape *shape);
-/** FLOPs of a pass by flash-attn's convention (fcl_attention_flops). */
-double fcl__flops(const fcl__shape *shape, fcl_pass pass);
-
 #endif

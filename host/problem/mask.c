@@ -6,7 +6,6 @@
  */
 #include "common.h"
 #include "problem.h"
-#include "iomodel.h"
 
 void fcl__each_sequence(const fcl__shape *sh, fcl__sequence_fn fn, void *state) {
   const fcl_attention_desc *d = &sh->desc;

@@ -80,6 +80,11 @@ void fcl__each_sequence(const fcl__shape *shape, fcl__sequence_fn fn, void *stat
 /** Pairs (query, key) a sequence of nq queries and nk keys shows through
  *  the window (params.h, fcl_row_keys), in closed form. */
 fcl__bytes fcl__visible_pairs(size_t nq, size_t nk, int window_left, int window_right);
+/** Pairs (query, key) all sequences show, per head: what FLOP counts and
+ *  the asymptotic figures count. */
+double fcl__shown_pairs(const fcl__shape *shape);
+/** FLOPs of a pass by flash-attn's convention (fcl_attention_flops). */
+double fcl__flops(const fcl__shape *shape, fcl_pass pass);
 
 /* ---- tensor views (layout.c) ---------------------------------------------- */
 
