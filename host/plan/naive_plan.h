@@ -43,9 +43,9 @@ size_t fcl__naive_s_elem_size(const fcl_attention_desc *desc);
 fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *limits,
                                   const fcl_attention_desc *desc);
 
-/** float -> IEEE binary16 bits, rounded to nearest even, for HGEMM's alpha
- *  and beta (the kernels convert on the device); magnitudes below the
- *  normal range (2^-14) become 0. */
+/** float -> IEEE binary16 bits, rounded to nearest even (NaN stays NaN),
+ *  for HGEMM's alpha and beta (the kernels convert on the device);
+ *  magnitudes below the normal range (2^-14) become 0. */
 cl_half fcl__half_bits(float f);
 
 #endif

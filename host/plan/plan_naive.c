@@ -119,10 +119,7 @@ fcl_status fcl__naive_chunking(fcl_context *ctx, const fcl_device_limits *limits
 cl_half fcl__half_bits(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u, mag = x & 0x7fffffffu;
-  if (mag >= 0x477ff000u) return (cl_half)(sign | 0x7c00u);  /* >= 65520: inf */
-  if (mag < 0x38800000u) return (cl_half)sign;  /* below the normal range: 0 */
-  uint32_t r = mag - 0x38000000u, q = r >> 13, rem = r & 0x1fffu;
-  q += rem > 0x1000u || (rem == 0x1000u && (q & 1u));
-  return (cl_half)(sign | q);
+  /* below f16's normal range: a signed zero; else kvquant.h's rounding */
+  if ((x & 0x7fffffffu) < 0x38800000u) return (cl_half)((x >> 16) & 0x8000u);
+  return (cl_half)fcl_float_to_f16(f);
 }
