@@ -55,7 +55,7 @@ fcl_status fcl__naive_check_dtype(fcl_context *ctx, const fcl_device_limits *lim
                 "which need cl_khr_fp16, and this device does not have it (the flash "
                 "algorithm runs f16 without it)");
   const cl_half alpha = fcl__half_bits(desc->scale);
-  FCL_RETURN_IF(ctx, (alpha & 0x7fffu) == 0 || (alpha & 0x7fffu) == 0x7c00u,
+  FCL_RETURN_IF(ctx, (alpha & 0x7fffu) == 0 || (alpha & 0x7c00u) == 0x7c00u,
                 FCL_ERROR_UNSUPPORTED,
                 "scale = %g is outside the normal range of f16, in which the naive "
                 "algorithm's f16 GEMM takes it",
