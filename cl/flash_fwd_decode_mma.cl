@@ -272,10 +272,8 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   MMA_DECLARE_SCRATCH(WARPS);
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   FCL_FORWARD_BLOCK(qb, BLOCK_Q);
-  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk;
-  const int head_dim = p.head_dim;
-  /* V's and O's columns (HEAD_DIM_MAX: the wider) */
-  const int head_dim_v = p.head_dim_v;
+  const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim;
+  const int head_dim_v = p.head_dim_v;  // V's and O's columns (HEAD_DIM_MAX: the wider)
   const int slots = nq * PACK_GQA;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);

@@ -855,9 +855,10 @@ typedef struct fcl_plan {
    *  two, at most 64; a quantized cache on matrix instructions at up to 8
    *  rows a block, whose multiprocessor holds three work-groups: 3 *
    *  compute_units / work-groups, not rounded), each a whole number of
-   *  tiles, and fewer if the keys run out. The backward is never split (1). In a tiling hint: the count
-   *  wanted, which the keys' tiles may lower. The batch-invariant mode
-   *  splits by a fixed key count instead (split_keys). */
+   *  tiles, and fewer if the keys run out. The backward is never split
+   *  (1). In a tiling hint: the count wanted, which the keys' tiles may
+   *  lower. The batch-invariant mode splits by a fixed key count instead
+   *  (split_keys). */
   unsigned splits;
   /** Query heads whose rows one forward block packs (FA3's pack_gqa,
    *  flash-attn's seqlenq_ngroups_swapped): heads_q / heads_kv when the

@@ -974,8 +974,8 @@ static fcl_device_limits h200_limits(void) {
  * decode kernel, and on NVIDIA the 16-bit forward of at most
  * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
  * instructions, both split for one wave of work-groups: 2 a compute unit
- * and a power of two (3 for a quantized cache at up to 8 rows a block:
- * test_quant_kv); at most 64; more rows, the backward and CPUs keep their
+ * and a power of two (3 for a quantized cache at up to 8 rows a block, not
+ * rounded: below); at most 64; more rows, the backward and CPUs keep their
  * kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();

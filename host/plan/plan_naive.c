@@ -9,7 +9,6 @@
 #include "naive_plan.h"
 #include "rules.h"
 
-#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 

@@ -1,7 +1,8 @@
 /*
  * naive.h — what the naive algorithm's files (naive.c, naive_bwd.c, gemm.c)
- * and its I/O model share: chunking, the operands of its GEMMs, the row
- * kernels' launch shape, its storage types, and CLBlast.
+ * share: walking its chunks, the operands of its GEMMs, the row kernels'
+ * options and arguments, and CLBlast. Its plan (chunks, launch shape,
+ * compute type), which the I/O model reads too: naive_plan.h.
  */
 #ifndef FLASHCL_NAIVE_H
 #define FLASHCL_NAIVE_H
