@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # flashcl-bench on the general problem: windows, softcap, ALiBi, a ragged
-# batch (empty sequences included) and the strided layouts, each with
+# batch (empty sequences included) and the strided layouts (one of them
+# of a quantized cache, whose strides count bytes), each with
 # --check and --count-io through both passes. Every result must run, be
 # checked against the same run's reference (an error ratio under 8: a wrong
 # mask or transform is off by orders of magnitude), count the model's bytes,
@@ -21,6 +22,7 @@ cases=(
   "ragged-keys|--varlen 40,7 --seqlen-k 75 --softcap 4|\"seqlens_k\": [75, 75]"
   "bhsd|--batch 2 --seqlen 50 --seqlen-k 66 --layout bhsd --alibi|\"layout\": \"bhsd\""
   "qkv|--varlen 24,57 --layout qkv --causal|\"layout\": \"qkv\""
+  "bhsd-int8|--batch 2 --seqlen 1 --seqlen-k 70 --head-dim 64 --layout bhsd --kv-dtype int8 --pass fwd|\"layout\": \"bhsd\""
 )
 for c in "${cases[@]}"; do
   IFS='|' read -r name opts want <<<"$c"

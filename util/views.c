@@ -68,7 +68,11 @@ void fclu_set_layouts(fcl_attention_desc *d, fclu_layout layout) {
     fcl_tensor_layout *l = slot(d, t);
     memset(l, 0, sizeof *l);
     if (t == FCLU_O || t == FCLU_DOUT) continue;  /* packed */
-    const size_t heads = heads_of(d, t), hd = width_of(d, t);
+    const size_t heads = heads_of(d, t);
+    /* a quantized cache's K and V layouts count bytes, a row at a time */
+    const int coded = (t == FCLU_K || t == FCLU_V) && d->kv_dtype != FCL_KV_AS_DTYPE;
+    const size_t hd = coded ? fcl_kv_row_bytes(d->kv_dtype, d->dtype, width_of(d, t))
+                            : width_of(d, t);
     const size_t seqlen = keyside(t) ? d->seqlen_k : d->seqlen_q;
     if (layout == FCLU_BHSD) {
       l->seq_stride = hd;
