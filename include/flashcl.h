@@ -898,6 +898,16 @@ typedef struct fcl_plan {
    *  kernels' HEAD_DIM_V_MAX; 0 when it is head_dim (head_dim_padded
    *  serves both). Set by the planner; ignored in a tiling hint. */
   unsigned head_dim_v_padded;
+  /* ---- the decode kernel's products ---- */
+  /** 1 where a DECODE_MMA plan of at most 8 rows a block takes its products
+   *  untransposed (S = Q K^T, two work-groups a multiprocessor) instead of
+   *  transposed (S^T = K Q^T: fewer instructions and registers, three a
+   *  multiprocessor); 0 otherwise. The planner sets it on native matrix
+   *  instructions for an unsplit call of a 16-bit cache whose work-groups
+   *  would leave the transposed kernel's last wave less than half full
+   *  (docs/design.md, "The rules, measured"). Set by the planner; ignored
+   *  in a tiling hint. */
+  unsigned decode_untransposed;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for

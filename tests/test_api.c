@@ -870,16 +870,35 @@ START_TEST(buffer_sizes_follow_the_descriptor) {
 }
 END_TEST
 
+/* Records of "== file options" lines in a FLASHCL_BUILD_LOG or
+ * FLASHCL_BUILD_PTX file, and the bytes of the other lines. */
+static int build_records(const char *path, size_t *body_bytes) {
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[2048];
+  int records = 0;
+  *body_bytes = 0;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "== ", 3)) ++records;
+    else *body_bytes += strlen(line);
+  fclose(f);
+  return records;
+}
+
 /* What fcl_flash_programs lists is what the library builds: every program
  * a forward and a backward build (FLASHCL_BUILD_LOG's records, here on a
  * shape no other test uses, so that nothing comes from the cache) appears
- * in the list with the same file and options, and nothing else is built. */
+ * in the list with the same file and options, and nothing else is built.
+ * FLASHCL_BUILD_PTX holds a record of each with its binary after it. */
 START_TEST(listed_programs_are_the_built_ones) {
-  char log_path[] = "/tmp/flashcl-build-log-XXXXXX";
-  const int fd = mkstemp(log_path);
+  char log_path[] = "/tmp/flashcl-build-log-XXXXXX", ptx_path[] = "/tmp/flashcl-build-ptx-XXXXXX";
+  const int fd = mkstemp(log_path), fd_ptx = mkstemp(ptx_path);
   ck_assert_int_ge(fd, 0);
+  ck_assert_int_ge(fd_ptx, 0);
   close(fd);
+  close(fd_ptx);
   ck_assert_int_eq(setenv("FLASHCL_BUILD_LOG", log_path, 1), 0);
+  ck_assert_int_eq(setenv("FLASHCL_BUILD_PTX", ptx_path, 1), 0);
   fcl_context *ctx = th_context();
   fcl_device_info dev;
   ck_assert_int_eq(fcl_context_device(ctx, &dev), FCL_SUCCESS);
@@ -894,6 +913,7 @@ START_TEST(listed_programs_are_the_built_ones) {
   ck_assert_int_eq(f.status, FCL_SUCCESS);
   ck_assert_int_eq(b.status, FCL_SUCCESS);
   unsetenv("FLASHCL_BUILD_LOG");
+  unsetenv("FLASHCL_BUILD_PTX");
 
   fcl_program_info listed[2 * FCL_MAX_PASS_PROGRAMS];
   unsigned n_fwd = 0, n_bwd = 0;
@@ -923,6 +943,10 @@ START_TEST(listed_programs_are_the_built_ones) {
   fclose(log);
   unlink(log_path);
   ck_assert_int_eq(records, (int)(n_fwd + n_bwd));
+  size_t binary_bytes = 0;
+  ck_assert_int_eq(build_records(ptx_path, &binary_bytes), records);
+  ck_assert_uint_gt(binary_bytes, (size_t)records);  /* more than the newline after each */
+  unlink(ptx_path);
   for (unsigned i = 0; i < n_fwd + n_bwd; ++i)
     ck_assert_msg(seen[i], "listed but not built: %s %s", listed[i].file, listed[i].options);
   th_forward_free(&f);

@@ -10,6 +10,7 @@
 #include "problem.h"
 #include "plan.h"
 #include "rules.h"
+#include "families.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -916,6 +917,52 @@ START_TEST(paged_plans_are_the_unpaged_ones) {
 }
 END_TEST
 
+/* The decode kernel's products (fcl_plan.decode_untransposed): on 132
+ * multiprocessors an unsplit 16-bit decode of B x 8 KV heads runs B x 8
+ * blocks in waves of 396 transposed; the untransposed kernel where the
+ * last would be under half full (B 64: 512 blocks, 116 in the last), the
+ * transposed one where it is full enough (B 96: 372; B 128: 232), where
+ * one wave holds them all (B 32) and where the call is split (B 8), for
+ * a quantized cache, and where the instructions are emulated. The
+ * program then takes DECODE_T=0, and only then. */
+static unsigned untransposed(const fcl_device_limits *lim, size_t batch, fcl_kv_dtype kv,
+                             fcl__options *opts) {
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, batch, 32, 8, 1, 8192, 128);
+  desc.dtype = FCL_DTYPE_F16;
+  desc.causal = 1;
+  desc.kv_dtype = kv;
+  fcl_plan plan;
+  char why[200] = "";
+  ck_assert_msg(fcl_plan_flash(lim, &desc, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                    FCL_SUCCESS, "%s", why);
+  fcl__options_init(opts);
+  const fcl__family_pass *fp = fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD);
+  fcl__family_options(fp, lim, &plan, opts);
+  ck_assert(plan.decode_untransposed == 0 || plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA);
+  return plan.decode_untransposed;
+}
+
+START_TEST(decode_takes_the_products_whose_waves_fill_the_device) {
+  fcl_device_limits h100 = made_up(48, 1024, 1);
+  h100.compute_units = 132;
+  h100.nvidia_sm = 90;
+  fcl__options opts;
+  ck_assert_uint_eq(untransposed(&h100, 64, FCL_KV_AS_DTYPE, &opts), 1);
+  ck_assert_msg(strstr(opts.text, "-DDECODE_T=0"), "%s", opts.text);
+  const size_t transposed[] = {8, 32, 96, 128};
+  for (size_t i = 0; i < 4; ++i) {
+    ck_assert_uint_eq(untransposed(&h100, transposed[i], FCL_KV_AS_DTYPE, &opts), 0);
+    ck_assert_msg(!strstr(opts.text, "DECODE_T"), "%s", opts.text);
+  }
+  ck_assert_uint_eq(untransposed(&h100, 64, FCL_KV_Q8_0, &opts), 0);
+  h100.compute_units = 100;  /* 512 blocks: 212 in the last wave of 300 */
+  ck_assert_uint_eq(untransposed(&h100, 64, FCL_KV_AS_DTYPE, &opts), 0);
+  const fcl_device_limits emulated = made_up(48, 1024, 0);
+  ck_assert_uint_eq(untransposed(&emulated, 64, FCL_KV_AS_DTYPE, &opts), 0);
+}
+END_TEST
+
 /* The SIMT decode at head_dim 4, one row: its q is one float4, which IGC
  * gives 32 bytes as it does every __local array (ocloc: 1,056 bytes on
  * dg2 and pvc where the arrays declare 1,040); AMD's compiler reports what
@@ -988,6 +1035,7 @@ int main(void) {
   tcase_add_test(tc, io_model_refuses_counts_past_64_bits);
   tcase_add_test(tc, a_hint_is_given_by_the_fields_a_hint_takes);
   tcase_add_test(tc, paged_plans_are_the_unpaged_ones);
+  tcase_add_test(tc, decode_takes_the_products_whose_waves_fill_the_device);
   tcase_add_test(tc, decode_local_bytes_follow_each_compiler);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -40,7 +40,7 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_DECODE_MMA,
                      {"flash_fwd_decode_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
-                      FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX},
+                      FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_DECODE_T},
                      fcl__plan_forward_decode_mma,
                      FCL_SRC_FLASH_FWD_DECODE_WIDE,
                      FCL_DECODE_MMA_NARROW_MAX}},
@@ -99,6 +99,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_WGMMA_PIPE] = "WGMMA_PIPE",
       [FCL_TUNE_WARPGROUPS] = "WARPGROUPS",
       [FCL_TUNE_WGMMA_KEYS] = "BLOCK_K",
+      [FCL_TUNE_DECODE_T] = "DECODE_T",
   };
   return names[t];
 }
@@ -127,6 +128,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_WGMMA_PIPE: return fcl__wgmma_pipe(limits, plan);
     case FCL_TUNE_WARPGROUPS: return fcl__wgmma_groups(plan);
     case FCL_TUNE_WGMMA_KEYS: return plan->block_k;
+    case FCL_TUNE_DECODE_T: return !plan->decode_untransposed;  /* 1: the kernel's own */
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -138,7 +140,8 @@ static int tunable_is_default(fcl__tunable t, long value) {
   return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
          ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
          (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
-         (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64);
+         (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||
+         (t == FCL_TUNE_DECODE_T && value == 1);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,

@@ -44,6 +44,9 @@ typedef enum fcl__tunable {
   FCL_TUNE_WARPGROUPS,
   /* its keys a tile (BLOCK_K): left out at the kernel's 64 */
   FCL_TUNE_WGMMA_KEYS,
+  /* the decode kernel's order of products (DECODE_T): 0 where the plan
+   * asks for the untransposed ones, else left out (the kernel's own) */
+  FCL_TUNE_DECODE_T,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

@@ -131,6 +131,12 @@ static fcl_status choose_packing(const fcl__shape *sh, const fcl_plan *hint, uns
   return FCL_SUCCESS;
 }
 
+/* The forward's blocks unsplit: work-groups of block_q rows of each head
+ * (packed: of each KV head's slots) of each sequence. */
+static size_t forward_blocks(const fcl_attention_desc *desc, const fcl_plan *plan) {
+  return desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
+}
+
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. The
  * decode kernels' target is their own (decode_wgs_per_cu): as many splits
@@ -165,8 +171,7 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
   }
   const int decode = fcl__decode_kernel_family(plan->kernel);
   const size_t cus = limits->compute_units ? limits->compute_units : 1;
-  const size_t groups =
-      desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
+  const size_t groups = forward_blocks(desc, plan);
   size_t splits = 1;
   if (hint && hint->splits) {
     splits = hint->splits;
@@ -183,6 +188,29 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
   plan->splits = (unsigned)splits;
   const size_t keys = fcl__split_keys(plan, desc->seqlen_k);
   plan->splits = (unsigned)((desc->seqlen_k + keys - 1) / keys);
+}
+
+/* The decode kernel's order of products (fcl_plan.decode_untransposed).
+ * Transposed, a 16-bit cache's kernel takes 164-168 registers and three
+ * work-groups a multiprocessor, untransposed 214 and two (the H100's
+ * driver). An unsplit call runs its blocks in waves of those; where the
+ * transposed kernel's last wave would be less than half full, the
+ * untransposed one's waves fill better, and it took B 64 x 8k (512
+ * work-groups on 132 multiprocessors: 1.29 waves of three a
+ * multiprocessor, 1.94 of two) in 0.695 ms against 0.768. A quantized
+ * cache keeps the transposed kernel (the untransposed one is unmeasured
+ * unsplit). */
+#define DECODE_T_WGS_PER_CU 3u
+static void choose_decode_order(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                                fcl_plan *plan) {
+  plan->decode_untransposed = 0;
+  if (plan->kernel != FCL_FLASH_KERNEL_DECODE_MMA || plan->block_q > 8 || plan->splits > 1 ||
+      desc->kv_dtype != FCL_KV_AS_DTYPE || !fcl__mma_native(limits) ||
+      fcl__decode_plan_wide(plan))
+    return;
+  const size_t wave = DECODE_T_WGS_PER_CU * (limits->compute_units ? limits->compute_units : 1);
+  const size_t blocks = forward_blocks(desc, plan), last = blocks % wave;
+  plan->decode_untransposed = blocks > wave && last != 0 && 2 * last < wave;
 }
 
 /* How a split forward merges (fcl_plan.merge says the rule). The merge in
@@ -419,6 +447,7 @@ fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh
       choose_splits(limits, sh, &packed_desc, hint, &plan);
     }
     FCL_FORWARD_IF(choose_merge(limits, sh, &packed_desc, hint, &plan, why, why_len));
+    choose_decode_order(limits, &packed_desc, &plan);
   } else {  /* unsplit (check_value_width) */
     plan.splits = 1;
     plan.split_keys = 0;

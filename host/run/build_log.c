@@ -1,10 +1,11 @@
 /*
- * build_log.c — a built program's log, and the line of it that names the
- * problem (program.h): what the program cache and its sm_90a stage report
- * of a build.
+ * build_log.c — a built program's log, the line of it that names the
+ * problem, and its binary (program.h): what the program cache and its
+ * sm_90a stage read back of a build.
  */
 #include "common.h"
 #include "context.h"
+#include "errors.h"
 #include "resources.h"
 #include "program.h"
 
@@ -32,4 +33,31 @@ void fcl__build_log_line(const char *log, char *out, size_t size) {
   while (p > log && p[-1] != '\n') --p;
   const size_t n = strcspn(p, "\n");
   snprintf(out, size, "%.*s", (int)(n < 200 ? n : 200), p);
+}
+
+char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
+                          size_t why_len) {
+  cl_uint devices = 0;
+  cl_int err = clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof devices, &devices, NULL);
+  if (err == CL_SUCCESS && devices != 1) err = CL_INVALID_PROGRAM;
+  if (err == CL_SUCCESS)
+    err = clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL);
+  if (err != CL_SUCCESS || *size == 0) {
+    snprintf(why, why_len, "no binary to read back (%s)", fcl__cl_error_name(err));
+    return NULL;
+  }
+  char *binary = fcl__malloc(ctx, *size + 1);
+  unsigned char *binaries[1] = {(unsigned char *)binary};
+  if (!binary) {
+    snprintf(why, why_len, "out of host memory reading the binary");
+    return NULL;
+  }
+  err = clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binaries, binaries, NULL);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_len, "reading the binary: %s", fcl__cl_error_name(err));
+    fcl__free(binary);
+    return NULL;
+  }
+  binary[*size] = '\0';
+  return binary;
 }

@@ -264,6 +264,29 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
   else fflush(f);
 }
 
+/* FLASHCL_BUILD_PTX=FILE: each successful build's binary (on NVIDIA's
+ * driver, the PTX its compiler wrote), after "== file options", appended
+ * there, to assemble and read offline (ptxas, nvdisasm). A developer's knob,
+ * read per build. */
+static void write_build_binary(fcl_context *ctx, fcl__source source, const char *options,
+                               cl_program program) {
+  const char *target = getenv("FLASHCL_BUILD_PTX");
+  if (!target || !target[0]) return;
+  char why[600];
+  size_t size = 0;
+  char *binary = fcl__program_binary(ctx, program, &size, why, sizeof why);
+  FILE *f = binary ? fcl__append_file(target, why, sizeof why) : NULL;
+  if (f) {
+    fprintf(f, "== %s %s\n", sources[source].file, options);
+    fwrite(binary, 1, strnlen(binary, size), f);
+    fputc('\n', f);
+    fclose(f);
+  } else {
+    fcl__log(ctx, "FLASHCL_BUILD_PTX: %s", why);
+  }
+  fcl__free(binary);
+}
+
 /* The texts of `source`'s program, in order. @return how many. */
 static cl_uint program_texts(fcl__source source, const char *texts[FCL__PROGRAM_TEXTS_MAX]) {
   cl_uint n = 0;
@@ -339,12 +362,14 @@ static fcl_status build_sm90a(fcl_context *ctx, fcl__source source, const char *
 }
 
 /* Builds one program, through the sm_90a stage where its options ask for
- * it, and writes its log where FLASHCL_BUILD_LOG asks. */
+ * it, and writes its log where FLASHCL_BUILD_LOG asks (and its binary
+ * where FLASHCL_BUILD_PTX does). */
 static fcl_status build(fcl_context *ctx, fcl__source source, const char *options,
                         cl_program *out) {
   FCL_FORWARD_IF(fcl__sm90a_asked(options) ? build_sm90a(ctx, source, options, out)
                                            : compile(ctx, source, options, out));
   write_build_log(ctx, source, options, *out);
+  write_build_binary(ctx, source, options, *out);
   return FCL_SUCCESS;
 }
 

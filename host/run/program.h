@@ -92,6 +92,10 @@ void fcl__programs_release(fcl_context *ctx);
 /** The program's build log on the context's device, NUL-terminated, to be
  *  freed with fcl__free; NULL when it cannot be read. */
 char *fcl__program_build_log(fcl_context *ctx, cl_program program);
+/** The program's one binary (on NVIDIA's driver, its PTX), NUL-terminated,
+ *  for fcl__free(), its size in *size; NULL with the reason in why. */
+char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
+                          size_t why_len);
 /** The line of a build log (or a build's error) that names the problem:
  *  the first with "error", else with "serialized", else the first; at most
  *  200 characters, into out[size]. */

@@ -50,33 +50,6 @@ int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len
   return 0;
 }
 
-/* The program's one binary, NUL-terminated, for free(); NULL with why. */
-static char *read_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
-                         size_t why_len) {
-  cl_uint devices = 0;
-  cl_int err = clGetProgramInfo(program, CL_PROGRAM_NUM_DEVICES, sizeof devices, &devices, NULL);
-  if (err == CL_SUCCESS && devices != 1) err = CL_INVALID_PROGRAM;
-  if (err == CL_SUCCESS)
-    err = clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof *size, size, NULL);
-  if (err != CL_SUCCESS || *size == 0) {
-    snprintf(why, why_len, "no binary to read back (%s)", fcl__cl_error_name(err));
-    return NULL;
-  }
-  char *binary = fcl__malloc(ctx, *size + 1);
-  unsigned char *binaries[1] = {(unsigned char *)binary};
-  if (!binary) {
-    snprintf(why, why_len, "out of host memory reading the binary");
-    return NULL;
-  }
-  err = clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binaries, binaries, NULL);
-  if (err != CL_SUCCESS) {
-    snprintf(why, why_len, "reading the binary: %s", fcl__cl_error_name(err));
-    fcl__free(binary);
-    return NULL;
-  }
-  binary[*size] = '\0';
-  return binary;
-}
 
 /* Whether two built programs have the same kernels, by name: a patched
  * program that lost one would fail the call at its kernel's creation,
@@ -112,7 +85,7 @@ fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *ou
   *out = NULL;
   char detail[400] = "";
   size_t size = 0;
-  char *binary = read_binary(ctx, built, &size, detail, sizeof detail);
+  char *binary = fcl__program_binary(ctx, built, &size, detail, sizeof detail);
   if (binary) dump_ptx(ctx, binary, size);
   char *ptx = NULL;
   size_t ptx_len = 0;

@@ -73,7 +73,9 @@ class Plan(Structure):
                 ("packed_heads", c_uint), ("tuned", c_uint), ("merge", c_uint),
                 ("split_keys", c_uint),
                 # a value head size of its own
-                ("head_dim_v_padded", c_uint)]
+                ("head_dim_v_padded", c_uint),
+                # the decode kernel's products
+                ("decode_untransposed", c_uint)]
 
 
 class RunInfo(Structure):

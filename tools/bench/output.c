@@ -314,12 +314,13 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
             ", \"chunks\": %u, \"plan\": {\"block_q\": %u, \"block_k\": %u, \"wg_size\": %u, "
             "\"threads_per_row\": %u, \"rows_per_thread\": %u, \"local_bytes\": %zu, "
             "\"tile_elem_size\": %u, \"kernel\": \"%s\", \"splits\": %u, \"merge\": \"%s\", "
-            "\"packed_heads\": %u, \"tuned\": %u, \"split_keys\": %u}}",
+            "\"packed_heads\": %u, \"tuned\": %u, \"split_keys\": %u, "
+            "\"decode_untransposed\": %u}}",
             r->chunks, r->plan.block_q, r->plan.block_k, r->plan.wg_size,
             r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes,
             r->plan.tile_elem_size, fcl_flash_kernel_name(r->plan.kernel),
             r->plan.splits, fcl_split_merge_name(r->plan.merge), r->plan.packed_heads,
-            r->plan.tuned, r->plan.split_keys);
+            r->plan.tuned, r->plan.split_keys, r->plan.decode_untransposed);
   }
   fprintf(f, "\n  ]\n}\n");
   return fclose(f) == 0 ? 0 : -1;

@@ -49,6 +49,10 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
   if (plan.split_keys)
     printf("      flash %s splits: %u of %u keys (batch-invariant), merged by the %s\n", name,
            plan.splits, plan.split_keys, fcl_split_merge_name(plan.merge));
+  if (plan.decode_untransposed)
+    printf("      flash %s products: untransposed (S = Q K^T), whose waves fill this device "
+           "better\n",
+           name);
   unsigned cost, budget;  /* the SIMT forward's register cost model, where it plans */
   if (plan.kernel == FCL_FLASH_KERNEL_SIMT && pass == FCL_PASS_FORWARD && dev->limits.is_gpu &&
       !fcl__simt_forward_registers(&dev->limits, &plan, &cost, &budget))
