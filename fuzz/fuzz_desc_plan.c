@@ -243,6 +243,11 @@ static void check_plan(const fcl_device_limits *lim, const fcl_attention_desc *d
     if (!(hint && hint->merge)) CHECK(plan->merge == FCL_SPLIT_MERGE_KERNEL);
   }
   if (!desc->batch_invariant || (hint && hint->splits)) CHECK(plan->split_keys == 0);
+  /* the untransposed decode products: asked for an unsplit decode on
+   * matrix instructions of at most 8 rows a block, of a 16-bit cache */
+  if (plan->decode_untransposed)
+    CHECK(plan->decode_untransposed == 1 && plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA &&
+          plan->block_q <= 8 && plan->splits == 1 && desc->kv_dtype == FCL_KV_AS_DTYPE);
   /* paged: every page lookup's keys within one page */
   if (forward && desc->block_table) CHECK(desc->page_size % fcl__page_lookup_keys(plan) == 0);
   CHECK(plan->packed_heads == 1 ||
