@@ -188,6 +188,32 @@
     !DECODE_QUAD && !DECODE_T))
 #endif
 
+/* DECODE_L2_AHEAD (NVIDIA; 0: none): as a step starts, each warp asks L2
+ * for the first and last lines of its K and V rows DECODE_L2_AHEAD tiles
+ * ahead (lane 2 u + e: key u's, e = 0 the first line, 1 the last), so
+ * that the loads a step ahead find them there. No plan sets it: on an
+ * H100 it made a quantized cache 5-7% faster at B 32 x 8k and slower at
+ * B 8 x 8k (docs/performance.md, v32). */
+#ifndef DECODE_L2_AHEAD
+#define DECODE_L2_AHEAD 0
+#endif
+#if DECODE_L2_AHEAD && FCL_NVIDIA_PTX
+inline void fcl_prefetch_l2(__global const void *at) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+}
+#define PREFETCH_STEP_ROWS(rows, tensor, view, stride, kp, row_bytes)                         \
+  do {                                                                                       \
+    const int key_ = (kp) + ((tid & 31) >> 1);                                               \
+    if (key_ < nk) {                                                                         \
+      __global const uchar *at_ = (__global const uchar *)(STEP_ROWS(rows, tensor, view, kp) + \
+                                  (size_t)KEY_IN_TILE(key_, kp) * (stride));                  \
+      fcl_prefetch_l2(at_ + (tid & 1) * ((row_bytes) - 1));                                  \
+    }                                                                                        \
+  } while (0)
+#else
+#define PREFETCH_STEP_ROWS(rows, tensor, view, stride, kp, row_bytes) ((void)0)
+#endif
+
 /* A warp's step from key kw, lane (g, t)'s rows of it: for each u <
  * keys, key kw + key_of(u) and its row, which load_row(x[u], row,
  * present) reads (present: the key is below nk). */
@@ -355,6 +381,14 @@ UNROLL
   if (first_tile < end_tile) LOAD_K_STEP(kx, first_tile * BLOCK_K + WARP_KEYS * warp);
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int kw = tile * BLOCK_K + WARP_KEYS * warp;  // this warp's first key
+#if DECODE_L2_AHEAD
+    if (tile + DECODE_L2_AHEAD < end_tile) {
+      PREFETCH_STEP_ROWS(k_rows, k, p.k, k_stride, kw + DECODE_L2_AHEAD * BLOCK_K,
+                         KV_ROW_BYTES(head_dim));
+      PREFETCH_STEP_ROWS(v_rows, v, p.v, v_stride, kw + DECODE_L2_AHEAD * BLOCK_K,
+                         KV_ROW_BYTES(head_dim_v));
+    }
+#endif
 #if DECODE_V_AHEAD
     V_STORE vn[4][V_STORE_N];
     if (tile + 1 < end_tile) LOAD_V_STEP(vn, kw + BLOCK_K);
