@@ -14,7 +14,8 @@
 # and ptxas's notes that it serialized the wgmmas or injected waits into
 # their pipeline, and spills, as failures. What the lint cannot tell: that
 # the operand lists, the descriptor operand and the patched text are PTX that ptxas
-# takes. Exits 77 (skipped) without a ptxas that assembles sm_90a.
+# takes. Last, scripts/driver-ptx.sh reads a record of one build's PTX.
+# Exits 77 (skipped) without a ptxas that assembles sm_90a.
 # Usage: scripts/ptxas-check.sh [clang] [flashcl-info] [ptxas]
 #        scripts/ptxas-check.sh --mix FILE OPTIONS...: one build of FILE
 #          (STAGE=0 for a kernel without Hopper's instructions), its
@@ -168,5 +169,15 @@ for dtype in 1 2; do
       -DWARPS=8 -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 $opts
   done
 done
+# scripts/driver-ptx.sh, which reads the driver's PTX that FLASHCL_BUILD_PTX
+# writes, on a record of the last build's (sm_90) PTX
+{ echo "== flash_fwd_decode_wide.cl (ptxas-check)"; cat "$tmp/sm90.ptx"; } > "$tmp/record.txt"
+builds=$((builds + 1))
+if ! PTXAS="$ptxas" scripts/driver-ptx.sh "$tmp/record.txt" > "$tmp/driver.txt" 2>&1 ||
+    ! grep -q "flash_fwd_decode_mma: [0-9]* registers" "$tmp/driver.txt"; then
+  echo "FAILED: scripts/driver-ptx.sh on a record of the last build"
+  cat "$tmp/driver.txt"
+  failures=$((failures + 1))
+fi
 echo "ptxas-check: $builds builds, $failures failed"
 [ "$failures" -eq 0 ]
