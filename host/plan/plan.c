@@ -191,15 +191,12 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
 }
 
 /* The decode kernel's order of products (fcl_plan.decode_untransposed).
- * Transposed, a 16-bit cache's kernel takes 164-168 registers and three
- * work-groups a multiprocessor, untransposed 214 and two (the H100's
- * driver). An unsplit call runs its blocks in waves of those; where the
- * transposed kernel's last wave would be less than half full, the
- * untransposed one's waves fill better, and it took B 64 x 8k (512
- * work-groups on 132 multiprocessors: 1.29 waves of three a
- * multiprocessor, 1.94 of two) in 0.695 ms against 0.768. A quantized
- * cache keeps the transposed kernel (the untransposed one is unmeasured
- * unsplit). */
+ * Transposed, a 16-bit cache's kernel holds three work-groups a
+ * multiprocessor (164-168 registers on NVIDIA's driver), untransposed two
+ * (214). An unsplit call runs its blocks in waves of those: where the
+ * transposed kernel's last wave would be under half full, the untransposed
+ * one (docs/design.md, "The decode kernel's order of products: waves"). A
+ * quantized cache keeps the transposed kernel (unmeasured otherwise). */
 #define DECODE_T_WGS_PER_CU 3u
 static void choose_decode_order(const fcl_device_limits *limits, const fcl_attention_desc *desc,
                                 fcl_plan *plan) {
