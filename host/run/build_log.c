@@ -5,11 +5,13 @@
  */
 #include "common.h"
 #include "context.h"
+#include "file.h"
 #include "errors.h"
 #include "resources.h"
 #include "program.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 char *fcl__program_build_log(fcl_context *ctx, cl_program program) {
@@ -60,4 +62,20 @@ char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, ch
   }
   binary[*size] = '\0';
   return binary;
+}
+
+void fcl__append_binary(fcl_context *ctx, const char *knob, const char *header,
+                        const char *binary, size_t size) {
+  const char *target = getenv(knob);
+  if (!target || !target[0]) return;
+  char why[600];
+  FILE *f = fcl__append_file(target, why, sizeof why);
+  if (!f) {
+    fcl__log(ctx, "%s: %s", knob, why);
+    return;
+  }
+  if (header) fprintf(f, "%s\n", header);
+  fwrite(binary, 1, strnlen(binary, size), f);
+  fputc('\n', f);
+  fclose(f);
 }

@@ -266,24 +266,21 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
 
 /* FLASHCL_BUILD_PTX=FILE: each successful build's binary (on NVIDIA's
  * driver, the PTX its compiler wrote), after "== file options", appended
- * there, to assemble and read offline (ptxas, nvdisasm). A developer's knob,
- * read per build. */
+ * there, to assemble and read offline (scripts/driver-ptx.sh). Read per
+ * build; the binary only where it is set. */
 static void write_build_binary(fcl_context *ctx, fcl__source source, const char *options,
                                cl_program program) {
   const char *target = getenv("FLASHCL_BUILD_PTX");
   if (!target || !target[0]) return;
-  char why[600];
+  char why[600], header[1200];
   size_t size = 0;
   char *binary = fcl__program_binary(ctx, program, &size, why, sizeof why);
-  FILE *f = binary ? fcl__append_file(target, why, sizeof why) : NULL;
-  if (f) {
-    fprintf(f, "== %s %s\n", sources[source].file, options);
-    fwrite(binary, 1, strnlen(binary, size), f);
-    fputc('\n', f);
-    fclose(f);
-  } else {
+  if (!binary) {
     fcl__log(ctx, "FLASHCL_BUILD_PTX: %s", why);
+    return;
   }
+  snprintf(header, sizeof header, "== %s %s", sources[source].file, options);
+  fcl__append_binary(ctx, "FLASHCL_BUILD_PTX", header, binary, size);
   fcl__free(binary);
 }
 

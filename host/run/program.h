@@ -96,6 +96,13 @@ char *fcl__program_build_log(fcl_context *ctx, cl_program program);
  *  for fcl__free(), its size in *size; NULL with the reason in why. */
 char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
                           size_t why_len);
+/** A developer's knob that dumps binaries (FLASHCL_BUILD_PTX,
+ *  FLASHCL_SM90A_PTX): where the environment variable `knob` names a file,
+ *  appends `header` and a newline (none where NULL), then `binary` up to
+ *  its NUL or `size` bytes and a newline; a file that does not open goes
+ *  to the context's log. Nothing where the variable is unset or empty. */
+void fcl__append_binary(fcl_context *ctx, const char *knob, const char *header,
+                        const char *binary, size_t size);
 /** The line of a build log (or a build's error) that names the problem:
  *  the first with "error", else with "serialized", else the first; at most
  *  200 characters, into out[size]. */

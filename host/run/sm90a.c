@@ -9,7 +9,6 @@
  * sm_90a instructions").
  */
 #include "errors.h"
-#include "file.h"
 #include "program.h"
 #include "ptx.h"
 #include "resources.h"
@@ -64,29 +63,15 @@ static int same_kernels(cl_program a, cl_program b) {
   return !strcmp(names[0], names[1]);
 }
 
-/* FLASHCL_SM90A_PTX=FILE: each attempt's PTX as the driver wrote it,
- * appended there, to see why a form was refused. A developer's knob. */
-static void dump_ptx(fcl_context *ctx, const char *binary, size_t size) {
-  const char *target = getenv("FLASHCL_SM90A_PTX");
-  if (!target || !target[0]) return;
-  char why[600];
-  FILE *f = fcl__append_file(target, why, sizeof why);
-  if (!f) {
-    fcl__log(ctx, "FLASHCL_SM90A_PTX: %s", why);
-    return;
-  }
-  fwrite(binary, 1, strnlen(binary, size), f);
-  fputc('\n', f);
-  fclose(f);
-}
-
 fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
                               size_t why_len) {
   *out = NULL;
   char detail[400] = "";
   size_t size = 0;
   char *binary = fcl__program_binary(ctx, built, &size, detail, sizeof detail);
-  if (binary) dump_ptx(ctx, binary, size);
+  /* FLASHCL_SM90A_PTX=FILE: each attempt's PTX as the driver wrote it, to
+   * see why a form was refused */
+  if (binary) fcl__append_binary(ctx, "FLASHCL_SM90A_PTX", NULL, binary, size);
   char *ptx = NULL;
   size_t ptx_len = 0;
   const int unmarked =
