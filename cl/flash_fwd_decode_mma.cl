@@ -79,6 +79,48 @@
 #if DECODE_T && BLOCK_Q > 8
 #error "DECODE_T takes blocks of at most 8 rows"
 #endif
+/* DECODE_K_SCALE_AFTER (the block forms, S^T, f16 operands): K's codes
+ * enter S^T = K Q^T biased, as exact f16 (Q8_0: 1152 + q, a byte permute
+ * a pair; Q4_0: 1032 + q, a permute and two bit operations for four and a
+ * product for the odd ones), and each block's two k-steps accumulate apart
+ * from -K_BIAS times the block's sum of Q's columns; the step's S^T adds
+ * them times the keys' scales, in floats. A pair's subtraction and product
+ * leave the loop. */
+#define K_SCALE_AFTER_FITS \
+  (DECODE_T && FCL_DTYPE == 1 && ((FCL_KV_DTYPE == 1 && DECODE_QUAD) || (FCL_KV_DTYPE == 2 && !DECODE_QUAD)))
+#ifndef DECODE_K_SCALE_AFTER
+#define DECODE_K_SCALE_AFTER K_SCALE_AFTER_FITS
+#endif
+#if DECODE_K_SCALE_AFTER && !K_SCALE_AFTER_FITS
+#error "DECODE_K_SCALE_AFTER takes Q8_0's rows read by the quad or Q4_0's by groups, transposed, f16"
+#endif
+#if DECODE_K_SCALE_AFTER && FCL_KV_DTYPE == 1
+#define K_BIAS 1152.0f
+/* k-step j's four codes of key u (0: g, 1: g + 8) as biased f16 pairs, and
+ * block b's scale of it */
+#define K_BIASED4(u, j) fcl_q8_biased_bits4(QUAD_K_CODES(kx[u], j))
+#define K_BLOCK_SCALE(u, b) QUAD_K_SCALE(s02_##u, s13_##u, b)
+#elif DECODE_K_SCALE_AFTER
+#define K_BIAS 1032.0f
+#define K_BIASED4(u, j) fcl_q4_biased_bits4(kx[u][j].x)
+#define K_BLOCK_SCALE(u, b) fcl_half_bits_to_float(kx[u][2 * (b)].y & 0xffffu)
+/* A group's two bytes of codes (elements 0-3) as f16 pairs of 1032 + q,
+ * exactly: elements 0 and 2, then 1 and 3 (Q's fragment takes its columns
+ * in that order): each nibble in the low mantissa bits of 0x6400, the high
+ * ones 16 times over, times 1/16 plus 960. */
+inline uint2 fcl_q4_biased_bits4(const uint codes) {
+  const uint halves = fcl_prmt(codes, 0u, 0x4140u);  /* byte 0, byte 1 in the halves */
+  const uint odd = (halves & 0x00f000f0u) | 0x64006400u;
+  uint r;
+#if MMA_EMULATE
+  r = fcl_float_to_f16(fcl_f16_to_float(odd & 0xffffu) * 0.0625f + 960.0f) |
+      fcl_float_to_f16(fcl_f16_to_float(odd >> 16) * 0.0625f + 960.0f) << 16;
+#else
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(odd), "r"(0x2c002c00u), "r"(0x63806380u));
+#endif
+  return (uint2)((halves & 0x000f000fu) | 0x64006400u, r);
+}
+#endif
 /* O's accumulator tiles: 16 columns x 8 rows (DECODE_T), else 16 rows x 8
  * columns. */
 #define ACC_TILES (DECODE_T ? HEAD_DIM_MAX / 16 : N_TILES)
@@ -336,12 +378,31 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
 UNROLL
   for (int j = 0; j < K_STEPS; ++j) {
     const uint2 x = Q_COLUMNS(g, j);
+#if DECODE_K_SCALE_AFTER && FCL_KV_DTYPE == 2  /* columns 0 and 2, 1 and 3 */
+    qf[j][0] = fcl_prmt(x.x, x.y, 0x5410u);
+    qf[j][1] = fcl_prmt(x.x, x.y, 0x7632u);
+#else
     qf[j][0] = x.x;
     qf[j][1] = x.y;
+#endif
   }
   /* This lane's rows: 2t and 2t + 1 of the block (tokens; packed, of
    * slots). */
 #define LANE_ROW(h) (2 * t + (h))
+#if DECODE_K_SCALE_AFTER
+  /* -K_BIAS times each block's sum of Q's columns, rows 2t and 2t + 1 */
+  float q_bias[HEAD_DIM_MAX / FCL_KV_BLOCK][2];
+UNROLL
+  for (int b = 0; b < HEAD_DIM_MAX / FCL_KV_BLOCK; ++b)
+UNROLL
+    for (int h = 0; h < 2; ++h) {
+      float sum = 0.0f;
+      if (LANE_ROW(h) < BLOCK_Q)
+        for (int c = 0; c < FCL_KV_BLOCK; ++c)
+          sum += fcl_half_bits_to_float(q_local[LANE_ROW(h) * HEAD_DIM_MAX + FCL_KV_BLOCK * b + c]);
+      q_bias[b][h] = -K_BIAS * sum;
+    }
+#endif
 #else
   /* Q's A fragments: rows g and g + 8. */
   uint qa[K_STEPS][4];
@@ -410,12 +471,28 @@ UNROLL
 #define K_SLOT_0(j) kx[0][j]
 #define K_SLOT_1(j) kx[1][j]
 #endif
+#if DECODE_K_SCALE_AFTER
+UNROLL
+      for (int b = 0; b < HEAD_DIM_MAX / FCL_KV_BLOCK; ++b) {
+        float sb[4] = {q_bias[b][0], q_bias[b][1], q_bias[b][0], q_bias[b][1]};
+UNROLL
+        for (int j = 2 * b; j < 2 * b + 2; ++j) {
+          const uint2 k0 = K_BIASED4(0, j), k1 = K_BIASED4(1, j);
+          const uint a[4] = {k0.x, k1.x, k0.y, k1.y};
+          mma_16bit(sb, a, qf[j] MMA_ARGS);
+        }
+        const float d0 = K_BLOCK_SCALE(0, b), d1 = K_BLOCK_SCALE(1, b);
+        s[0] = fma(d0, sb[0], s[0]), s[1] = fma(d0, sb[1], s[1]);
+        s[2] = fma(d1, sb[2], s[2]), s[3] = fma(d1, sb[3], s[3]);
+      }
+#else
 UNROLL
       for (int j = 0; j < K_STEPS; ++j) {
         const uint2 k0 = fcl_kv_raw_bits4(K_SLOT_0(j)), k1 = fcl_kv_raw_bits4(K_SLOT_1(j));
         const uint a[4] = {k0.x, k1.x, k0.y, k1.y};
         mma_16bit(s, a, qf[j] MMA_ARGS);
       }
+#endif
     }
 
     if (tile + 1 < end_tile) LOAD_K_STEP(kx, kw + BLOCK_K);

@@ -401,14 +401,41 @@ inline uint fcl_fp8x2_f16x2(const uint x) {
   return x << 8;  /* NaN codes are f16 NaNs already, of other bits */
 #endif
 }
+/* FCL_FP8_CVT: from sm_89 one instruction converts two adjacent codes
+ * (cvt.rn.f16x2.e4m3x2 and .e5m2x2), exactly, a NaN code to an f16 NaN of
+ * its own bits; on an H100 fp8 e4m3's decode took ... (docs/performance.md,
+ * v33). */
+#ifndef FCL_NVIDIA_SM
+#define FCL_NVIDIA_SM 0  /* NVIDIA's compute capability x 10 (90: Hopper) */
+#endif
+#ifndef FCL_FP8_CVT
+#define FCL_FP8_CVT (FCL_NVIDIA_PTX && FCL_NVIDIA_SM >= 89 && !MMA_EMULATE)
+#endif
+#if FCL_FP8_CVT
+#if KV_E4
+#define FCL_FP8X2_CVT(half) "cvt.rn.f16x2.e4m3x2 %0, " half ";"
+#else
+#define FCL_FP8X2_CVT(half) "cvt.rn.f16x2.e5m2x2 %0, " half ";"
+#endif
+/* Codes 0 and 1 of x (hi: 2 and 3) as f16x2, the first in the low half. */
+inline uint fcl_fp8_adjacent_f16x2(const uint x, const int hi) {
+  uint r;
+  if (hi)
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1;" FCL_FP8X2_CVT("hi") "}" : "=r"(r) : "r"(x));
+  else
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %1;" FCL_FP8X2_CVT("lo") "}" : "=r"(r) : "r"(x));
+  return r;
+}
+#else
+#define fcl_fp8_adjacent_f16x2(x, hi) fcl_fp8x2_f16x2(FCL_BYTE_PAIR(x, hi))
+#endif
 #if FCL_DTYPE == 1
-#define FCL_FP8_PAIR(x, hi) fcl_fp8x2_f16x2(FCL_BYTE_PAIR(x, hi))
+#define FCL_FP8_PAIR(x, hi) fcl_fp8_adjacent_f16x2(x, hi)
 #else /* bf16: the f16 values, exactly, through floats */
-inline uint fcl_fp8x2_bf16x2(const uint x) {
-  const uint h = fcl_fp8x2_f16x2(x);
+inline uint fcl_f16x2_bf16x2(const uint h) {
   return pack2(fcl_half_bits_to_float(h & 0xffffu), fcl_half_bits_to_float(h >> 16));
 }
-#define FCL_FP8_PAIR(x, hi) fcl_fp8x2_bf16x2(FCL_BYTE_PAIR(x, hi))
+#define FCL_FP8_PAIR(x, hi) fcl_f16x2_bf16x2(fcl_fp8_adjacent_f16x2(x, hi))
 #endif
 inline uint2 fcl_kv_raw_bits4(const kv_raw_t r) {
   return (uint2)(FCL_FP8_PAIR(r.x, 0), FCL_FP8_PAIR(r.x, 1));
@@ -435,10 +462,15 @@ inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 }
 #elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
 inline uint fcl_kv_raw_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
-#if FCL_DTYPE == 1
-  return fcl_fp8x2_f16x2(FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu);
+#if FCL_FP8_CVT  /* byte e of a and of b side by side */
+  const uint h = fcl_fp8_adjacent_f16x2(fcl_prmt(a.x, b.x, (uint)e | (uint)(4 + e) << 4), 0);
 #else
-  return fcl_fp8x2_bf16x2(FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu);
+  const uint h = fcl_fp8x2_f16x2(FCL_BYTES_AB(a.x, b.x, e) & 0x00ff00ffu);
+#endif
+#if FCL_DTYPE == 1
+  return h;
+#else
+  return fcl_f16x2_bf16x2(h);
 #endif
 }
 #else  /* a block form in bf16 storage: through floats */

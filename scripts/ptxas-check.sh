@@ -59,7 +59,7 @@ assemble() {
   # NVVM intrinsics they are, the others in scripts/nvptx-builtins.h
   if ! "$clang" -x cl -cl-std=CL1.2 -Xclang -fdeclare-opencl-builtins \
       -Xclang -finclude-default-header -target nvptx64-nvidia-nvcl -O2 -S \
-      -Dasm=__asm__ -Xclang -cl-ext=+cl_khr_fp16 -DFCL_NVIDIA_PTX=1 \
+      -Dasm=__asm__ -Xclang -cl-ext=+cl_khr_fp16 -DFCL_NVIDIA_PTX=1 -DFCL_NVIDIA_SM=90 \
       -D'get_local_id(x)=__nvvm_read_ptx_sreg_tid_x()' -D'barrier(x)=__nvvm_bar_sync(0)' \
       "$@" -o "$tmp/clang.ptx" "$tmp/k.cl" 2> "$tmp/log" ||
     grep -q 'call\.uni' "$tmp/clang.ptx" ||

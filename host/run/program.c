@@ -185,6 +185,9 @@ fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__opti
   fcl__options_flag(all, opts->text);
   fcl__options_flag(all, "-cl-std=CL1.2");
   if (limits->nvidia_ptx) fcl__options_define(all, "FCL_NVIDIA_PTX", 1);
+  /* the compute capability, x 10: the instructions a kernel may issue */
+  if (limits->nvidia_ptx && limits->nvidia_sm)
+    fcl__options_define(all, "FCL_NVIDIA_SM", (long)limits->nvidia_sm);
   /* The shuffles the row sums may use, and their width (plan.h's
    * fcl__sums_by_shuffle, which the plans' local bytes follow). */
   if (fcl__shuffle_width(limits)) {
