@@ -69,19 +69,29 @@ inline uint quad_scale_sel(const int b) {
 /* Q8_0. K: lane t's registers r 0-9 are x0 y0 x1 y1 x2 y2 x3 y3 (words
  * t + 4 i, bytes 32 i + 8 t + 4 (r & 1) ..) and lane 0's x4 y4 (bytes 128,
  * 132). Slot j is prmt(r[QK_A(j)], r[QK_B(j)], quad_k_sel(t, j)), its
- * element e byte e of the permute: in every lane slots 2 b and 2 b + 1 are
- * codes of block b (lanes 1-3: r[j]; lane 0: bytes 2-5, 6-7 32-33, 36-39,
- * 64-67, 96-99, 70-71 100-101, 128-131, 132-135), so that k-steps 2 b and
- * 2 b + 1 of S^T are block b's alone (DECODE_K_SCALE_AFTER). */
+ * element e byte e of the permute. With DECODE_K_SCALE_AFTER (given on the
+ * command line: flash_fwd_decode_mma.cl) slots 2 b and 2 b + 1 are codes of
+ * block b in every lane (lanes 1-3: r[j]; lane 0: bytes 2-5, 6-7 32-33,
+ * 36-39, 64-67, 96-99, 70-71 100-101, 128-131, 132-135), so that k-steps
+ * 2 b and 2 b + 1 of S^T are block b's alone; each lane holds 8 codes of
+ * every block. */
 #define QUAD_K_WORDS 10
-#define QK_A(j) (j)
-#define QK_B(j) ((j) < 4 ? (j) + 1 : (j) + 2)
 inline int quad_k_first(const int r, const int t) {
   return r < 8 ? 32 * (r >> 1) + 8 * t + 4 * (r & 1) : 128 + 4 * (r - 8);
 }
+#if defined(DECODE_K_SCALE_AFTER) && DECODE_K_SCALE_AFTER
+#define QK_A(j) (j)
+#define QK_B(j) ((j) < 4 ? (j) + 1 : (j) + 2)
 inline uint quad_k_sel(const int t, const int j) {
   return t != 0 ? 0x3210u : j < 2 || j == 5 ? 0x5432u : 0x7654u;
 }
+#else
+#define QK_A(j) ((j) < 4 ? (j) : (j) == 4 ? 5 : (j) == 6 ? 4 : 6)
+#define QK_B(j) ((j) < 4 ? (j) + 1 : (j) == 4 ? 6 : (j) == 5 ? 7 : (j) == 6 ? 8 : 9)
+inline uint quad_k_sel(const int t, const int j) {
+  return t == 0 ? ((j >> 1) & 1 ? 0x7654u : 0x5432u) : j == 5 ? 0x7654u : 0x3210u;
+}
+#endif
 /* V: lane g's registers r 0-4 are w0.x w0.y w1.x w1.y (words g and
  * g + 8) and lanes 0 and 4's half of word 16 (bytes 128 + 4 (g >> 2)).
  * Slot i's elements 0-1 and 2-3 each lie in one block. */

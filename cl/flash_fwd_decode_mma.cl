@@ -79,17 +79,19 @@
 #if DECODE_T && BLOCK_Q > 8
 #error "DECODE_T takes blocks of at most 8 rows"
 #endif
-/* DECODE_K_SCALE_AFTER (the block forms, S^T, f16 operands): K's codes
- * enter S^T = K Q^T biased, as exact f16 (Q8_0: 1152 + q, a byte permute
- * a pair; Q4_0: 1032 + q, a permute and two bit operations for four and a
- * product for the odd ones), and each block's two k-steps accumulate apart
- * from -K_BIAS times the block's sum of Q's columns; the step's S^T adds
- * them times the keys' scales, in floats. A pair's subtraction and product
- * leave the loop. */
+/* DECODE_K_SCALE_AFTER (an option, off: the block forms, S^T, f16
+ * operands): K's codes enter S^T = K Q^T biased, as exact f16 (Q8_0:
+ * 1152 + q, a byte permute a pair; Q4_0: 1032 + q, a permute and two bit
+ * operations for four, and a product for the odd ones), each block's two
+ * k-steps accumulate apart from -K_BIAS times the block's sum of Q's
+ * columns, and the step's S^T adds them times the keys' scales, in
+ * floats. Fewer instructions, but 187-192 registers on the H100's driver:
+ * two work-groups a multiprocessor where the planner splits for three
+ * (docs/design.md, "Fast dequantisation"). */
 #define K_SCALE_AFTER_FITS \
   (DECODE_T && FCL_DTYPE == 1 && ((FCL_KV_DTYPE == 1 && DECODE_QUAD) || (FCL_KV_DTYPE == 2 && !DECODE_QUAD)))
 #ifndef DECODE_K_SCALE_AFTER
-#define DECODE_K_SCALE_AFTER K_SCALE_AFTER_FITS
+#define DECODE_K_SCALE_AFTER 0
 #endif
 #if DECODE_K_SCALE_AFTER && !K_SCALE_AFTER_FITS
 #error "DECODE_K_SCALE_AFTER takes Q8_0's rows read by the quad or Q4_0's by groups, transposed, f16"
