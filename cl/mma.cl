@@ -403,8 +403,8 @@ inline uint fcl_fp8x2_f16x2(const uint x) {
 }
 /* FCL_FP8_CVT: from sm_89 one instruction converts two adjacent codes
  * (cvt.rn.f16x2.e4m3x2 and .e5m2x2), exactly, a NaN code to an f16 NaN of
- * its own bits; on an H100 fp8 e4m3's decode took ... (docs/performance.md,
- * v33). */
+ * its own bits: on an H100 e4m3's decode at B 8 x 8k took 0.058 ms against
+ * 0.062 (docs/performance.md, v33). */
 #ifndef FCL_NVIDIA_SM
 #define FCL_NVIDIA_SM 0  /* NVIDIA's compute capability x 10 (90: Hopper) */
 #endif
