@@ -83,11 +83,14 @@
  * operands): K's codes enter S^T = K Q^T biased, as exact f16 (Q8_0:
  * 1152 + q, a byte permute a pair; Q4_0: 1032 + q, a permute and two bit
  * operations for four, and a product for the odd ones), each block's two
- * k-steps accumulate apart from -K_BIAS times the block's sum of Q's
+ * k-steps accumulate apart, less the bias times the block's sum of Q's
  * columns, and the step's S^T adds them times the keys' scales, in
- * floats. Fewer instructions, but 187-192 registers on the H100's driver:
- * two work-groups a multiprocessor where the planner splits for three
- * (docs/design.md, "Fast dequantisation"). */
+ * floats. 1: the bias's sums kept in 8 floats a lane from the start, the
+ * block's accumulation starting from them; 187-192 registers on the
+ * H100's driver, two work-groups a multiprocessor where the planner splits
+ * for three (docs/design.md, "Fast dequantisation"). 2: those registers
+ * spared, the bias's product taken by one more instruction a k-step (A
+ * every element -K_BIAS), not yet timed. */
 #define K_SCALE_AFTER_FITS \
   (DECODE_T && FCL_DTYPE == 1 && ((FCL_KV_DTYPE == 1 && DECODE_QUAD) || (FCL_KV_DTYPE == 2 && !DECODE_QUAD)))
 #ifndef DECODE_K_SCALE_AFTER
@@ -98,12 +101,14 @@
 #endif
 #if DECODE_K_SCALE_AFTER && FCL_KV_DTYPE == 1
 #define K_BIAS 1152.0f
+#define K_BIAS_NEGATIVE_F16X2 0xe480e480u  /* -1152, -1152 */
 /* k-step j's four codes of key u (0: g, 1: g + 8) as biased f16 pairs, and
  * block b's scale of it */
 #define K_BIASED4(u, j) fcl_q8_biased_bits4(QUAD_K_CODES(kx[u], j))
 #define K_BLOCK_SCALE(u, b) QUAD_K_SCALE(s02_##u, s13_##u, b)
 #elif DECODE_K_SCALE_AFTER
 #define K_BIAS 1032.0f
+#define K_BIAS_NEGATIVE_F16X2 0xe408e408u  /* -1032, -1032 */
 #define K_BIASED4(u, j) fcl_q4_biased_bits4(kx[u][j].x)
 #define K_BLOCK_SCALE(u, b) fcl_half_bits_to_float(kx[u][2 * (b)].y & 0xffffu)
 /* A group's two bytes of codes (elements 0-3) as f16 pairs of 1032 + q,
@@ -402,7 +407,7 @@ UNROLL
   /* This lane's rows: 2t and 2t + 1 of the block (tokens; packed, of
    * slots). */
 #define LANE_ROW(h) (2 * t + (h))
-#if DECODE_K_SCALE_AFTER
+#if DECODE_K_SCALE_AFTER == 1
   /* -K_BIAS times each block's sum of Q's columns, rows 2t and 2t + 1 */
   float q_bias[HEAD_DIM_MAX / FCL_KV_BLOCK][2];
 UNROLL
@@ -487,12 +492,21 @@ UNROLL
 #if DECODE_K_SCALE_AFTER
 UNROLL
       for (int b = 0; b < HEAD_DIM_MAX / FCL_KV_BLOCK; ++b) {
+#if DECODE_K_SCALE_AFTER == 1
         float sb[4] = {q_bias[b][0], q_bias[b][1], q_bias[b][0], q_bias[b][1]};
+#else
+        float sb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const uint bias_a[4] = {K_BIAS_NEGATIVE_F16X2, K_BIAS_NEGATIVE_F16X2,
+                                K_BIAS_NEGATIVE_F16X2, K_BIAS_NEGATIVE_F16X2};
+#endif
 UNROLL
         for (int j = 2 * b; j < 2 * b + 2; ++j) {
           const uint2 k0 = K_BIASED4(0, j), k1 = K_BIASED4(1, j);
           const uint a[4] = {k0.x, k1.x, k0.y, k1.y};
           mma_16bit(sb, a, qf[j] MMA_ARGS);
+#if DECODE_K_SCALE_AFTER == 2
+          mma_16bit(sb, bias_a, qf[j] MMA_ARGS);
+#endif
         }
         const float d0 = K_BLOCK_SCALE(0, b), d1 = K_BLOCK_SCALE(1, b);
         s[0] = fma(d0, sb[0], s[0]), s[1] = fma(d0, sb[1], s[1]);

@@ -174,9 +174,12 @@ for kv in 1 2 3 4; do
           check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
             -DHEAD_DIM_MAX=128 -DBLOCK_Q=8 -DDECODE_QUAD=1
         # K scaled after the products, the work-group size unstated (options)
-        [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ] &&
-          check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
-            -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=1 -DDECODE_REQD_WG=0
+        if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ]; then
+          for after in 1 2; do
+            check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=$after -DDECODE_REQD_WG=0
+          done
+        fi
       fi
       for paged in 0 1; do
         check cache.cl -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv $io -DPAGED=$paged

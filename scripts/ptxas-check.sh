@@ -158,11 +158,13 @@ for kv in 0 1 2 3 4 b1 b3; do
 done
 # the block forms' K scaled after the products (an option)
 for kv in 1 2; do
-  STAGE=0 assemble flash_fwd_decode_mma.cl \
-    "flash_fwd_decode_mma.cl FCL_DTYPE=1 FCL_KV_DTYPE=$kv DECODE_K_SCALE_AFTER=1" \
-    -include "$builtins" -DFCL_DTYPE=1 -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
-    -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 -DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1 \
-    -DDECODE_K_SCALE_AFTER=1
+  for after in 1 2; do
+    STAGE=0 assemble flash_fwd_decode_mma.cl \
+      "flash_fwd_decode_mma.cl FCL_DTYPE=1 FCL_KV_DTYPE=$kv DECODE_K_SCALE_AFTER=$after" \
+      -include "$builtins" -DFCL_DTYPE=1 -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
+      -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 -DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1 \
+      -DDECODE_K_SCALE_AFTER=$after
+  done
 done
 # its wide kernel (beyond 128 columns: DeepSeek's 576 and 512), each type,
 # at 32 packed rows split and paged, and at 16
