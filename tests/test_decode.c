@@ -1067,6 +1067,8 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
                                       sizeof why), FCL_SUCCESS);
   ck_assert_uint_eq(count, 2);
   ck_assert_str_eq(programs[0].file, "flash_fwd_decode.cl");
+  /* the compute capability, which an fp8 cache's conversions take from sm_89 (cl/mma.cl) */
+  ck_assert_msg(strstr(programs[0].options, "-DFCL_NVIDIA_SM=90"), "%s", programs[0].options);
   ck_assert_str_eq(programs[0].kernels[0], "flash_fwd_decode");
   ck_assert(strstr(programs[0].options, "-DKEY_LANES=16") &&
             strstr(programs[0].options, "-DSPLIT_KV=1") &&
