@@ -220,10 +220,10 @@ inline uint quad_v_pair(const kv_raw_t a, const kv_raw_t b, const int e) {
 }
 #define QUAD_V_PAIR quad_v_pair
 /* Slot j's four codes, and block b's K scale as a float from
- * QUAD_K_SCALES's pairs (DECODE_K_SCALE_AFTER). */
+ * QUAD_K_SCALES's pairs, picked as QUAD_Y picks it (DECODE_K_SCALE_AFTER). */
 #define QUAD_K_CODES(r, j) fcl_prmt((r)[QK_A(j)], (r)[QK_B(j)], quad_k_sel(t, j))
 #define QUAD_K_SCALE(s02, s13, b) \
-  fcl_half_bits_to_float(((b) & 1 ? (s13) : (s02)) >> (16 * ((b) >> 1)) & 0xffffu)
+  fcl_half_bits_to_float(fcl_prmt(s02, s13, quad_scale_sel(b)) & 0xffffu)
 /* Four Q8_0 codes as two f16x2 of 1152 + q, exactly (the code + 128 in the
  * low mantissa bits of 0x6400), elements 0-1 and 2-3. */
 inline uint2 fcl_q8_biased_bits4(const uint codes) {
