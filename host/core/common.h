@@ -21,6 +21,12 @@
 typedef unsigned __int128 fcl__bytes;
 
 
+/** A device's compute units, at least 1: limits made up by a test or a
+ *  profile may leave the count 0, and the planners divide work by it. */
+static inline unsigned fcl__compute_units(const fcl_device_limits *limits) {
+  return limits->compute_units ? limits->compute_units : 1;
+}
+
 typedef struct fcl__program_entry fcl__program_entry;
 typedef struct fcl__shape fcl__shape;  /* a validated problem: see below */
 typedef struct fcl__error_slot fcl__error_slot;

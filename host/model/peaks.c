@@ -63,7 +63,7 @@ static fcl_status measure_copy(fcl_context *ctx, double *gbps) {
   /* GPUs: a grid-stride loop over enough work-items to fill the device.
    * CPUs: one float4 per work-item, since their compilers vectorise across
    * work-items only in kernels without loops. */
-  size_t global = lim->is_gpu ? (size_t)(lim->compute_units ? lim->compute_units : 1) * 2048
+  size_t global = lim->is_gpu ? (size_t)fcl__compute_units(lim) * 2048
                               : (size_t)(bytes / 16);
   if (local) global = (global + local - 1) / local * local;
   if (status == FCL_SUCCESS)
@@ -79,7 +79,7 @@ static fcl_status measure_fma(fcl_context *ctx, double *tflops) {
   const fcl_device_limits *lim = &ctx->info.limits;
   size_t local = lim->max_work_group_size < 256 ? 0 : 256;
   /* Enough work-items to fill every lane of every compute unit many times. */
-  size_t global = (size_t)(lim->compute_units ? lim->compute_units : 1) *
+  size_t global = (size_t)fcl__compute_units(lim) *
                   (lim->is_gpu ? 8192 : 256);
   if (local) global = (global + local - 1) / local * local;
   fcl_status status;

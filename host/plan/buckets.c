@@ -86,7 +86,7 @@ int fcl__bucket_of(const fcl_device_limits *limits, const fcl_attention_desc *de
   for (int i = FCL__TUNING_DIMS - 1; i >= 0; --i)
     if (desc->head_dim <= dim_classes[i]) dim = i;
   if (dim < 0) return 0;
-  const unsigned cu = limits->compute_units ? limits->compute_units : 1;
+  const unsigned cu = fcl__compute_units(limits);
   fcl__bucket b = {.dtype = (unsigned)desc->dtype, .dim = (unsigned)dim,
                    .causal = desc->causal != 0};
   if (pass == FCL_PASS_BACKWARD) {
@@ -117,7 +117,7 @@ static size_t floor_pow2(size_t x) {
 
 size_t fcl__bucket_shapes(const fcl_device_limits *limits, const fcl__bucket *b,
                           fcl_attention_desc out[2]) {
-  const unsigned cu = limits->compute_units ? limits->compute_units : 1;
+  const unsigned cu = fcl__compute_units(limits);
   const size_t d = dim_classes[b->dim];
   size_t n = 0;
   for (int i = 0; i < 2; ++i) {

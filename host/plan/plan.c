@@ -170,7 +170,7 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
     return;
   }
   const int decode = fcl__decode_kernel_family(plan->kernel);
-  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const size_t cus = fcl__compute_units(limits);
   const size_t groups = forward_blocks(desc, plan);
   size_t splits = 1;
   if (hint && hint->splits) {
@@ -205,7 +205,7 @@ static void choose_decode_order(const fcl_device_limits *limits, const fcl_atten
       desc->kv_dtype != FCL_KV_AS_DTYPE || !fcl__mma_native(limits) ||
       fcl__decode_plan_wide(plan))
     return;
-  const size_t wave = DECODE_T_WGS_PER_CU * (limits->compute_units ? limits->compute_units : 1);
+  const size_t wave = DECODE_T_WGS_PER_CU * fcl__compute_units(limits);
   const size_t blocks = forward_blocks(desc, plan), last = blocks % wave;
   plan->decode_untransposed = blocks > wave && last != 0 && 2 * last < wave;
 }
@@ -247,7 +247,7 @@ static fcl_status choose_merge(const fcl_device_limits *limits, const fcl__shape
   const double kv_bytes = 2.0 * (double)desc->batch * (double)desc->seqlen_k *
                           (double)desc->heads_kv * (double)desc->head_dim *
                           (double)fcl_dtype_size(desc->dtype);
-  const size_t cus = limits->compute_units ? limits->compute_units : 1;
+  const size_t cus = fcl__compute_units(limits);
   const int short_call = kv_bytes <= (double)cus * (double)MERGE_IN_LAUNCH_BYTES_PER_CU;
   const int kernel_takes = fcl__merge_takes(limits, sh->head_dim_v);
   FCL_WHY_IF(!kernel_takes && (wanted == FCL_SPLIT_MERGE_KERNEL || !fits),

@@ -85,7 +85,7 @@ static unsigned choose_chunks(const fcl_device_limits *limits, const fcl_plan *h
   unsigned chunks = most;
   const size_t rows_chunks = (seqlen + CPU_LANES - 1) / CPU_LANES;
   while (chunks > 1 && chunks / 2 >= rows_chunks) chunks /= 2;
-  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  const size_t want = 2 * (size_t)fcl__compute_units(limits);
   while (chunks > 1) {
     const size_t block = (size_t)chunks * CPU_LANES;
     if (slices * ((seqlen + block - 1) / block) >= want) break;

@@ -129,7 +129,7 @@ static unsigned mma_wg(const fcl_device_limits *limits, unsigned warps, unsigned
                        const fcl_attention_desc *desc) {
   unsigned wg = 32 * warps;
   while (wg > 32 * per_row && wg > limits->max_work_group_size) wg /= 2;
-  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  const size_t want = 2 * (size_t)fcl__compute_units(limits);
   while (groups && wg > 32 * per_row && groups(desc, wg / 2 / per_row) < want) wg /= 2;
   return wg;
 }

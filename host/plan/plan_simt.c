@@ -259,7 +259,7 @@ static int bwd_half_tiles(const fcl_device_limits *limits, unsigned slice, int g
  * two work-groups per compute unit: small problems still fill the device. */
 static unsigned fill_device(const fcl_device_limits *limits, unsigned wg, unsigned g,
                             unsigned rows, size_t seqs, size_t seqlen, unsigned floor) {
-  const size_t want = 2 * (size_t)(limits->compute_units ? limits->compute_units : 1);
+  const size_t want = 2 * (size_t)fcl__compute_units(limits);
   for (;;) {
     const size_t block = (size_t)wg / g * rows;
     const size_t groups = seqs * ((seqlen + block - 1) / block);

@@ -64,10 +64,15 @@ char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, ch
   return binary;
 }
 
+const char *fcl__knob_file(const char *knob) {
+  const char *target = getenv(knob);
+  return target && target[0] ? target : NULL;
+}
+
 void fcl__append_binary(fcl_context *ctx, const char *knob, const char *header,
                         const char *binary, size_t size) {
-  const char *target = getenv(knob);
-  if (!target || !target[0]) return;
+  const char *target = fcl__knob_file(knob);
+  if (!target) return;
   char why[600];
   FILE *f = fcl__append_file(target, why, sizeof why);
   if (!f) {

@@ -172,12 +172,8 @@ void fcl__options_count_io(fcl__options *opts, cl_mem io_counter) {
 }
 
 /* Where FLASHCL_BUILD_LOG asks each build's log to go: NULL when unset,
- * "-" for stderr, else a file appended to. A developer's knob, read per
- * build so that a test can set it. */
-static const char *build_log_target(void) {
-  const char *target = getenv("FLASHCL_BUILD_LOG");
-  return target && target[0] ? target : NULL;
-}
+ * "-" for stderr, else a file appended to. */
+static const char *build_log_target(void) { return fcl__knob_file("FLASHCL_BUILD_LOG"); }
 
 fcl_status fcl__program_options(const fcl_device_limits *limits, const fcl__options *opts,
                                 int verbose, fcl__options *all) {
@@ -273,8 +269,7 @@ static void write_build_log(fcl_context *ctx, fcl__source source, const char *op
  * build; the binary only where it is set. */
 static void write_build_binary(fcl_context *ctx, fcl__source source, const char *options,
                                cl_program program) {
-  const char *target = getenv("FLASHCL_BUILD_PTX");
-  if (!target || !target[0]) return;
+  if (!fcl__knob_file("FLASHCL_BUILD_PTX")) return;  /* spares reading the binary */
   char why[600], header[1200];
   size_t size = 0;
   char *binary = fcl__program_binary(ctx, program, &size, why, sizeof why);

@@ -96,6 +96,11 @@ char *fcl__program_build_log(fcl_context *ctx, cl_program program);
  *  for fcl__free(), its size in *size; NULL with the reason in why. */
 char *fcl__program_binary(fcl_context *ctx, cl_program program, size_t *size, char *why,
                           size_t why_len);
+/** Where a developer's knob (an environment variable: FLASHCL_BUILD_LOG,
+ *  FLASHCL_BUILD_PTX, FLASHCL_SM90A_PTX) asks its output to go: the file
+ *  it names, or NULL where it is unset or empty. Read per build, so that a
+ *  test can set it. */
+const char *fcl__knob_file(const char *knob);
 /** A developer's knob that dumps binaries (FLASHCL_BUILD_PTX,
  *  FLASHCL_SM90A_PTX): where the environment variable `knob` names a file,
  *  appends `header` and a newline (none where NULL), then `binary` up to

@@ -98,7 +98,7 @@ int info_wgmma_probe(const info_options *opts) {
       }
     }
     if (d->limits.is_gpu && opts->wgmma_reps) {
-      const unsigned cus = d->limits.compute_units ? d->limits.compute_units : 1;
+      const unsigned cus = fcl__compute_units(&d->limits);
       for (unsigned g = 1; g <= 4; g *= 2) {
         time_path(ctx, cus, FCL_WGMMA_PATH_NATIVE, g, opts->wgmma_reps);
         time_path(ctx, cus, FCL_WGMMA_PATH_MMA_SYNC, g, opts->wgmma_reps);

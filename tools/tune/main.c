@@ -625,7 +625,7 @@ static int tune_bucket(run *r, const fcl__bucket *b, size_t index, size_t total,
 static void no_shape_reason(const fcl_device_limits *limits, const char *name, char *out,
                             size_t len) {
   fcl__bucket b;
-  const unsigned cu = limits->compute_units ? limits->compute_units : 1;
+  const unsigned cu = fcl__compute_units(limits);
   if (fcl__bucket_parse(name, &b) && b.size == 0 && b.pass == 2)
     snprintf(out, len, "a small decode bucket holds calls of fewer sequences x KV heads than "
              "compute units, %u here, and its timed shapes have 8 KV heads", cu);
