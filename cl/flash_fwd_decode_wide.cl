@@ -22,7 +22,8 @@
  *     local memory in the storage type;
  *   - O += P V: warp w owns O's columns [w O_COLS, (w + 1) O_COLS) of
  *     every row, P's A fragments read from local memory, V's B fragments
- *     from global memory a k-step (16 keys) ahead.
+ *     from global memory in V_CHUNK k-steps (16 keys each) a load, the
+ *     next chunk's in flight as K's.
  * Each warp's running sum l covers its own keys (m is common), so the
  * rows' sums add over the warps at the end, in warp order. Two barriers a
  * tile. The order of head_dim within a dot product is free: K and Q take
@@ -53,6 +54,11 @@
 #ifndef K_CHUNK
 #define K_CHUNK (HEAD_DIM_MAX % 64 == 0 ? 4 : 2)  // (it divides HEAD_DIM_MAX / 16)
 #endif
+/* k-steps (16 keys) of V a lane loads at once, as K's chunks: 1, the
+ * next step's loads in flight while one multiplies */
+#ifndef V_CHUNK
+#define V_CHUNK 1
+#endif
 #define WG_SIZE (32 * WARPS)
 #define BLOCK_K FCL_DECODE_WIDE_BLOCK_K  // keys of a tile (traits.h)
 #define S_KEYS (BLOCK_K / WARPS)         // keys a warp scores
@@ -64,6 +70,7 @@
 #define O_TILES (O_COLS / 8)
 #define PV_STEPS (BLOCK_K / 16)          // k-steps of P V
 #define K_CHUNKS (K_STEPS / K_CHUNK)
+#define V_CHUNKS (PV_STEPS / V_CHUNK)
 #define NO_UNROLL _Pragma("unroll 1")
 #define Q_LD FCL_DECODE_WIDE_Q_LD(HEAD_DIM_MAX)  // elements between Q's rows in local memory
 #define P_LD (BLOCK_K + 8)               // ... and P's: a fragment's rows in distinct banks
@@ -74,8 +81,8 @@
 #if HEAD_DIM_MAX % 32 != 0 || HEAD_DIM_V_MAX % (32 * WARPS) != 0 || HEAD_DIM_V_MAX > HEAD_DIM_MAX
 #error "HEAD_DIM_MAX must be a multiple of 32, HEAD_DIM_V_MAX of 32 WARPS and at most it"
 #endif
-#if BLOCK_Q % 16 != 0 || S_KEYS % 16 != 0 || K_STEPS % K_CHUNK != 0
-#error "BLOCK_Q, BLOCK_K / WARPS: multiples of 16; K_CHUNK divides HEAD_DIM_MAX / 16"
+#if BLOCK_Q % 16 != 0 || S_KEYS % 16 != 0 || K_STEPS % K_CHUNK != 0 || PV_STEPS % V_CHUNK != 0
+#error "BLOCK_Q, BLOCK_K / WARPS: multiples of 16; K_CHUNK divides HEAD_DIM_MAX / 16, V_CHUNK BLOCK_K / 16"
 #endif
 
 #define K_COL(j, t) (16 * (j) + 4 * (t))
@@ -223,46 +230,51 @@ UNROLL
     /* ---- O += P V over this warp's columns: lane (g, t) loads keys 2 t,
      * 2 t + 1, 8 + 2 t and 9 + 2 t of each 16-key step (its P fragment's
      * columns), columns o_col0 + V_COL(i, g) .. + 3 of group i ---- */
-    kv_raw_t vx0[4][O_GROUPS], vx1[4][O_GROUPS];
-#define LOAD_V_STEP(buf, ks)                                                              \
-    do {                                                                                  \
-      __global const kv_t *step_ = STEP_ROWS(v_rows, v, p.v, k0 + 16 * (ks));             \
+    kv_raw_t vx0[V_CHUNK][4][O_GROUPS], vx1[V_CHUNK][4][O_GROUPS];
+#define LOAD_V_CHUNK(buf, c)                                                              \
+    UNROLL for (int j_ = 0; j_ < V_CHUNK; ++j_) {                                         \
+      const int ks_ = (c) * V_CHUNK + j_;                                                 \
+      __global const kv_t *step_ = STEP_ROWS(v_rows, v, p.v, k0 + 16 * ks_);              \
       UNROLL for (int u_ = 0; u_ < 4; ++u_) {                                             \
-        const int key_ = k0 + 16 * (ks) + 2 * t + (u_ & 1) + 8 * (u_ >> 1);              \
-        __global const kv_t *at_ = step_ + (size_t)KEY_IN_TILE(key_, k0 + 16 * (ks)) * v_stride; \
+        const int key_ = k0 + 16 * ks_ + 2 * t + (u_ & 1) + 8 * (u_ >> 1);               \
+        __global const kv_t *at_ = step_ + (size_t)KEY_IN_TILE(key_, k0 + 16 * ks_) * v_stride; \
         UNROLL for (int i_ = 0; i_ < O_GROUPS; ++i_) {                                    \
           const int col_ = o_col0 + V_COL(i_, g);                                         \
-          (buf)[u_][i_] = KV_RAW_ZERO;                                                    \
-          if (key_ < nk && col_ < head_dim_v) (buf)[u_][i_] = KV_RAW4(at_, col_, 1);      \
+          (buf)[j_][u_][i_] = KV_RAW_ZERO;                                                \
+          if (key_ < nk && col_ < head_dim_v) (buf)[j_][u_][i_] = KV_RAW4(at_, col_, 1);  \
         }                                                                                 \
       }                                                                                   \
-    } while (0)
-/* O += P V over k-step ks's 16 keys, V's loads in buf */
-#define ACCUMULATE_V_STEP(buf, ks)                                                        \
-    do {                                                                                  \
+    }
+/* O += P V over chunk c's k-steps (16 keys each), V's loads in buf */
+#define ACCUMULATE_V_CHUNK(buf, c)                                                        \
+    UNROLL for (int j_ = 0; j_ < V_CHUNK; ++j_) {                                         \
+      const int ks_ = (c) * V_CHUNK + j_;                                                 \
       uint pa_[M_TILES][4];                                                               \
       UNROLL for (int mt_ = 0; mt_ < M_TILES; ++mt_)                                      \
       UNROLL for (int i_ = 0; i_ < 4; ++i_)                                               \
         pa_[mt_][i_] = *(__local const uint *)(p_local + (16 * mt_ + g + 8 * (i_ & 1)) * P_LD + \
-                                               16 * (ks) + 8 * (i_ >> 1) + 2 * t);       \
+                                               16 * ks_ + 8 * (i_ >> 1) + 2 * t);        \
       UNROLL for (int i_ = 0; i_ < O_GROUPS; ++i_)                                        \
       UNROLL for (int e_ = 0; e_ < 4; ++e_) {                                             \
-        const uint b_[2] = {fcl_kv_raw_pair((buf)[0][i_], (buf)[1][i_], e_),              \
-                            fcl_kv_raw_pair((buf)[2][i_], (buf)[3][i_], e_)};             \
+        const uint b_[2] = {fcl_kv_raw_pair((buf)[j_][0][i_], (buf)[j_][1][i_], e_),      \
+                            fcl_kv_raw_pair((buf)[j_][2][i_], (buf)[j_][3][i_], e_)};     \
         UNROLL for (int mt_ = 0; mt_ < M_TILES; ++mt_)                                    \
           mma_16bit(acc[mt_][4 * i_ + e_], pa_[mt_], b_ MMA_ARGS);                        \
       }                                                                                   \
-    } while (0)
-    LOAD_V_STEP(vx0, 0);
-    NO_UNROLL
-    for (int ks = 0; ks < PV_STEPS; ks += 2) {  /* PV_STEPS is even */
-      LOAD_V_STEP(vx1, ks + 1);
-      ACCUMULATE_V_STEP(vx0, ks);
-      if (ks + 2 < PV_STEPS) LOAD_V_STEP(vx0, ks + 2);
-      ACCUMULATE_V_STEP(vx1, ks + 1);
     }
-#undef LOAD_V_STEP
-#undef ACCUMULATE_V_STEP
+    /* chunks in pairs, as K's */
+    LOAD_V_CHUNK(vx0, 0);
+    NO_UNROLL
+    for (int c = 0; c < V_CHUNKS; c += 2) {
+      if (c + 1 < V_CHUNKS) LOAD_V_CHUNK(vx1, c + 1);
+      ACCUMULATE_V_CHUNK(vx0, c);
+      if (c + 1 < V_CHUNKS) {
+        if (c + 2 < V_CHUNKS) LOAD_V_CHUNK(vx0, c + 2);
+        ACCUMULATE_V_CHUNK(vx1, c + 1);
+      }
+    }
+#undef LOAD_V_CHUNK
+#undef ACCUMULATE_V_CHUNK
   }
 
   /* ---- the rows' sums over the warps (in warp order), O and LSE ----
