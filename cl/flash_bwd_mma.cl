@@ -168,7 +168,7 @@
 
 /* ---- dK, dV --------------------------------------------------------------- */
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+MMA_KERNEL(WG_SIZE)
 void flash_bwd_dkdv_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t q_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t do_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
@@ -249,7 +249,7 @@ UNROLL
 
 /* ---- dQ ------------------------------------------------------------------- */
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+MMA_KERNEL(WG_SIZE)
 void flash_bwd_dq_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK * TILE_LD] __attribute__((aligned(16)));

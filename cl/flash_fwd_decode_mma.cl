@@ -339,18 +339,7 @@ inline void fcl_prefetch_l2(__global const void *at) {
     }                                                                              \
   } while (0)
 
-/* DECODE_REQD_WG 0 (an option) leaves the work-group size unstated:
- * NVIDIA's ptxas then takes a register cap (-cl-nv-maxrregcount), which it
- * ignores for an entry with a required size (.reqntid; docs/design.md,
- * "Fast dequantisation"). */
-#ifndef DECODE_REQD_WG
-#define DECODE_REQD_WG 1
-#endif
-#if DECODE_REQD_WG
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
-#else
-__kernel
-#endif
+MMA_KERNEL(WG_SIZE)
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   __local ushort q_local[BLOCK_Q * HEAD_DIM_MAX] __attribute__((aligned(16)));
   /* the warps' states: m, l, then the accumulator, per row (FCL_DECODE_STORE) */

@@ -88,7 +88,7 @@
 #define K_COL(j, t) (16 * (j) + 4 * (t))
 #define V_COL(i, g) (32 * (i) + 4 * (g))
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+MMA_KERNEL(WG_SIZE)
 void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   /* Q, then (the keys done) the split merge's LSEs */
   __local ushort q_local[BLOCK_Q * Q_LD] __attribute__((aligned(16)));

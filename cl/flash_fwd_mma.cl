@@ -78,7 +78,7 @@
 #error "BLOCK_K must be a multiple of 16"
 #endif
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+MMA_KERNEL(WG_SIZE)
 void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
   __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));

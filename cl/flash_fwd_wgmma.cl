@@ -130,7 +130,7 @@ inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid
     FETCH_COMMIT();                                                                 \
   } while (0)
 
-__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+MMA_KERNEL(WG_SIZE)
 void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
   /* 16-byte aligned, what a no-swizzle descriptor needs (address >> 4): at
    * 128, NVIDIA's compiler padded past its own 16 bytes to 16512 at d 64,

@@ -31,6 +31,20 @@
 #define MMA_EMULATE (!FCL_NVIDIA_PTX)
 #endif
 
+/* A kernel of these instructions with its work-group size as the plan
+ * fixes it; MMA_REQD_WG 0 (an option, for register budgets) leaves the
+ * size unstated, since NVIDIA's ptxas ignores a register cap
+ * (-cl-nv-maxrregcount) for an entry with a required size (.reqntid;
+ * docs/design.md, "Fast dequantisation"). */
+#ifndef MMA_REQD_WG
+#define MMA_REQD_WG 1
+#endif
+#if MMA_REQD_WG
+#define MMA_KERNEL(wg_size) __kernel __attribute__((reqd_work_group_size(wg_size, 1, 1)))
+#else
+#define MMA_KERNEL(wg_size) __kernel
+#endif
+
 /* Signatures take the per-warp scratch that emulation needs; MMA_SCRATCH
  * declares it, MMA_ARGS passes it, or nothing.
  *

@@ -177,7 +177,7 @@ for kv in 1 2 3 4; do
         if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ]; then
           for after in 1 2; do
             check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
-              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=$after -DDECODE_REQD_WG=0
+              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=$after -DMMA_REQD_WG=0
           done
         fi
       fi
@@ -230,7 +230,7 @@ done
 # every kernel file, once at least: a new one is not silently left out
 for path in cl/*.cl; do
   file="${path#cl/}"
-  grep -q '__kernel' "$path" || continue  # a prelude, linted with its kernels
+  grep -q '^ *__kernel\|^MMA_KERNEL(' "$path" || continue  # a prelude, linted with its kernels
   if [ -z "${linted[$file]:-}" ]; then
     echo "FAILED: $file has kernels and no check in scripts/lint-kernels.sh"
     failures=$((failures + 1))
