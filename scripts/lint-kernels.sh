@@ -104,6 +104,12 @@ for dtype in 0 1 2; do
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 -DWARPS=8
             check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
               -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=256 -DBLOCK_Q=16 -DWARPS=4
+            # ... its options: K and V in other chunks, the size unstated (a register cap)
+            if [ "$last" -eq 0 ]; then
+              check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+                -DMERGE_LAST_SPLIT=0 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 \
+                -DWARPS=8 -DK_CHUNK=6 -DV_CHUNK=2 -DMMA_REQD_WG=0
+            fi
           fi
         done
         # the CPU kernels (their -D options as plan_cpu.c gives them), the
