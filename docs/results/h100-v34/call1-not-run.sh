@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
 # Not run: no device machine came in this session (docs/history/v34-register-caps-and-chunks-not-run.md).
-# Builds, each `cmake -S . -B /tmp/bv-X -DCMAKE_BUILD_TYPE=Release -DFLASHCL_KERNEL_DEFINES="..."
-#  && make -C /tmp/bv-X flashcl-bench`, copied to X/flashcl-bench beside this script:
-#   c:      "" (the tree)
-#   kr:     "-DDECODE_K_SCALE_AFTER=1 -DMMA_REQD_WG=0 -cl-nv-maxrregcount=168"
-#   r:      "-DMMA_REQD_WG=0 -cl-nv-maxrregcount=168"
-#   k2:     "-DDECODE_K_SCALE_AFTER=2"
-#   kr2:    "-DDECODE_K_SCALE_AFTER=2 -DMMA_REQD_WG=0 -cl-nv-maxrregcount=168"
-#   t0:     "-DDECODE_T=0"
-#   w6, w9, w12: "-DK_CHUNK=6" (9, 12)   wv2, wv4: "-DV_CHUNK=2" (4)   w6v2: "-DK_CHUNK=6 -DV_CHUNK=2"
-#   wc128:  "-DMMA_REQD_WG=0 -DK_CHUNK=2 -cl-nv-maxrregcount=128"
-#   wc128k4: "-DMMA_REQD_WG=0 -cl-nv-maxrregcount=128"
+# Its builds go beside it, in a folder git does not track: copy it to DIR/run.sh, then
+#   tools/compare/build-variants.sh DIR c= \
+#     kr="-DDECODE_K_SCALE_AFTER=1 -DMMA_REQD_WG=0 -cl-nv-maxrregcount=168" \
+#     r="-DMMA_REQD_WG=0 -cl-nv-maxrregcount=168" k2="-DDECODE_K_SCALE_AFTER=2" \
+#     kr2="-DDECODE_K_SCALE_AFTER=2 -DMMA_REQD_WG=0 -cl-nv-maxrregcount=168" t0="-DDECODE_T=0" \
+#     w6="-DK_CHUNK=6" w9="-DK_CHUNK=9" w12="-DK_CHUNK=12" wv2="-DV_CHUNK=2" wv4="-DV_CHUNK=4" \
+#     w6v2="-DK_CHUNK=6 -DV_CHUNK=2" wc128="-DMMA_REQD_WG=0 -DK_CHUNK=2 -cl-nv-maxrregcount=128" \
+#     wc128k4="-DMMA_REQD_WG=0 -cl-nv-maxrregcount=128"
 # (K_CHUNK 12 and 6 do not divide every width's k-steps: those builds serve 576 only.)
 # Expected (written before any call):
 # - kr: three work-groups a multiprocessor again (167-168 registers, some spill); int8 0.070-0.075 ms
