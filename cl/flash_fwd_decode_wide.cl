@@ -72,6 +72,23 @@
 #define K_CHUNKS (K_STEPS / K_CHUNK)
 #define V_CHUNKS (PV_STEPS / V_CHUNK)
 #define NO_UNROLL _Pragma("unroll 1")
+/* Chunks 0 .. n - 1 loaded by LOAD(buffer, c) and used by USE(buffer, c),
+ * in pairs through two buffers, a loop not unrolled: the next chunk's
+ * loads are in flight while one multiplies, and no more (unrolled, the
+ * compiler hoisted the loads of many chunks and spilled). K's and V's. */
+#define CHUNKS_IN_PAIRS(n, b0, b1, LOAD, USE) \
+  do {                                        \
+    LOAD(b0, 0);                              \
+    NO_UNROLL                                 \
+    for (int c_ = 0; c_ < (n); c_ += 2) {     \
+      if (c_ + 1 < (n)) LOAD(b1, c_ + 1);     \
+      USE(b0, c_);                            \
+      if (c_ + 1 < (n)) {                     \
+        if (c_ + 2 < (n)) LOAD(b0, c_ + 2);   \
+        USE(b1, c_ + 1);                      \
+      }                                       \
+    }                                         \
+  } while (0)
 #define Q_LD FCL_DECODE_WIDE_Q_LD(HEAD_DIM_MAX)  // elements between Q's rows in local memory
 #define P_LD (BLOCK_K + 8)               // ... and P's: a fragment's rows in distinct banks
 
@@ -165,19 +182,7 @@ UNROLL
     for (int mt = 0; mt < M_TILES; ++mt)
 UNROLL
       for (int n = 0; n < S_TILES; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
-    /* chunks in pairs, a loop not unrolled: the next chunk's loads are in
-     * flight while one multiplies, and no more (unrolled, the compiler
-     * hoisted the loads of many chunks and spilled) */
-    LOAD_K_CHUNK(kx0, 0);
-    NO_UNROLL
-    for (int c = 0; c < K_CHUNKS; c += 2) {
-      if (c + 1 < K_CHUNKS) LOAD_K_CHUNK(kx1, c + 1);
-      SCORE_K_CHUNK(kx0, c);
-      if (c + 1 < K_CHUNKS) {
-        if (c + 2 < K_CHUNKS) LOAD_K_CHUNK(kx0, c + 2);
-        SCORE_K_CHUNK(kx1, c + 1);
-      }
-    }
+    CHUNKS_IN_PAIRS(K_CHUNKS, kx0, kx1, LOAD_K_CHUNK, SCORE_K_CHUNK);
 #undef LOAD_K_CHUNK
 #undef SCORE_K_CHUNK
 
@@ -262,17 +267,7 @@ UNROLL
           mma_16bit(acc[mt_][4 * i_ + e_], pa_[mt_], b_ MMA_ARGS);                        \
       }                                                                                   \
     }
-    /* chunks in pairs, as K's */
-    LOAD_V_CHUNK(vx0, 0);
-    NO_UNROLL
-    for (int c = 0; c < V_CHUNKS; c += 2) {
-      if (c + 1 < V_CHUNKS) LOAD_V_CHUNK(vx1, c + 1);
-      ACCUMULATE_V_CHUNK(vx0, c);
-      if (c + 1 < V_CHUNKS) {
-        if (c + 2 < V_CHUNKS) LOAD_V_CHUNK(vx0, c + 2);
-        ACCUMULATE_V_CHUNK(vx1, c + 1);
-      }
-    }
+    CHUNKS_IN_PAIRS(V_CHUNKS, vx0, vx1, LOAD_V_CHUNK, ACCUMULATE_V_CHUNK);
 #undef LOAD_V_CHUNK
 #undef ACCUMULATE_V_CHUNK
   }
