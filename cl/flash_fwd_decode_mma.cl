@@ -79,18 +79,18 @@
 #if DECODE_T && BLOCK_Q > 8
 #error "DECODE_T takes blocks of at most 8 rows"
 #endif
-/* DECODE_K_SCALE_AFTER (an option, off: the block forms, S^T, f16
- * operands): K's codes enter S^T = K Q^T biased, as exact f16 (Q8_0:
- * 1152 + q, a byte permute a pair; Q4_0: 1032 + q, a permute and two bit
- * operations for four, and a product for the odd ones), each block's two
- * k-steps accumulate apart, less the bias times the block's sum of Q's
- * columns, and the step's S^T adds them times the keys' scales, in
- * floats. 1: the bias's sums kept in 8 floats a lane from the start, the
- * block's accumulation starting from them; 187-192 registers on the
- * H100's driver, two work-groups a multiprocessor where the planner splits
- * for three (docs/design.md, "Fast dequantisation"). 2: those registers
- * spared, the bias's product taken by one more instruction a k-step (A
- * every element -K_BIAS), not yet timed. */
+/* DECODE_K_SCALE_AFTER (the planner's for int4 under f16 queries, 2;
+ * off otherwise: the block forms, S^T, f16 operands): K's codes enter
+ * S^T = K Q^T biased, as exact f16 (Q8_0: 1152 + q, a byte permute a
+ * pair; Q4_0: 1032 + q, a permute and two bit operations for four, and a
+ * product for the odd ones), each block's two k-steps accumulate apart,
+ * less the bias times the block's sum of Q's columns, and the step's S^T
+ * adds them times the keys' scales, in floats. 1: the bias's sums kept in
+ * 8 floats a lane from the start, the block's accumulation starting from
+ * them; 2: those registers spared, the bias's product taken by one more
+ * instruction a k-step (A every element -K_BIAS). Both need a register
+ * cap for three work-groups a multiprocessor on the H100's driver;
+ * int8's lost even then (docs/design.md, "Fast dequantisation"). */
 #define K_SCALE_AFTER_FITS \
   (DECODE_T && FCL_DTYPE == 1 && ((FCL_KV_DTYPE == 1 && DECODE_QUAD) || (FCL_KV_DTYPE == 2 && !DECODE_QUAD)))
 #ifndef DECODE_K_SCALE_AFTER

@@ -50,9 +50,11 @@
 #endif
 /* k-steps of K a lane loads at once, the next chunk's in flight while one
  * multiplies: 4 took B 8 x 8k in 0.190 ms against 0.213 at 2, B 64 x 8k
- * in 1.198 against 1.382 (H100, v28); 2 where 4 does not divide the k-steps */
+ * in 1.198 against 1.382 (H100, v28); 2 where 4 does not divide the
+ * k-steps, and under a cap of 128 registers, where 4 spilled 216 bytes a
+ * lane against 80 and took 1.30 ms against 0.99 (v35) */
 #ifndef K_CHUNK
-#define K_CHUNK (HEAD_DIM_MAX % 64 == 0 ? 4 : 2)  // (it divides HEAD_DIM_MAX / 16)
+#define K_CHUNK (HEAD_DIM_MAX % 64 == 0 && !(MMA_REG_CAP && MMA_REG_CAP <= 128) ? 4 : 2)
 #endif
 /* k-steps (16 keys) of V a lane loads at once, as K's chunks: 1, the
  * next step's loads in flight while one multiplies */

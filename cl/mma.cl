@@ -32,12 +32,15 @@
 #endif
 
 /* A kernel of these instructions with its work-group size as the plan
- * fixes it; MMA_REQD_WG 0 (an option, for register budgets) leaves the
- * size unstated, since NVIDIA's ptxas ignores a register cap
- * (-cl-nv-maxrregcount) for an entry with a required size (.reqntid;
- * docs/design.md, "Fast dequantisation"). */
+ * fixes it; MMA_REQD_WG 0 leaves the size unstated, since NVIDIA's ptxas
+ * ignores a register cap (-cl-nv-maxrregcount) for an entry with a
+ * required size (.reqntid; docs/design.md, "Register caps"). MMA_REG_CAP
+ * (the host's, with that cap): the registers a lane is held to, 0 none. */
+#ifndef MMA_REG_CAP
+#define MMA_REG_CAP 0
+#endif
 #ifndef MMA_REQD_WG
-#define MMA_REQD_WG 1
+#define MMA_REQD_WG (!MMA_REG_CAP)
 #endif
 #if MMA_REQD_WG
 #define MMA_KERNEL(wg_size) __kernel __attribute__((reqd_work_group_size(wg_size, 1, 1)))

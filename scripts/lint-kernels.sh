@@ -104,7 +104,11 @@ for dtype in 0 1 2; do
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 -DWARPS=8
             check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
               -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=256 -DBLOCK_Q=16 -DWARPS=4
-            # ... its options: K and V in other chunks, the size unstated (a register cap)
+            # ... under the planner's register cap on NVIDIA (K's chunks of two), and
+            # its options: K and V in other chunks, the size unstated
+            check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+              -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 \
+              -DWARPS=8 -DMMA_REG_CAP=128
             if [ "$last" -eq 0 ]; then
               check flash_fwd_decode_wide.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
                 -DMERGE_LAST_SPLIT=0 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 \
@@ -179,12 +183,15 @@ for kv in 1 2 3 4; do
         [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ] &&
           check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
             -DHEAD_DIM_MAX=128 -DBLOCK_Q=8 -DDECODE_QUAD=1
-        # K scaled after the products, the work-group size unstated (options)
+        # K scaled after the products (int4's 2 the planner's), under a register
+        # cap, and the size unstated alone
         if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ]; then
           for after in 1 2; do
             check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
-              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=$after -DMMA_REQD_WG=0
+              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=$after -DMMA_REG_CAP=168
           done
+          check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+            -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DDECODE_K_SCALE_AFTER=2 -DMMA_REQD_WG=0
         fi
       fi
       for paged in 0 1; do

@@ -938,7 +938,7 @@ static unsigned untransposed(const fcl_device_limits *lim, size_t batch, fcl_kv_
                     FCL_SUCCESS, "%s", why);
   fcl__options_init(opts);
   const fcl__family_pass *fp = fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD);
-  fcl__family_options(fp, lim, &plan, opts);
+  fcl__family_options(fp, lim, &desc, &plan, opts);
   ck_assert(plan.decode_untransposed == 0 || plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA);
   return plan.decode_untransposed;
 }
@@ -960,6 +960,62 @@ START_TEST(decode_takes_the_products_whose_waves_fill_the_device) {
   ck_assert_uint_eq(untransposed(&h100, 64, FCL_KV_AS_DTYPE, &opts), 0);
   const fcl_device_limits emulated = made_up(48, 1024, 0);
   ck_assert_uint_eq(untransposed(&emulated, 64, FCL_KV_AS_DTYPE, &opts), 0);
+}
+END_TEST
+
+/* The decode-mma family's options beyond the tiling: the (576, 512) decode
+ * on the wide kernel holds ptxas to 128 registers a lane (MMA_REG_CAP,
+ * -cl-nv-maxrregcount, no required size); an int4 cache under f16 queries
+ * takes K scaled after the products (DECODE_K_SCALE_AFTER=2) held to 168;
+ * int8 and bf16 take neither; off NVIDIA's compiler no cap, the int4 form
+ * kept (one kernel text wherever a plan runs it). */
+static void decode_mma_options(const fcl_device_limits *lim, size_t d, size_t d_v,
+                               fcl_dtype dtype, fcl_kv_dtype kv, fcl__options *opts) {
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 8, d_v > 128 ? 128 : 32, d_v > 128 ? 1 : 8, 1, 8192, d);
+  desc.head_dim_v = d_v;
+  desc.dtype = dtype;
+  desc.causal = 1;
+  desc.kv_dtype = kv;
+  const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA};
+  fcl_plan plan;
+  char why[200] = "";
+  ck_assert_msg(fcl_plan_flash_hinted(lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
+                                      sizeof why) == FCL_SUCCESS,
+                "%s", why);
+  fcl__options_init(opts);
+  fcl__family_options(fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD), lim, &desc, &plan,
+                      opts);
+}
+
+START_TEST(decode_mma_caps_registers_where_it_paid) {
+  fcl_device_limits h100 = made_up(48, 1024, 1);
+  h100.compute_units = 132;
+  h100.nvidia_sm = 90;
+  const fcl_device_limits elsewhere = made_up(48, 1024, 0);
+  fcl__options opts;
+  decode_mma_options(&h100, 576, 512, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
+  ck_assert_msg(strstr(opts.text, "-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128"), "%s", opts.text);
+  decode_mma_options(&h100, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2 -DMMA_REG_CAP=168 "
+                                  "-cl-nv-maxrregcount=168"), "%s", opts.text);
+  decode_mma_options(&h100, 64, 64, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2"), "%s", opts.text);
+  const fcl_kv_dtype plain[] = {FCL_KV_Q8_0, FCL_KV_AS_DTYPE, FCL_KV_FP8_E4M3};
+  for (size_t i = 0; i < 3; ++i) {
+    decode_mma_options(&h100, 128, 128, FCL_DTYPE_F16, plain[i], &opts);
+    ck_assert_msg(!strstr(opts.text, "MMA_REG_CAP") && !strstr(opts.text, "K_SCALE_AFTER"),
+                  "%s", opts.text);
+  }
+  decode_mma_options(&h100, 128, 128, FCL_DTYPE_BF16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(!strstr(opts.text, "MMA_REG_CAP") && !strstr(opts.text, "K_SCALE_AFTER"), "%s",
+                opts.text);
+  decode_mma_options(&elsewhere, 576, 512, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
+  ck_assert_msg(!strstr(opts.text, "MMA_REG_CAP") && !strstr(opts.text, "-cl-nv"), "%s",
+                opts.text);
+  decode_mma_options(&elsewhere, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2") && !strstr(opts.text, "-cl-nv"),
+                "%s", opts.text);
 }
 END_TEST
 
@@ -1036,6 +1092,7 @@ int main(void) {
   tcase_add_test(tc, a_hint_is_given_by_the_fields_a_hint_takes);
   tcase_add_test(tc, paged_plans_are_the_unpaged_ones);
   tcase_add_test(tc, decode_takes_the_products_whose_waves_fill_the_device);
+  tcase_add_test(tc, decode_mma_caps_registers_where_it_paid);
   tcase_add_test(tc, decode_local_bytes_follow_each_compiler);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

@@ -5,6 +5,8 @@
 #include "rules.h"
 #include "families.h"
 
+#include <stdio.h>
+
 static const fcl__family families[FCL_FLASH_KERNELS] = {
     [FCL_FLASH_KERNEL_SIMT] =
         {.forward = {FCL_SRC_FLASH_FWD,
@@ -40,7 +42,8 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_DECODE_MMA,
                      {"flash_fwd_decode_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
-                      FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_DECODE_T},
+                      FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_DECODE_T,
+                      FCL_TUNE_K_SCALE_AFTER, FCL_TUNE_REG_CAP},
                      fcl__plan_forward_decode_mma,
                      FCL_SRC_FLASH_FWD_DECODE_WIDE,
                      FCL_DECODE_MMA_NARROW_MAX}},
@@ -100,12 +103,14 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_WARPGROUPS] = "WARPGROUPS",
       [FCL_TUNE_WGMMA_KEYS] = "BLOCK_K",
       [FCL_TUNE_DECODE_T] = "DECODE_T",
+      [FCL_TUNE_K_SCALE_AFTER] = "DECODE_K_SCALE_AFTER",
+      [FCL_TUNE_REG_CAP] = "MMA_REG_CAP",
   };
   return names[t];
 }
 
 static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
-                          const fcl_plan *plan) {
+                          const fcl_attention_desc *desc, const fcl_plan *plan) {
   switch (t) {
     case FCL_TUNE_HEAD_DIM_MAX: return plan->head_dim_padded;
     case FCL_TUNE_BLOCK_K: return plan->block_k;
@@ -129,6 +134,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_WARPGROUPS: return fcl__wgmma_groups(plan);
     case FCL_TUNE_WGMMA_KEYS: return plan->block_k;
     case FCL_TUNE_DECODE_T: return !plan->decode_untransposed;  /* 1: the kernel's own */
+    case FCL_TUNE_K_SCALE_AFTER: return fcl__decode_k_scale_after(limits, desc, plan);
+    case FCL_TUNE_REG_CAP: return fcl__decode_reg_cap(limits, desc, plan);
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -141,14 +148,24 @@ static int tunable_is_default(fcl__tunable t, long value) {
          ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
          (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||
-         (t == FCL_TUNE_DECODE_T && value == 1);
+         (t == FCL_TUNE_DECODE_T && value == 1) ||
+         ((t == FCL_TUNE_K_SCALE_AFTER || t == FCL_TUNE_REG_CAP) && value == 0);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
-                         const fcl_plan *plan, fcl__options *opts) {
+                         const fcl_attention_desc *desc, const fcl_plan *plan,
+                         fcl__options *opts) {
   for (int i = 0; i < FCL__MAX_TUNABLES && fp->tunables[i] != FCL_TUNE_END; ++i) {
-    const long value = tunable_value(fp->tunables[i], limits, plan);
-    if (!tunable_is_default(fp->tunables[i], value))
-      fcl__options_define(opts, tunable_name(fp->tunables[i]), value);
+    const fcl__tunable t = fp->tunables[i];
+    const long value = tunable_value(t, limits, desc, plan);
+    if (tunable_is_default(t, value)) continue;
+    fcl__options_define(opts, tunable_name(t), value);
+    /* the kernel's MMA_REG_CAP leaves its size unstated (cl/mma.cl), so
+     * that ptxas takes the cap */
+    if (t == FCL_TUNE_REG_CAP) {
+      char flag[40];
+      snprintf(flag, sizeof flag, "-cl-nv-maxrregcount=%ld", value);
+      fcl__options_flag(opts, flag);
+    }
   }
 }

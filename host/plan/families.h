@@ -47,6 +47,12 @@ typedef enum fcl__tunable {
   /* the decode kernel's order of products (DECODE_T): 0 where the plan
    * asks for the untransposed ones, else left out (the kernel's own) */
   FCL_TUNE_DECODE_T,
+  /* the block forms' K scaled after the products (DECODE_K_SCALE_AFTER):
+   * left out at 0 */
+  FCL_TUNE_K_SCALE_AFTER,
+  /* the registers a lane NVIDIA's compiler is held to (MMA_REG_CAP, and
+   * -cl-nv-maxrregcount beside it): left out at 0, the compiler's choice */
+  FCL_TUNE_REG_CAP,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */
@@ -78,8 +84,10 @@ typedef struct fcl__family {
 /** The pass `pass` of `kernel`'s family, or NULL where it has none. */
 const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass);
 
-/** Appends a pass's tunables, in its order, as -D options from `plan`. */
+/** Appends a pass's tunables, in its order, as -D options from `plan` for
+ *  the problem `desc` (and a register cap's compiler option with its). */
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
-                         const fcl_plan *plan, fcl__options *opts);
+                         const fcl_attention_desc *desc, const fcl_plan *plan,
+                         fcl__options *opts);
 
 #endif

@@ -169,6 +169,36 @@ int fcl__decode_plan_wide(const fcl_plan *plan) {
          (v > plan->head_dim_padded ? v : plan->head_dim_padded) > DECODE_MMA_MAX_HEAD_DIM;
 }
 
+/* int4's K scaled after: B 8 x 8k in 0.062 ms against 0.069, B 32 x 8k
+ * 0.232 against 0.270, B 1 x 32k 0.036 against 0.039 (H100, v35, capped at
+ * 168 registers); int8's was slower (0.099 against 0.080), so it loads as
+ * before. */
+unsigned fcl__decode_k_scale_after(const fcl_device_limits *limits,
+                                   const fcl_attention_desc *desc, const fcl_plan *plan) {
+  (void)limits;  /* emulated too: one kernel text wherever a plan runs it */
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && desc->kv_dtype == FCL_KV_Q4_0 && desc->dtype == FCL_DTYPE_F16 &&
+                 !plan->decode_untransposed && !fcl__decode_plan_wide(plan)
+             ? 2u
+             : 0u;
+}
+
+/* The wide kernel at 128 registers spills 80 bytes a lane and runs two
+ * work-groups a multiprocessor: B 64 x 8k at (576, 512) in 0.99 ms
+ * against 1.19, B 8 x 8k 0.153 against 0.188 (H100, v35; K's chunks of 2
+ * there, 4 spilling more: cl/flash_fwd_decode_wide.cl). */
+#define DECODE_WIDE_REG_CAP 128u
+/* K scaled after takes 181 registers a lane uncapped (two work-groups a
+ * multiprocessor); held to 168, three, as the other block forms. */
+#define DECODE_K_SCALE_AFTER_REG_CAP 168u
+
+unsigned fcl__decode_reg_cap(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                             const fcl_plan *plan) {
+  if (!limits->nvidia_ptx || plan->kernel != FCL_FLASH_KERNEL_DECODE_MMA) return 0;
+  if (fcl__decode_plan_wide(plan))
+    return plan->wg_size == 32 * DECODE_WIDE_WARPS ? DECODE_WIDE_REG_CAP : 0;
+  return fcl__decode_k_scale_after(limits, desc, plan) ? DECODE_K_SCALE_AFTER_REG_CAP : 0;
+}
+
 /* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in
  * emulation the products' scratch and a float per work-item (mma.cl); the
  * wide kernel's, traits.h. */

@@ -204,6 +204,20 @@ size_t fcl__decode_state_row_floats(const fcl_plan *plan);
  *  width past 128: cl/flash_fwd_decode_wide.cl, as fcl__family_source
  *  takes it). */
 int fcl__decode_plan_wide(const fcl_plan *plan);
+/** How a decode-mma plan's kernel reads an int4 cache's K
+ *  (DECODE_K_SCALE_AFTER, cl/flash_fwd_decode_mma.cl): 2, its codes
+ *  biased into the products and their scales applied after, for f16
+ *  queries on the transposed kernel of at most 128 columns; 0 (each
+ *  element scaled as loaded) otherwise. */
+unsigned fcl__decode_k_scale_after(const fcl_device_limits *limits,
+                                   const fcl_attention_desc *desc, const fcl_plan *plan);
+/** The registers a lane of a decode-mma plan's kernel may take under
+ *  NVIDIA's compiler (-cl-nv-maxrregcount, the kernels' MMA_REG_CAP), or 0
+ *  (the compiler's choice): 128 for the wide kernel's 8 warps, two
+ *  work-groups a multiprocessor; 168 for K scaled after the products,
+ *  three (docs/design.md, "Register caps"). */
+unsigned fcl__decode_reg_cap(const fcl_device_limits *limits, const fcl_attention_desc *desc,
+                             const fcl_plan *plan);
 /** The MMA backward's tiling. */
 fcl__planner fcl__plan_backward_mma;
 /** How the flash kernels are built for a problem's window (common.cl's

@@ -93,7 +93,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */
     score_options(desc, io_counter, &out[0].opts);
-    fcl__family_options(fp, limits, plan, &out[0].opts);
+    fcl__family_options(fp, limits, desc, plan, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     /* V read in K's rows (fcl__shape.v_in_k): the decode kernel's */
@@ -124,7 +124,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                            .local_bytes = plan->local_bytes,
                            .wg_size = plan->wg_size};
   score_options(desc, io_counter, &out[1].opts);
-  fcl__family_options(fp, limits, plan, &out[1].opts);
+  fcl__family_options(fp, limits, desc, plan, &out[1].opts);
   return 2;
 }
 
