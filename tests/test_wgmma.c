@@ -146,6 +146,15 @@ START_TEST(the_stage_is_asked_for_by_fcl_wgmma_1) {
   ck_assert_str_eq(out, "-DA=1 -DFCL_WGMMA=0 -DB=2");
   ck_assert_int_eq(fcl__sm90a_fallback_options("-DA=1", out, sizeof out), -1);
   ck_assert_int_eq(fcl__sm90a_fallback_options("-DFCL_WGMMA=1", out, 8), -1);
+  /* the stage's build keeps a register cap, which its PTX does not hold */
+  ck_assert_int_eq(fcl__sm90a_rebuild_options("-DA=1 -DFCL_WGMMA=1", out, sizeof out), 0);
+  ck_assert_str_eq(out, "-cl-nv-verbose");
+  ck_assert_int_eq(fcl__sm90a_rebuild_options("-DMMA_REG_CAP=168 -cl-nv-maxrregcount=168 "
+                                              "-DFCL_WGMMA=1 -x-cl-nv-maxrregcount=9",
+                                              out, sizeof out),
+                   0);
+  ck_assert_str_eq(out, "-cl-nv-verbose -cl-nv-maxrregcount=168");
+  ck_assert_int_eq(fcl__sm90a_rebuild_options("-cl-nv-maxrregcount=128", out, 20), -1);
 
   fcl_device_limits lim = {0};
   char why[128] = "";
@@ -234,7 +243,7 @@ START_TEST(a_forced_stage_off_hopper_is_refused_cleanly) {
                    CL_SUCCESS);
   cl_program out = (cl_program)kernel;
   why[0] = '\0';
-  ck_assert(fcl__sm90a_rebuild(ctx, built, &out, why, sizeof why) != FCL_SUCCESS);
+  ck_assert(fcl__sm90a_rebuild(ctx, built, opts.text, &out, why, sizeof why) != FCL_SUCCESS);
   ck_assert_ptr_null(out);
   ck_assert_msg(!strncmp(why, "its PTX: ", 9), "%s", why);
   printf("wgmma: this device's binary read back: %s\n", why);

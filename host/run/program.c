@@ -339,7 +339,7 @@ static fcl_status build_sm90a(fcl_context *ctx, fcl__source source, const char *
   if (fcl__sm90a_device(&ctx->info.limits, why, sizeof why) || forced) {
     cl_program marked = NULL;
     if (compile(ctx, source, options, &marked) == FCL_SUCCESS) {
-      const fcl_status status = fcl__sm90a_rebuild(ctx, marked, out, why, sizeof why);
+      const fcl_status status = fcl__sm90a_rebuild(ctx, marked, options, out, why, sizeof why);
       clReleaseProgram(marked);
       if (status == FCL_SUCCESS) return FCL_SUCCESS;
     } else {

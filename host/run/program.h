@@ -128,11 +128,17 @@ int fcl__sm90a_fallback_options(const char *options, char *out, size_t size);
 /** Whether the stage may run on a device of `limits`: NVIDIA's driver
  *  (inline PTX), compute capability 9.0. If not, why[why_len] says why. */
 int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len);
-/** The sm_90a program of `built`, a program built from source whose
- *  sm_90a instructions are marked (ptx.h): its PTX read back, unmarked and
- *  retargeted, loaded with clCreateProgramWithBinary and built with
- *  -cl-nv-verbose (the PTX holds what the source's options decided; the
- *  log says what ptxas did to the wgmma pipeline). Refused when the
+/** The options the sm_90a stage builds its PTX with, from the source's
+ *  `options`: -cl-nv-verbose (the log says what ptxas did to the wgmma
+ *  pipeline) and each -cl-nv-maxrregcount=N of `options` (a register cap
+ *  is ptxas's, not in the PTX), into out[size].
+ *  @return 0, or -1 when they do not fit. */
+int fcl__sm90a_rebuild_options(const char *options, char *out, size_t size);
+/** The sm_90a program of `built`, a program built from source with
+ *  `options`, whose sm_90a instructions are marked (ptx.h): its PTX read
+ *  back, unmarked and retargeted, loaded with clCreateProgramWithBinary
+ *  and built with fcl__sm90a_rebuild_options (the PTX holds the rest of
+ *  what the source's options decided). Refused when the
  *  binary is not PTX of the expected form, when it does not build, when
  *  ptxas reports serialized wgmmas, or when its kernels are not those of
  *  `built`; waits ptxas injected into the
@@ -140,8 +146,8 @@ int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len
  *  caller.
  *  @return FCL_SUCCESS and *out; else a status, *out NULL, the reason in
  *  why[why_len] and nothing recorded as the context's error. */
-fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
-                              size_t why_len);
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *options,
+                              cl_program *out, char *why, size_t why_len);
 /** Test hook: while `force` is 1, programs that ask for the stage attempt
  *  it on any device (where it must refuse cleanly); 0 restores the check. */
 void fcl__sm90a_force(fcl_context *ctx, int force);

@@ -50,6 +50,22 @@ int fcl__sm90a_device(const fcl_device_limits *limits, char *why, size_t why_len
 }
 
 
+int fcl__sm90a_rebuild_options(const char *options, char *out, size_t size) {
+  static const char verbose[] = "-cl-nv-verbose", cap[] = "-cl-nv-maxrregcount=";
+  if (size < sizeof verbose) return -1;
+  memcpy(out, verbose, sizeof verbose);
+  size_t len = sizeof verbose - 1;
+  for (const char *p = options; p && (p = strstr(p, cap)) != NULL; p += sizeof cap - 1) {
+    if (p != options && p[-1] != ' ') continue;
+    const size_t n = strcspn(p, " ");
+    if (len + 1 + n + 1 > size) return -1;
+    out[len++] = ' ';
+    memcpy(out + len, p, n);
+    out[len += n] = '\0';
+  }
+  return 0;
+}
+
 /* Whether two built programs have the same kernels, by name: a patched
  * program that lost one would fail the call at its kernel's creation,
  * where a refusal falls back. */
@@ -63,10 +79,14 @@ static int same_kernels(cl_program a, cl_program b) {
   return !strcmp(names[0], names[1]);
 }
 
-fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *out, char *why,
-                              size_t why_len) {
+fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, const char *options,
+                              cl_program *out, char *why, size_t why_len) {
   *out = NULL;
-  char detail[400] = "";
+  char detail[400] = "", rebuild_options[256];
+  if (fcl__sm90a_rebuild_options(options, rebuild_options, sizeof rebuild_options)) {
+    snprintf(why, why_len, "its options hold more register caps than fit");
+    return FCL_ERROR_BUILD_FAILED;
+  }
   size_t size = 0;
   char *binary = fcl__program_binary(ctx, built, &size, detail, sizeof detail);
   /* FLASHCL_SM90A_PTX=FILE: each attempt's PTX as the driver wrote it, to
@@ -94,9 +114,10 @@ fcl_status fcl__sm90a_rebuild(fcl_context *ctx, cl_program built, cl_program *ou
     if (program) clReleaseProgram(program);
     return FCL_ERROR_BUILD_FAILED;
   }
-  /* The PTX holds all the source's options decided; ptxas says what it
-   * did to the wgmma pipeline only when verbose. */
-  err = fcl__build_program(ctx, program, "-cl-nv-verbose");
+  /* The PTX holds what the source's options decided but a register cap,
+   * which is ptxas's; ptxas says what it did to the wgmma pipeline only
+   * when verbose. */
+  err = fcl__build_program(ctx, program, rebuild_options);
   char *log = fcl__program_build_log(ctx, program);
   fcl__build_log_line(log, detail, sizeof detail);
   /* ptxas serializes the wgmmas where other instructions define their
