@@ -354,7 +354,11 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int k_aligned4 = KV_VIEW_ALIGNED4(k, p.k), v_aligned4 = KV_VIEW_ALIGNED4(v, p.v);
 #if DECODE_QUAD
   const int k_unit = KV_VIEW_UNIT(k, p.k), v_unit = KV_VIEW_UNIT(v, p.v);
+#if KV_FULL_ROWS
+  const int k_row_bytes = KV_ROW_BYTES(HEAD_DIM_MAX), v_row_bytes = KV_ROW_BYTES(HEAD_DIM_V_MAX);
+#else
   const int k_row_bytes = KV_ROW_BYTES(head_dim), v_row_bytes = KV_ROW_BYTES(head_dim_v);
+#endif
   const int lane = tid & 31;
 #endif
 #if DECODE_SPANS

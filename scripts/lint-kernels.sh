@@ -183,6 +183,14 @@ for kv in 1 2 3 4; do
         [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ] &&
           check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
             -DHEAD_DIM_MAX=128 -DBLOCK_Q=8 -DDECODE_QUAD=1
+        # ... and as the planner builds the block forms, its load unit and
+        # rows' bytes given (8-byte units; 2 where a view or buffer allows no more)
+        if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ]; then
+          for unit in 8 2; do
+            check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DKV_UNIT=$unit -DKV_FULL_ROWS=1
+          done
+        fi
         # K scaled after the products (int4's 2 the planner's), under a register
         # cap, and the size unstated alone
         if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ]; then

@@ -938,7 +938,9 @@ static unsigned untransposed(const fcl_device_limits *lim, size_t batch, fcl_kv_
                     FCL_SUCCESS, "%s", why);
   fcl__options_init(opts);
   const fcl__family_pass *fp = fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD);
-  fcl__family_options(fp, lim, &desc, &plan, opts);
+  fcl__shape shape;
+  ck_assert_int_eq(fcl__check_desc_why(&desc, &shape, why, sizeof why), FCL_SUCCESS);
+  fcl__family_options(fp, lim, &shape, &plan, opts);
   ck_assert(plan.decode_untransposed == 0 || plan.kernel == FCL_FLASH_KERNEL_DECODE_MMA);
   return plan.decode_untransposed;
 }
@@ -968,24 +970,36 @@ END_TEST
  * -cl-nv-maxrregcount, no required size); an int4 cache under f16 queries
  * takes K scaled after the products (DECODE_K_SCALE_AFTER=2) held to 168;
  * int8 and bf16 take neither; off NVIDIA's compiler no cap, the int4 form
- * kept (one kernel text wherever a plan runs it). */
-static void decode_mma_options(const fcl_device_limits *lim, size_t d, size_t d_v,
-                               fcl_dtype dtype, fcl_kv_dtype kv, fcl__options *opts) {
+ * kept (one kernel text wherever a plan runs it). K's view offset by
+ * `k_offset` bytes, its buffer's lent memory at a `buffer_unit` boundary
+ * (0: the device's). */
+static void decode_mma_options_at(const fcl_device_limits *lim, size_t d, size_t d_v,
+                                  fcl_dtype dtype, fcl_kv_dtype kv, size_t k_offset,
+                                  unsigned buffer_unit, fcl__options *opts) {
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, 8, d_v > 128 ? 128 : 32, d_v > 128 ? 1 : 8, 1, 8192, d);
   desc.head_dim_v = d_v;
   desc.dtype = dtype;
   desc.causal = 1;
   desc.kv_dtype = kv;
+  desc.k.offset = k_offset;
   const fcl_plan hint = {.kernel = FCL_FLASH_KERNEL_DECODE_MMA};
   fcl_plan plan;
   char why[200] = "";
   ck_assert_msg(fcl_plan_flash_hinted(lim, &desc, FCL_PASS_FORWARD, &hint, &plan, why,
                                       sizeof why) == FCL_SUCCESS,
                 "%s", why);
+  fcl__shape shape;
+  ck_assert_int_eq(fcl__check_desc_why(&desc, &shape, why, sizeof why), FCL_SUCCESS);
+  shape.kv_buffer_unit = buffer_unit;
   fcl__options_init(opts);
-  fcl__family_options(fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD), lim, &desc, &plan,
+  fcl__family_options(fcl__family_pass_of(plan.kernel, FCL_PASS_FORWARD), lim, &shape, &plan,
                       opts);
+}
+
+static void decode_mma_options(const fcl_device_limits *lim, size_t d, size_t d_v,
+                               fcl_dtype dtype, fcl_kv_dtype kv, fcl__options *opts) {
+  decode_mma_options_at(lim, d, d_v, dtype, kv, 0, 0, opts);
 }
 
 START_TEST(decode_mma_caps_registers_where_it_paid) {
@@ -1016,6 +1030,37 @@ START_TEST(decode_mma_caps_registers_where_it_paid) {
   decode_mma_options(&elsewhere, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
   ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2") && !strstr(opts.text, "-cl-nv"),
                 "%s", opts.text);
+}
+END_TEST
+
+/* A block-form cache's load unit and row widths, which the decode kernel
+ * on matrix instructions folds its loads by (KV_UNIT, KV_FULL_ROWS): the
+ * widest unit K's and V's views and lent buffers allow, and the rows at
+ * the padded widths (a quantized cache's head_dim is a multiple of 32 and
+ * V's; the padding to 32 keeps it); neither for other caches. */
+START_TEST(decode_mma_knows_its_block_form_rows) {
+  const fcl_device_limits lim = made_up(48, 1024, 1);
+  fcl__options opts;
+  const fcl_kv_dtype forms[] = {FCL_KV_Q8_0, FCL_KV_Q4_0};
+  for (size_t i = 0; i < 2; ++i) {
+    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, forms[i], &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DKV_FULL_ROWS=1"), "%s", opts.text);
+    /* rows of 68 and 36 bytes: heads 4 bytes apart */
+    decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, forms[i], &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DKV_FULL_ROWS=1"), "%s", opts.text);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 4, 0, &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 2, 0, &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=2 "), "%s", opts.text);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 0, 4, &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
+  }
+  const fcl_kv_dtype others[] = {FCL_KV_AS_DTYPE, FCL_KV_FP8_E4M3, FCL_KV_FP8_E5M2};
+  for (size_t i = 0; i < 3; ++i) {
+    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, others[i], &opts);
+    ck_assert_msg(!strstr(opts.text, "KV_UNIT") && !strstr(opts.text, "KV_FULL_ROWS"), "%s",
+                  opts.text);
+  }
 }
 END_TEST
 
@@ -1093,6 +1138,7 @@ int main(void) {
   tcase_add_test(tc, paged_plans_are_the_unpaged_ones);
   tcase_add_test(tc, decode_takes_the_products_whose_waves_fill_the_device);
   tcase_add_test(tc, decode_mma_caps_registers_where_it_paid);
+  tcase_add_test(tc, decode_mma_knows_its_block_form_rows);
   tcase_add_test(tc, decode_local_bytes_follow_each_compiler);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

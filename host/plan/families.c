@@ -2,6 +2,7 @@
  * families.c — the flash kernel families, one row each (families.h).
  */
 #include "program.h"
+#include "problem.h"
 #include "rules.h"
 #include "families.h"
 
@@ -43,7 +44,8 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
                      {"flash_fwd_decode_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
                       FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_DECODE_T,
-                      FCL_TUNE_K_SCALE_AFTER, FCL_TUNE_REG_CAP},
+                      FCL_TUNE_K_SCALE_AFTER, FCL_TUNE_REG_CAP, FCL_TUNE_KV_UNIT,
+                      FCL_TUNE_KV_FULL_ROWS},
                      fcl__plan_forward_decode_mma,
                      FCL_SRC_FLASH_FWD_DECODE_WIDE,
                      FCL_DECODE_MMA_NARROW_MAX}},
@@ -105,12 +107,32 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_DECODE_T] = "DECODE_T",
       [FCL_TUNE_K_SCALE_AFTER] = "DECODE_K_SCALE_AFTER",
       [FCL_TUNE_REG_CAP] = "MMA_REG_CAP",
+      [FCL_TUNE_KV_UNIT] = "KV_UNIT",
+      [FCL_TUNE_KV_FULL_ROWS] = "KV_FULL_ROWS",
   };
   return names[t];
 }
 
+/* Whether a plan reads a block-form cache (Q8_0, Q4_0) in the decode
+ * kernel on matrix instructions: the rows decode_quad.cl's units read. */
+static int block_form_decode(const fcl__shape *sh, const fcl_plan *plan) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA &&
+         (sh->desc.kv_dtype == FCL_KV_Q8_0 || sh->desc.kv_dtype == FCL_KV_Q4_0);
+}
+
+/* The widest unit both K's and V's rows may be read in (bytes): their
+ * views' and, where the caller lent their memory, its address's. */
+static long kv_unit(const fcl__shape *sh) {
+  unsigned unit = fcl__layout_unit(&sh->views[FCL__K]);
+  const unsigned v = fcl__layout_unit(&sh->views[FCL__V]);
+  if (v < unit) unit = v;
+  if (sh->kv_buffer_unit && sh->kv_buffer_unit < unit) unit = sh->kv_buffer_unit;
+  return unit;
+}
+
 static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
-                          const fcl_attention_desc *desc, const fcl_plan *plan) {
+                          const fcl__shape *sh, const fcl_plan *plan) {
+  const fcl_attention_desc *desc = &sh->desc;
   switch (t) {
     case FCL_TUNE_HEAD_DIM_MAX: return plan->head_dim_padded;
     case FCL_TUNE_BLOCK_K: return plan->block_k;
@@ -136,6 +158,11 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_DECODE_T: return !plan->decode_untransposed;  /* 1: the kernel's own */
     case FCL_TUNE_K_SCALE_AFTER: return fcl__decode_k_scale_after(limits, desc, plan);
     case FCL_TUNE_REG_CAP: return fcl__decode_reg_cap(limits, desc, plan);
+    case FCL_TUNE_KV_UNIT: return block_form_decode(sh, plan) ? kv_unit(sh) : 0;
+    case FCL_TUNE_KV_FULL_ROWS:
+      return block_form_decode(sh, plan) && desc->head_dim == plan->head_dim_padded &&
+             sh->head_dim_v == (plan->head_dim_v_padded ? plan->head_dim_v_padded
+                                                        : plan->head_dim_padded);
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -149,15 +176,16 @@ static int tunable_is_default(fcl__tunable t, long value) {
          (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||
          (t == FCL_TUNE_DECODE_T && value == 1) ||
-         ((t == FCL_TUNE_K_SCALE_AFTER || t == FCL_TUNE_REG_CAP) && value == 0);
+         ((t == FCL_TUNE_K_SCALE_AFTER || t == FCL_TUNE_REG_CAP || t == FCL_TUNE_KV_UNIT ||
+           t == FCL_TUNE_KV_FULL_ROWS) &&
+          value == 0);
 }
 
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
-                         const fcl_attention_desc *desc, const fcl_plan *plan,
-                         fcl__options *opts) {
+                         const fcl__shape *sh, const fcl_plan *plan, fcl__options *opts) {
   for (int i = 0; i < FCL__MAX_TUNABLES && fp->tunables[i] != FCL_TUNE_END; ++i) {
     const fcl__tunable t = fp->tunables[i];
-    const long value = tunable_value(t, limits, desc, plan);
+    const long value = tunable_value(t, limits, sh, plan);
     if (tunable_is_default(t, value)) continue;
     fcl__options_define(opts, tunable_name(t), value);
     /* the kernel's MMA_REG_CAP leaves its size unstated (cl/mma.cl), so

@@ -53,10 +53,15 @@ typedef enum fcl__tunable {
   /* the registers a lane NVIDIA's compiler is held to (MMA_REG_CAP, and
    * -cl-nv-maxrregcount beside it): left out at 0, the compiler's choice */
   FCL_TUNE_REG_CAP,
+  /* a block-form cache's widest load unit over K's and V's views (KV_UNIT,
+   * cl/decode_quad.cl), and whether their rows are the padded widths
+   * (KV_FULL_ROWS): left out at 0, the kernel then finding both */
+  FCL_TUNE_KV_UNIT,
+  FCL_TUNE_KV_FULL_ROWS,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */
-#define FCL__MAX_TUNABLES 8
+#define FCL__MAX_TUNABLES 10
 
 /** One pass of a family: its program and kernels (the backward's dK/dV,
  *  then dQ), its tunables in option order, its planner; and where its
@@ -85,9 +90,9 @@ typedef struct fcl__family {
 const fcl__family_pass *fcl__family_pass_of(unsigned kernel, fcl_pass pass);
 
 /** Appends a pass's tunables, in its order, as -D options from `plan` for
- *  the problem `desc` (and a register cap's compiler option with its). */
+ *  the checked problem `sh` (and a register cap's compiler option with
+ *  its). */
 void fcl__family_options(const fcl__family_pass *fp, const fcl_device_limits *limits,
-                         const fcl_attention_desc *desc, const fcl_plan *plan,
-                         fcl__options *opts);
+                         const fcl__shape *sh, const fcl_plan *plan, fcl__options *opts);
 
 #endif

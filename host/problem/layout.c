@@ -39,6 +39,11 @@ int fcl__layout_vec4(const fcl_tensor_layout *l) {
          l->head_stride % 4 == 0;
 }
 
+unsigned fcl__layout_unit(const fcl_tensor_layout *l) {
+  const size_t all = l->offset | l->batch_stride | l->seq_stride | l->head_stride;
+  return all % 8 == 0 ? 8u : all % 4 == 0 ? 4u : all % 2 == 0 ? 2u : 1u;
+}
+
 fcl_status fcl__check_layout(const fcl_tensor_layout *l, const fcl__view_extent *e,
                              const char *name, size_t *span, char *why, size_t why_len) {
   if (e->ragged && l->batch_stride) {

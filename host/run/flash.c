@@ -83,8 +83,9 @@ typedef struct flash_program {
  * preprocessing, then dK/dV with dQ): what the passes below build, and
  * what fcl_flash_programs lists. @return how many. */
 static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *plan,
-                               const fcl_attention_desc *desc, fcl_pass pass,
-                               cl_mem io_counter, flash_program *out, int v_in_k) {
+                               const fcl__shape *sh, fcl_pass pass, cl_mem io_counter,
+                               flash_program *out) {
+  const fcl_attention_desc *desc = &sh->desc;
   if (pass == FCL_PASS_FORWARD) {
     const fcl__family_pass *fp = fcl__family_pass_of(plan->kernel, FCL_PASS_FORWARD);
     out[0] = (flash_program){.source = fcl__family_source(fp, plan),
@@ -93,11 +94,11 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                              .wg_size = plan->wg_size};
     const int split = plan->splits > 1;  /* partial states, then their merge */
     score_options(desc, io_counter, &out[0].opts);
-    fcl__family_options(fp, limits, desc, plan, &out[0].opts);
+    fcl__family_options(fp, limits, sh, plan, &out[0].opts);
     if (plan->packed_heads > 1) fcl__options_define(&out[0].opts, "PACK_GQA", plan->packed_heads);
     if (desc->block_table) fcl__options_define(&out[0].opts, "PAGED", 1);
     /* V read in K's rows (fcl__shape.v_in_k): the decode kernel's */
-    if (v_in_k && plan->kernel == FCL_FLASH_KERNEL_DECODE)
+    if (sh->v_in_k && plan->kernel == FCL_FLASH_KERNEL_DECODE)
       fcl__options_define(&out[0].opts, "V_IN_K", 1);
     if (!split) return 1;
     fcl__options_define(&out[0].opts, "SPLIT_KV", 1);
@@ -124,7 +125,7 @@ static unsigned flash_programs(const fcl_device_limits *limits, const fcl_plan *
                            .local_bytes = plan->local_bytes,
                            .wg_size = plan->wg_size};
   score_options(desc, io_counter, &out[1].opts);
-  fcl__family_options(fp, limits, desc, plan, &out[1].opts);
+  fcl__family_options(fp, limits, sh, plan, &out[1].opts);
   return 2;
 }
 
@@ -146,8 +147,10 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
   }
   fcl_plan plan;
   FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, hint, &plan, why, why_len));
+  fcl__shape shape;  /* what a call checks (fcl__plan_flash did: it cannot fail here) */
+  FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
-  const unsigned n = flash_programs(limits, &plan, desc, pass, NULL, programs, 0);
+  const unsigned n = flash_programs(limits, &plan, &shape, pass, NULL, programs);
   /* Listed here first, so that a failure leaves `out` untouched. */
   fcl_program_info listed[FCL_MAX_PASS_PROGRAMS];
   memset(listed, 0, sizeof listed);
@@ -247,8 +250,7 @@ fcl_status fcl__flash_forward(fcl__forward_call *call) {
   const int split = plan->splits > 1, merge_kernel = plan->merge == FCL_SPLIT_MERGE_KERNEL;
 
   flash_program programs[2];
-  flash_programs(&ctx->info.limits, plan, desc, FCL_PASS_FORWARD, call->io_counter, programs,
-                 sh->v_in_k);
+  flash_programs(&ctx->info.limits, plan, sh, FCL_PASS_FORWARD, call->io_counter, programs);
   const flash_program *program = &programs[0];
   const char *name = program->kernels[0];
   cl_kernel kernel;
@@ -397,8 +399,8 @@ fcl_status fcl__flash_backward(fcl__backward_call *call) {
                 ctx->info.name, why);
 
   flash_program programs[2];
-  flash_programs(&ctx->info.limits, &call->plan, desc, FCL_PASS_BACKWARD, call->io_counter,
-                 programs, 0);
+  flash_programs(&ctx->info.limits, &call->plan, &call->shape, FCL_PASS_BACKWARD,
+                 call->io_counter, programs);
   const flash_program *pre = &programs[0], *main = &programs[1];
   backward_run run = {.pre_shape = fcl__flash_bwd_pre_shape(&ctx->info.limits,
                                                            fcl__desc_head_dim_v(desc)),

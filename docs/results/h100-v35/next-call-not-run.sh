@@ -4,8 +4,15 @@
 #   TARGETS="flashcl-bench flashcl-tune test_batch_invariance" \
 #     tools/compare/build-variants.sh DIR n= wk1="-DK_CHUNK=1" \
 #     c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128" c168="-DMMA_REG_CAP=168 -cl-nv-maxrregcount=168"
+# and the tree before the host gave the block forms' load unit (commit 6b605d9):
+#   git worktree add /tmp/p 6b605d9 && BUILD_ROOT=/tmp/p-variants \
+#     /tmp/p/tools/compare/build-variants.sh $PWD/DIR p=
 # Run with carry [DIR, ".deb"] and the recipe's ICD and LD_LIBRARY_PATH.
 # Expected (written before any call):
+# - Q, #46: the block forms' loads folded by KV_UNIT and KV_FULL_ROWS (n)
+#   against p: int8 0.060-0.070 ms at B 8 x 8k against 0.079, B 32 x 8k
+#   0.25-0.29 against 0.322, B 1 x 32k 0.040-0.045 against 0.047 (the proxy:
+#   1313 -> 700 loop instructions, 206 -> 166 registers); int4 and fp8 as p.
 # - A, #50's status row with the H100's shipped database: the f32 forward
 #   at d 64 against PyTorch's EFFICIENT 1.2-1.5x (the table's 1.02-1.18
 #   times v35's 1.17-1.33 against the rules); d 128 as the table.
@@ -28,6 +35,14 @@ export FLASHCL_DEVICE=gpu
 mkdir -p $OUT/log; t0=$(date +%s)
 go() { [ $(( $(date +%s) - t0 )) -lt ${GUARD:-450} ] || { echo "skipped: $1"; return 1; }; }
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$card"
+b() { local v=$1 B=$2 N=$3; local f=$OUT/log/$v-$B-$N.txt
+  FLASHCL_BUILD_LOG=$OUT/log/build-$v.txt FLASHCL_TUNING_DIR=/tmp/no-tuning timeout 90 \
+    ./$v/flashcl-bench --device gpu --no-peaks --quiet --no-tuning --algo flash --dtype f16 \
+    --heads 32 --seqlen 1 --head-dim 128 --causal --kv-dtype as-dtype,int8,int4,fp8e4m3 \
+    --back-to-back 20 --heads-kv 8 --batch $B --seqlen-k $N > $f 2>&1
+  echo "$(( $(date +%s) - t0 ))s $v B$B N$N: $(awk '$1=="fwd"{printf "%s=%s ", $2, $11}' $f)"; }
+go Q && for s in "8 8192" "32 8192" "1 32768" "8 8192"; do b p $s; b n $s; done
+grep -h "Used\|spill" $OUT/log/build-p.txt $OUT/log/build-n.txt 2>/dev/null | sort | uniq -c
 root=${ROOT:-$PWD/../..}  # DIR two folders under the checkout
 go A && FLASHCL_BENCH=$PWD/n/flashcl-bench timeout 240 $root/tools/compare/run.sh $OUT/f32 --dtype f32 \
   > $OUT/log/run-f32.txt 2>&1; tail -30 $OUT/f32/table.md 2>/dev/null
