@@ -163,17 +163,11 @@ inline int quad_v_byte(const int g, const int i, const int e) {
 #define QUAD_V_COL(g, i, e) QUAD_COLUMN(quad_v_byte(g, i, e), e)
 
 /* The widest unit (8, 4 or 2 bytes) a view's rows may be read in: the
- * host's KV_UNIT where it gives one (every K and V view of the call), else
- * once per launch. With KV_FULL_ROWS (the host's: K's rows are
- * HEAD_DIM_MAX columns, V's HEAD_DIM_V_MAX) the rows' bytes are constants
- * too, and the paths of narrower units and partial words fold away: under
- * clang's NVPTX proxy Q8_0's key loop falls from 1313 instructions (175
- * branches) to 700 (7), 206 registers to 166. */
-#ifndef KV_FULL_ROWS
-#define KV_FULL_ROWS 0
-#endif
+ * host's KV_UNIT where it gives one (flash_fwd_decode_mma.cl; with the
+ * rows' bytes constant too, FULL_WIDTHS, the paths of narrower units and
+ * partial words fold away), else once per launch. */
 #ifdef KV_UNIT
-#define KV_VIEW_UNIT(x, view) KV_UNIT
+#define KV_VIEW_UNIT(x, view) (KV_UNIT > 8 ? 8 : KV_UNIT)
 #else
 #define KV_VIEW_UNIT(x, view)                                                               \
   ((((size_t)(x) | (size_t)((view).offset | (view).batch | (view).seq | (view).head)) & 7) \

@@ -99,6 +99,9 @@ for dtype in 0 1 2; do
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=64 -DBLOCK_Q=4
             check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
               -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=128 -DBLOCK_Q=16
+            # ... its widths given, as the planner builds it where they are the padded ones
+            check flash_fwd_decode_mma.cl "${common[@]}" "${nvptx[@]}" "${decode[@]}" \
+              -DMERGE_LAST_SPLIT=$last -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DFULL_WIDTHS=1
             # its wide kernel: DeepSeek's (576, 512), and one width of 256
             check flash_fwd_decode_wide.cl "${common[@]}" "${decode[@]}" -DMERGE_LAST_SPLIT=$last \
               -DMMA_EMULATE=1 -DHEAD_DIM_MAX=576 -DHEAD_DIM_V_MAX=512 -DBLOCK_Q=32 -DWARPS=8
@@ -183,14 +186,12 @@ for kv in 1 2 3 4; do
         [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ] &&
           check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
             -DHEAD_DIM_MAX=128 -DBLOCK_Q=8 -DDECODE_QUAD=1
-        # ... and as the planner builds the block forms, its load unit and
-        # rows' bytes given (8-byte units; 2 where a view or buffer allows no more)
-        if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ]; then
-          for unit in 8 2; do
-            check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
-              -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DKV_UNIT=$unit -DKV_FULL_ROWS=1
-          done
-        fi
+        # ... and as the planner builds it, the load unit given (16 bytes with
+        # the widths, 2 where a view allows no more)
+        check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+          -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DKV_UNIT=16 -DFULL_WIDTHS=1
+        check flash_fwd_decode_mma.cl "${common[@]}" "${decode[@]}" -DMMA_EMULATE=1 \
+          -DHEAD_DIM_MAX=128 -DBLOCK_Q=4 -DKV_UNIT=2
         # K scaled after the products (int4's 2 the planner's), under a register
         # cap, and the size unstated alone
         if [ "$kv" -ge 1 ] && [ "$kv" -le 2 ] && [ "$dtype" -eq 1 ]; then

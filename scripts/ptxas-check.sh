@@ -155,15 +155,16 @@ for kv in 0 1 2 3 4 b1 b3; do
       -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
       -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 $opts
   done
-  # ... a block form's as the planner builds it for views and buffers read
-  # in 8-byte units, its rows' bytes constants (KV_UNIT, KV_FULL_ROWS)
-  if [ "$kv" = 1 ] || [ "$kv" = 2 ]; then
-    STAGE=0 assemble flash_fwd_decode_mma.cl \
-      "flash_fwd_decode_mma.cl FCL_DTYPE=$dtype FCL_KV_DTYPE=$kv KV_UNIT=8 KV_FULL_ROWS=1" \
-      -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
-      -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 -DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1 \
-      -DKV_UNIT=8 -DKV_FULL_ROWS=1
-  fi
+  # ... as the planner builds it for a packed cache: the widths constants,
+  # a quantized cache's load unit given (FULL_WIDTHS, KV_UNIT)
+  given="-DFULL_WIDTHS=1"
+  case $kv in 1 | 2) given="$given -DKV_UNIT=8" ;; 3 | 4) given="$given -DKV_UNIT=16" ;; esac
+  # shellcheck disable=SC2086
+  STAGE=0 assemble flash_fwd_decode_mma.cl \
+    "flash_fwd_decode_mma.cl FCL_DTYPE=$dtype FCL_KV_DTYPE=$kv $given" \
+    -include "$builtins" -DFCL_DTYPE=$dtype -DFCL_KV_DTYPE=$kv -DHEAD_DIM_MAX=128 -DWARPS=4 \
+    -DFCL_SHUFFLE=1 -DFCL_SHUFFLE_WIDTH=32 -DBLOCK_Q=4 -DPACK_GQA=4 -DWINDOW=1 -DSPLIT_KV=1 \
+    $given
 done
 # the block forms' K scaled after the products (an option)
 for kv in 1 2; do

@@ -1033,34 +1033,46 @@ START_TEST(decode_mma_caps_registers_where_it_paid) {
 }
 END_TEST
 
-/* A block-form cache's load unit and row widths, which the decode kernel
- * on matrix instructions folds its loads by (KV_UNIT, KV_FULL_ROWS): the
- * widest unit K's and V's views and lent buffers allow, and the rows at
- * the padded widths (a quantized cache's head_dim is a multiple of 32 and
- * V's; the padding to 32 keeps it); neither for other caches. */
-START_TEST(decode_mma_knows_its_block_form_rows) {
+/* What the decode kernel on matrix instructions is told of a call, so that
+ * it folds the paths the call never takes (KV_UNIT, FULL_WIDTHS): a
+ * quantized cache's widest load unit over K's and V's views and lent
+ * buffers; head_dim and head_dim_v at the padded widths (a quantized
+ * cache's are multiples of 32; 100 pads to 128); neither in the wide
+ * kernel. */
+START_TEST(decode_mma_knows_its_units_and_widths) {
   const fcl_device_limits lim = made_up(48, 1024, 1);
   fcl__options opts;
-  const fcl_kv_dtype forms[] = {FCL_KV_Q8_0, FCL_KV_Q4_0};
+  const fcl_kv_dtype blocks[] = {FCL_KV_Q8_0, FCL_KV_Q4_0};
   for (size_t i = 0; i < 2; ++i) {
-    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, forms[i], &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DKV_FULL_ROWS=1"), "%s", opts.text);
+    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
     /* rows of 68 and 36 bytes: heads 4 bytes apart */
-    decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, forms[i], &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DKV_FULL_ROWS=1"), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 4, 0, &opts);
+    decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, blocks[i], &opts);
+    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DFULL_WIDTHS=1"), "%s", opts.text);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 4, 0, &opts);
     ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 2, 0, &opts);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 2, 0, &opts);
     ck_assert_msg(strstr(opts.text, "-DKV_UNIT=2 "), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, forms[i], 0, 4, &opts);
+    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 0, 4, &opts);
     ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
   }
-  const fcl_kv_dtype others[] = {FCL_KV_AS_DTYPE, FCL_KV_FP8_E4M3, FCL_KV_FP8_E5M2};
-  for (size_t i = 0; i < 3; ++i) {
-    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, others[i], &opts);
-    ck_assert_msg(!strstr(opts.text, "KV_UNIT") && !strstr(opts.text, "KV_FULL_ROWS"), "%s",
-                  opts.text);
-  }
+  /* fp8: rows of 128 bytes, 16-byte words */
+  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=16 -DFULL_WIDTHS=1"), "%s", opts.text);
+  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E5M2, 8, 0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
+  decode_mma_options(&lim, 100, 100, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=") && !strstr(opts.text, "FULL_WIDTHS"), "%s",
+                opts.text);
+  /* a cache in the storage type: its widths only */
+  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
+  ck_assert_msg(strstr(opts.text, "-DFULL_WIDTHS=1") && !strstr(opts.text, "KV_UNIT"), "%s",
+                opts.text);
+  decode_mma_options(&lim, 100, 100, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
+  ck_assert_msg(!strstr(opts.text, "FULL_WIDTHS"), "%s", opts.text);
+  decode_mma_options(&lim, 576, 512, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
+  ck_assert_msg(!strstr(opts.text, "FULL_WIDTHS") && !strstr(opts.text, "KV_UNIT"), "%s",
+                opts.text);
 }
 END_TEST
 
@@ -1138,7 +1150,7 @@ int main(void) {
   tcase_add_test(tc, paged_plans_are_the_unpaged_ones);
   tcase_add_test(tc, decode_takes_the_products_whose_waves_fill_the_device);
   tcase_add_test(tc, decode_mma_caps_registers_where_it_paid);
-  tcase_add_test(tc, decode_mma_knows_its_block_form_rows);
+  tcase_add_test(tc, decode_mma_knows_its_units_and_widths);
   tcase_add_test(tc, decode_local_bytes_follow_each_compiler);
   suite_add_tcase(s, tc);
   return th_run_suite(s);

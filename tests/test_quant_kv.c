@@ -21,6 +21,7 @@
 #include "params.h"
 #include "kvquant.h"
 #include "views.h"
+#include "calls.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -605,11 +606,56 @@ START_TEST(refusals_write_nothing) {
 }
 END_TEST
 
+/* The load unit a call tells the decode kernel (KV_UNIT) follows lent
+ * memory's addresses: a buffer the device placed counts as aligned, one
+ * on the caller's memory (CL_MEM_USE_HOST_PTR) by its address, and its
+ * sub-buffer by the parent's plus its origin. */
+START_TEST(lent_cache_memory_sets_the_load_unit) {
+  fcl_context *ctx = th_context();
+  const cl_context cl = fcl_context_cl_context(ctx);
+  enum { BYTES = 4096 };
+  unsigned char *host = aligned_alloc(64, 2 * BYTES);
+  ck_assert_ptr_nonnull(host);
+  cl_int err = CL_SUCCESS;
+  cl_mem placed = clCreateBuffer(cl, CL_MEM_READ_WRITE, BYTES, NULL, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ck_assert_uint_eq(fcl__kv_buffer_unit(placed, placed), 0);
+  const size_t offsets[] = {0, 16, 8, 4, 2, 1};
+  const unsigned units[] = {16, 16, 8, 4, 2, 1};
+  for (size_t i = 0; i < 6; ++i) {
+    cl_mem lent = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, BYTES,
+                                 host + offsets[i], &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    ck_assert_uint_eq(fcl__kv_buffer_unit(lent, placed), units[i]);
+    ck_assert_uint_eq(fcl__kv_buffer_unit(placed, lent), units[i]);
+    clReleaseMemObject(lent);
+  }
+  cl_mem parent =
+      clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, 2 * BYTES, host, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  cl_uint align_bits = 0;
+  ck_assert_int_eq(clGetDeviceInfo(fcl_context_cl_device(ctx), CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+                                   sizeof align_bits, &align_bits, NULL),
+                   CL_SUCCESS);
+  const cl_buffer_region region = {align_bits / 8 > 16 ? align_bits / 8 : 16, BYTES};
+  cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
+                                 &region, &err);
+  ck_assert_int_eq(err, CL_SUCCESS);
+  ck_assert_uint_eq(fcl__kv_buffer_unit(sub, sub), 16);
+  clReleaseMemObject(sub);
+  clReleaseMemObject(parent);
+  clReleaseMemObject(placed);
+  free(host);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("quant_kv");
   TCase *tc = th_tcase("quant_kv");
   tcase_add_loop_test(tc, format_error_within_half_a_step, 0, N_FORMS);
   tcase_add_test(tc, refusals_write_nothing);
+  tcase_add_test(tc, lent_cache_memory_sets_the_load_unit);
   tcase_add_loop_test(tc, repeating_rows_code_as_each_row_alone, 0, N_FORMS);
   tcase_add_loop_test(tc, append_quantises_as_the_host_does, 0, 2 * N_FORMS);
   tcase_add_loop_test(tc, forward_matches_reference_over_the_dequantised_cache, 0, N_FORMS);

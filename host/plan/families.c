@@ -45,7 +45,7 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
                       FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_DECODE_T,
                       FCL_TUNE_K_SCALE_AFTER, FCL_TUNE_REG_CAP, FCL_TUNE_KV_UNIT,
-                      FCL_TUNE_KV_FULL_ROWS},
+                      FCL_TUNE_FULL_WIDTHS},
                      fcl__plan_forward_decode_mma,
                      FCL_SRC_FLASH_FWD_DECODE_WIDE,
                      FCL_DECODE_MMA_NARROW_MAX}},
@@ -108,16 +108,16 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_K_SCALE_AFTER] = "DECODE_K_SCALE_AFTER",
       [FCL_TUNE_REG_CAP] = "MMA_REG_CAP",
       [FCL_TUNE_KV_UNIT] = "KV_UNIT",
-      [FCL_TUNE_KV_FULL_ROWS] = "KV_FULL_ROWS",
+      [FCL_TUNE_FULL_WIDTHS] = "FULL_WIDTHS",
   };
   return names[t];
 }
 
-/* Whether a plan reads a block-form cache (Q8_0, Q4_0) in the decode
- * kernel on matrix instructions: the rows decode_quad.cl's units read. */
-static int block_form_decode(const fcl__shape *sh, const fcl_plan *plan) {
-  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA &&
-         (sh->desc.kv_dtype == FCL_KV_Q8_0 || sh->desc.kv_dtype == FCL_KV_Q4_0);
+/* Whether a plan runs the decode kernel on matrix instructions of at
+ * most 128 columns (not its wide kernel), whose options KV_UNIT and
+ * FULL_WIDTHS are. */
+static int narrow_decode_mma(const fcl_plan *plan) {
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && !fcl__decode_plan_wide(plan);
 }
 
 /* The widest unit both K's and V's rows may be read in (bytes): their
@@ -158,9 +158,9 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_DECODE_T: return !plan->decode_untransposed;  /* 1: the kernel's own */
     case FCL_TUNE_K_SCALE_AFTER: return fcl__decode_k_scale_after(limits, desc, plan);
     case FCL_TUNE_REG_CAP: return fcl__decode_reg_cap(limits, desc, plan);
-    case FCL_TUNE_KV_UNIT: return block_form_decode(sh, plan) ? kv_unit(sh) : 0;
-    case FCL_TUNE_KV_FULL_ROWS:
-      return block_form_decode(sh, plan) && desc->head_dim == plan->head_dim_padded &&
+    case FCL_TUNE_KV_UNIT: return narrow_decode_mma(plan) && sh->kv_quant ? kv_unit(sh) : 0;
+    case FCL_TUNE_FULL_WIDTHS:
+      return narrow_decode_mma(plan) && desc->head_dim == plan->head_dim_padded &&
              sh->head_dim_v == (plan->head_dim_v_padded ? plan->head_dim_v_padded
                                                         : plan->head_dim_padded);
     case FCL_TUNE_END: break;
@@ -177,7 +177,7 @@ static int tunable_is_default(fcl__tunable t, long value) {
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||
          (t == FCL_TUNE_DECODE_T && value == 1) ||
          ((t == FCL_TUNE_K_SCALE_AFTER || t == FCL_TUNE_REG_CAP || t == FCL_TUNE_KV_UNIT ||
-           t == FCL_TUNE_KV_FULL_ROWS) &&
+           t == FCL_TUNE_FULL_WIDTHS) &&
           value == 0);
 }
 

@@ -53,11 +53,12 @@ typedef enum fcl__tunable {
   /* the registers a lane NVIDIA's compiler is held to (MMA_REG_CAP, and
    * -cl-nv-maxrregcount beside it): left out at 0, the compiler's choice */
   FCL_TUNE_REG_CAP,
-  /* a block-form cache's widest load unit over K's and V's views (KV_UNIT,
-   * cl/decode_quad.cl), and whether their rows are the padded widths
-   * (KV_FULL_ROWS): left out at 0, the kernel then finding both */
+  /* a quantized cache's widest load unit over K's and V's views and
+   * buffers (KV_UNIT), and whether head_dim and head_dim_v are the padded
+   * widths (FULL_WIDTHS): the decode kernel's (cl/flash_fwd_decode_mma.cl);
+   * left out at 0, the kernel then finding both */
   FCL_TUNE_KV_UNIT,
-  FCL_TUNE_KV_FULL_ROWS,
+  FCL_TUNE_FULL_WIDTHS,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

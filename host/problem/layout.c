@@ -39,9 +39,14 @@ int fcl__layout_vec4(const fcl_tensor_layout *l) {
          l->head_stride % 4 == 0;
 }
 
+unsigned fcl__alignment_unit(uint64_t value) {
+  unsigned unit = 16;
+  while (unit > 1 && value % unit != 0) unit /= 2;
+  return unit;
+}
+
 unsigned fcl__layout_unit(const fcl_tensor_layout *l) {
-  const size_t all = l->offset | l->batch_stride | l->seq_stride | l->head_stride;
-  return all % 8 == 0 ? 8u : all % 4 == 0 ? 4u : all % 2 == 0 ? 2u : 1u;
+  return fcl__alignment_unit(l->offset | l->batch_stride | l->seq_stride | l->head_stride);
 }
 
 fcl_status fcl__check_layout(const fcl_tensor_layout *l, const fcl__view_extent *e,

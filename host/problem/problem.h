@@ -48,8 +48,8 @@ struct fcl__shape {
   int v_in_k;
   /* A quantized cache's buffers where the caller lent their memory
    * (CL_MEM_USE_HOST_PTR, which a device may read in place): the widest
-   * unit, 8, 4, 2 or 1 bytes, their addresses allow; 0 where the device
-   * placed them (aligned beyond 8 bytes). Set by a flash forward call from
+   * unit, 16, 8, 4, 2 or 1 bytes, their addresses allow; 0 where the
+   * device placed them (aligned beyond 16 bytes). Set by a flash forward call from
    * its buffers, never from the descriptor alone. */
   unsigned kv_buffer_unit;
 };
@@ -108,9 +108,12 @@ fcl_tensor_layout fcl__resolve_layout(const fcl_tensor_layout *given, size_t bat
 /** Whether a view's offset and strides are multiples of 4 elements (with
  *  head_dim one too, the kernels' aligned 4-element loads). */
 int fcl__layout_vec4(const fcl_tensor_layout *layout);
-/** The widest unit, 8, 4 or 2 (or 1), that a view's offset and strides
- *  are all multiples of: counted in its elements (a quantized cache's,
- *  bytes), in a buffer the device aligns further. */
+/** The widest of 16, 8, 4, 2 and 1 that divides `value` (an address, or
+ *  offsets and strides or'ed together). */
+unsigned fcl__alignment_unit(uint64_t value);
+/** The widest unit, 16, 8, 4 or 2 (or 1), that a view's offset and
+ *  strides are all multiples of: counted in its elements (a quantized
+ *  cache's, bytes), in a buffer the device aligns further. */
 unsigned fcl__layout_unit(const fcl_tensor_layout *layout);
 /** Checks that no two elements of a view share an address (and that a
  *  ragged view has no batch stride), and gives the bytes from the

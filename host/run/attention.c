@@ -64,11 +64,7 @@ static int v_in_k(const fcl__shape *sh, cl_mem k, cl_mem v) {
          a->seq_stride == b->seq_stride && a->head_stride == b->head_stride;
 }
 
-/* fcl__shape.kv_buffer_unit of K's and V's buffers: a lent address's
- * unit (a sub-buffer's CL_MEM_HOST_PTR is its parent's plus its origin),
- * or 0 where the device placed both; 2, the kernels' least, where a query
- * fails. */
-static unsigned kv_buffer_unit(cl_mem k, cl_mem v) {
+unsigned fcl__kv_buffer_unit(cl_mem k, cl_mem v) {
   unsigned unit = 0;
   const cl_mem mems[2] = {k, v};
   for (int i = 0; i < 2; ++i) {
@@ -79,8 +75,7 @@ static unsigned kv_buffer_unit(cl_mem k, cl_mem v) {
          clGetMemObjectInfo(mems[i], CL_MEM_HOST_PTR, sizeof host, &host, NULL) != CL_SUCCESS))
       return 2;
     if (!(flags & CL_MEM_USE_HOST_PTR)) continue;
-    const uintptr_t at = (uintptr_t)host;
-    const unsigned u = at % 8 == 0 ? 8u : at % 4 == 0 ? 4u : at % 2 == 0 ? 2u : 1u;
+    const unsigned u = fcl__alignment_unit((uint64_t)(uintptr_t)host);
     if (unit == 0 || u < unit) unit = u;
   }
   return unit;
@@ -110,7 +105,7 @@ static fcl_status forward_prepare(fcl_context *ctx, const fcl_attention_desc *de
                                    plain_arg(lse, "lse", sz->lse, 1)};
   FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 6, 8));
   call->shape.v_in_k = v_in_k(sh, k, v);
-  if (sh->kv_quant) call->shape.kv_buffer_unit = kv_buffer_unit(k, v);
+  if (sh->kv_quant) call->shape.kv_buffer_unit = fcl__kv_buffer_unit(k, v);
   call->q = q;
   call->k = k;
   call->v = v;

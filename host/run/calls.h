@@ -24,6 +24,12 @@ typedef struct fcl__forward_call {
 } fcl__forward_call;
 
 fcl_status fcl__flash_forward(fcl__forward_call *call);
+/** fcl__shape.kv_buffer_unit of a cache's K and V buffers: the widest unit
+ *  (16, 8, 4, 2, 1 bytes) their addresses allow where the caller lent
+ *  their memory (CL_MEM_USE_HOST_PTR; a sub-buffer's is its parent's plus
+ *  its origin), 0 where the device placed both; 2, the kernels' least,
+ *  where a query fails. */
+unsigned fcl__kv_buffer_unit(cl_mem k, cl_mem v);
 
 /** One append to a KV cache (cache.c), validated: the cache's shape (its
  *  lengths before), the kernel's parameters and the buffers. */

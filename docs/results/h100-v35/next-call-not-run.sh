@@ -9,10 +9,11 @@
 #     /tmp/p/tools/compare/build-variants.sh $PWD/DIR p=
 # Run with carry [DIR, ".deb"] and the recipe's ICD and LD_LIBRARY_PATH.
 # Expected (written before any call):
-# - Q, #46: the block forms' loads folded by KV_UNIT and KV_FULL_ROWS (n)
-#   against p: int8 0.060-0.070 ms at B 8 x 8k against 0.079, B 32 x 8k
-#   0.25-0.29 against 0.322, B 1 x 32k 0.040-0.045 against 0.047 (the proxy:
-#   1313 -> 700 loop instructions, 206 -> 166 registers); int4 and fp8 as p.
+# - Q, #46: the decode kernel told its load units and widths (KV_UNIT,
+#   FULL_WIDTHS: n) against p: int8 0.060-0.070 ms at B 8 x 8k against 0.079,
+#   B 32 x 8k 0.25-0.29 against 0.322, B 1 x 32k 0.040-0.045 against 0.047
+#   (the proxy: 1313 -> 700 loop instructions, 206 -> 166 registers); fp8,
+#   int4 and f16 0-5% faster (702 -> 334, 677 -> 655, 394 -> 351).
 # - A, #50's status row with the H100's shipped database: the f32 forward
 #   at d 64 against PyTorch's EFFICIENT 1.2-1.5x (the table's 1.02-1.18
 #   times v35's 1.17-1.33 against the rules); d 128 as the table.
