@@ -368,12 +368,9 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int tid = get_local_id(0), warp = tid >> 5, g = (tid & 31) >> 2, t = tid & 3;
   FCL_FORWARD_BLOCK(qb, BLOCK_Q);
   const int q0 = qb.q0, nq = qb.seq.nq, nk = qb.seq.nk;
-#if FULL_WIDTHS
-  const int head_dim = HEAD_DIM_MAX, head_dim_v = HEAD_DIM_V_MAX;
-#else
-  const int head_dim = p.head_dim;
-  const int head_dim_v = p.head_dim_v;  // V's and O's columns (HEAD_DIM_MAX: the wider)
-#endif
+  const int head_dim = FULL_WIDTHS ? HEAD_DIM_MAX : p.head_dim;
+  // V's and O's columns (HEAD_DIM_MAX: the wider)
+  const int head_dim_v = FULL_WIDTHS ? HEAD_DIM_V_MAX : p.head_dim_v;
   const int slots = nq * PACK_GQA;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
   const int k_aligned4 = DECODE_VIEW_ALIGNED(k, p.k, 4), v_aligned4 = DECODE_VIEW_ALIGNED(v, p.v, 4);
