@@ -964,7 +964,10 @@ typedef struct fcl_program_info {
 /** The programs a flash `pass` of `desc` builds on a device with `limits`,
  *  from the plan fcl_plan_flash chooses, without touching any device: the
  *  same function the library builds from at run time. The forward is
- *  listed as called with an LSE buffer and without I/O counting; the
+ *  listed as called with an LSE buffer and without I/O counting, and with
+ *  buffers the device placed (a quantized cache in memory the caller lent,
+ *  CL_MEM_USE_HOST_PTR, at an address of coarser alignment than its views
+ *  builds its decode kernel for that address's load unit, KV_UNIT); the
  *  FLASHCL_BUILD_LOG environment variable's extra option is not included.
  *  Writes `*count` (at most FCL_MAX_PASS_PROGRAMS) entries to `out` on
  *  success; on failure neither is touched, and the reason is in `why` as
