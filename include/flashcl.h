@@ -966,7 +966,7 @@ typedef struct fcl_program_info {
  *  same function the library builds from at run time. The forward is
  *  listed as called with an LSE buffer and without I/O counting, and with
  *  buffers the device placed (a quantized cache in memory the caller lent,
- *  CL_MEM_USE_HOST_PTR, at an address of coarser alignment than its views
+ *  CL_MEM_USE_HOST_PTR, at an address less aligned than its views
  *  builds its decode kernel for that address's load unit, KV_UNIT); the
  *  FLASHCL_BUILD_LOG environment variable's extra option is not included.
  *  Writes `*count` (at most FCL_MAX_PASS_PROGRAMS) entries to `out` on
