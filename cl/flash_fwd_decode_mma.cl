@@ -373,7 +373,8 @@ void flash_fwd_decode_mma(FCL_ATTENTION_PARAMS) {
   const int head_dim_v = FULL_WIDTHS ? HEAD_DIM_V_MAX : p.head_dim_v;
   const int slots = nq * PACK_GQA;
   const size_t k_stride = p.k.seq, v_stride = p.v.seq;
-  const int k_aligned4 = DECODE_VIEW_ALIGNED(k, p.k, 4), v_aligned4 = DECODE_VIEW_ALIGNED(v, p.v, 4);
+  const int k_aligned4 = DECODE_VIEW_ALIGNED(k, p.k, 4);
+  const int v_aligned4 = DECODE_VIEW_ALIGNED(v, p.v, 4);
 #if DECODE_QUAD
   const int k_unit = KV_VIEW_UNIT(k, p.k), v_unit = KV_VIEW_UNIT(v, p.v);
   const int k_row_bytes = KV_ROW_BYTES(head_dim), v_row_bytes = KV_ROW_BYTES(head_dim_v);

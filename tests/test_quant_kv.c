@@ -22,6 +22,7 @@
 #include "kvquant.h"
 #include "views.h"
 #include "calls.h"
+#include "problem.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -606,6 +607,16 @@ START_TEST(refusals_write_nothing) {
 }
 END_TEST
 
+/* The load unit of a forward over K and V buffers of `bytes`: their lent
+ * addresses as the call's buffer checks read them. */
+static unsigned call_unit(fcl_context *ctx, cl_mem k, cl_mem v, size_t bytes) {
+  const fcl__call_buffer args[] = {{k, "k", bytes, 0, fcl__range_view(bytes)},
+                                   {v, "v", bytes, 0, fcl__range_view(bytes)}};
+  uintptr_t lent[2];
+  ck_assert_int_eq(fcl__check_call_buffers(ctx, args, 2, 2, lent), FCL_SUCCESS);
+  return fcl__kv_buffer_unit(lent[0], lent[1]);
+}
+
 /* The load unit a call tells the decode kernel (KV_UNIT) follows lent
  * memory's addresses: a buffer the device placed counts as aligned, one
  * on the caller's memory (CL_MEM_USE_HOST_PTR) by its address, and its
@@ -619,15 +630,15 @@ START_TEST(lent_cache_memory_sets_the_load_unit) {
   cl_int err = CL_SUCCESS;
   cl_mem placed = clCreateBuffer(cl, CL_MEM_READ_WRITE, BYTES, NULL, &err);
   ck_assert_int_eq(err, CL_SUCCESS);
-  ck_assert_uint_eq(fcl__kv_buffer_unit(placed, placed), 0);
+  ck_assert_uint_eq(call_unit(ctx, placed, placed, BYTES), 0);
   const size_t offsets[] = {0, 16, 8, 4, 2, 1};
   const unsigned units[] = {16, 16, 8, 4, 2, 1};
   for (size_t i = 0; i < 6; ++i) {
     cl_mem lent = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, BYTES,
                                  host + offsets[i], &err);
     ck_assert_int_eq(err, CL_SUCCESS);
-    ck_assert_uint_eq(fcl__kv_buffer_unit(lent, placed), units[i]);
-    ck_assert_uint_eq(fcl__kv_buffer_unit(placed, lent), units[i]);
+    ck_assert_uint_eq(call_unit(ctx, lent, placed, BYTES), units[i]);
+    ck_assert_uint_eq(call_unit(ctx, placed, lent, BYTES), units[i]);
     clReleaseMemObject(lent);
   }
   cl_mem parent =
@@ -641,7 +652,7 @@ START_TEST(lent_cache_memory_sets_the_load_unit) {
   cl_mem sub = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION,
                                  &region, &err);
   ck_assert_int_eq(err, CL_SUCCESS);
-  ck_assert_uint_eq(fcl__kv_buffer_unit(sub, sub), 16);
+  ck_assert_uint_eq(call_unit(ctx, sub, sub, BYTES), 16);
   clReleaseMemObject(sub);
   clReleaseMemObject(parent);
   clReleaseMemObject(placed);

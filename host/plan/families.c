@@ -156,7 +156,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
     case FCL_TUNE_WARPGROUPS: return fcl__wgmma_groups(plan);
     case FCL_TUNE_WGMMA_KEYS: return plan->block_k;
     case FCL_TUNE_DECODE_T: return !plan->decode_untransposed;  /* 1: the kernel's own */
-    case FCL_TUNE_K_SCALE_AFTER: return fcl__decode_k_scale_after(limits, desc, plan);
+    case FCL_TUNE_K_SCALE_AFTER: return fcl__decode_k_scale_after(desc, plan);
     case FCL_TUNE_REG_CAP: return fcl__decode_reg_cap(limits, desc, plan);
     case FCL_TUNE_KV_UNIT: return narrow_decode_mma(plan) && sh->kv_quant ? kv_unit(sh) : 0;
     case FCL_TUNE_FULL_WIDTHS:

@@ -173,11 +173,11 @@ int fcl__decode_plan_wide(const fcl_plan *plan) {
  * 0.232 against 0.270, B 1 x 32k 0.036 against 0.039 (H100, v35, capped at
  * 168 registers); int8's was slower (0.099 against 0.080), so it loads as
  * before. */
-unsigned fcl__decode_k_scale_after(const fcl_device_limits *limits,
-                                   const fcl_attention_desc *desc, const fcl_plan *plan) {
-  (void)limits;  /* emulated too: one kernel text wherever a plan runs it */
-  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && desc->kv_dtype == FCL_KV_Q4_0 && desc->dtype == FCL_DTYPE_F16 &&
-                 !plan->decode_untransposed && !fcl__decode_plan_wide(plan)
+unsigned fcl__decode_k_scale_after(const fcl_attention_desc *desc, const fcl_plan *plan) {
+  /* on every device (emulated too): one kernel text wherever a plan runs it */
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && desc->kv_dtype == FCL_KV_Q4_0 &&
+                 desc->dtype == FCL_DTYPE_F16 && !plan->decode_untransposed &&
+                 !fcl__decode_plan_wide(plan)
              ? 2u
              : 0u;
 }
@@ -196,7 +196,7 @@ unsigned fcl__decode_reg_cap(const fcl_device_limits *limits, const fcl_attentio
   if (!limits->nvidia_ptx || plan->kernel != FCL_FLASH_KERNEL_DECODE_MMA) return 0;
   if (fcl__decode_plan_wide(plan))
     return plan->wg_size == 32 * DECODE_WIDE_WARPS ? DECODE_WIDE_REG_CAP : 0;
-  return fcl__decode_k_scale_after(limits, desc, plan) ? DECODE_K_SCALE_AFTER_REG_CAP : 0;
+  return fcl__decode_k_scale_after(desc, plan) ? DECODE_K_SCALE_AFTER_REG_CAP : 0;
 }
 
 /* flash_fwd_decode_mma.cl: Q in the storage type, the warps' states, and in

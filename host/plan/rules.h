@@ -209,8 +209,7 @@ int fcl__decode_plan_wide(const fcl_plan *plan);
  *  biased into the products and their scales applied after, for f16
  *  queries on the transposed kernel of at most 128 columns; 0 (each
  *  element scaled as loaded) otherwise. */
-unsigned fcl__decode_k_scale_after(const fcl_device_limits *limits,
-                                   const fcl_attention_desc *desc, const fcl_plan *plan);
+unsigned fcl__decode_k_scale_after(const fcl_attention_desc *desc, const fcl_plan *plan);
 /** The registers a lane of a decode-mma plan's kernel may take under
  *  NVIDIA's compiler (-cl-nv-maxrregcount, the kernels' MMA_REG_CAP), or 0
  *  (the compiler's choice): 128 for the wide kernel's 8 warps, two

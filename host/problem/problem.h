@@ -181,9 +181,12 @@ typedef struct fcl__call_buffer {
  *  kernels (not CL_MEM_READ_ONLY) and share no byte with any other
  *  argument: through one root buffer or through host memory lent with
  *  CL_MEM_USE_HOST_PTR, with views interleaved on one token stride (packed
- *  QKV) told apart; an input must be readable (not CL_MEM_WRITE_ONLY). */
+ *  QKV) told apart; an input must be readable (not CL_MEM_WRITE_ONLY).
+ *  `lent`, when not NULL, receives each argument's host address where the
+ *  caller lent its memory (CL_MEM_USE_HOST_PTR; a sub-buffer's is its
+ *  parent's plus its origin), else 0. */
 fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *args,
-                                   size_t n_inputs, size_t n);
+                                   size_t n_inputs, size_t n, uintptr_t *lent);
 
 /** The placed view of tensor `t` of a checked shape, relative to its
  *  buffer's start; and of a plain range of `bytes`. */

@@ -441,7 +441,7 @@ static int arguments_overlap(const mem_range *ra, const fcl__placed_view *va,
 }
 
 fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *args,
-                                   size_t n_inputs, size_t n) {
+                                   size_t n_inputs, size_t n, uintptr_t *lent) {
   mem_range ranges[16];
   FCL_RETURN_IF(ctx, n > sizeof ranges / sizeof ranges[0], FCL_ERROR_INVALID_ARGUMENT,
                 "too many buffers (%zu)", n);
@@ -449,6 +449,7 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *arg
     FCL_FORWARD_IF(fcl__check_buffer(ctx, args[i].mem, args[i].bytes, args[i].name,
                                      args[i].optional));
   for (size_t i = 0; i < n; ++i) {
+    if (lent) lent[i] = 0;
     if (!args[i].mem) continue;
     cl_int err = range_of(args[i].mem, &ranges[i]);
     const cl_mem_flags flags = ranges[i].flags;
@@ -461,6 +462,7 @@ fcl_status fcl__check_call_buffers(fcl_context *ctx, const fcl__call_buffer *arg
     FCL_RETURN_IF(ctx, !output && (flags & CL_MEM_WRITE_ONLY),
                   FCL_ERROR_INVALID_ARGUMENT,
                   "buffer %s is an input but was created CL_MEM_WRITE_ONLY", args[i].name);
+    if (lent) lent[i] = ranges[i].host_begin;
   }
   /* An output that shares bytes with another argument would be read after
    * it was overwritten, or written twice. A buffer and its own sub-buffer

@@ -64,21 +64,10 @@ static int v_in_k(const fcl__shape *sh, cl_mem k, cl_mem v) {
          a->seq_stride == b->seq_stride && a->head_stride == b->head_stride;
 }
 
-unsigned fcl__kv_buffer_unit(cl_mem k, cl_mem v) {
-  unsigned unit = 0;
-  const cl_mem mems[2] = {k, v};
-  for (int i = 0; i < 2; ++i) {
-    cl_mem_flags flags = 0;
-    void *host = NULL;
-    if (clGetMemObjectInfo(mems[i], CL_MEM_FLAGS, sizeof flags, &flags, NULL) != CL_SUCCESS ||
-        ((flags & CL_MEM_USE_HOST_PTR) &&
-         clGetMemObjectInfo(mems[i], CL_MEM_HOST_PTR, sizeof host, &host, NULL) != CL_SUCCESS))
-      return 2;
-    if (!(flags & CL_MEM_USE_HOST_PTR)) continue;
-    const unsigned u = fcl__alignment_unit((uint64_t)(uintptr_t)host);
-    if (unit == 0 || u < unit) unit = u;
-  }
-  return unit;
+unsigned fcl__kv_buffer_unit(uintptr_t k_lent, uintptr_t v_lent) {
+  const unsigned k = k_lent ? fcl__alignment_unit(k_lent) : 0;
+  const unsigned v = v_lent ? fcl__alignment_unit(v_lent) : 0;
+  return !k ? v : !v || k < v ? k : v;
 }
 
 /* The forward's checks, all of them, with nothing enqueued: the problem
@@ -103,9 +92,10 @@ static fcl_status forward_prepare(fcl_context *ctx, const fcl_attention_desc *de
                                    plain_arg(sh->desc.sinks, "sinks", sh->sinks_bytes, 1),
                                    tensor_arg(sh, FCL__O, o, "o", sz->o),
                                    plain_arg(lse, "lse", sz->lse, 1)};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 6, 8));
+  uintptr_t lent[sizeof args / sizeof args[0]];
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 6, 8, lent));
   call->shape.v_in_k = v_in_k(sh, k, v);
-  if (sh->kv_quant) call->shape.kv_buffer_unit = fcl__kv_buffer_unit(k, v);
+  if (sh->kv_quant) call->shape.kv_buffer_unit = fcl__kv_buffer_unit(lent[1], lent[2]);
   call->q = q;
   call->k = k;
   call->v = v;
@@ -223,7 +213,7 @@ fcl_status fcl_attention_backward(fcl_context *ctx, const fcl_attention_desc *de
                                    tensor_arg(sh, FCL__DK, dk, "dk", sz->dk),
                                    tensor_arg(sh, FCL__DV, dv, "dv", sz->dv),
                                    plain_arg(sh->desc.dsinks, "dsinks", sh->sinks_bytes, 1)};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 8, 12));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 8, 12, NULL));
   call.q = q;
   call.k = k;
   call.v = v;

@@ -152,7 +152,7 @@ fcl_status fcl__append_prepare(fcl_context *ctx, const fcl_attention_desc *desc,
       {d->block_table, "block_table", sh.table_bytes, 1, fcl__range_view(sh.table_bytes)},
       {k_cache, "k_cache", sh.sizes.k, 0, fcl__tensor_view(&sh, FCL__K)},
       {v_cache, "v_cache", sh.sizes.v, 0, fcl__tensor_view(&sh, FCL__V)}};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5, NULL));
   if (sh.paged && !fcl__context_settings(ctx).table_unchecked)
     FCL_FORWARD_IF(check_append_pages(ctx, d, new_tokens));
 

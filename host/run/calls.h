@@ -24,12 +24,11 @@ typedef struct fcl__forward_call {
 } fcl__forward_call;
 
 fcl_status fcl__flash_forward(fcl__forward_call *call);
-/** fcl__shape.kv_buffer_unit of a cache's K and V buffers: the widest unit
- *  (16, 8, 4, 2, 1 bytes) their addresses allow where the caller lent
- *  their memory (CL_MEM_USE_HOST_PTR; a sub-buffer's is its parent's plus
- *  its origin), 0 where the device placed both; 2, the kernels' least,
- *  where a query fails. */
-unsigned fcl__kv_buffer_unit(cl_mem k, cl_mem v);
+/** fcl__shape.kv_buffer_unit of a cache's K and V buffers from their lent
+ *  host addresses (fcl__check_call_buffers; 0: the device placed it): the
+ *  widest unit (16, 8, 4, 2, 1 bytes) the lent ones allow, 0 where neither
+ *  is lent. */
+unsigned fcl__kv_buffer_unit(uintptr_t k_lent, uintptr_t v_lent);
 
 /** One append to a KV cache (cache.c), validated: the cache's shape (its
  *  lengths before), the kernel's parameters and the buffers. */

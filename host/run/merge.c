@@ -190,7 +190,7 @@ fcl_status fcl_merge_states(fcl_context *ctx, const fcl_merge_desc *desc, cl_mem
        fcl__layout_view(&sh.o, sh.sizes.o, sh.elem_size, sh.desc.batch, sh.desc.heads,
                         sh.desc.head_dim, 0)},
       {lse, "lse", sh.sizes.lse, 1, fcl__range_view(sh.sizes.lse)}};
-  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5));
+  FCL_FORWARD_IF(fcl__check_call_buffers(ctx, args, 3, 5, NULL));
 
   fcl__measure m;
   fcl__timer *timer;
