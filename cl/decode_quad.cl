@@ -166,7 +166,7 @@ inline int quad_v_byte(const int g, const int i, const int e) {
  * host's KV_UNIT where it gives one (flash_fwd_decode_mma.cl; with the
  * rows' bytes constant too, FULL_WIDTHS, the paths of narrower units and
  * partial words fold away), else once per launch. */
-#ifdef KV_UNIT
+#if KV_UNIT
 #define KV_VIEW_UNIT(x, view) (KV_UNIT > 8 ? 8 : KV_UNIT)
 #else
 #define KV_VIEW_UNIT(x, view)                                                               \

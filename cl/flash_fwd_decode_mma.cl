@@ -166,13 +166,17 @@ inline uint2 fcl_q4_biased_bits4(const uint codes) {
  * "Fast dequantisation"): FULL_WIDTHS, head_dim and head_dim_v are
  * HEAD_DIM_MAX and HEAD_DIM_V_MAX (every column check constant); KV_UNIT,
  * a quantized cache's widest load unit (16, 8, 4, 2 or 1 bytes) that K's
- * and V's views and buffers allow. Under clang's NVPTX proxy (4 rows a
- * block) the key loop falls from 1313 instructions to 700 for Q8_0, 702
- * to 334 for fp8 and 394 to 351 for an f16 cache. */
+ * and V's views and buffers allow (0: not known, found per launch; the
+ * host gives Q8_0 none, host/plan/families.c says why). Under clang's
+ * NVPTX proxy (4 rows a block) the key loop falls from 702 instructions to
+ * 334 for fp8 and 394 to 351 for an f16 cache. */
 #ifndef FULL_WIDTHS
 #define FULL_WIDTHS 0
 #endif
-#ifdef KV_UNIT
+#ifndef KV_UNIT
+#define KV_UNIT 0
+#endif
+#if KV_UNIT
 #define DECODE_VIEW_ALIGNED(x, view, bytes) (KV_UNIT >= (bytes))
 #elif FCL_KV_DTYPE
 #define DECODE_VIEW_ALIGNED(x, view, bytes) KV_VIEW_ALIGNED(x, view, bytes)

@@ -1042,20 +1042,21 @@ END_TEST
 START_TEST(decode_mma_knows_its_units_and_widths) {
   const fcl_device_limits lim = made_up(48, 1024, 1);
   fcl__options opts;
-  const fcl_kv_dtype blocks[] = {FCL_KV_Q8_0, FCL_KV_Q4_0};
-  for (size_t i = 0; i < 2; ++i) {
-    decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
-    /* rows of 68 and 36 bytes: heads 4 bytes apart */
-    decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, blocks[i], &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DFULL_WIDTHS=1"), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 4, 0, &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 2, 0, &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=2 "), "%s", opts.text);
-    decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, blocks[i], 0, 4, &opts);
-    ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
-  }
+  /* Q4_0: rows of 72 bytes (head_dim 128) and 36 (64: heads 4 bytes apart) */
+  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
+  decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, FCL_KV_Q4_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DFULL_WIDTHS=1"), "%s", opts.text);
+  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 4, 0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
+  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 2, 0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=2 "), "%s", opts.text);
+  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 0, 4, &opts);
+  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
+  /* Q8_0: its widths, the unit found per launch (slower with both) */
+  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DFULL_WIDTHS=1") && !strstr(opts.text, "KV_UNIT"), "%s",
+                opts.text);
   /* fp8: rows of 128 bytes, 16-byte words */
   decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, &opts);
   ck_assert_msg(strstr(opts.text, "-DKV_UNIT=16 -DFULL_WIDTHS=1"), "%s", opts.text);
