@@ -359,6 +359,14 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *given, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len) {
+  fcl__shape shape;
+  return fcl__plan_flash_shape(limits, given, pass, hint, out, &shape, why, why_len);
+}
+
+fcl_status fcl__plan_flash_shape(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *given, fcl_pass pass,
+                                 const fcl_plan *hint, fcl_plan *out, fcl__shape *shape_out,
+                                 char *why, size_t why_len) {
   if (why && why_len) why[0] = '\0';
   if (!limits || !given || !out) {
     fcl__say(why, why_len, "%s is NULL", !limits ? "limits" : !given ? "desc" : "plan");
@@ -372,7 +380,9 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
    * from here on its whole copy. */
   fcl__shape shape;
   FCL_FORWARD_IF(fcl__check_desc_why(given, &shape, why, why_len));
-  return fcl__plan_shape(limits, &shape, pass, hint, out, why, why_len);
+  FCL_FORWARD_IF(fcl__plan_shape(limits, &shape, pass, hint, out, why, why_len));
+  *shape_out = shape;
+  return FCL_SUCCESS;
 }
 
 fcl_status fcl__plan_shape(const fcl_device_limits *limits, const fcl__shape *sh, fcl_pass pass,

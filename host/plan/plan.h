@@ -17,6 +17,12 @@ fcl_status fcl__plan_flash(const fcl_device_limits *limits,
                            const fcl_attention_desc *desc, fcl_pass pass,
                            const fcl_plan *hint, fcl_plan *out, char *why,
                            size_t why_len);
+/** fcl__plan_flash, also writing the validated problem it planned
+ *  (`shape`, on success only). */
+fcl_status fcl__plan_flash_shape(const fcl_device_limits *limits,
+                                 const fcl_attention_desc *desc, fcl_pass pass,
+                                 const fcl_plan *hint, fcl_plan *out, fcl__shape *shape,
+                                 char *why, size_t why_len);
 /** A call's plan (plan.c): the context's tiling hint where one is set;
  *  else the tuned plan of its bucket where it plans the problem
  *  (plan->tuned = 1); else the rules. */

@@ -146,9 +146,8 @@ fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
     return FCL_ERROR_INVALID_ARGUMENT;
   }
   fcl_plan plan;
-  FCL_FORWARD_IF(fcl__plan_flash(limits, desc, pass, hint, &plan, why, why_len));
-  fcl__shape shape;  /* what a call checks (fcl__plan_flash did: it cannot fail here) */
-  FCL_FORWARD_IF(fcl__check_desc_why(desc, &shape, why, why_len));
+  fcl__shape shape;
+  FCL_FORWARD_IF(fcl__plan_flash_shape(limits, desc, pass, hint, &plan, &shape, why, why_len));
   flash_program programs[FCL_MAX_PASS_PROGRAMS];
   const unsigned n = flash_programs(limits, &plan, &shape, pass, NULL, programs);
   /* Listed here first, so that a failure leaves `out` untouched. */
