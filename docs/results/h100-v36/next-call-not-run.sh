@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The next call, written in v36 before it ran (no device time was left).
+# Builds, into a folder git does not track (DIR, two folders under the
+# checkout), with this script as DIR/run.sh:
+#   TARGETS="flashcl-bench test_batch_invariance" tools/compare/build-variants.sh DIR \
+#     n= c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128"
+# and the tree before the host gave the decode kernel its facts (6b605d9):
+#   git worktree add /tmp/p 6b605d9 && BUILD_ROOT=/tmp/p-variants \
+#     /tmp/p/tools/compare/build-variants.sh $PWD/DIR p=
+# Run with carry [DIR, ".deb"] and the recipe's ICD and LD_LIBRARY_PATH.
+# Expected (written before any call):
+# - Q, #46: n is the planner's Q8_0 text (FULL_WIDTHS, no KV_UNIT), which
+#   v36 timed only as u0: int8 0.076-0.078 ms at B 8 x 8k against p's
+#   0.080-0.081, 0.307-0.311 at B 32 x 8k against 0.327. int4, fp8, f16
+#   as v36's n.
+# - Q, c128: the narrow decode kernel at 128 registers, four work-groups a
+#   multiprocessor instead of three (ptxas 13.0 here on v36's driver PTX:
+#   int8 16 bytes of spill stores, f16 56, int4 112). At the planner's
+#   splits (B 8 x 8k: 6, 384 work-groups, which three a multiprocessor
+#   already hold) 0.95-1.05x n; with 8 splits (512 work-groups, all
+#   resident at four) int8 0.062-0.070 if the warps in flight are what
+#   binds it (v32: its own instructions and their latencies), f16 no
+#   faster (at the copy peak already). int4's own cap of 168 and this 128
+#   both reach its build: the log's registers say which ptxas took.
+#   B 8 x 8k at 12 splits and B 32 x 8k at 2: exploratory, nothing expected.
+# - I: test_batch_invariance on the GPU, its bits-differ case comparing
+#   where the row's first split ends: passes.
+cd "$(dirname "$0")"
+export FLASHCL_DEVICE=gpu
+mkdir -p $OUT/log; t0=$(date +%s)
+go() { [ $(( $(date +%s) - t0 )) -lt ${GUARD:-450} ] || { echo "skipped: $1"; return 1; }; }
+b() { local v=$1 B=$2 N=$3; shift 3; local f=$OUT/log/$v-$B-$N$(echo "$@" | tr -d ' -').txt
+  while [ -e "$f" ]; do f=$f.2; done
+  local ptx=; [ -e $OUT/log/ptx-$v.txt ] || ptx=$OUT/log/ptx-$v.txt
+  FLASHCL_BUILD_PTX=$ptx FLASHCL_BUILD_LOG=$OUT/log/build-$v.txt FLASHCL_TUNING_DIR=/tmp/no-tuning \
+    timeout 90 ./$v/flashcl-bench --device gpu --no-peaks --quiet --no-tuning --algo flash \
+    --dtype f16 --heads 32 --seqlen 1 --head-dim 128 --causal \
+    --kv-dtype as-dtype,int8,int4,fp8e4m3 --back-to-back 20 --heads-kv 8 --batch $B \
+    --seqlen-k $N "$@" > $f 2>&1
+  echo "$(( $(date +%s) - t0 ))s $v B$B N$N $*: $(awk '$1=="fwd"{printf "%s=%s ", $2, $11}' $f)"; }
+go Q && for v in p n c128; do b $v 8 8192; done
+go Q && for v in n c128; do b $v 8 8192 --splits 8; b $v 8 8192 --splits 12; done
+go Q && for v in p n c128; do b $v 32 8192; b $v 1 32768; done
+go Q && for v in n c128; do b $v 32 8192 --splits 2; done
+go Q && for v in p n c128; do b $v 8 8192; done
+grep -H "Used\|spill\|^==" $OUT/log/build-*.txt | grep -v merge > $OUT/regs.txt
+go I && FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 150 ./n/test_batch_invariance \
+  > $OUT/log/test_batch_invariance.txt 2>&1; tail -3 $OUT/log/test_batch_invariance.txt
+(cd $OUT && tar czf log.tgz log && rm -rf log)
+echo done $(( $(date +%s) - t0 ))s
