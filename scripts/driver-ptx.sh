@@ -10,7 +10,10 @@
 # proxy's (scripts/ptxas-check.sh).
 # Usage: scripts/driver-ptx.sh FILE [FILTER]
 #   FILTER: only the records whose header contains it (e.g. a KV form's
-#   -DFCL_KV_DTYPE=1). Needs ptxas (PATH, PTXAS, or /usr/local/cuda/bin);
+#   -DFCL_KV_DTYPE=1). CAPS="144 128": also each kernel's registers and
+#   spills under those caps (-maxrregcount, the entries' required
+#   work-group size dropped, as MMA_REG_CAP drops it: cl/mma.cl), which
+#   says what a cap would cost before a device times it. Needs ptxas (PATH, PTXAS, or /usr/local/cuda/bin);
 #   nvdisasm (PATH or NVDISASM) for the mix, which is left out without it.
 #   Exits 77 (skipped) without ptxas.
 set -euo pipefail
@@ -48,10 +51,23 @@ for head in "$tmp"/r.*.head; do
     continue
   fi
   # per kernel: "Compiling entry function 'NAME'" then its properties
-  awk '/Compiling entry function/ { match($0, /\047[^\047]*\047/); name = substr($0, RSTART + 1, RLENGTH - 2) }
+  properties() {
+    awk -v at="$1" '/Compiling entry function/ { match($0, /\047[^\047]*\047/); name = substr($0, RSTART + 1, RLENGTH - 2) }
        /bytes spill stores/ { spill = $5 " B spilled" }
        /Used [0-9]* registers/ { match($0, /Used [0-9]* registers/)
-                                 print "  " name ": " substr($0, RSTART + 5, RLENGTH - 5) ", " spill }' "$tmp/log"
+                                 print "  " name at ": " substr($0, RSTART + 5, RLENGTH - 5) ", " spill }' "$2"
+  }
+  properties "" "$tmp/log"
+  for cap in ${CAPS:-}; do
+    sed 's/^[[:space:]]*\.reqntid.*$//' "$ptx" > "$tmp/capped.ptx"
+    if "$ptxas" -arch="$target" -v -maxrregcount="$cap" "$tmp/capped.ptx" -o /dev/null \
+      > "$tmp/capped.log" 2>&1; then
+      properties " (cap $cap)" "$tmp/capped.log"
+    else
+      echo "  ptxas failed at cap $cap"
+      failures=$((failures + 1))
+    fi
+  done
   if [ -x "$nvdisasm" ]; then
     echo "  $("$nvdisasm" -c "$tmp/k.cubin" | python3 "$here/sass-mix.py")"
   fi
