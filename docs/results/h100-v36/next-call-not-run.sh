@@ -23,6 +23,14 @@
 #   faster (at the copy peak already). int4's own cap of 168 and this 128
 #   both reach its build: the log's registers say which ptxas took.
 #   B 8 x 8k at 12 splits and B 32 x 8k at 2: exploratory, nothing expected.
+# - W, #51: the wgmma forward (f16, d 128, B 4 x 4096, 16 heads) in tiles
+#   of 32 keys (`--tiling 32,384,0,0`: two stages of K and V in 32 KiB,
+#   pipe 3 by default; docs/design.md, "The forward on wgmma", not yet
+#   timed) against the planner's 64 (pipe 1, 2.19 ms in v36): 2.0-2.4 ms,
+#   each load having a tile's products to arrive in, at twice the tiles
+#   and barriers; pipes 1 and 2 at 32 keys (FLASHCL_WGMMA_PIPE) for
+#   comparison; causal alike. Each 32-key build checked against float64
+#   at B 1 x 1024 first (--check).
 # - I: test_batch_invariance on the GPU, its bits-differ case comparing
 #   where the row's first split ends: passes.
 cd "$(dirname "$0")"
@@ -43,6 +51,16 @@ go Q && for v in n c128; do b $v 8 8192 --splits 8; b $v 8 8192 --splits 12; don
 go Q && for v in p n c128; do b $v 32 8192; b $v 1 32768; done
 go Q && for v in n c128; do b $v 32 8192 --splits 2; done
 go Q && for v in p n c128; do b $v 8 8192; done
+w() { local tag=$1; shift; local f=$OUT/log/wgmma-$tag.txt; while [ -e "$f" ]; do f=$f.2; done
+  FLASHCL_BUILD_LOG=$OUT/log/build-wgmma-$tag.txt FLASHCL_TUNING_DIR=/tmp/no-tuning timeout 90 \
+    ./n/flashcl-bench --device gpu --no-tuning --quiet --no-peaks --algo flash --kernel wgmma \
+    --dtype f16 --heads 16 --head-dim 128 "$@" > $f 2>&1
+  echo "$(( $(date +%s) - t0 ))s wgmma $tag: $(awk '$1=="fwd"{printf "%s ms %s TFLOP/s err %s ", $11, $15, $(NF-1)}' $f)"; }
+go W && for p in "" 1 2; do FLASHCL_WGMMA_PIPE=$p w check32p$p --tiling 32,384,0,0 --batch 1 --seqlen 1024 --check; done
+go W && for r in 1 2; do for c in "" --causal; do
+  w p64$c --tiling 64,384,0,0 --batch 4 --seqlen 4096 $c
+  for p in "" 1 2; do FLASHCL_WGMMA_PIPE=$p w p32$p$c --tiling 32,384,0,0 --batch 4 --seqlen 4096 $c; done
+done; done
 grep -H "Used\|spill\|^==" $OUT/log/build-*.txt | grep -v merge > $OUT/regs.txt
 go I && FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 150 ./n/test_batch_invariance \
   > $OUT/log/test_batch_invariance.txt 2>&1; tail -3 $OUT/log/test_batch_invariance.txt
