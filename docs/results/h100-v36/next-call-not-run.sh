@@ -3,10 +3,9 @@
 # Builds, into a folder git does not track (DIR, two folders under the
 # checkout), with this script as DIR/run.sh:
 #   TARGETS="flashcl-bench test_batch_invariance" tools/compare/build-variants.sh DIR \
-#     n= c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128"
-# and the tree before the host gave the decode kernel its facts (6b605d9):
-#   git worktree add /tmp/p 6b605d9 && BUILD_ROOT=/tmp/p-variants \
-#     /tmp/p/tools/compare/build-variants.sh $PWD/DIR p=
+#     n= c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128" p@6b605d9=
+# (p: the tree before the host gave the decode kernel its facts; only its
+# flashcl-bench is used).
 # Run with carry [DIR, ".deb"] and the recipe's ICD and LD_LIBRARY_PATH.
 # Expected (written before any call):
 # - Q, #46: n is the planner's Q8_0 text (FULL_WIDTHS, no KV_UNIT), which
