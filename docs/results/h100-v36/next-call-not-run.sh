@@ -3,7 +3,8 @@
 # Builds, into a folder git does not track (DIR, two folders under the
 # checkout), with this script as DIR/run.sh:
 #   TARGETS="flashcl-bench test_batch_invariance" tools/compare/build-variants.sh DIR \
-#     n= c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128" p@6b605d9=
+#     n= c128="-DMMA_REG_CAP=128 -cl-nv-maxrregcount=128" p@6b605d9= \
+#     q4="-DDECODE_QUAD=1 -DDECODE_K_SCALE_AFTER=0"
 # (p: the tree before the host gave the decode kernel its facts; only its
 # flashcl-bench is used).
 # Run with carry [DIR, ".deb"] and the recipe's ICD and LD_LIBRARY_PATH.
@@ -22,6 +23,12 @@
 #   faster (at the copy peak already). int4's own cap of 168 and this 128
 #   both reach its build: the log's registers say which ptxas took.
 #   B 8 x 8k at 12 splits and B 32 x 8k at 2: exploratory, nothing expected.
+# - Q, q4: int4 read by the quad (8-byte words: 8 loads a step against 56
+#   of 2 bytes, more byte permutes and shuffles; its K scaled before the
+#   products, as the quad has it): whether int4's loads bind it. On the
+#   H200 (v28, before the caps and K scaled after) it was slower, 0.080
+#   against 0.072 ms; expected 0.95-1.10x n's int4 (its check on PoCL:
+#   0.80 of the error bound at B 2 x 700).
 # - W, #51: the wgmma forward (f16, d 128, B 4 x 4096, 16 heads) in tiles
 #   of 32 keys (`--tiling 32,384,0,0`: two stages of K and V in 32 KiB,
 #   pipe 3 by default; docs/design.md, "The forward on wgmma", not yet
@@ -49,6 +56,7 @@ go Q && for v in p n c128; do b $v 8 8192; done
 go Q && for v in n c128; do b $v 8 8192 --splits 8; b $v 8 8192 --splits 12; done
 go Q && for v in p n c128; do b $v 32 8192; b $v 1 32768; done
 go Q && for v in n c128; do b $v 32 8192 --splits 2; done
+go Q && for s in "8 8192" "32 8192"; do b q4 $s; b n $s; done
 go Q && for v in p n c128; do b $v 8 8192; done
 w() { local tag=$1; shift; local f=$OUT/log/wgmma-$tag.txt; while [ -e "$f" ]; do f=$f.2; done
   FLASHCL_BUILD_LOG=$OUT/log/build-wgmma-$tag.txt FLASHCL_TUNING_DIR=/tmp/no-tuning timeout 90 \
