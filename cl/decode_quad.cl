@@ -30,6 +30,9 @@
 #define DECODE_QUAD (FCL_KV_DTYPE == 1 && FCL_DTYPE == 1 && HEAD_DIM_MAX == 128)
 #endif
 #if DECODE_QUAD
+#if HEAD_DIM_MAX != 128 || HEAD_DIM_V_MAX != 128
+#error "DECODE_QUAD reads rows of 128 columns (QUAD_WHOLE counts on it)"
+#endif
 /* Words w_a and w_b of a row into r[0..3] and, where the lane has one
  * (has_half), 4-byte unit half_at into r[4] (0 elsewhere, and absent
  * rows), each counted once by the bytes it holds of the row (half_bytes:
@@ -40,12 +43,12 @@
     uint2 w0_ = (uint2)(0u), w1_ = (uint2)(0u);                                          \
     uint ex_ = 0u;                                                                       \
     if (present) {                                                                       \
-      w0_ = quad_word(row, w_a, row_bytes, unit);                                        \
-      w1_ = quad_word(row, w_b, row_bytes, unit);                                        \
+      w0_ = quad_word(row, w_a, row_bytes, unit, QUAD_WHOLE);                            \
+      w1_ = quad_word(row, w_b, row_bytes, unit, QUAD_WHOLE);                            \
       (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(w_a, 1, row_bytes) +                          \
                                  QUAD_BYTES_IN(w_b, 1, row_bytes), 0);                   \
       if (has_half) {                                                                    \
-        ex_ = quad_half(row, half_at, row_bytes, unit);                                  \
+        ex_ = quad_half(row, half_at, row_bytes, unit, QUAD_WHOLE);                      \
         (void)FCL_COUNTED_LOAD(clamp(half_bytes, 0, 4), 0);                              \
       }                                                                                  \
     }                                                                                    \
@@ -177,18 +180,28 @@ inline int quad_v_byte(const int g, const int i, const int e) {
        ? 4                                                                                 \
        : 2)
 #endif
-/* Bytes 4 h .. 4 h + 3 of a row of `bytes` bytes (0 past its end), in
- * units of `unit` bytes at most. */
-inline uint quad_half(__global const kv_t *row, const int h, const int bytes, const int unit) {
+/* Whether every word and half a lane reads lies inside its row: with
+ * FULL_WIDTHS (the kernel's) a row is all 128 columns' bytes, which the
+ * reads above cover exactly, so no read tests the row's end. NVIDIA's
+ * compiler does not bound a lane's word by itself: v36's driver code kept
+ * the test and selected the loaded word at the load, which waited for it
+ * there (the int8 decode 1.27x slower). Expands in the kernel. */
+#define QUAD_WHOLE FULL_WIDTHS
+/* Bytes 4 h .. 4 h + 3 of a row of `bytes` bytes (0 past its end; whole:
+ * known inside it), in units of `unit` bytes at most. */
+inline uint quad_half(__global const kv_t *row, const int h, const int bytes, const int unit,
+                      const int whole) {
   __global const kv_t *at = row + 4 * h;
-  if (4 * h + 4 <= bytes)
+  if (whole || 4 * h + 4 <= bytes)
     return unit >= 4 ? *(__global const uint *)at : as_uint(vload2(0, (__global const ushort *)at));
   return 4 * h + 2 <= bytes ? (uint)*(__global const ushort *)at : 0u;
 }
 /* Bytes 8 w .. 8 w + 7 of it, as two halves. */
-inline uint2 quad_word(__global const kv_t *row, const int w, const int bytes, const int unit) {
-  if (unit == 8 && 8 * w + 8 <= bytes) return *(__global const uint2 *)(row + 8 * w);
-  return (uint2)(quad_half(row, 2 * w, bytes, unit), quad_half(row, 2 * w + 1, bytes, unit));
+inline uint2 quad_word(__global const kv_t *row, const int w, const int bytes, const int unit,
+                       const int whole) {
+  if (unit == 8 && (whole || 8 * w + 8 <= bytes)) return *(__global const uint2 *)(row + 8 * w);
+  return (uint2)(quad_half(row, 2 * w, bytes, unit, whole),
+                 quad_half(row, 2 * w + 1, bytes, unit, whole));
 }
 /* The bytes of words w .. w + n - 1 inside a row, which a lane counts. */
 #define QUAD_BYTES_IN(w, n, bytes) clamp((bytes) - 8 * (w), 0, 8 * (n))
@@ -201,7 +214,7 @@ inline uint2 quad_word(__global const kv_t *row, const int w, const int bytes, c
     UNROLL for (int i_ = 0; i_ < 5; ++i_) {                                              \
       uint2 w_ = (uint2)(0u);                                                            \
       if ((present) && (i_ < 4 || t == 0)) {                                             \
-        w_ = quad_word(row, t + 4 * i_, k_row_bytes, k_unit);                            \
+        w_ = quad_word(row, t + 4 * i_, k_row_bytes, k_unit, QUAD_WHOLE);                \
         (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(t + 4 * i_, 1, k_row_bytes), 0);            \
       }                                                                                  \
       (r)[2 * i_] = w_.x, (r)[2 * i_ + 1] = w_.y;                                        \
@@ -245,9 +258,9 @@ inline uint2 fcl_q8_biased_bits4(const uint codes) {
     uint2 w_ = (uint2)(0u);                                                              \
     uint ex_ = 0u;                                                                       \
     if (present) {                                                                       \
-      w_ = quad_word(row, g, v_row_bytes, v_unit);                                       \
+      w_ = quad_word(row, g, v_row_bytes, v_unit, QUAD_WHOLE);                           \
       (void)FCL_COUNTED_LOAD(QUAD_BYTES_IN(g, 1, v_row_bytes), 0);                       \
-      if ((g & 1) == 0 && 66 + g <= v_row_bytes) {                                       \
+      if ((g & 1) == 0 && (QUAD_WHOLE || 66 + g <= v_row_bytes)) {                       \
         ex_ = *(__global const ushort *)((row) + 64 + g);                                \
         (void)FCL_COUNTED_LOAD(2, 0);                                                    \
       }                                                                                  \
