@@ -4,7 +4,8 @@
 # OpenCL compiler wrote), assembles each record's PTX with ptxas for the
 # target it names, and prints per record its file, its options, each
 # kernel's registers and spills, and with nvdisasm the instruction mix of
-# its longest loop (scripts/sass-mix.py: the key loop of a flash kernel).
+# its longest loop (scripts/sass-mix.py: the key loop of a flash kernel)
+# and the loop's global loads whose registers are read right away.
 # The driver's ptxas may allot registers a little differently from this
 # one; the instructions are the driver compiler's, not clang's NVPTX
 # proxy's (scripts/ptxas-check.sh).
@@ -69,7 +70,7 @@ for head in "$tmp"/r.*.head; do
     fi
   done
   if [ -x "$nvdisasm" ]; then
-    echo "  $("$nvdisasm" -c "$tmp/k.cubin" | python3 "$here/sass-mix.py")"
+    "$nvdisasm" -c "$tmp/k.cubin" | python3 "$here/sass-mix.py" | sed 's/^/  /'
   fi
 done
 echo "driver-ptx: $records records, $failures failed"
