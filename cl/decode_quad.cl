@@ -183,10 +183,12 @@ inline int quad_v_byte(const int g, const int i, const int e) {
 /* Whether every word and half a lane reads lies inside its row: with
  * FULL_WIDTHS (the kernel's) a row is all 128 columns' bytes, which the
  * reads above cover exactly, so no read tests the row's end. NVIDIA's
- * compiler does not bound a lane's word by itself: v36's driver code kept
- * the test and selected the loaded word at the load, which waited for it
- * there (the int8 decode 1.27x slower). Expands in the kernel. */
-#define QUAD_WHOLE FULL_WIDTHS
+ * compiler does not bound a lane's word by itself: with the unit known
+ * (KV_UNIT), v36's driver code kept the test and selected the loaded word
+ * at the load, which waited for it there (the int8 decode 1.27x slower).
+ * A unit found per launch keeps its paths, as v36 timed them. Expands in
+ * the kernel. */
+#define QUAD_WHOLE (FULL_WIDTHS && KV_UNIT)
 /* Bytes 4 h .. 4 h + 3 of a row of `bytes` bytes (0 past its end; whole:
  * known inside it), in units of `unit` bytes at most. */
 inline uint quad_half(__global const kv_t *row, const int h, const int bytes, const int unit,
