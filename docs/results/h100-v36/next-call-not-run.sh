@@ -19,7 +19,8 @@
 #   form: int4's unit is 8 already, fp8's 16 narrows to 8, so only int8
 #   counts), now that the quad's reads test no row end under FULL_WIDTHS
 #   (QUAD_WHOLE: v36's pair selected the loaded word at its load and waited
-#   there): 0.068-0.077 ms at B 8 x 8k, at least as fast as n; if so, the
+#   there; PoCL: its --check and test_quant_kv pass): 0.068-0.077 ms at
+#   B 8 x 8k, at least as fast as n; if so, the
 #   planner gives Q8_0 its unit again (host/plan/families.c, kv_unit).
 # - Q, c128: the narrow decode kernel at 128 registers, four work-groups a
 #   multiprocessor instead of three (ptxas 13.0 here on v36's driver PTX:
