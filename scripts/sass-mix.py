@@ -7,7 +7,8 @@ the longest span from a backward branch's target to the branch: in a
 flash kernel, its key loop. A static count (both sides of every branch),
 for comparing two builds of one kernel, not a time. Then the loop's
 global loads whose registers an instruction reads within EARLY
-instructions: each makes the warp wait for memory there.
+instructions: the warp waits for memory there (for a batch of loads read
+together, once for the batch; alone, once for each load).
 """
 import collections
 import re
@@ -52,9 +53,10 @@ def main():
 
 
 # A global load whose register another instruction reads this soon makes
-# the warp wait there for memory (v36: a copy of a loaded V word right
-# after its load cost the int8 decode 27%). Counted along the loop's text
-# (both sides of each branch), so a narrow path's loads show too.
+# the warp wait there for memory (v36: a copy of each loaded V word right
+# after its load, before the next row's loads, cost the int8 decode 27%).
+# Counted along the loop's text (both sides of each branch), so a narrow
+# path's loads show too, and a batch read together counts each load.
 EARLY = 16
 
 
