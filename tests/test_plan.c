@@ -1041,39 +1041,40 @@ END_TEST
  * kernel. */
 START_TEST(decode_mma_knows_its_units_and_widths) {
   const fcl_device_limits lim = made_up(48, 1024, 1);
-  fcl__options opts;
-  /* Q4_0: rows of 72 bytes (head_dim 128) and 36 (64: heads 4 bytes apart) */
-  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
-  decode_mma_options(&lim, 64, 64, FCL_DTYPE_BF16, FCL_KV_Q4_0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 -DFULL_WIDTHS=1"), "%s", opts.text);
-  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 4, 0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
-  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 2, 0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=2 "), "%s", opts.text);
-  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 0, 4, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=4 "), "%s", opts.text);
-  /* Q8_0: its widths, the unit found per launch (slower with both) */
-  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DFULL_WIDTHS=1") && !strstr(opts.text, "KV_UNIT"), "%s",
-                opts.text);
-  /* fp8: rows of 128 bytes, 16-byte words */
-  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=16 -DFULL_WIDTHS=1"), "%s", opts.text);
-  decode_mma_options_at(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E5M2, 8, 0, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=8 -DFULL_WIDTHS=1"), "%s", opts.text);
-  decode_mma_options(&lim, 100, 100, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, &opts);
-  ck_assert_msg(strstr(opts.text, "-DKV_UNIT=") && !strstr(opts.text, "FULL_WIDTHS"), "%s",
-                opts.text);
-  /* a cache in the storage type: its widths only */
-  decode_mma_options(&lim, 128, 128, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
-  ck_assert_msg(strstr(opts.text, "-DFULL_WIDTHS=1") && !strstr(opts.text, "KV_UNIT"), "%s",
-                opts.text);
-  decode_mma_options(&lim, 100, 100, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
-  ck_assert_msg(!strstr(opts.text, "FULL_WIDTHS"), "%s", opts.text);
-  decode_mma_options(&lim, 576, 512, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, &opts);
-  ck_assert_msg(!strstr(opts.text, "FULL_WIDTHS") && !strstr(opts.text, "KV_UNIT"), "%s",
-                opts.text);
+  static const struct {
+    size_t d, d_v;
+    fcl_dtype dtype;
+    fcl_kv_dtype kv;
+    size_t k_offset;       /* bytes */
+    unsigned lent_unit;    /* the lent buffers' (0: device-placed) */
+    const char *has, *lacks, *lacks_too;
+  } rows[] = {
+      /* Q4_0: rows of 72 bytes (head_dim 128) and 36 (64: heads 4 bytes apart) */
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 0, 0, "-DKV_UNIT=8 -DFULL_WIDTHS=1", NULL, NULL},
+      {64, 64, FCL_DTYPE_BF16, FCL_KV_Q4_0, 0, 0, "-DKV_UNIT=4 -DFULL_WIDTHS=1", NULL, NULL},
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 4, 0, "-DKV_UNIT=4 ", NULL, NULL},
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 2, 0, "-DKV_UNIT=2 ", NULL, NULL},
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 0, 4, "-DKV_UNIT=4 ", NULL, NULL},
+      /* Q8_0: its widths, the unit found per launch (slower with both) */
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, 0, 0, "-DFULL_WIDTHS=1", "KV_UNIT", NULL},
+      /* fp8: rows of 128 bytes, 16-byte words */
+      {128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, 0, 0, "-DKV_UNIT=16 -DFULL_WIDTHS=1", NULL, NULL},
+      {128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E5M2, 8, 0, "-DKV_UNIT=8 -DFULL_WIDTHS=1", NULL, NULL},
+      {100, 100, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, 0, 0, "-DKV_UNIT=", "FULL_WIDTHS", NULL},
+      /* a cache in the storage type: its widths only; the wide kernel neither */
+      {128, 128, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, 0, 0, "-DFULL_WIDTHS=1", "KV_UNIT", NULL},
+      {100, 100, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, 0, 0, "", "FULL_WIDTHS", NULL},
+      {576, 512, FCL_DTYPE_F16, FCL_KV_AS_DTYPE, 0, 0, "", "FULL_WIDTHS", "KV_UNIT"},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; ++i) {
+    fcl__options opts;
+    decode_mma_options_at(&lim, rows[i].d, rows[i].d_v, rows[i].dtype, rows[i].kv,
+                          rows[i].k_offset, rows[i].lent_unit, &opts);
+    ck_assert_msg(strstr(opts.text, rows[i].has) &&
+                      !(rows[i].lacks && strstr(opts.text, rows[i].lacks)) &&
+                      !(rows[i].lacks_too && strstr(opts.text, rows[i].lacks_too)),
+                  "row %zu: %s", i, opts.text);
+  }
 }
 END_TEST
 
