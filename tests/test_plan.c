@@ -1055,8 +1055,9 @@ START_TEST(decode_mma_knows_its_units_and_widths) {
       {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 4, 0, "-DKV_UNIT=4 ", NULL, NULL},
       {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 2, 0, "-DKV_UNIT=2 ", NULL, NULL},
       {128, 128, FCL_DTYPE_F16, FCL_KV_Q4_0, 0, 4, "-DKV_UNIT=4 ", NULL, NULL},
-      /* Q8_0: its widths, the unit found per launch (slower with both) */
-      {128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, 0, 0, "-DFULL_WIDTHS=1", "KV_UNIT", NULL},
+      /* Q8_0: 136-byte rows, read in words of 8 */
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, 0, 0, "-DKV_UNIT=8 -DFULL_WIDTHS=1", NULL, NULL},
+      {128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, 2, 0, "-DKV_UNIT=2 ", NULL, NULL},
       /* fp8: rows of 128 bytes, 16-byte words */
       {128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E4M3, 0, 0, "-DKV_UNIT=16 -DFULL_WIDTHS=1", NULL, NULL},
       {128, 128, FCL_DTYPE_F16, FCL_KV_FP8_E5M2, 8, 0, "-DKV_UNIT=8 -DFULL_WIDTHS=1", NULL, NULL},

@@ -121,13 +121,12 @@ static int narrow_decode_mma(const fcl_plan *plan) {
 }
 
 /* The widest unit both K's and V's rows may be read in (bytes): their
- * views' and, where the caller lent their memory, its address's. 0 (found
- * per launch) for Q8_0: with FULL_WIDTHS too, NVIDIA's compiler made its
- * decode 1.27x slower (either fact alone 1.05x faster; H100, v36), by a
- * row-end test that cl/decode_quad.cl's QUAD_WHOLE now drops where the
- * unit is known; the pair with it is untimed, so Q8_0 waits for that. */
+ * views' and, where the caller lent their memory, its address's. Q8_0
+ * with both facts read each V row's word through a row-end test and
+ * waited at the load (1.27x slower, H100, v36); cl/decode_quad.cl's
+ * QUAD_WHOLE drops the test, and the pair is now 1.10x faster than its
+ * widths alone (B 8 x 8k, v37). */
 static long kv_unit(const fcl__shape *sh) {
-  if (sh->desc.kv_dtype == FCL_KV_Q8_0) return 0;
   unsigned unit = fcl__layout_unit(&sh->views[FCL__K]);
   const unsigned v = fcl__layout_unit(&sh->views[FCL__V]);
   if (v < unit) unit = v;
