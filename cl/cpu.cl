@@ -48,24 +48,59 @@ DEFINE_QUAD_LOADER_OF(fcl_cpu_kv_quad, float4, kv_t, KV_LOAD4, KV_LOAD1)
 
 /* Defines `name`: rows [0, n) of a tensor into a tile [row][ld] as
  * floats (ld: HEAD_DIM_MAX, or HEAD_DIM_V_MAX for the value side's rows),
- * row j at rows + j stride, each four columns by `quad`; rows from `live`
- * on, and columns past head_dim (the row's width), are 0 (never stale
- * memory: 0 * NaN is NaN). fcl_cpu_tile for queries and dO,
- * fcl_cpu_kv_tile for keys and values (common.cl's K/V loads). */
-#define DEFINE_CPU_TILE(name, quad, elem)                                           \
+ * row j at rows + j stride, sixteen columns by `row16` (a counted load
+ * and conversion from any element's address) and, where head_dim ends
+ * inside them, four by `quad`; rows from `live` on, and columns past
+ * head_dim (the row's width), are 0 (never stale memory: 0 * NaN is NaN).
+ * fcl_cpu_tile for queries and dO, fcl_cpu_kv_tile for keys and values
+ * (common.cl's K/V loads). Sixteen at a time, not four: PoCL ran the f16
+ * decode at half int8's speed by quads, a branch each. */
+#define DEFINE_CPU_TILE(name, row16, quad, elem)                                    \
   inline void name(__private float *tile, const int n, __global const elem *rows,    \
                    const size_t stride, const int live, const int head_dim,         \
                    const int ld, const int vec IO_LOADS) {                          \
     IO_HELPER_INIT;                                                                 \
     for (int j = 0; j < n; ++j)                                                     \
-      for (int c = 0; c < ld; c += 4) {                                             \
-        float4 x = (float4)(0.0f);                                                  \
-        if (j < live) x = quad(rows + (size_t)j * stride, c, head_dim, vec IO_LOADS_ARG); \
-        vstore4(x, 0, tile + j * ld + c);                                           \
+      for (int c = 0; c < ld; c += 16) {                                            \
+        __global const elem *row = rows + (size_t)j * stride;                       \
+        float16 x = (float16)(0.0f);                                                \
+        if (j < live && c + 16 <= head_dim) {                                       \
+          x = row16(row + c);                                                       \
+        } else if (j < live && c < head_dim) {                                      \
+          for (int k = 0; k < 16; k += 4)                                           \
+            vstore4(quad(row, c + k, head_dim, vec IO_LOADS_ARG), 0,                \
+                    (__private float *)&x + k);                                     \
+        }                                                                           \
+        vstore16(x, 0, tile + j * ld + c);                                          \
       }                                                                             \
     IO_HELPER_LOADS_DONE();                                                         \
   }
-DEFINE_CPU_TILE(fcl_cpu_tile, fcl_cpu_quad, store_t)
+
+/* Sixteen f16s' bits as floats in vector integer operations (PoCL's
+ * vload_half16 took 1.3-1.5x as long in the decode): a normal value's
+ * exponent and mantissa are the float's, rebiased; a subnormal's value is
+ * its mantissa times 2^-24; exponent 31 is infinity or NaN (payload kept). */
+inline float16 fcl_cpu_half_bits16(const uint16 b) {
+  const uint16 mag = b & (uint16)(0x7fff), e = mag >> 10;
+  float16 x = select(convert_float16(mag) * 5.9604644775390625e-8f,
+                     as_float16((mag << 13) + (uint16)(112u << 23)), convert_int16(e) != 0);
+  x = select(x, as_float16((mag << 13) | (uint16)(0x7f800000u)), convert_int16(e) == 31);
+  return as_float16(as_uint16(x) | ((b & (uint16)(0x8000)) << 16));
+}
+/* Sixteen columns of a row in the storage type as floats. */
+#if FCL_DTYPE == 0
+inline float16 fcl_cpu_row16(__global const float *p) { return vload16(0, p); }
+#elif FCL_DTYPE == 1
+inline float16 fcl_cpu_row16(__global const half *p) {
+  return fcl_cpu_half_bits16(convert_uint16(vload16(0, (__global const ushort *)p)));
+}
+#else
+inline float16 fcl_cpu_row16(__global const ushort *p) {
+  return as_float16(convert_uint16(vload16(0, p)) << 16);
+}
+#endif
+#define FCL_CPU_ROW16(p) FCL_COUNTED_LOAD(16 * STORE_SIZE, fcl_cpu_row16(p))
+DEFINE_CPU_TILE(fcl_cpu_tile, FCL_CPU_ROW16, fcl_cpu_quad, store_t)
 #if FCL_KV_DTYPE == 1 || FCL_KV_DTYPE == 2
 /* A block form's rows (common.cl) sixteen columns at a time: one scale
  * load and one vector of values, where four-column loads would read the
@@ -100,46 +135,26 @@ inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const k
 }
 #elif FCL_KV_DTYPE == 3 || FCL_KV_DTYPE == 4
 /* The fp8 forms sixteen codes at a time, decoded as kvquant.h's
- * fcl_fp8_to_float decodes one, in vector integer operations: a normal
- * code's exponent and mantissa are the float's, rebiased; a subnormal's
- * value is its mantissa times the smallest step; S.1111.111 (E4M3) and
- * exponent 31 (E5M2: infinity, NaN) are special. */
+ * fcl_fp8_to_float decodes one, in vector integer operations. E5M2 is an
+ * f16's upper byte. E4M3: a normal code's exponent and mantissa are the
+ * float's, rebiased; a subnormal's value is its mantissa times the
+ * smallest step; S.1111.111 is NaN. */
 inline float16 fcl_cpu_fp8x16(const uchar16 code) {
-  const uint16 b = convert_uint16(code), mag = b & (uint16)(0x7f), sign = (b & (uint16)(0x80)) << 24;
+  const uint16 b = convert_uint16(code);
 #if FCL_KV_DTYPE == 3
-  const uint16 e = mag >> 3, m = b & (uint16)(7);
+  const uint16 mag = b & (uint16)(0x7f), e = mag >> 3, m = b & (uint16)(7);
   float16 x = select(convert_float16(m) * 0.001953125f,
                      as_float16((mag << 20) + (uint16)(120u << 23)), convert_int16(e) != 0);
   x = select(x, (float16)(NAN), convert_int16(mag) == 0x7f);
+  return as_float16(as_uint16(x) | ((b & (uint16)(0x80)) << 24));
 #else
-  const uint16 e = mag >> 2, m = b & (uint16)(3);
-  float16 x = select(convert_float16(m) * 1.52587890625e-5f,
-                     as_float16((mag << 21) + (uint16)(112u << 23)), convert_int16(e) != 0);
-  x = select(x, select((float16)(INFINITY), (float16)(NAN), convert_int16(m) != 0),
-             convert_int16(e) == 31);
+  return fcl_cpu_half_bits16(b << 8);
 #endif
-  return as_float16(as_uint16(x) | sign);
 }
-inline void fcl_cpu_kv_tile(__private float *tile, const int n, __global const kv_t *rows,
-                            const size_t stride, const int live, const int head_dim,
-                            const int ld, const int vec IO_LOADS) {
-  IO_HELPER_INIT;
-  for (int j = 0; j < n; ++j)
-    for (int c = 0; c < ld; c += 16) {
-      float16 x = (float16)(0.0f);
-      if (j < live && c + 16 <= head_dim) {
-        x = fcl_cpu_fp8x16(FCL_COUNTED_LOAD(16, vload16(0, rows + (size_t)j * stride + c)));
-      } else if (j < live && c < head_dim) {  /* a head_dim off 16: by quads */
-        for (int k = 0; k < 16; k += 4)
-          vstore4(fcl_cpu_kv_quad(rows + (size_t)j * stride, c + k, head_dim, vec IO_LOADS_ARG), 0,
-                  (__private float *)&x + k);
-      }
-      vstore16(x, 0, tile + j * ld + c);
-    }
-  IO_HELPER_LOADS_DONE();
-}
+#define FCL_CPU_FP8_ROW16(p) FCL_COUNTED_LOAD(16, fcl_cpu_fp8x16(vload16(0, p)))
+DEFINE_CPU_TILE(fcl_cpu_kv_tile, FCL_CPU_FP8_ROW16, fcl_cpu_kv_quad, kv_t)
 #else
-DEFINE_CPU_TILE(fcl_cpu_kv_tile, fcl_cpu_kv_quad, kv_t)
+DEFINE_CPU_TILE(fcl_cpu_kv_tile, FCL_CPU_ROW16, fcl_cpu_kv_quad, kv_t)
 #endif
 
 /* The next tile's rows on their way into the cache (L2: the tiles, q and
