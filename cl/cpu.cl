@@ -235,8 +235,9 @@ inline void fcl_cpu_rows_t(__private float *dst, __global const store_t *base,
 DEFINE_CPU_STORE_ROW(fcl_cpu_store_row, VECS)
 DEFINE_CPU_STORE_ROW(fcl_cpu_store_row_v, VECS_V)
 
-/* Defines `name`: acc[r] += sum_j w[j][r] x_j for 16 rows r, over n tile
- * rows x_j = tile[j], two rows at a time: a row's `vecs` accumulators stay
+/* Defines `name`: acc[r] += sum_j w[j][r] x_j for rows r < `rows` (of 16:
+ * the others keep what they hold), over n tile rows x_j = tile[j], two
+ * rows at a time: a row's `vecs` accumulators stay
  * in registers over the tile, and each vector of x_j feeds both rows. acc
  * holds LANES rows of `vecs` float16s, the tile's rows are `vecs` float16s
  * (fcl_cpu_rows_axpy: VECS; fcl_cpu_rows_axpy_v: the value side's VECS_V);
@@ -248,8 +249,8 @@ DEFINE_CPU_STORE_ROW(fcl_cpu_store_row_v, VECS_V)
 #define DEFINE_CPU_ROWS_AXPY(name, vecs)                                                  \
   inline void name(__private float16 (*acc)[vecs], __private const float *scale,          \
                    const int partial, __private const float *w, __private const float *tile, \
-                   const int n) {                                                         \
-    for (int r = 0; r < LANES; r += 2) {                                                  \
+                   const int n, const int rows) {                                         \
+    for (int r = 0; r < rows; r += 2) {                                                   \
       float16 a0[vecs], a1[vecs];                                                         \
       const float s0 = scale ? scale[r] : 1.0f, s1 = scale ? scale[r + 1] : 1.0f;         \
       CPU_UNROLL                                                                          \

@@ -134,8 +134,9 @@ void flash_bwd_dkdv_cpu(FCL_ATTENTION_PARAMS) {
             vstore16(pv * (dp[i] - d[qi]) * dscale, i, dsw);
           }
           fcl_cpu_rows_axpy_v(dv_acc + ch * LANES, NULL, 1, pw, do_tile + sb * HEAD_DIM_V_MAX,
-                              LANES);
-          fcl_cpu_rows_axpy(dk_acc + ch * LANES, NULL, 1, dsw, q_tile + sb * HEAD_DIM_MAX, LANES);
+                              LANES, LANES);
+          fcl_cpu_rows_axpy(dk_acc + ch * LANES, NULL, 1, dsw, q_tile + sb * HEAD_DIM_MAX, LANES,
+                            LANES);
         }
     }
   }
@@ -237,7 +238,8 @@ void flash_bwd_dq_cpu(FCL_ATTENTION_PARAMS) {
             seen &= FCL_KEY_IN((int16)(j0 + j), key_lo[ch], key_hi[ch]);
           vstore16(select((float16)(0.0f), pr, seen) * (dp[j] - d[ch]) * dscale, j, dsw);
         }
-        fcl_cpu_rows_axpy(dq_acc + ch * LANES, NULL, 1, dsw, k_tile + sb * HEAD_DIM_MAX, LANES);
+        fcl_cpu_rows_axpy(dq_acc + ch * LANES, NULL, 1, dsw, k_tile + sb * HEAD_DIM_MAX, LANES,
+                          LANES);
       }
     }
   }

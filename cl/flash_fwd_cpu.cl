@@ -48,12 +48,13 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   float16 qt[CHUNKS][HEAD_DIM_MAX];
   int16 token[CHUNKS], key_lo[CHUNKS], key_hi[CHUNKS];
   int chunk_lo[CHUNKS], chunk_hi[CHUNKS], chunk_full_lo[CHUNKS], chunk_full_hi[CHUNKS];
+  int chunk_rows[CHUNKS];  // its rows in the block: a decode's packed heads fill few lanes
   float16 m[CHUNKS], l[CHUNKS];
   float16 acc[BLOCK_Q][VECS_V];
   for (int ch = 0; ch < CHUNKS; ++ch) {
     int *tok = (int *)&token[ch], *lo = (int *)&key_lo[ch], *hi = (int *)&key_hi[ch];
     size_t off[LANES];
-    const int rows = clamp(qb.rows - ch * LANES, 0, LANES);
+    const int rows = chunk_rows[ch] = clamp(qb.rows - ch * LANES, 0, LANES);
     for (int r = 0; r < LANES; ++r) {
       const int slot = qb.q0 + ch * LANES + r;
       fcl_query_row(p, qb.seq, slot, &tok[r], &lo[r], &hi[r]);
@@ -113,10 +114,10 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       }
       l[ch] = l[ch] * alpha + sum;
 
-      /* ---- acc = alpha acc + P V ---- */
+      /* ---- acc = alpha acc + P V, the chunk's rows only ---- */
       float af[LANES];
       vstore16(alpha, 0, af);
-      fcl_cpu_rows_axpy_v(acc + ch * LANES, af, 0, pt, v_tile, BLOCK_K);
+      fcl_cpu_rows_axpy_v(acc + ch * LANES, af, 0, pt, v_tile, BLOCK_K, chunk_rows[ch]);
     }
   }
 
