@@ -77,7 +77,7 @@ DEFINE_QUAD_LOADER_OF(fcl_cpu_kv_quad, float4, kv_t, KV_LOAD4, KV_LOAD1)
   }
 
 /* Sixteen f16s' bits as floats in vector integer operations (PoCL's
- * vload_half16 took 1.3-1.5x as long in the decode): a normal value's
+ * vload_half16 took up to 1.5x as long in the decode): a normal value's
  * exponent and mantissa are the float's, rebiased; a subnormal's value is
  * its mantissa times 2^-24; exponent 31 is infinity or NaN (payload kept). */
 inline float16 fcl_cpu_half_bits16(const uint16 b) {
