@@ -166,10 +166,11 @@ inline uint2 fcl_q4_biased_bits4(const uint codes) {
  * "Fast dequantisation"): FULL_WIDTHS, head_dim and head_dim_v are
  * HEAD_DIM_MAX and HEAD_DIM_V_MAX (every column check constant); KV_UNIT,
  * a quantized cache's widest load unit (16, 8, 4, 2 or 1 bytes) that K's
- * and V's views and buffers allow (0: not known, found per launch; the
- * host gives Q8_0 none, host/plan/families.c says why). Under clang's
- * NVPTX proxy (4 rows a block) the key loop falls from 702 instructions to
- * 334 for fp8 and 394 to 351 for an f16 cache. */
+ * and V's views and buffers allow (0: not known, found per launch). Under
+ * clang's NVPTX proxy (4 rows a block) the key loop falls from 1313
+ * instructions to 700 for Q8_0, 702 to 334 for fp8 and 394 to 351 for an
+ * f16 cache; Q8_0's pair ran faster on the H100 only once the quad's reads
+ * stopped testing the row's end (decode_quad.cl, QUAD_WHOLE). */
 #ifndef FULL_WIDTHS
 #define FULL_WIDTHS 0
 #endif
