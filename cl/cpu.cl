@@ -302,3 +302,45 @@ DEFINE_CPU_ROWS_AXPY(fcl_cpu_rows_axpy_v, VECS_V)
       CPU_UNROLL for (int j_ = 0; j_ < (n); ++j_) (s)[j_] += run_[j_];         \
     }                                                                         \
   } while (0)
+
+#ifndef CPU_FEW_ROWS
+#define CPU_FEW_ROWS 0  // the most rows a block takes fcl_cpu_dots_few for; 0: none (plan_cpu.c)
+#endif
+#if CPU_FEW_ROWS
+/* Lane j of the result: the sum of v[j]'s sixteen lanes. Four rounds of
+ * pairs, each adding a vector's even lanes to its odd ones and packing two
+ * vectors' halves into one, keep the keys in lane order. */
+#define FCL_CPU_PAIR_SUMS(x, y) ((float16)((x).even + (x).odd, (y).even + (y).odd))
+inline float16 fcl_cpu_lane_sums16(__private const float16 *v) {
+  float16 a[8], b[4];
+  CPU_UNROLL for (int i = 0; i < 8; ++i) a[i] = FCL_CPU_PAIR_SUMS(v[2 * i], v[2 * i + 1]);
+  CPU_UNROLL for (int i = 0; i < 4; ++i) b[i] = FCL_CPU_PAIR_SUMS(a[2 * i], a[2 * i + 1]);
+  return FCL_CPU_PAIR_SUMS(FCL_CPU_PAIR_SUMS(b[0], b[1]), FCL_CPU_PAIR_SUMS(b[2], b[3]));
+}
+
+/* FCL_CPU_DOTS for a block of at most CPU_FEW_ROWS rows (a decode's packed
+ * heads: 4 of 16 lanes at GQA 4), whose lanes would mostly multiply
+ * zeros: each row r < rows (q, untransposed, ld floats a row) takes its
+ * products across a vector of columns, summed across lanes for all n keys
+ * at once; s[j]'s lanes from `rows` on are 0. A lane's chain is ld / 16
+ * long, within CPU_DOT_RUN's bound up to head_dim 512. Its sums are
+ * ordered otherwise than FCL_CPU_DOTS', so a row's bits depend on its
+ * block's rows: the planner leaves it out of the batch-invariant mode. */
+inline void fcl_cpu_dots_few(__private float16 *s, __private const float *tile,
+                             __private const float *q, const int rows, const int ld) {
+  __private float *sf = (__private float *)s;
+  CPU_UNROLL for (int j = 0; j < LANES; ++j) s[j] = (float16)(0.0f);
+  for (int r = 0; r < rows; ++r) {
+    float16 part[LANES];
+    CPU_UNROLL for (int j = 0; j < LANES; ++j) part[j] = (float16)(0.0f);
+    for (int c = 0; c < ld; c += LANES) {
+      const float16 qc = vload16(0, q + r * ld + c);
+      CPU_UNROLL for (int j = 0; j < LANES; ++j)
+        part[j] = fma(vload16(0, tile + j * ld + c), qc, part[j]);
+    }
+    float t[LANES];
+    vstore16(fcl_cpu_lane_sums16(part), 0, t);
+    CPU_UNROLL for (int j = 0; j < LANES; ++j) sf[j * LANES + r] = t[j];
+  }
+}
+#endif

@@ -8,7 +8,8 @@
  * Scores come out transposed, s[j] holding key j's score for the chunk's
  * 16 rows across its lanes, so the online softmax works a row per lane:
  * row maxima and sums are vector operations. O accumulates a row at a
- * time across head_dim.
+ * time across head_dim. A block of few rows (CPU_FEW_ROWS: a decode's
+ * packed heads) takes its scores a row at a time instead (cpu.cl).
  *
  * Numerics are flash_fwd.cl's: unscaled dot products, the running max in
  * those units, exp2 of scaled differences, the mask of params.h and the
@@ -70,6 +71,16 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   }
   for (int r = 0; r < BLOCK_Q; ++r)
     for (int c = 0; c < VECS_V; ++c) acc[r][c] = (float16)(0.0f);
+#if CPU_FEW_ROWS
+  /* A block of few rows (one chunk) takes its scores a row at a time
+   * (fcl_cpu_dots_few), from its rows untransposed. */
+  const int few = qb.rows <= CPU_FEW_ROWS;
+  float q_few[CPU_FEW_ROWS * HEAD_DIM_MAX];
+  if (few)
+    for (int r = 0; r < qb.rows; ++r)
+      for (int c = 0; c < HEAD_DIM_MAX; ++c)
+        q_few[r * HEAD_DIM_MAX + c] = ((__private const float *)qt[0])[c * LANES + r];
+#endif
 
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
   for (int tile = first_tile; tile < end_tile; ++tile) {
@@ -87,7 +98,12 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
       /* A chunk none of whose rows sees a key of the tile keeps its state. */
       if (k0 >= chunk_hi[ch] || k0 + BLOCK_K <= chunk_lo[ch]) continue;
       float16 s[BLOCK_K];
-      FCL_CPU_DOTS(s, k_tile, qt[ch], BLOCK_K, HEAD_DIM_MAX);
+#if CPU_FEW_ROWS
+      if (few)
+        fcl_cpu_dots_few(s, k_tile, q_few, qb.rows, HEAD_DIM_MAX);
+      else
+#endif
+        FCL_CPU_DOTS(s, k_tile, qt[ch], BLOCK_K, HEAD_DIM_MAX);
 
       /* ---- online softmax, a row a lane ---- */
       const int masked = k0 < chunk_full_lo[ch] || k0 + BLOCK_K > chunk_full_hi[ch];

@@ -965,6 +965,41 @@ START_TEST(decode_takes_the_products_whose_waves_fill_the_device) {
 }
 END_TEST
 
+/* The CPU forward's blocks of few rows (a decode's packed heads, at most
+ * FCL_CPU_FEW_ROWS) take their scores a row at a time (CPU_FEW_ROWS); a
+ * call with more rows a block, the batch-invariant mode (whose decode row
+ * is a chunk's bit for bit) and other families do not. */
+START_TEST(cpu_forward_takes_few_rows_where_blocks_have_them) {
+  fcl_device_limits lim = made_up(1024, 4096, 0);
+  lim.is_gpu = 0;
+  lim.compute_units = 2;
+  static const struct {
+    size_t heads_q, seqlen_q;
+    int invariant;
+    unsigned want;
+  } cases[] = {{8, 1, 0, FCL_CPU_FEW_ROWS},  {16, 1, 0, FCL_CPU_FEW_ROWS}, {32, 1, 0, 0},
+               {8, 2, 0, FCL_CPU_FEW_ROWS},  {8, 3, 0, 0},                 {8, 1, 1, 0},
+               {2, 512, 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    fcl_attention_desc desc;
+    fcl_attention_desc_init(&desc, 2, cases[i].heads_q, 2, cases[i].seqlen_q, 4096, 128);
+    desc.batch_invariant = cases[i].invariant;
+    fcl_plan plan;
+    ck_assert_int_eq(fcl_plan_flash(&lim, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_CPU);
+    ck_assert_msg(fcl__cpu_few_rows(&desc, &plan) == cases[i].want, "case %zu: %u", i,
+                  fcl__cpu_few_rows(&desc, &plan));
+  }
+  fcl_attention_desc desc;
+  fcl_attention_desc_init(&desc, 2, 8, 2, 1, 4096, 128);
+  const fcl_device_limits gpu = made_up(48, 1024, 0);
+  fcl_plan plan;
+  ck_assert_int_eq(fcl_plan_flash(&gpu, &desc, FCL_PASS_FORWARD, &plan, NULL, 0), FCL_SUCCESS);
+  ck_assert_uint_ne(plan.kernel, FCL_FLASH_KERNEL_CPU);
+  ck_assert_uint_eq(fcl__cpu_few_rows(&desc, &plan), 0);
+}
+END_TEST
+
 /* The decode-mma family's options beyond the tiling: the (576, 512) decode
  * on the wide kernel holds ptxas to 128 registers a lane (MMA_REG_CAP,
  * -cl-nv-maxrregcount, no required size); an int4 cache under f16 queries
@@ -1134,6 +1169,7 @@ int main(void) {
   TCase *tc = th_tcase("planner");
   tcase_add_test(tc, plans_fit_every_made_up_device);
   tcase_add_test(tc, cpu_devices_plan_the_cpu_kernels);
+  tcase_add_test(tc, cpu_forward_takes_few_rows_where_blocks_have_them);
   tcase_add_test(tc, every_profile_plans_every_pass);
   tcase_add_test(tc, work_group_shrinks_to_fill_the_device);
   tcase_add_test(tc, a_device_too_small_is_unsupported_with_a_reason);

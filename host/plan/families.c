@@ -52,7 +52,8 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
     [FCL_FLASH_KERNEL_CPU] =
         {.forward = {FCL_SRC_FLASH_FWD_CPU,
                      {"flash_fwd_cpu", NULL},
-                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q, FCL_TUNE_HEAD_DIM_V_MAX},
+                     {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_BLOCK_K, FCL_TUNE_BLOCK_Q,
+                      FCL_TUNE_HEAD_DIM_V_MAX, FCL_TUNE_CPU_FEW_ROWS},
                      fcl__plan_forward_cpu},
          .backward = {FCL_SRC_FLASH_BWD_CPU,
                       {"flash_bwd_dkdv_cpu", "flash_bwd_dq_cpu"},
@@ -109,6 +110,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_REG_CAP] = "MMA_REG_CAP",
       [FCL_TUNE_KV_UNIT] = "KV_UNIT",
       [FCL_TUNE_FULL_WIDTHS] = "FULL_WIDTHS",
+      [FCL_TUNE_CPU_FEW_ROWS] = "CPU_FEW_ROWS",
   };
   return names[t];
 }
@@ -167,6 +169,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
       return narrow_decode_mma(plan) && desc->head_dim == plan->head_dim_padded &&
              sh->head_dim_v == (plan->head_dim_v_padded ? plan->head_dim_v_padded
                                                         : plan->head_dim_padded);
+    case FCL_TUNE_CPU_FEW_ROWS: return fcl__cpu_few_rows(desc, plan);
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -181,7 +184,7 @@ static int tunable_is_default(fcl__tunable t, long value) {
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||
          (t == FCL_TUNE_DECODE_T && value == 1) ||
          ((t == FCL_TUNE_K_SCALE_AFTER || t == FCL_TUNE_REG_CAP || t == FCL_TUNE_KV_UNIT ||
-           t == FCL_TUNE_FULL_WIDTHS) &&
+           t == FCL_TUNE_FULL_WIDTHS || t == FCL_TUNE_CPU_FEW_ROWS) &&
           value == 0);
 }
 

@@ -59,6 +59,9 @@ typedef enum fcl__tunable {
    * left out at 0, the kernel then finding both */
   FCL_TUNE_KV_UNIT,
   FCL_TUNE_FULL_WIDTHS,
+  /* the CPU forward's blocks of few rows that take their scores a row at a
+   * time (CPU_FEW_ROWS, cl/cpu.cl): left out at 0 */
+  FCL_TUNE_CPU_FEW_ROWS,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

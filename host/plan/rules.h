@@ -134,6 +134,13 @@ int fcl__cpu_kernels_suit(const fcl_device_limits *limits);
 fcl__planner fcl__plan_forward_cpu;
 /** The CPU backward's tiling (both kernels). */
 fcl__planner fcl__plan_backward_cpu;
+/** The most rows a block of the CPU forward may have for its scores a row
+ *  at a time (CPU_FEW_ROWS). */
+#define FCL_CPU_FEW_ROWS 8u
+/** CPU_FEW_ROWS for a CPU forward plan of the user's `desc`: FCL_CPU_FEW_ROWS
+ *  where the call's blocks have at most that many rows and the
+ *  batch-invariant mode is off, else 0 (the kernel's 16-row path only). */
+unsigned fcl__cpu_few_rows(const fcl_attention_desc *desc, const fcl_plan *plan);
 /** Whether two plans are the same, field by field (fcl_plan has padding,
  *  which memcmp would compare too). */
 static inline int fcl__same_plan(const fcl_plan *a, const fcl_plan *b) {
