@@ -1055,6 +1055,28 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
     ck_assert_msg(plan.splits == (tiles + per - 1) / per, "Hkv %zu: %u splits, want %zu", hkv,
                   plan.splits, (tiles + per - 1) / per);
   }
+  /* ... and where its blocks fill a wave unsplit, the count whose waves of
+   * 396 are fullest (3 at 256, 512 and 1024 blocks: 1.94, 3.88 and 7.76
+   * waves against 0.65, 1.29 and 2.59 unsplit); an f16 cache stays unsplit. */
+  static const struct {
+    size_t b;
+    fcl_kv_dtype kv;
+    unsigned splits;
+  } full[] = {{32, FCL_KV_Q8_0, 3},  {64, FCL_KV_Q4_0, 3}, {128, FCL_KV_FP8_E4M3, 3},
+              {64, FCL_KV_AS_DTYPE, 1}};
+  for (size_t i = 0; i < sizeof full / sizeof full[0]; ++i) {
+    fcl_attention_desc q;
+    fcl_attention_desc_init(&q, full[i].b, 32, 8, 1, 8192, 128);
+    q.dtype = FCL_DTYPE_F16;
+    q.kv_dtype = full[i].kv;
+    fcl_plan plan;
+    char why[256];
+    ck_assert_msg(fcl_plan_flash(&limits, &q, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                      FCL_SUCCESS, "%s", why);
+    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
+    ck_assert_msg(plan.splits == full[i].splits, "B %zu: %u splits, want %u", full[i].b,
+                  plan.splits, full[i].splits);
+  }
   /* The programs: the decode kernel, split, then the merge kernel; for a
    * short call, merged in the split launch, one program. */
   fcl_attention_desc dec, short_dec;

@@ -1003,8 +1003,8 @@ END_TEST
 /* The decode-mma family's options beyond the tiling: the (576, 512) decode
  * on the wide kernel holds ptxas to 128 registers a lane (MMA_REG_CAP,
  * -cl-nv-maxrregcount, no required size); an int4 cache under f16 queries
- * takes K scaled after the products (DECODE_K_SCALE_AFTER=2) held to 168;
- * int8 and bf16 take neither; off NVIDIA's compiler no cap, the int4 form
+ * takes K scaled after the products (DECODE_K_SCALE_AFTER=2) held to 168,
+ * and int8 on rows of 128 columns; fp8, an f16 cache and bf16 take neither; off NVIDIA's compiler no cap, the int4 form
  * kept (one kernel text wherever a plan runs it). K's view offset by
  * `k_offset` bytes, its buffer's lent memory at a `buffer_unit` boundary
  * (0: the device's). */
@@ -1050,8 +1050,15 @@ START_TEST(decode_mma_caps_registers_where_it_paid) {
                                   "-cl-nv-maxrregcount=168"), "%s", opts.text);
   decode_mma_options(&h100, 64, 64, FCL_DTYPE_F16, FCL_KV_Q4_0, &opts);
   ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2"), "%s", opts.text);
-  const fcl_kv_dtype plain[] = {FCL_KV_Q8_0, FCL_KV_AS_DTYPE, FCL_KV_FP8_E4M3};
-  for (size_t i = 0; i < 3; ++i) {
+  /* int8 where the quad reads its rows (128 columns), not at 64 */
+  decode_mma_options(&h100, 128, 128, FCL_DTYPE_F16, FCL_KV_Q8_0, &opts);
+  ck_assert_msg(strstr(opts.text, "-DDECODE_K_SCALE_AFTER=2 -DMMA_REG_CAP=168 "
+                                  "-cl-nv-maxrregcount=168"), "%s", opts.text);
+  decode_mma_options(&h100, 64, 64, FCL_DTYPE_F16, FCL_KV_Q8_0, &opts);
+  ck_assert_msg(!strstr(opts.text, "MMA_REG_CAP") && !strstr(opts.text, "K_SCALE_AFTER"), "%s",
+                opts.text);
+  const fcl_kv_dtype plain[] = {FCL_KV_AS_DTYPE, FCL_KV_FP8_E4M3};
+  for (size_t i = 0; i < 2; ++i) {
     decode_mma_options(&h100, 128, 128, FCL_DTYPE_F16, plain[i], &opts);
     ck_assert_msg(!strstr(opts.text, "MMA_REG_CAP") && !strstr(opts.text, "K_SCALE_AFTER"),
                   "%s", opts.text);

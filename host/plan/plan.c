@@ -137,12 +137,32 @@ static size_t forward_blocks(const fcl_attention_desc *desc, const fcl_plan *pla
   return desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
 }
 
+/* The split count in [1, most] whose waves of `slots` work-groups (a
+ * device's, `groups` blocks each split that many times) take the least
+ * time, counting a wave as a whole one and a block's work as 1 / splits;
+ * the fewest splits within 5% of the least. A quantized cache at B 32 and
+ * 64 x 8k on the H100 (256 and 512 blocks, 396 slots): 3 splits against
+ * the unsplit call, int8 0.222 against 0.239 ms and 0.436 against 0.514
+ * (docs/performance.md, v38). */
+static size_t fullest_waves_splits(size_t groups, size_t slots, size_t most) {
+  double least = 0.0;
+  for (size_t s = 1; s <= most; ++s) {
+    const double t = (double)((groups * s + slots - 1) / slots) / (double)s;
+    if (s == 1 || t < least) least = t;
+  }
+  for (size_t s = 1; s <= most; ++s)
+    if ((double)((groups * s + slots - 1) / slots) / (double)s <= least * 1.05) return s;
+  return 1;
+}
+
 /* The forward's key splits (fcl_plan.splits says the rule): the hint's
  * count or the planner's, then as many as the tiles of split_keys need. The
  * decode kernels' target is their own (decode_wgs_per_cu): as many splits
  * as fill one wave; with 2 a compute unit, the power of two below, which
  * reproduces the counts measured best; with 3, all of them (B 8 x 8k on
- * the H100: 6, where 4 and 8 were slower for an int8 or fp8 cache). */
+ * the H100: 6, where 4 and 8 were slower for an int8 or fp8 cache), and
+ * where the blocks fill a wave unsplit, the count whose waves are fullest
+ * (fullest_waves_splits). */
 static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
                           const fcl_attention_desc *desc, const fcl_plan *hint, fcl_plan *plan) {
   plan->split_keys = 0;
@@ -175,14 +195,19 @@ static void choose_splits(const fcl_device_limits *limits, const fcl__shape *sh,
   size_t splits = 1;
   if (hint && hint->splits) {
     splits = hint->splits;
-  } else if (groups < cus) {
-    const size_t per_cu = decode_wgs_per_cu(plan, desc), wave = per_cu * cus / groups;
-    splits = !decode ? (2 * cus + groups - 1) / groups
-             : per_cu == 2 ? fcl__floor_pow2(wave)
-                           : wave;
+  } else {
+    const size_t per_cu = decode_wgs_per_cu(plan, desc);
     const size_t by_keys = (desc->seqlen_k + SPLIT_MIN_KEYS - 1) / SPLIT_MIN_KEYS;
-    const size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
-    if (splits > by_keys) splits = by_keys;
+    size_t most = decode ? DECODE_MAX_SPLITS : FCL_MAX_SPLITS;
+    if (most > by_keys) most = by_keys;
+    if (groups < cus) {
+      const size_t wave = per_cu * cus / groups;
+      splits = !decode ? (2 * cus + groups - 1) / groups
+               : per_cu == 2 ? fcl__floor_pow2(wave)
+                             : wave;
+    } else if (decode && per_cu == 3) {
+      splits = fullest_waves_splits(groups, per_cu * cus, most);
+    }
     if (splits > most) splits = most;
   }
   plan->splits = (unsigned)splits;

@@ -171,13 +171,16 @@ int fcl__decode_plan_wide(const fcl_plan *plan) {
 
 /* int4's K scaled after: B 8 x 8k in 0.062 ms against 0.069, B 32 x 8k
  * 0.232 against 0.270, B 1 x 32k 0.036 against 0.039 (H100, v35, capped at
- * 168 registers); int8's was slower (0.099 against 0.080), so it loads as
- * before. */
+ * 168 registers). int8's lost while its load unit was withheld (0.099
+ * against 0.080, v35); told it, on rows of 128 columns (the quad's), it
+ * gains: 0.066-0.067 against 0.068, B 32 x 8k 0.239-0.240 against
+ * 0.249-0.252, B 1 x 32k 0.040 against 0.042 (H100, v38). */
 unsigned fcl__decode_k_scale_after(const fcl_attention_desc *desc, const fcl_plan *plan) {
   /* on every device (emulated too): one kernel text wherever a plan runs it */
-  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && desc->kv_dtype == FCL_KV_Q4_0 &&
-                 desc->dtype == FCL_DTYPE_F16 && !plan->decode_untransposed &&
-                 !fcl__decode_plan_wide(plan)
+  const int fits = desc->kv_dtype == FCL_KV_Q4_0 ||
+                   (desc->kv_dtype == FCL_KV_Q8_0 && plan->head_dim_padded == 128);
+  return plan->kernel == FCL_FLASH_KERNEL_DECODE_MMA && fits && desc->dtype == FCL_DTYPE_F16 &&
+                 !plan->decode_untransposed && !fcl__decode_plan_wide(plan)
              ? 2u
              : 0u;
 }
