@@ -129,7 +129,7 @@ fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__sha
 
 /* Blocks of at most FCL_CPU_FEW_ROWS rows (a decode's packed heads) take
  * their scores a row at a time, across a vector of columns (cl/cpu.cl,
- * fcl_cpu_dots_few): 1.1-1.2x at B 8 x 8k on 2 cores (docs/performance.md).
+ * fcl_cpu_dots_few): 1.1-1.3x at B 8 x 8k on 2 cores (docs/performance.md).
  * Those sums are ordered otherwise than the 16-row path's, so the
  * batch-invariant mode, whose decode row is a chunk's bit for bit, keeps
  * the one path. */

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The next call, written in v38 before it ran (the session's device time
+# was spent). Build here, into a folder git does not track, two levels
+# under the checkout, with this script as DIR/run.sh:
+#   TARGETS="flashcl-bench test_quant_kv test_decode test_batch_invariance test_mla" \
+#     tools/compare/build-variants.sh DIR n=
+# Run with carry [DIR, ".deb"], NVIDIA's ICD registered and CLBlast/Check
+# on the library path; python3 with torch + CUDA for section A. About 600
+# s; GUARD (default 450) leaves what would start late to a second call.
+# Expected (written before any call; f16 queries, Hq/Hkv 32/8, d 128,
+# causal, --back-to-back 20, ms):
+# - P, #46: the planner's own build of v38's two changes (Q8_0's K scaled
+#   after, fullest waves) gives what the hinted runs gave: int8 0.066-0.067
+#   / 0.222 / 0.436 at B 8 / 32 / 64 x 8k, int4 0.059-0.060 / 0.194 /
+#   0.377; f16 as before (0.097-0.100 / 0.343-0.353 / 0.686).
+# - F: fp8, which takes the fullest waves' rule unmeasured, at the
+#   planner's 3 splits against 1 at B 32 and 64 x 8k: 0.90-0.97x the
+#   unsplit time (v37: e4m3 0.190-0.197 at B 32 x 8k unsplit), as int8.
+# - C: #46's table at B 8 x 8k with --check on this tree (errors as v37's:
+#   3-4e-05 against the dequantised cache).
+# - D: the decode sweep with every cache form, the table #46 asks for.
+# - T: test_quant_kv 22/22, test_decode 33/33, test_batch_invariance
+#   48/48, test_mla 21/21 on the GPU.
+# - A: #50's f32 rows on this tree with the H100's database (rows of
+#   6125de0 now): forward 1.24-1.42 at d 64, 0.71-0.80 at d 128 against
+#   EFFICIENT; fwd+bwd 0.90-0.96 and 0.68-0.81, each within 5%.
+cd "$(dirname "$0")"
+export FLASHCL_DEVICE=gpu FLASHCL_TUNING_DIR=/tmp/no-tuning
+. ../../tools/compare/call-lib.sh
+dec=(./n/flashcl-bench --device gpu --no-peaks --quiet --no-tuning --algo flash --dtype f16
+  --heads 32 --heads-kv 8 --seqlen 1 --head-dim 128 --causal --back-to-back 20)
+all=as-dtype,int8,int4,fp8e4m3,fp8e5m2
+go P && for r in 1 2; do for B in 8 32 64; do
+  row P-B$B "${dec[@]}" --kv-dtype $all --batch $B --seqlen-k 8192; done; done
+go P && row P-B1-32k "${dec[@]}" --kv-dtype $all --batch 1 --seqlen-k 32768
+go F && for B in 32 64; do for S in 0 1; do
+  row F-B$B-s$S "${dec[@]}" --kv-dtype fp8e4m3,fp8e5m2 --batch $B --seqlen-k 8192 --splits $S
+done; done
+go C && row C-B8 "${dec[@]}" --kv-dtype $all --batch 8 --seqlen-k 8192 --check
+for t in test_quant_kv test_decode test_batch_invariance test_mla; do
+  go T && (FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 240 ./n/$t > $OUT/log/$t.txt 2>&1
+    echo "$(($(date +%s) - t0))s $t rc=$? $(grep -E '^[0-9]+%' $OUT/log/$t.txt | tail -1)") &
+done
+wait
+go D && ROW_LIMIT=200 row D-sweep ./n/flashcl-bench --device gpu --quiet --no-tuning \
+  --sweep-decode --algo flash --dtype f16 --kv-dtype $all --back-to-back 20
+for p in fwd fwdbwd; do
+  go "A f32 $p" && FLASHCL_TUNING_DIR=$PWD/../../tuning FLASHCL_BENCH=$PWD/n/flashcl-bench \
+    timeout 300 ../../tools/compare/run.sh $OUT/$p-f32 --pass $p --dtype f32 \
+    --backend efficient --algo flash > $OUT/log/A-$p-f32.txt 2>&1
+  echo "$(($(date +%s) - t0))s A f32 $p: $(grep -c '^|' $OUT/$p-f32/table.md 2>/dev/null) table rows"
+done
+pack
+echo done $(($(date +%s) - t0))s
