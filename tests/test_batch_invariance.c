@@ -272,6 +272,9 @@ static const placement placements[] = {
     {PAGED, 3, 1, 48},  {PAGED, 17, 3, 16},
 };
 #define PLACEMENTS (sizeof placements / sizeof placements[0])
+/* A block table for descriptors that are only planned: the planner asks
+ * whether there is one, never reads it. */
+#define PLANNED_TABLE ((cl_mem)1)
 
 /* The target's shapes: decode rows with GQA over a cache split in two or
  * (alone) not split at all; a causal chunk of a prefill; decode rows over
@@ -370,7 +373,7 @@ START_TEST(test_same_bits_in_every_batch) {
     /* what the planner would run without the mode */
     batch plain = bt;
     plain.desc.batch_invariant = 0;
-    if (pl->how == PAGED) plain.desc.block_table = (cl_mem)1;  /* planned, never read */
+    if (pl->how == PAGED) plain.desc.block_table = PLANNED_TABLE;
     fcl_plan p, g;
     ck_assert_int_eq(fcl_context_plan(ctx, &plain.desc, FCL_PASS_FORWARD, &p, why, sizeof why),
                      FCL_SUCCESS);
@@ -444,7 +447,7 @@ START_TEST(test_bits_differ_without_the_mode) {
   fcl_plan gpu_alone;
   {
     batch one = make_batch(&t, PAGED, 1, 0, 1, 0, t.nk, 16, 0, 7);
-    one.desc.block_table = (cl_mem)1;  /* planned, never read */
+    one.desc.block_table = PLANNED_TABLE;
     ck_assert_int_eq(fcl_plan_flash(&gpu, &one.desc, FCL_PASS_FORWARD, &gpu_alone, why,
                                     sizeof why), FCL_SUCCESS);
     one.desc.block_table = NULL;
@@ -456,7 +459,7 @@ START_TEST(test_bits_differ_without_the_mode) {
     batch b = make_batch(&t, PAGED, other_batches[i].n, 1, 1, 1500, other_batches[i].longest, 16,
                          0, 7);
     fcl_attention_desc paged = b.desc;
-    paged.block_table = (cl_mem)1;  /* planned, never read (run_batch makes the table) */
+    paged.block_table = PLANNED_TABLE;  /* run_batch makes the real one */
     fcl_plan p, g;
     ck_assert_int_eq(fcl_context_plan(ctx, &paged, FCL_PASS_FORWARD, &p, why, sizeof why),
                      FCL_SUCCESS);
