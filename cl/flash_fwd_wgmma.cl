@@ -44,6 +44,14 @@
  * Either way the accumulators (S's, O's) are not touched between their
  * fence and their wait (ptxas would serialize the products).
  *
+ * WGMMA_REG_STAGE 1 (pipe 1 at up to two warpgroups, whose lanes have
+ * the registers: 252 under clang's NVPTX proxy at two; an option no plan
+ * sets, not yet timed): each K and V tile is loaded into registers a tile
+ * ahead (16-byte words, where the rows are 16-byte aligned) and stored
+ * into local memory once the tile before is done with it, so that a
+ * work-group has two tiles of each in flight within one tile of local
+ * memory each.
+ *
  * WGMMA_ELIDE (a measurement's knob, never planned: the results are
  * wrong) leaves parts out to time the rest: 1, the loads after the first
  * tile's (K and V stay in local memory); 2, the softmax (P = S as it is);
@@ -83,6 +91,10 @@
 #ifndef WGMMA_ELIDE
 #define WGMMA_ELIDE 0
 #endif
+#ifndef WGMMA_REG_STAGE
+#define WGMMA_REG_STAGE 0
+#endif
+#define REG_STAGED (WGMMA_REG_STAGE && WGMMA_PIPE == 1 && WARPGROUPS <= 2)
 #define WG_SIZE (128 * WARPGROUPS)
 #define BLOCK_Q (64 * WARPGROUPS)  // a warpgroup's 64 rows each
 #define K_TILES (BLOCK_K / 8)
@@ -129,6 +141,35 @@ inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid
       FETCH_KV_BY(8, FETCH_COPY, tile, src_, stride_, keys)                         \
     FETCH_COMMIT();                                                                 \
   } while (0)
+
+#if REG_STAGED
+#define STAGE_WORDS (BLOCK_K * HEAD_DIM_MAX * 2 / 16)          // 16-byte words a tile
+#define STAGE_REGS ((STAGE_WORDS + WG_SIZE - 1) / WG_SIZE)     // ... a work-item holds
+/* FETCH_KV_BY's 16-byte words of a tile into a work-item's registers
+ * (word tid + WG_SIZE i in r[i], zeros where invalid), `ok` 1; `ok` 0, and
+ * nothing loaded, where the rows are not 16-byte aligned (the tile is
+ * then fetched as it is without the stage). */
+#define LOAD_KV_REGS(ok, r, src, stride, keys)                                          \
+  do {                                                                                  \
+    __global const kv_t *const s_ = (src);                                              \
+    const size_t st_ = (stride);                                                        \
+    (ok) = (((size_t)s_ | st_ * 2) & 15) == 0;                                          \
+    if (ok)                                                                             \
+      UNROLL for (int i_ = 0; i_ < STAGE_REGS; ++i_) {                                  \
+        const int c_ = tid + WG_SIZE * i_, o_ = 16 * c_;                                \
+        const int key_ = 8 * (o_ / KV_GROUP) + (((o_ % KV_GROUP) >> 4) & 7);            \
+        const int col_ = 8 * ((o_ % KV_GROUP) >> 7);                                    \
+        (r)[i_] = (uint4)(0);                                                           \
+        if (c_ < STAGE_WORDS && key_ < (keys) && col_ < head_dim)                       \
+          (r)[i_] = FCL_COUNTED_LOAD(16, *(__global const uint4 *)(s_ + (size_t)key_ * st_ + col_)); \
+      }                                                                                 \
+  } while (0)
+/* ... and out of them into the tile, each word where FETCH_KV_BY puts it */
+#define STORE_KV_REGS(tile, r)                                                          \
+  UNROLL for (int i_ = 0; i_ < STAGE_REGS; ++i_)                                        \
+    if (tid + WG_SIZE * i_ < STAGE_WORDS)                                               \
+      *(__local uint4 *)((tile) + 8 * (tid + WG_SIZE * i_)) = (r)[i_]
+#endif
 
 MMA_KERNEL(WG_SIZE)
 void flash_fwd_wgmma(FCL_ATTENTION_PARAMS) {
@@ -256,13 +297,47 @@ UNROLL
   }
 #endif
 #if WGMMA_PIPE == 1
+#if REG_STAGED
+  /* the tiles a tile ahead of local memory's, in registers (k_staged:
+   * whether they hold it) */
+  uint4 k_next[STAGE_REGS], v_next[STAGE_REGS];
+  int k_staged = 0, v_staged = 0;
+#define LOAD_K_REGS(ok, tile)                                                            \
+  LOAD_KV_REGS(ok, k_next, TILE_START(k_rows, k, p.k, k_stride, (tile) * BLOCK_K), k_stride, \
+               TILE_KEYS(tile))
+#define LOAD_V_REGS(ok, tile)                                                            \
+  LOAD_KV_REGS(ok, v_next, TILE_START(v_rows, v, p.v, v_stride, (tile) * BLOCK_K), v_stride, \
+               TILE_KEYS(tile))
+  if (first_tile + 1 < end_tile) {
+    LOAD_K_REGS(k_staged, first_tile + 1);
+    LOAD_V_REGS(v_staged, first_tile + 1);
+  }
+  /* tile t of K or V into local memory: from the registers where they hold
+   * it, then t + 1 into them */
+#define NEXT_KV(X, x, tile)                                \
+  do {                                                     \
+    if (x##_staged) {                                      \
+      STORE_KV_REGS(x##_tile, x##_next);                   \
+      FETCH_COMMIT();                                      \
+    } else {                                               \
+      FETCH_##X(tile);                                     \
+    }                                                      \
+    x##_staged = 0;                                        \
+    if ((tile) + 1 < end_tile) LOAD_##X##_REGS(x##_staged, (tile) + 1); \
+  } while (0)
+#define FETCH_K_NEXT(tile) NEXT_KV(K, k, tile)
+#define FETCH_V_NEXT(tile) NEXT_KV(V, v, tile)
+#else
+#define FETCH_K_NEXT(tile) FETCH_K(tile)
+#define FETCH_V_NEXT(tile) FETCH_V(tile)
+#endif
   for (int tile = first_tile; tile < end_tile; ++tile) {
     TILES_ARRIVED(1);  // K's (V's may be in flight)
     ISSUE_S(tile);
     WG_END();
     WG_PIN(&s[0][0], 4 * K_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with K's tile
-    if (tile + 1 < end_tile) FETCH_K(tile + 1);
+    if (tile + 1 < end_tile) FETCH_K_NEXT(tile + 1);
     else FETCH_COMMIT();  // an empty group: the counts stay the same
     SOFTMAX(tile);
     RESCALE_AND_PACK();
@@ -274,8 +349,15 @@ UNROLL
     WG_END();
     WG_PIN(&acc[0][0], 4 * D_TILES);
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp done with V's tile
-    if (tile + 1 < end_tile) FETCH_V(tile + 1);
+    if (tile + 1 < end_tile) FETCH_V_NEXT(tile + 1);
   }
+#undef FETCH_K_NEXT
+#undef FETCH_V_NEXT
+#if REG_STAGED
+#undef LOAD_K_REGS
+#undef LOAD_V_REGS
+#undef NEXT_KV
+#endif
 #else
   /* the first tile's S and softmax alone; then per tile, S of this one and
    * P V of the one before */

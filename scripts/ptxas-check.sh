@@ -123,18 +123,20 @@ done
 # d 128 clang's PTX spills 4-80 bytes where the driver's own builds
 # spilled none (v29): spills there are noted, not failures;
 # serialization still fails. Each form: warpgroups, width, schedule,
-# registers, spills noted, keys a tile
-for form in "2 128 2 255 0 64" "3 128 1 168 1 64" "3 64 3 168 0 64" "3 128 3 168 1 32"; do
+# registers, spills noted, keys a tile[, an option: the next tiles held in
+# registers, an experiment's]
+for form in "2 128 2 255 0 64" "3 128 1 168 1 64" "3 64 3 168 0 64" "3 128 3 168 1 32" \
+    "2 128 1 255 1 64 -DWGMMA_REG_STAGE=1"; do
   set -- $form
   for dtype in 1 2; do
     for opts in "-DWINDOW=0" "-DWINDOW=2 -DSOFTCAP=1 -DPACK_GQA=4" \
         "-DWINDOW=1 -DALIBI=1 -DSPLIT_KV=1 -DPAGED=1"; do
-      form_label="flash_fwd_wgmma.cl WARPGROUPS=$1 WGMMA_PIPE=$3 BLOCK_K=$6"
+      form_label="flash_fwd_wgmma.cl WARPGROUPS=$1 WGMMA_PIPE=$3 BLOCK_K=$6 ${7:-}"
       # shellcheck disable=SC2086
       PTXAS_REGS=$4 SPILLS_NOTED=$5 assemble flash_fwd_wgmma.cl \
         "$form_label FCL_DTYPE=$dtype HEAD_DIM_MAX=$2 $opts" \
         -include "$builtins" -DWARPGROUPS=$1 -DWGMMA_PIPE=$3 -DBLOCK_K=$6 -DFCL_DTYPE=$dtype \
-        -DFCL_WGMMA=1 -DHEAD_DIM_MAX=$2 $opts
+        -DFCL_WGMMA=1 -DHEAD_DIM_MAX=$2 ${7:-} $opts
     done
   done
 done

@@ -2,8 +2,8 @@
 # The next call, written in v38 before it ran (the session's device time
 # was spent). Build here, into a folder git does not track, two levels
 # under the checkout, with this script as DIR/run.sh:
-#   TARGETS="flashcl-bench test_quant_kv test_decode test_batch_invariance test_mla" \
-#     tools/compare/build-variants.sh DIR n=
+#   TARGETS="flashcl-bench test_quant_kv test_decode test_batch_invariance test_mla test_wgmma_fwd" \
+#     tools/compare/build-variants.sh DIR n= rs="-DWGMMA_REG_STAGE=1"
 # Run with carry [DIR, ".deb"], NVIDIA's ICD registered and CLBlast/Check
 # on the library path; python3 with torch + CUDA for section A. About 600
 # s; GUARD (default 450) leaves what would start late to a second call.
@@ -21,6 +21,15 @@
 # - D: the decode sweep with every cache form, the table #46 asks for.
 # - T: test_quant_kv 22/22, test_decode 33/33, test_batch_invariance
 #   48/48, test_mla 21/21 on the GPU.
+# - W, #51: the wgmma forward with the next K and V tiles held in
+#   registers (rs, WGMMA_REG_STAGE, pipe 1) at two warpgroups, against the
+#   same form without (n) and the planner's three warpgroups (f16 d 128,
+#   B 4 x 4096, 16 heads, both masks). clang's proxy: 252 registers at two
+#   warpgroups (180 without), a key loop of 886 instructions (668).
+#   Expected: rs 2.0-2.5 ms against n's two-warpgroup 2.6-2.9 and the
+#   planner's 2.19; test_wgmma_fwd 49/49 with rs on the GPU. Faster than
+#   the planner's form by 5%: the plan takes it (and the tiles' loads
+#   alone, WGMMA_ELIDE 14, are timed again with it).
 # - A: #50's f32 rows on this tree with the H100's database (rows of
 #   6125de0 now): forward 1.24-1.42 at d 64, 0.71-0.80 at d 128 against
 #   EFFICIENT; fwd+bwd 0.90-0.96 and 0.68-0.81, each within 5%.
@@ -42,6 +51,14 @@ for t in test_quant_kv test_decode test_batch_invariance test_mla; do
     echo "$(($(date +%s) - t0))s $t rc=$? $(grep -E '^[0-9]+%' $OUT/log/$t.txt | tail -1)") &
 done
 wait
+wg=(--device gpu --no-peaks --quiet --no-tuning --algo flash --kernel wgmma --pass fwd --dtype f16
+  --batch 4 --heads 16 --seqlen 4096 --head-dim 128 --causal both)
+go W && for r in 1 2; do
+  row W-n-planned ./n/flashcl-bench "${wg[@]}"
+  for v in n rs; do FLASHCL_WGMMA_PIPE=1 row W-$v-2wg ./$v/flashcl-bench "${wg[@]}" --tiling 64,256,0,0; done
+done
+go W && (FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 200 \
+  ./rs/test_wgmma_fwd > $OUT/log/rs-test_wgmma_fwd.txt 2>&1; tail -1 $OUT/log/rs-test_wgmma_fwd.txt)
 go D && ROW_LIMIT=200 row D-sweep ./n/flashcl-bench --device gpu --quiet --no-tuning \
   --sweep-decode --algo flash --dtype f16 --kv-dtype $all --back-to-back 20
 for p in fwd fwdbwd; do
