@@ -33,7 +33,7 @@
 # - A: #50's f32 rows on this tree with the H100's database (rows of
 #   6125de0 now): forward 1.24-1.42 at d 64, 0.71-0.80 at d 128 against
 #   EFFICIENT; fwd+bwd 0.90-0.96 and 0.68-0.81, each within 5%.
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit
 export FLASHCL_DEVICE=gpu FLASHCL_TUNING_DIR=/tmp/no-tuning
 . ../../tools/compare/call-lib.sh
 dec=(./n/flashcl-bench --device gpu --no-peaks --quiet --no-tuning --algo flash --dtype f16
@@ -47,8 +47,9 @@ go F && for B in 32 64; do for S in 0 1; do
 done; done
 go C && row C-B8 "${dec[@]}" --kv-dtype $all --batch 8 --seqlen-k 8192 --check
 for t in test_quant_kv test_decode test_batch_invariance test_mla; do
-  go T && (FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 240 ./n/$t > $OUT/log/$t.txt 2>&1
-    echo "$(($(date +%s) - t0))s $t rc=$? $(grep -E '^[0-9]+%' $OUT/log/$t.txt | tail -1)") &
+  go T && (FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 240 ./n/$t > "$OUT/log/$t.txt" 2>&1
+    rc=$?  # before any expansion below runs a command
+    echo "$(($(date +%s) - t0))s $t rc=$rc $(grep -E '^[0-9]+%' "$OUT/log/$t.txt" | tail -1)") &
 done
 wait
 wg=(--device gpu --no-peaks --quiet --no-tuning --algo flash --kernel wgmma --pass fwd --dtype f16
