@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the script of one device call (docs/results/*/call*.sh), so
 # that each script says what it times and not how: a guard that leaves the
 # sections a call has no time for to the next, and one flashcl-bench run

@@ -69,4 +69,4 @@ for p in fwd fwdbwd; do
   echo "$(($(date +%s) - t0))s A f32 $p: $(grep -c '^|' $OUT/$p-f32/table.md 2>/dev/null) table rows"
 done
 pack
-echo done $(($(date +%s) - t0))s
+echo "done $(($(date +%s) - t0))s"
