@@ -114,18 +114,23 @@ inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid
   (FETCH_COPY((dst), (src), (valid)), FETCH_COPY((dst) + 4, (src) + 4, (valid)))
 #endif
 
+/* The key and the column of a tile's byte o (a multiple of 8), in local
+ * memory's order: a byte of an 8-key group (KV_GROUP bytes) holds key
+ * (o / 16) % 8 of the group and column 8 (o / 128) + (o % 16) / 2. */
+#define TILE_KEY_AT(o) (8 * ((o) / KV_GROUP) + ((((o) % KV_GROUP) >> 4) & 7))
+#define TILE_COL_AT(o) (8 * (((o) % KV_GROUP) >> 7) + 4 * (((o) >> 3) & 1))
+/* The rows at src, `stride` elements apart, allow 16-byte words */
+#define ROWS_16B(src, stride) ((((size_t)(src) | (stride) * 2) & 15) == 0)
+
 /* Keys [0, keys) of a tile from `src` (rows `stride` elements apart),
  * columns [0, head_dim), into `tile`, the rest 0 (0 * NaN is NaN), in
  * local memory's order: COPY moves `cb` bytes (8 or 16), chunk c the
- * bytes at cb c. A tile byte w of an 8-key group (KV_GROUP bytes) holds
- * key (w / 16) % 8 of the group and column 8 (w / 128) + (w % 16) / 2.
- * The loop is left rolled: unrolled, its addresses took 30 to 60 more
- * registers (ptxas, d 128). */
+ * bytes at cb c. The loop is left rolled: unrolled, its addresses took 30
+ * to 60 more registers (ptxas, d 128). */
 #define FETCH_KV_BY(cb, COPY, tile, src, stride, keys)                                \
   for (int c_ = tid; c_ < BLOCK_K * HEAD_DIM_MAX * 2 / (cb); c_ += WG_SIZE) {         \
     const int o_ = (cb) * c_;                                                         \
-    const int key_ = 8 * (o_ / KV_GROUP) + (((o_ % KV_GROUP) >> 4) & 7);              \
-    const int col_ = 8 * ((o_ % KV_GROUP) >> 7) + 4 * ((o_ >> 3) & 1);               \
+    const int key_ = TILE_KEY_AT(o_), col_ = TILE_COL_AT(o_);                         \
     const int valid_ = key_ < (keys) && col_ < head_dim;                              \
     COPY((tile) + o_ / 2, valid_ ? (src) + (size_t)key_ * (stride) + col_ : (src), valid_); \
   }
@@ -135,7 +140,7 @@ inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid
   do {                                                                              \
     __global const kv_t *const src_ = (src);                                        \
     const size_t stride_ = (stride);                                                \
-    if ((((size_t)src_ | stride_ * 2) & 15) == 0)                                   \
+    if (ROWS_16B(src_, stride_))                                                    \
       FETCH_KV_BY(16, fetch_16, tile, src_, stride_, keys)                          \
     else                                                                            \
       FETCH_KV_BY(8, FETCH_COPY, tile, src_, stride_, keys)                         \
@@ -153,12 +158,11 @@ inline void fetch_16(__local ushort *dst, __global const store_t *src, int valid
   do {                                                                                  \
     __global const kv_t *const s_ = (src);                                              \
     const size_t st_ = (stride);                                                        \
-    (ok) = (((size_t)s_ | st_ * 2) & 15) == 0;                                          \
+    (ok) = ROWS_16B(s_, st_);                                                           \
     if (ok)                                                                             \
       UNROLL for (int i_ = 0; i_ < STAGE_REGS; ++i_) {                                  \
         const int c_ = tid + WG_SIZE * i_, o_ = 16 * c_;                                \
-        const int key_ = 8 * (o_ / KV_GROUP) + (((o_ % KV_GROUP) >> 4) & 7);            \
-        const int col_ = 8 * ((o_ % KV_GROUP) >> 7);                                    \
+        const int key_ = TILE_KEY_AT(o_), col_ = TILE_COL_AT(o_);                       \
         (r)[i_] = (uint4)(0);                                                           \
         if (c_ < STAGE_WORDS && key_ < (keys) && col_ < head_dim)                       \
           (r)[i_] = FCL_COUNTED_LOAD(16, *(__global const uint4 *)(s_ + (size_t)key_ * st_ + col_)); \

@@ -1004,8 +1004,9 @@ END_TEST
  * on the wide kernel holds ptxas to 128 registers a lane (MMA_REG_CAP,
  * -cl-nv-maxrregcount, no required size); an int4 cache under f16 queries
  * takes K scaled after the products (DECODE_K_SCALE_AFTER=2) held to 168,
- * and int8 on rows of 128 columns; fp8, an f16 cache and bf16 take neither; off NVIDIA's compiler no cap, the int4 form
- * kept (one kernel text wherever a plan runs it). K's view offset by
+ * and int8 on rows of 128 columns; fp8, an f16 cache and bf16 take
+ * neither; off NVIDIA's compiler no cap, the int4 form kept (one kernel
+ * text wherever a plan runs it). K's view offset by
  * `k_offset` bytes, its buffer's lent memory at a `buffer_unit` boundary
  * (0: the device's). */
 static void decode_mma_options_at(const fcl_device_limits *lim, size_t d, size_t d_v,

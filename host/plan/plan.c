@@ -144,14 +144,15 @@ static size_t forward_blocks(const fcl_attention_desc *desc, const fcl_plan *pla
  * 64 x 8k on the H100 (256 and 512 blocks, 396 slots): 3 splits against
  * the unsplit call, int8 0.222 against 0.239 ms and 0.436 against 0.514
  * (docs/performance.md, v38). */
+static double waves_time(size_t groups, size_t slots, size_t splits) {
+  return (double)((groups * splits + slots - 1) / slots) / (double)splits;
+}
 static size_t fullest_waves_splits(size_t groups, size_t slots, size_t most) {
-  double least = 0.0;
-  for (size_t s = 1; s <= most; ++s) {
-    const double t = (double)((groups * s + slots - 1) / slots) / (double)s;
-    if (s == 1 || t < least) least = t;
-  }
+  double least = waves_time(groups, slots, 1);
+  for (size_t s = 2; s <= most; ++s)
+    if (waves_time(groups, slots, s) < least) least = waves_time(groups, slots, s);
   for (size_t s = 1; s <= most; ++s)
-    if ((double)((groups * s + slots - 1) / slots) / (double)s <= least * 1.05) return s;
+    if (waves_time(groups, slots, s) <= least * 1.05) return s;
   return 1;
 }
 

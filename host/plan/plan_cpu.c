@@ -134,7 +134,7 @@ fcl_status fcl__plan_forward_cpu(const fcl_device_limits *limits, const fcl__sha
  * batch-invariant mode, whose decode row is a chunk's bit for bit, keeps
  * the one path. */
 unsigned fcl__cpu_few_rows(const fcl_attention_desc *desc, const fcl_plan *plan) {
-  const size_t rows = desc->seqlen_q * (plan->packed_heads ? plan->packed_heads : 1);
+  const size_t rows = desc->seqlen_q * plan->packed_heads;
   return plan->kernel == FCL_FLASH_KERNEL_CPU && !desc->batch_invariant &&
                  rows <= FCL_CPU_FEW_ROWS
              ? FCL_CPU_FEW_ROWS
