@@ -977,6 +977,23 @@ static fcl_device_limits h200_limits(void) {
  * and a power of two (3 for a quantized cache at up to 8 rows a block, not
  * rounded: below); at most 64; more rows, the backward and CPUs keep their
  * kernels. */
+/* The forward's plan of a one-row decode step, f16 queries over a cache of
+ * kv's form (B x 32 query heads over hkv, cache 8k, d 128), on the
+ * decode-mma kernel. */
+static fcl_plan quantized_decode_plan(const fcl_device_limits *limits, size_t b, size_t hkv,
+                                      fcl_kv_dtype kv) {
+  fcl_attention_desc q;
+  fcl_attention_desc_init(&q, b, 32, hkv, 1, 8192, 128);
+  q.dtype = FCL_DTYPE_F16;
+  q.kv_dtype = kv;
+  fcl_plan plan;
+  char why[256];
+  ck_assert_msg(fcl_plan_flash(limits, &q, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
+                    FCL_SUCCESS, "%s", why);
+  ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
+  return plan;
+}
+
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {
@@ -1036,15 +1053,7 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   /* A quantized cache at up to 8 rows a block: one wave of 3 work-groups a
    * compute unit, not rounded to a power of two; at 16 rows, 2. */
   for (size_t hkv = 8; hkv >= 2; hkv /= 4) {
-    fcl_attention_desc q;
-    fcl_attention_desc_init(&q, 8, 32, hkv, 1, 8192, 128);
-    q.dtype = FCL_DTYPE_F16;
-    q.kv_dtype = FCL_KV_Q8_0;
-    fcl_plan plan;
-    char why[256];
-    ck_assert_msg(fcl_plan_flash(&limits, &q, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
-                      FCL_SUCCESS, "%s", why);
-    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
+    const fcl_plan plan = quantized_decode_plan(&limits, 8, hkv, FCL_KV_Q8_0);
     ck_assert_uint_eq(plan.block_q, 32 / hkv);
     const size_t groups = 8 * hkv, tiles = 8192 / plan.block_k;
     const size_t wave = (plan.block_q <= 8 ? 3 : 2) * 132 / groups;
@@ -1065,15 +1074,7 @@ START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   } full[] = {{32, FCL_KV_Q8_0, 3},  {64, FCL_KV_Q4_0, 3}, {128, FCL_KV_FP8_E4M3, 3},
               {64, FCL_KV_AS_DTYPE, 1}};
   for (size_t i = 0; i < sizeof full / sizeof full[0]; ++i) {
-    fcl_attention_desc q;
-    fcl_attention_desc_init(&q, full[i].b, 32, 8, 1, 8192, 128);
-    q.dtype = FCL_DTYPE_F16;
-    q.kv_dtype = full[i].kv;
-    fcl_plan plan;
-    char why[256];
-    ck_assert_msg(fcl_plan_flash(&limits, &q, FCL_PASS_FORWARD, &plan, why, sizeof why) ==
-                      FCL_SUCCESS, "%s", why);
-    ck_assert_uint_eq(plan.kernel, FCL_FLASH_KERNEL_DECODE_MMA);
+    const fcl_plan plan = quantized_decode_plan(&limits, full[i].b, 8, full[i].kv);
     ck_assert_msg(plan.splits == full[i].splits, "B %zu: %u splits, want %u", full[i].b,
                   plan.splits, full[i].splits);
   }

@@ -5,12 +5,16 @@
 # summarised on a line.
 #
 #   . tools/compare/call-lib.sh       # sets t0 and $OUT/log
-#   go NAME && ...                    # runs while the call is younger than GUARD s (450)
+#   go NAME && ...                    # runs while the call is younger than GUARD s (450),
+#                                     # and NAME's first word is in ONLY where ONLY is set
 #   row TAG BENCH ARGS...             # one run into $OUT/log/TAG.txt: "Ns TAG: type=ms ..."
 #   pack                              # $OUT's files into one all.tgz (the transfer takes few files)
 t0=$(date +%s)
 mkdir -p "$OUT/log"
 go() {
+  if [ -n "${ONLY:-}" ]; then  # ONLY="P W": those sections alone (a second call's)
+    case " $ONLY " in *" ${1%% *} "*) ;; *) return 1 ;; esac
+  fi
   [ $(($(date +%s) - t0)) -lt "${GUARD:-450}" ] && return 0
   echo "skipped: $1"
   return 1
