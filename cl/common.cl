@@ -338,6 +338,18 @@ inline float4 fcl_kv_load4(__global const kv_t *row, const int i) {
 #define EXP2(x) exp2(x)
 #endif
 
+/* 2^((s - m) x), the online softmax's exponential of a score s against the
+ * row's max m; FCL_EXP_FMA 1: as 2^(s x - m x), one fused multiply-add a
+ * score once m x is known (a measurement's option, never planned). */
+#ifndef FCL_EXP_FMA
+#define FCL_EXP_FMA 0
+#endif
+#if FCL_EXP_FMA
+#define EXP2_FROM_MAX(s, m, x) EXP2(fma((s), (x), -(m) * (x)))
+#else
+#define EXP2_FROM_MAX(s, m, x) EXP2(((s) - (m)) * (x))
+#endif
+
 /* Running maxima start here, not at -INFINITY: exp2(m_old - m_new) then
  * never sees inf - inf (docs/design.md, numerics). */
 #define FCL_MAX_INIT (-FLT_MAX)

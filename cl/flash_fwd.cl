@@ -270,12 +270,12 @@ UNROLL
       float m_new = m[r];
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) m_new = fmax(m_new, s[r][j]);
-      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
+      const float alpha = EXP2_FROM_MAX(m[r], m_new, p.exp_factor);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int j = 0; j < BLOCK_K; ++j) {
-        s[r][j] = EXP2((s[r][j] - m_new) * p.exp_factor);  // masked: exp2(-inf) = 0
+        s[r][j] = EXP2_FROM_MAX(s[r][j], m_new, p.exp_factor);  // masked: exp2(-inf) = 0
         sum += s[r][j];
       }
       l[r] = l[r] * alpha + sum;

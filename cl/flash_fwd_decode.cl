@@ -211,14 +211,14 @@ UNROLL
         if (masked && !ROW_SEES(key, row[r], nq, nk, key_lo[r], key_hi[r])) s[u][r] = -INFINITY;
         m_new = fmax(m_new, s[u][r]);
       }
-      const float alpha = EXP2((m[r] - m_new) * p.exp_factor);
+      const float alpha = EXP2_FROM_MAX(m[r], m_new, p.exp_factor);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int e = 0; e < ELEMS4; ++e) acc[r][e] *= alpha;
 UNROLL
       for (int u = 0; u < KEYS_PER_GROUP; ++u) {
-        const float pr = EXP2((s[u][r] - m_new) * p.exp_factor);  // masked: 0
+        const float pr = EXP2_FROM_MAX(s[u][r], m_new, p.exp_factor);  // masked: 0
         sum += pr;
 UNROLL
         for (int e = 0; e < ELEMS4; ++e) acc[r][e] = fma((float4)(pr), vx[u][e], acc[r][e]);

@@ -546,10 +546,10 @@ UNROLL
 UNROLL
     for (int c = 0; c < 2; ++c) {
       const float m_new = octet_max(fmax(m[c], fmax(s[c], s[c + 2])) MMA_ARGS);
-      const float alpha = EXP2((m[c] - m_new) * p.exp_factor);
+      const float alpha = EXP2_FROM_MAX(m[c], m_new, p.exp_factor);
       m[c] = m_new;
-      s[c] = EXP2((s[c] - m_new) * p.exp_factor);
-      s[c + 2] = EXP2((s[c + 2] - m_new) * p.exp_factor);
+      s[c] = EXP2_FROM_MAX(s[c], m_new, p.exp_factor);
+      s[c + 2] = EXP2_FROM_MAX(s[c + 2], m_new, p.exp_factor);
       l[c] = l[c] * alpha + (s[c] + s[c + 2]);
 UNROLL
       for (int n = 0; n < ACC_TILES; ++n) acc[n][c] *= alpha, acc[n][c + 2] *= alpha;

@@ -207,14 +207,14 @@ UNROLL
       const int at = 16 * (r >> 1) + g + 8 * (r & 1);
       float m_new = m[r];
       for (int w = 0; w < WARPS; ++w) m_new = fmax(m_new, row_part[w * BLOCK_Q + at]);
-      alpha[r] = EXP2((m[r] - m_new) * p.exp_factor);
+      alpha[r] = EXP2_FROM_MAX(m[r], m_new, p.exp_factor);
       m[r] = m_new;
       float sum = 0.0f;
 UNROLL
       for (int n = 0; n < S_TILES; ++n)
 UNROLL
         for (int c = 0; c < 2; ++c) {
-          const float pr = EXP2((s[r >> 1][n][2 * (r & 1) + c] - m_new) * p.exp_factor);
+          const float pr = EXP2_FROM_MAX(s[r >> 1][n][2 * (r & 1) + c], m_new, p.exp_factor);
           s[r >> 1][n][2 * (r & 1) + c] = pr;
           sum += pr;
         }

@@ -1013,12 +1013,13 @@ typedef uint frag_t;
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
       m_new_ = fmax(m_new_, fmax(s[n_][2 * (r)], s[n_][2 * (r) + 1]));          \
     m_new_ = quad_max(m_new_ MMA_ARGS);                                         \
-    const float alpha_ = EXP2((m[r] - m_new_) * p.exp_factor);                  \
+    const float alpha_ = EXP2_FROM_MAX(m[r], m_new_, p.exp_factor);             \
     m[r] = m_new_;                                                              \
     float sum_ = 0.0f;                                                          \
     UNROLL for (int n_ = 0; n_ < (tiles); ++n_)                                 \
     UNROLL for (int c_ = 0; c_ < 2; ++c_) {                                     \
-      const float pr_ = EXP2((s[n_][2 * (r) + c_] - m_new_) * p.exp_factor);    \
+      const float pr_ =                                                         \
+          EXP2_FROM_MAX(s[n_][2 * (r) + c_], m_new_, p.exp_factor);             \
       s[n_][2 * (r) + c_] = pr_;                                                \
       sum_ += pr_;                                                              \
     }                                                                           \
