@@ -118,13 +118,14 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
                         FCL_KEY_IN((int16)(k0 + j), key_lo[ch], key_hi[ch]));
         m_new = fmax(m_new, s[j]);
       }
-      const float16 alpha = EXP2_FROM_MAX(m[ch], m_new, p.exp_factor);
+      const float16 exp_factor16 = (float16)(p.exp_factor);  // fma's operands: one type
+      const float16 alpha = EXP2_FROM_MAX(m[ch], m_new, exp_factor16);
       m[ch] = m_new;
       float16 sum = (float16)(0.0f);
       float pt[BLOCK_K * LANES];  // P^T: pt[j * 16 + r], row r's weight of key j
       CPU_ROLLED
       for (int j = 0; j < BLOCK_K; ++j) {
-        const float16 pj = EXP2_FROM_MAX(s[j], m_new, p.exp_factor);  // masked: exp2(-inf) = 0
+        const float16 pj = EXP2_FROM_MAX(s[j], m_new, exp_factor16);  // masked: exp2(-inf) = 0
         sum += pj;
         vstore16(pj, j, pt);
       }
