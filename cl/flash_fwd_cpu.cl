@@ -42,6 +42,7 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
   const int nq = qb.seq.nq, nk = qb.seq.nk, head_dim = p.head_dim, vec = p.vec4;
   const int head_dim_v = FCL_HEAD_DIM_V(p);
   const int diag = nk - nq;
+  const float16 exp_factor16 = (float16)(p.exp_factor);  // EXP2_FROM_MAX's fma: one type
 
   /* Per chunk: q transposed, the rows' tokens and window bounds, the keys
    * some row of it sees and those all its rows see, and each lane's
@@ -118,7 +119,6 @@ void flash_fwd_cpu(FCL_ATTENTION_PARAMS) {
                         FCL_KEY_IN((int16)(k0 + j), key_lo[ch], key_hi[ch]));
         m_new = fmax(m_new, s[j]);
       }
-      const float16 exp_factor16 = (float16)(p.exp_factor);  // fma's operands: one type
       const float16 alpha = EXP2_FROM_MAX(m[ch], m_new, exp_factor16);
       m[ch] = m_new;
       float16 sum = (float16)(0.0f);

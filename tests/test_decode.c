@@ -970,13 +970,6 @@ static fcl_device_limits h200_limits(void) {
   return limits;
 }
 
-/* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
- * decode kernel, and on NVIDIA the 16-bit forward of at most
- * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
- * instructions, both split for one wave of work-groups: 2 a compute unit
- * and a power of two (3 for a quantized cache at up to 8 rows a block, not
- * rounded: below); at most 64; more rows, the backward and CPUs keep their
- * kernels. */
 /* The forward's plan of a one-row decode step, f16 queries over a cache of
  * kv's form (B x 32 query heads over hkv, cache 8k, d 128), on the
  * decode-mma kernel. */
@@ -994,6 +987,13 @@ static fcl_plan quantized_decode_plan(const fcl_device_limits *limits, size_t b,
   return plan;
 }
 
+/* On GPUs the forward of at most FCL_DECODE_MAX_ROWS packed rows runs the
+ * decode kernel, and on NVIDIA the 16-bit forward of at most
+ * FCL_DECODE_MMA_MAX_ROWS up to head_dim 128 the one on matrix
+ * instructions, both split for one wave of work-groups: 2 a compute unit
+ * and a power of two (3 for a quantized cache at up to 8 rows a block, not
+ * rounded: below); at most 64; more rows, the backward and CPUs keep their
+ * kernels. */
 START_TEST(planner_takes_the_decode_kernel_by_its_rule) {
   const fcl_device_limits limits = h200_limits();
   const struct {

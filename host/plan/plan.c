@@ -137,6 +137,12 @@ static size_t forward_blocks(const fcl_attention_desc *desc, const fcl_plan *pla
   return desc->batch * desc->heads_q * ((desc->seqlen_q + plan->block_q - 1) / plan->block_q);
 }
 
+/* The time of `groups` blocks split `splits` times in waves of `slots`
+ * work-groups: whole waves, each of a block's 1 / splits. */
+static double waves_time(size_t groups, size_t slots, size_t splits) {
+  return (double)((groups * splits + slots - 1) / slots) / (double)splits;
+}
+
 /* The split count in [1, most] whose waves of `slots` work-groups (a
  * device's, `groups` blocks each split that many times) take the least
  * time, counting a wave as a whole one and a block's work as 1 / splits;
@@ -144,13 +150,12 @@ static size_t forward_blocks(const fcl_attention_desc *desc, const fcl_plan *pla
  * 64 x 8k on the H100 (256 and 512 blocks, 396 slots): 3 splits against
  * the unsplit call, int8 0.222 against 0.239 ms and 0.436 against 0.514
  * (docs/performance.md, v38). */
-static double waves_time(size_t groups, size_t slots, size_t splits) {
-  return (double)((groups * splits + slots - 1) / slots) / (double)splits;
-}
 static size_t fullest_waves_splits(size_t groups, size_t slots, size_t most) {
   double least = waves_time(groups, slots, 1);
-  for (size_t s = 2; s <= most; ++s)
-    if (waves_time(groups, slots, s) < least) least = waves_time(groups, slots, s);
+  for (size_t s = 2; s <= most; ++s) {
+    const double t = waves_time(groups, slots, s);
+    if (t < least) least = t;
+  }
   for (size_t s = 1; s <= most; ++s)
     if (waves_time(groups, slots, s) <= least * 1.05) return s;
   return 1;
