@@ -15,7 +15,9 @@
 #   spills under those caps (-maxrregcount, the entries' required
 #   work-group size dropped, as MMA_REG_CAP drops it: cl/mma.cl), which
 #   says what a cap would cost before a device times it. Needs ptxas (PATH, PTXAS, or /usr/local/cuda/bin);
-#   nvdisasm (PATH or NVDISASM) for the mix, which is left out without it.
+#   nvdisasm (PATH or NVDISASM) for the mix, which is left out without it
+#   (PyPI's nvidia-cuda-nvdisasm wheel holds one: `pip download --no-deps
+#   nvidia-cuda-nvdisasm`, unzip, nvidia/cu*/bin/nvdisasm).
 #   Exits 77 (skipped) without ptxas.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -20,7 +20,8 @@
 #        scripts/ptxas-check.sh --mix FILE OPTIONS...: one build of FILE
 #          (STAGE=0 for a kernel without Hopper's instructions), its
 #          registers and its key loop's instruction mix (scripts/sass-mix.py;
-#          needs nvdisasm: on PATH, or NVDISASM)
+#          needs nvdisasm: on PATH, or NVDISASM; scripts/driver-ptx.sh
+#          says where one is had)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mix=""
