@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# v40's call: v39's (written, not run: no machine came) with section L
-# added. Built here, into a folder git does not track, two levels
+# v40's call: v39's (written, not run: no machine came; its README and
+# history point here) with section L added. Built here, into a folder git does not track, two levels
 # under the checkout, with this script as DIR/run.sh:
 #   TARGETS="flashcl-bench test_quant_kv test_decode test_batch_invariance test_mla test_wgmma_fwd" \
 #     tools/compare/build-variants.sh DIR n= rs="-DWGMMA_REG_STAGE=1"
