@@ -60,7 +60,7 @@
  * (waited for before the softmax) frees K's: taken in 16-bit with tiles of
  * up to 64 keys, where it measured faster; f32 is unmeasured
  * (docs/design.md, "The rules, measured"). */
-#if FCL_DTYPE != 0 && BLOCK_K <= 64
+#if FCL_MMA_FWD_TWO_BARRIERS(FCL_MMA_TILE_ELEM, BLOCK_K)
 #define TILE_BARRIERS 2
 #else
 #define TILE_BARRIERS 4
@@ -68,6 +68,16 @@
 #endif
 #if TILE_BARRIERS != 2 && TILE_BARRIERS != 4
 #error "TILE_BARRIERS must be 2 or 4"
+#endif
+#ifndef V_STAGES
+/* V tiles in local memory (fcl_plan.v_stages). 2: the next tile's V is
+ * fetched as this tile starts, a whole tile ahead of its use, where with one
+ * it must land during this tile's S = Q K^T (32 products a warp at d 64 and
+ * 64 keys); with TILE_BARRIERS 2 only. */
+#define V_STAGES 1
+#endif
+#if V_STAGES != 1 && !(V_STAGES == 2 && TILE_BARRIERS == 2)
+#error "V_STAGES must be 1, or 2 with TILE_BARRIERS 2"
 #endif
 #define WG_SIZE (32 * WARPS)
 #define BLOCK_Q FCL_MMA_FWD_BLOCK_Q(WARPS, M_TILES)  // Br
@@ -81,7 +91,7 @@
 MMA_KERNEL(WG_SIZE)
 void flash_fwd_mma(FCL_ATTENTION_PARAMS) {
   __local tile_t k_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
-  __local tile_t v_tile[BLOCK_K * TILE_LD] __attribute__((aligned(16)));
+  __local tile_t v_tiles[V_STAGES * BLOCK_K * TILE_LD] __attribute__((aligned(16)));
 #if Q_IN_LOCAL
   __local frag_t q_local[BLOCK_Q * HEAD_DIM_MAX * FCL_MMA_TILE_ELEM / 4]
       __attribute__((aligned(16)));
@@ -156,20 +166,34 @@ UNROLL
 #define K_ROW(key) KEY_ROW(k_rows, k, p.k, k_stride, key)
 #define V_ROW(key) KEY_ROW(v_rows, v, p.v, v_stride, key)
 #define FETCH_K(k0, keys) FETCH_KEYS(k_tile, K_ROW, k, k_rows, k0, keys, BLOCK_K, k_stride)
-#define FETCH_V(k0, keys) FETCH_KEYS(v_tile, V_ROW, v, v_rows, k0, keys, BLOCK_K, v_stride)
+/* V's stage of a tile: with two, alternate tiles' */
+#define V_TILE(tile) (v_tiles + ((tile) & (V_STAGES - 1)) * (BLOCK_K * TILE_LD))
+#define FETCH_V(tile, k0, keys) \
+  FETCH_KEYS(V_TILE(tile), V_ROW, v, v_rows, k0, keys, BLOCK_K, v_stride)
   if (first_tile < end_tile) {
     const int k0 = first_tile * BLOCK_K;
     FETCH_K(k0, min(BLOCK_K, nk - k0));
+#if V_STAGES == 2
+    FETCH_V(first_tile, k0, min(BLOCK_K, nk - k0));
+#endif
   }
   FETCH_COMMIT();
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, nk - k0);
+    __local const tile_t *const v_tile = V_TILE(tile);
 #if TILE_BARRIERS == 2
-    FETCH_WAIT(0);  // this tile's K
+    FETCH_WAIT(0);  // this tile's K (and with two stages, its V)
     barrier(CLK_LOCAL_MEM_FENCE);  // K whole, and every warp done with the last V
 #endif
-    FETCH_V(k0, keys);
+#if V_STAGES == 2
+    if (tile + 1 < end_tile) {  // into the stage the last tile's V left
+      const int k1 = k0 + BLOCK_K;
+      FETCH_V(tile + 1, k1, min(BLOCK_K, nk - k1));
+    }
+#else
+    FETCH_V(tile, k0, keys);
+#endif
     FETCH_COMMIT();
 #if TILE_BARRIERS == 4
     FETCH_WAIT(1);  // this tile's K
@@ -183,7 +207,9 @@ UNROLL
 #if TILE_BARRIERS == 2
 UNROLL
     for (int mt = 0; mt < M_TILES; ++mt) MMA_MASK_SCORES(s[mt], K_TILES, k0, BLOCK_K, 2 * mt);
+#if V_STAGES == 1
     FETCH_WAIT(0);  // this tile's V
+#endif
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);  // every warp is done with K: the next may come
     if (tile + 1 < end_tile) {
@@ -217,6 +243,7 @@ UNROLL
 #undef V_ROW
 #undef FETCH_K
 #undef FETCH_V
+#undef V_TILE
 #undef Q_AT
 
   /* ---- O = acc / l, LSE = ln(sum exp) ---- */

@@ -79,11 +79,15 @@
  * own words, read back at each k-step of S) instead of registers: with two
  * row tiles beyond hd 64, where Q, the two accumulators and the two tiles
  * of scores would take more than a lane's 255 registers (16-bit hd 128:
- * 64 + 128 + Bc words). */
+ * 64 + 128 + Bc words). v_stages: V's tiles (cl/flash_fwd_mma.cl's
+ * V_STAGES), 2 only where a key tile takes two barriers (16-bit tiles of at
+ * most 64 keys: TILE_BARRIERS). */
 #define FCL_MMA_FWD_BLOCK_Q(warps, m_tiles) (16 * (m_tiles) * (warps))
+#define FCL_MMA_FWD_TWO_BARRIERS(elem, block_k) ((elem) == 2 && (block_k) <= 64)
 #define FCL_MMA_FWD_Q_IN_LOCAL(hd, m_tiles) ((m_tiles) > 1 && (hd) > 64)
-#define FCL_MMA_FWD_LOCAL_BYTES(hd, block_k, warps, elem, emulate, m_tiles)                \
+#define FCL_MMA_FWD_LOCAL_BYTES(hd, block_k, warps, elem, emulate, m_tiles, v_stages)      \
   (FCL_MMA_TILES_BYTES(hd, block_k, elem) +                                              \
+   ((v_stages) - 1) * (block_k) * FCL_MMA_TILE_LD(hd, elem) * (elem) +                   \
    (FCL_MMA_FWD_Q_IN_LOCAL(hd, m_tiles) ? FCL_MMA_FWD_BLOCK_Q(warps, m_tiles) * (hd) * (elem) \
                                          : 0) +                                           \
    ((emulate) ? FCL_MMA_EMULATE_BYTES(warps) + 32 * (warps) * 4 : 0))

@@ -908,6 +908,14 @@ typedef struct fcl_plan {
    *  (docs/design.md, "The rules, measured"). Set by the planner; ignored
    *  in a tiling hint. */
   unsigned decode_untransposed;
+  /* ---- the MMA forward's pipeline ---- */
+  /** V tiles an MMA forward keeps in local memory: 2 where the next key
+   *  tile's V is fetched as a tile starts, a whole tile ahead of its use
+   *  (16-bit types, tiles of at most 64 keys; a third tile of local
+   *  memory); 1 where each tile's V arrives while its S = Q K^T is
+   *  computed. 0 in other kernels' plans. In a tiling hint: 0 the
+   *  planner's choice, 1, or 2 (where it cannot be: FCL_ERROR_UNSUPPORTED). */
+  unsigned v_stages;
 } fcl_plan;
 
 /** The longest seqlen_q the planner packs query heads for
@@ -990,8 +998,9 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
 
 /** Overrides the planner's flash tiling for this context, for tuning: the
  *  nonzero fields among block_k, wg_size, threads_per_row, rows_per_thread,
- *  tile_elem_size, kernel, splits, packed_heads and merge of `hint` replace the planner's
- *  choices; the others stay the planner's. NULL restores the planner. A combination that
+ *  tile_elem_size, kernel, splits, packed_heads, merge and v_stages of `hint` replace the
+ *  planner's choices; the others stay the planner's (v_stages is the MMA forward's alone:
+ *  other families ignore it). NULL restores the planner. A combination that
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
  *  An MMA hint takes only block_k (a multiple of 16), wg_size (a power of
@@ -1011,12 +1020,12 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *          FCL_FLASH_KERNEL_WGMMA: nor a multiple of 128) or not a multiple
  *          of threads_per_row; block_k over 128; tile_elem_size not 0, 2 or 4;
  *          kernel not an fcl_flash_kernel, splits over FCL_MAX_SPLITS, merge not
- *          an fcl_split_merge). */
+ *          an fcl_split_merge, v_stages over 2). */
 FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint);
 
 /** 1 when `hint` sets any field a tiling hint takes (block_k, wg_size,
  *  threads_per_row, rows_per_thread, tile_elem_size, kernel, splits,
- *  packed_heads, merge): a context with it runs that hint's plan instead of
+ *  packed_heads, merge, v_stages): a context with it runs that hint's plan instead of
  *  a tuned one; 0 when it sets none, or is NULL (the planner's choice). */
 FCL_API int fcl_tiling_hint_given(const fcl_plan *hint);
 

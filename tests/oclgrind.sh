@@ -21,7 +21,9 @@
 # d 40, causal and not), the SIMT forward on the paged cache,
 # the MMA forward's 64-key tiles spanning pages of 16 (rows whole per
 # work-item step: a lookup per 16 keys) and of 48 (d 72: a lookup per row
-# and chunk), with a partial last page, the CPU
+# and chunk), with a partial last page, the MMA forward with two V tiles
+# (--v-stages 2: the next tile's V fetched a tile ahead into the stage the
+# last tile left; Nk 150, three tiles, so a stage is refilled), the CPU
 # kernels (d 72, f16, causal and not, both passes; and the forward of packed rows,
 # split, paged, bf16), and the naive
 # algorithm (its softmax kernels and CLBlast's GEMMs; on the paged cache,
@@ -93,6 +95,7 @@ runs=(
   "wgmma-f16-d40|--algo flash --kernel wgmma --dtype f16 --pass fwd ${gqa[*]} --head-dim 40 --causal both|2|-"
   "decode-mma-bf16-d40-paged16|--algo flash --kernel decode-mma --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 40 --causal --paged 16 --splits 2|1|-"
   "mma-bf16-d64-paged16|--algo flash --kernel mma --dtype bf16 --pass fwd --heads 2 --heads-kv 1 --head-dim 64 --causal --paged 16 --tiling 64,64,0,0|1|-"
+  "mma-f16-d64-vstages2|--algo flash --kernel mma --dtype f16 --pass fwd --heads 2 --heads-kv 1 --head-dim 64 --causal both --seqlen-k 150 --tiling 64,64,0,0 --v-stages 2|2|-"
   "mma-f16-d72-paged48|--algo flash --kernel mma --dtype f16 --pass fwd --heads 2 --heads-kv 1 --head-dim 72 --causal --paged 48 --tiling 64,64,0,0|1|-"
   "simt-bf16-d24-paged48|--algo flash --kernel simt --dtype bf16 --pass fwd --seqlen 3 ${gqa[*]} --head-dim 24 --causal both --paged 48|2|-"
   "cpu-f16-d72|--algo flash --kernel cpu --dtype f16 ${gqa[*]} --head-dim 72 --causal both|2|-"

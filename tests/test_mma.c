@@ -212,6 +212,17 @@ static const tiles_case tiles_cases[] = {
 };
 #define TILES_CASES (int)(sizeof tiles_cases / sizeof *tiles_cases)
 
+/* The forward of p under `hint` (the MMA kernel), which must run. */
+static th_forward hinted_forward(fcl_context *ctx, const th_problem *p, const fcl_plan *hint) {
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, hint), FCL_SUCCESS);
+  th_forward r = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
+  ck_assert_msg(r.status == FCL_SUCCESS, "MMA forward (rows_per_thread %u, v_stages %u): %s",
+                hint->rows_per_thread, hint->v_stages, fcl_context_last_error(ctx));
+  ck_assert_uint_eq(r.info.plan.kernel, FCL_FLASH_KERNEL_MMA);
+  if (hint->packed_heads) ck_assert_uint_eq(r.info.plan.packed_heads, hint->packed_heads);
+  return r;
+}
+
 /* The forward of p with the MMA kernel, `m_tiles` row tiles a warp. */
 static th_forward mma_forward(fcl_context *ctx, const th_problem *p, const tiles_case *c,
                               unsigned m_tiles) {
@@ -219,21 +230,16 @@ static th_forward mma_forward(fcl_context *ctx, const th_problem *p, const tiles
                          .rows_per_thread = 2 * m_tiles,
                          .splits = c->splits,
                          .packed_heads = c->packed};
-  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &hint), FCL_SUCCESS);
-  th_forward r = th_run_forward(ctx, p, FCL_ALGO_FLASH, 1);
-  ck_assert_msg(r.status == FCL_SUCCESS, "MMA forward, %u row tiles a warp: %s", m_tiles,
-                fcl_context_last_error(ctx));
+  th_forward r = hinted_forward(ctx, p, &hint);
   const fcl_plan *plan = &r.info.plan;
-  ck_assert_uint_eq(plan->kernel, FCL_FLASH_KERNEL_MMA);
   ck_assert_uint_eq(plan->rows_per_thread, 2 * m_tiles);
   ck_assert_uint_eq(plan->block_q, 16 * m_tiles * (plan->wg_size / 32));
-  if (c->packed) ck_assert_uint_eq(plan->packed_heads, c->packed);
   return r;
 }
 
-START_TEST(two_row_tiles_a_warp_match_the_reference) {
-  const tiles_case *c = &tiles_cases[_i];
-  fcl_context *ctx = th_context();
+/* A case's problem (seeded by `seed`) and its description. */
+static void case_problem(fcl_context *ctx, const tiles_case *c, uint64_t seed, th_problem *p,
+                         char *what, size_t what_len) {
   fcl_attention_desc desc;
   fcl_attention_desc_init(&desc, c->b, c->hq, c->hkv, c->nq, c->nk, c->d);
   desc.dtype = c->dtype;
@@ -242,10 +248,16 @@ START_TEST(two_row_tiles_a_warp_match_the_reference) {
   desc.window_right = c->wr;
   desc.cu_seqlens_q = c->cu_q;
   desc.cu_seqlens_k = c->cu_k;
+  th_describe(&desc, what, what_len);
+  th_problem_init(p, ctx, &desc, seed, 1.0);
+}
+
+START_TEST(two_row_tiles_a_warp_match_the_reference) {
+  const tiles_case *c = &tiles_cases[_i];
+  fcl_context *ctx = th_context();
   char what[200];
-  th_describe(&desc, what, sizeof what);
   th_problem p;
-  th_problem_init(&p, ctx, &desc, 700 + (uint64_t)_i, 1.0);
+  case_problem(ctx, c, 700 + (uint64_t)_i, &p, what, sizeof what);
   th_reference ref = th_reference_forward(&p);
   th_forward one = mma_forward(ctx, &p, c, 1), two = mma_forward(ctx, &p, c, 2);
   /* the elements of the batch's tokens, the first of the buffers' */
@@ -274,6 +286,74 @@ START_TEST(two_row_tiles_a_warp_match_the_reference) {
 }
 END_TEST
 
+/* ---- a second V tile ------------------------------------------------------ */
+
+/* With two V tiles (fcl_plan.v_stages 2) the next tile's V arrives a tile
+ * ahead; the products, their order and every rounding are one V tile's,
+ * so the bits are too (the same tiles, block_k and warps). f32, whose
+ * tiles take four barriers, refuses it. */
+START_TEST(two_v_tiles_give_one_v_tiles_bits) {
+  const tiles_case *c = &tiles_cases[_i];
+  fcl_context *ctx = th_context();
+  char what[200];
+  th_problem p;
+  case_problem(ctx, c, 900 + (uint64_t)_i, &p, what, sizeof what);
+  const fcl_plan two_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .v_stages = 2,
+                             .splits = c->splits, .packed_heads = c->packed};
+  if (c->dtype == FCL_DTYPE_F32) {
+    ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &two_hint), FCL_SUCCESS);
+    th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
+    ck_assert_msg(r.status == FCL_ERROR_UNSUPPORTED && strstr(fcl_context_last_error(ctx), "v_stages"),
+                  "%s: f32 with two V tiles gave %s (%s)", what, fcl_status_str(r.status),
+                  fcl_context_last_error(ctx));
+    th_forward_free(&r);
+    th_problem_free(&p);
+    fcl_context_release(ctx);
+    return;
+  }
+  th_reference ref = th_reference_forward(&p);
+  th_forward two = hinted_forward(ctx, &p, &two_hint);
+  ck_assert_uint_eq(two.info.plan.v_stages, 2);
+  ck_assert_uint_le(two.info.plan.block_k, 64);
+  const fcl_plan one_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .v_stages = 1,
+                             .block_k = two.info.plan.block_k,
+                             .wg_size = two.info.plan.wg_size,
+                             .splits = two.info.plan.splits, .packed_heads = c->packed};
+  th_forward one = hinted_forward(ctx, &p, &one_hint);
+  ck_assert_uint_eq(one.info.plan.v_stages, 1);
+  ck_assert_uint_eq(one.info.plan.local_bytes + two.info.plan.block_k *
+                        (two.info.plan.head_dim_padded + 8) * 2,
+                    two.info.plan.local_bytes);
+  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
+  const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
+  const double ref_max = fclu_max_abs(ref.o, on);
+  const double err =
+      fmax(fclu_max_abs_err(two.o, ref.o, on), fclu_max_abs_err(two.lse, ref.lse, ln));
+  const double floor = th_half_ulp(c->dtype) * ref_max + 1e-6 * fmax(1.0, ref_max);
+  /* and within the rule of the planner's own tiles (the two row tiles' test) */
+  const fcl_plan rules_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .splits = c->splits,
+                               .packed_heads = c->packed};
+  th_forward rules = hinted_forward(ctx, &p, &rules_hint);
+  const double err_rules =
+      fmax(fclu_max_abs_err(rules.o, ref.o, on), fclu_max_abs_err(rules.lse, ref.lse, ln));
+  th_forward_free(&rules);
+  ck_assert_msg(err <= 2 * err_rules + floor,
+                "%s: two V tiles off by %g, the planner's tiles by %g (floor %g)", what, err,
+                err_rules, floor);
+  ck_assert_msg(!memcmp(one.o, two.o, on * sizeof *one.o) &&
+                    !memcmp(one.lse, two.lse, ln * sizeof *one.lse),
+                "%s: two V tiles (Bc %u, %u work-items) change the bits of one", what,
+                two.info.plan.block_k, two.info.plan.wg_size);
+  printf("mma: %s: two V tiles (Br %u, Bc %u, %zu B local) off by %.3g, the bits of one\n", what,
+         two.info.plan.block_q, two.info.plan.block_k, two.info.plan.local_bytes, err);
+  th_forward_free(&one);
+  th_forward_free(&two);
+  th_reference_free(&ref);
+  th_problem_free(&p);
+  fcl_context_release(ctx);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mma");
   TCase *tc = th_tcase("tensor-core operands");
@@ -284,5 +364,8 @@ int main(void) {
   TCase *tiles = th_tcase("two row tiles a warp");
   tcase_add_loop_test(tiles, two_row_tiles_a_warp_match_the_reference, 0, TILES_CASES);
   suite_add_tcase(s, tiles);
+  TCase *stages = th_tcase("two V tiles");
+  tcase_add_loop_test(stages, two_v_tiles_give_one_v_tiles_bits, 0, TILES_CASES);
+  suite_add_tcase(s, stages);
   return th_run_suite(s);
 }

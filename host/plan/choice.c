@@ -11,7 +11,8 @@
 
 int fcl_tiling_hint_given(const fcl_plan *h) {
   return h && (h->block_k || h->wg_size || h->threads_per_row || h->rows_per_thread ||
-               h->tile_elem_size || h->kernel || h->splits || h->packed_heads || h->merge);
+               h->tile_elem_size || h->kernel || h->splits || h->packed_heads || h->merge ||
+               h->v_stages);
 }
 
 fcl_status fcl__plan_call(fcl_context *ctx, const fcl_plan *hint, const fcl__shape *sh,

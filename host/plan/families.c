@@ -26,7 +26,7 @@ static const fcl__family families[FCL_FLASH_KERNELS] = {
         {.forward = {FCL_SRC_FLASH_FWD_MMA,
                      {"flash_fwd_mma", NULL},
                      {FCL_TUNE_HEAD_DIM_MAX, FCL_TUNE_WARPS, FCL_TUNE_MMA_EMULATE,
-                      FCL_TUNE_BLOCK_K, FCL_TUNE_M_TILES},
+                      FCL_TUNE_BLOCK_K, FCL_TUNE_M_TILES, FCL_TUNE_V_STAGES},
                      fcl__plan_forward_mma},
          .backward = {FCL_SRC_FLASH_BWD_MMA,
                       {"flash_bwd_dkdv_mma", "flash_bwd_dq_mma"},
@@ -111,6 +111,7 @@ static const char *tunable_name(fcl__tunable t) {
       [FCL_TUNE_KV_UNIT] = "KV_UNIT",
       [FCL_TUNE_FULL_WIDTHS] = "FULL_WIDTHS",
       [FCL_TUNE_CPU_FEW_ROWS] = "CPU_FEW_ROWS",
+      [FCL_TUNE_V_STAGES] = "V_STAGES",
   };
   return names[t];
 }
@@ -170,6 +171,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
              sh->head_dim_v == (plan->head_dim_v_padded ? plan->head_dim_v_padded
                                                         : plan->head_dim_padded);
     case FCL_TUNE_CPU_FEW_ROWS: return fcl__cpu_few_rows(desc, plan);
+    case FCL_TUNE_V_STAGES: return plan->v_stages == 2 ? 2 : 1;
     case FCL_TUNE_END: break;
   }
   return 0;
@@ -178,7 +180,7 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
 /* Whether a tunable's value is the kernel's own default, which the options
  * leave out: a tunable added to a family so changes no earlier program. */
 static int tunable_is_default(fcl__tunable t, long value) {
-  return (t == FCL_TUNE_M_TILES && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
+  return ((t == FCL_TUNE_M_TILES || t == FCL_TUNE_V_STAGES) && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
          ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
          (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||

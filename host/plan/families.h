@@ -62,6 +62,8 @@ typedef enum fcl__tunable {
   /* the CPU forward's blocks of few rows that take their scores a row at a
    * time (CPU_FEW_ROWS, cl/cpu.cl): left out at 0 */
   FCL_TUNE_CPU_FEW_ROWS,
+  /* the MMA forward's V tiles (V_STAGES, fcl_plan.v_stages): left out at 1 */
+  FCL_TUNE_V_STAGES,
 } fcl__tunable;
 
 /** The most tunables a pass of a family takes. */

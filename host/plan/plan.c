@@ -79,6 +79,10 @@ fcl_status fcl__check_tiling_hint_why(const fcl_plan *hint, char *why, size_t wh
     fcl__say(why, why_len, "merge = %u is not an fcl_split_merge", hint->merge);
     return FCL_ERROR_INVALID_ARGUMENT;
   }
+  if (hint->v_stages > 2) {
+    fcl__say(why, why_len, "v_stages = %u; it must be 0, 1 or 2", hint->v_stages);
+    return FCL_ERROR_INVALID_ARGUMENT;
+  }
   if (hint->split_keys) {
     fcl__say(why, why_len,
              "split_keys = %u: the planner sets it (the batch-invariant mode); a hint gives "

@@ -108,6 +108,11 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
              MMA_MAX_WG, hint->wg_size);
     return FCL_ERROR_UNSUPPORTED;
   }
+  if (hint->v_stages > 2) {
+    fcl__say(why, why_len, "the MMA forward keeps 1 or 2 V tiles (v_stages), not %u",
+             hint->v_stages);
+    return FCL_ERROR_UNSUPPORTED;
+  }
   return FCL_SUCCESS;
 }
 
@@ -116,7 +121,8 @@ unsigned fcl__flash_mma_m_tiles(const fcl_plan *plan) { return plan->rows_per_th
 size_t fcl__flash_mma_local_bytes(const fcl_plan *plan, int emulate) {
   return FCL_MMA_FWD_LOCAL_BYTES((size_t)plan->head_dim_padded, (size_t)plan->block_k,
                                  (size_t)plan->wg_size / 32, (size_t)plan->tile_elem_size,
-                                 emulate, (size_t)fcl__flash_mma_m_tiles(plan));
+                                 emulate, (size_t)fcl__flash_mma_m_tiles(plan),
+                                 (size_t)(plan->v_stages == 2 ? 2 : 1));
 }
 
 /* The planner's work-group: `warps` warps, `per_row` of them to each 16
@@ -220,6 +226,10 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
                  : causal_short                                          ? 128
                  : plan.tile_elem_size == 4 && plan.head_dim_padded > 64 ? 32
                                                                          : 64;
+  /* V's tiles: a hint's, else one (docs/design.md, "The rules, measured");
+   * two take tiles of at most 64 keys */
+  plan.v_stages = hint && hint->v_stages ? hint->v_stages : 1;
+  if (plan.v_stages == 2 && !fixed_bk && plan.block_k > 64) plan.block_k = 64;
   /* Smaller key tiles, then (for the emulation's scratch, or Q's
    * fragments) fewer warps, while local memory does not fit. */
   while (fcl__flash_mma_local_bytes(&plan, emulate) > budget) {
@@ -229,6 +239,13 @@ fcl_status fcl__plan_forward_mma(const fcl_device_limits *limits, const fcl__sha
       plan.wg_size /= 2;
     else
       break;
+  }
+  if (plan.v_stages == 2 && !FCL_MMA_FWD_TWO_BARRIERS(plan.tile_elem_size, plan.block_k)) {
+    fcl__say(why, why_len,
+             "the MMA forward keeps a second V tile (v_stages 2) with 16-bit tiles of at most "
+             "64 keys, not %s tiles of %u",
+             fcl_dtype_name(desc->dtype), plan.block_k);
+    return FCL_ERROR_UNSUPPORTED;
   }
   plan.block_q = FCL_MMA_FWD_BLOCK_Q(plan.wg_size / 32, m_tiles);  /* 16 rows per tile */
   plan.local_bytes = fcl__flash_mma_local_bytes(&plan, emulate);

@@ -446,7 +446,8 @@ fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan *hint) 
                       .kernel = hint->kernel,
                       .splits = hint->splits,
                       .packed_heads = hint->packed_heads,
-                      .merge = hint->merge};
+                      .merge = hint->merge,
+                      .v_stages = hint->v_stages};
   }
   pthread_mutex_lock(&ctx->lock);
   ctx->settings.tiling_hint = kept;

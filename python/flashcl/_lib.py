@@ -75,7 +75,9 @@ class Plan(Structure):
                 # a value head size of its own
                 ("head_dim_v_padded", c_uint),
                 # the decode kernel's products
-                ("decode_untransposed", c_uint)]
+                ("decode_untransposed", c_uint),
+                # the MMA forward's pipeline
+                ("v_stages", c_uint)]
 
 
 class RunInfo(Structure):

@@ -147,6 +147,9 @@ static const char usage[] =
     "  --packed-heads G  the forward's blocks hold the rows of the G query heads\n"
     "                    of a KV head (K and V read once for them): G =\n"
     "                    heads / heads-kv, 1 = never, 0 = the planner's\n"
+    "  --v-stages N      the MMA forward's V tiles: 2 fetches the next tile's V\n"
+    "                    a tile ahead (16-bit, tiles of at most 64 keys), 1\n"
+    "                    during the tile's S = Q K^T, 0 the planner's (default)\n"
     "\n"
     "Output:\n"
     "  --json FILE       {\"devices\": [...], \"results\": [...]}\n"
@@ -346,7 +349,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   if (fclu_parse_u64_list(text, UINT32_MAX, 4, 5, v, &n, why, sizeof why) != 0)
     return refuse(ps, "--tiling needs BK,WG,TPR,RPT[,TILE], e.g. 32,128,2,1: %s", why);
   const unsigned kernel = hint->kernel, splits = hint->splits, packed = hint->packed_heads,
-                 merge = hint->merge;
+                 merge = hint->merge, v_stages = hint->v_stages;
   memset(hint, 0, sizeof *hint);
   hint->block_k = (unsigned)v[0];
   hint->wg_size = (unsigned)v[1];
@@ -357,6 +360,7 @@ static int parse_tiling(parser *ps, const char *text, fcl_plan *hint) {
   hint->splits = splits;
   hint->packed_heads = packed;
   hint->merge = merge;
+  hint->v_stages = v_stages;
   return 0;
 }
 
@@ -496,6 +500,13 @@ int bench_parse(int argc, char **argv, bench_options *o, char *why, size_t why_l
         return refuse(ps, "--packed-heads needs 0 (the planner's), 1 (never) or heads / "
                           "heads-kv: %s", vwhy);
       o->tiling.packed_heads = (unsigned)packed;
+    } else if (!strcmp(a, "--v-stages")) {
+      VALUE(val);
+      char vwhy[FCLU_WHY_LEN];
+      uint64_t stages;
+      if (fclu_parse_u64(val, 0, 2, &stages, vwhy, sizeof vwhy) != 0)
+        return refuse(ps, "--v-stages needs 0 (the planner's), 1 or 2: %s", vwhy);
+      o->tiling.v_stages = (unsigned)stages;
     } else if (!strcmp(a, "--kv-dtype")) {
       VALUE(val);
       TRY(parse_kv_dtypes(ps, val, o));

@@ -315,12 +315,12 @@ int bench_write_json(const char *path, const bench_device *devices, size_t n_dev
             "\"threads_per_row\": %u, \"rows_per_thread\": %u, \"local_bytes\": %zu, "
             "\"tile_elem_size\": %u, \"kernel\": \"%s\", \"splits\": %u, \"merge\": \"%s\", "
             "\"packed_heads\": %u, \"tuned\": %u, \"split_keys\": %u, "
-            "\"decode_untransposed\": %u}}",
+            "\"decode_untransposed\": %u, \"v_stages\": %u}}",
             r->chunks, r->plan.block_q, r->plan.block_k, r->plan.wg_size,
             r->plan.threads_per_row, r->plan.rows_per_thread, r->plan.local_bytes,
             r->plan.tile_elem_size, fcl_flash_kernel_name(r->plan.kernel),
             r->plan.splits, fcl_split_merge_name(r->plan.merge), r->plan.packed_heads,
-            r->plan.tuned, r->plan.split_keys, r->plan.decode_untransposed);
+            r->plan.tuned, r->plan.split_keys, r->plan.decode_untransposed, r->plan.v_stages);
   }
   fprintf(f, "\n  ]\n}\n");
   return fclose(f) == 0 ? 0 : -1;

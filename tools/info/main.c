@@ -49,6 +49,8 @@ static void show_pass(const fcl_device_info *dev, fcl_context *ctx, const fcl_at
   if (plan.split_keys)
     printf("      flash %s splits: %u of %u keys (batch-invariant), merged by the %s\n", name,
            plan.splits, plan.split_keys, fcl_split_merge_name(plan.merge));
+  if (plan.v_stages == 2)
+    printf("      flash %s V tiles: 2, the next tile's fetched a tile ahead\n", name);
   if (plan.decode_untransposed)
     printf("      flash %s products: untransposed (S = Q K^T), whose waves fill this device "
            "better\n",
