@@ -160,39 +160,41 @@ UNROLL
   const int first_tile = qb.k_lo / BLOCK_K, end_tile = (qb.k_hi + BLOCK_K - 1) / BLOCK_K;
 
   /* K and V arrive while the warps compute (FETCH_TILE, mma.cl), one tile
-   * of each in local memory: V of this tile during S = Q K^T, K of the
-   * next during the softmax and O += P V. TILE_BARRIERS (above) says how
-   * the work-group knows a tile whole and a buffer free. */
+   * of each in local memory: V of this tile during S = Q K^T (V_STAGES 2:
+   * of the next, during this whole tile), K of the next during the softmax
+   * and O += P V. TILE_BARRIERS (above) says how the work-group knows a
+   * tile whole and a buffer free. */
 #define K_ROW(key) KEY_ROW(k_rows, k, p.k, k_stride, key)
 #define V_ROW(key) KEY_ROW(v_rows, v, p.v, v_stride, key)
 #define FETCH_K(k0, keys) FETCH_KEYS(k_tile, K_ROW, k, k_rows, k0, keys, BLOCK_K, k_stride)
 /* V's stage of a tile: with two, alternate tiles' */
 #define V_TILE(tile) (v_tiles + ((tile) & (V_STAGES - 1)) * (BLOCK_K * TILE_LD))
-#define FETCH_V(tile, k0, keys) \
-  FETCH_KEYS(V_TILE(tile), V_ROW, v, v_rows, k0, keys, BLOCK_K, v_stride)
+#define FETCH_V(into, k0, keys) FETCH_KEYS(into, V_ROW, v, v_rows, k0, keys, BLOCK_K, v_stride)
   if (first_tile < end_tile) {
     const int k0 = first_tile * BLOCK_K;
     FETCH_K(k0, min(BLOCK_K, nk - k0));
 #if V_STAGES == 2
-    FETCH_V(first_tile, k0, min(BLOCK_K, nk - k0));
+    __local tile_t *const v_first = V_TILE(first_tile);
+    FETCH_V(v_first, k0, min(BLOCK_K, nk - k0));
 #endif
   }
   FETCH_COMMIT();
   for (int tile = first_tile; tile < end_tile; ++tile) {
     const int k0 = tile * BLOCK_K;
     const int keys = min(BLOCK_K, nk - k0);
-    __local const tile_t *const v_tile = V_TILE(tile);
+    __local tile_t *const v_tile = V_TILE(tile);
 #if TILE_BARRIERS == 2
     FETCH_WAIT(0);  // this tile's K (and with two stages, its V)
     barrier(CLK_LOCAL_MEM_FENCE);  // K whole, and every warp done with the last V
 #endif
 #if V_STAGES == 2
     if (tile + 1 < end_tile) {  // into the stage the last tile's V left
+      __local tile_t *const v_next = V_TILE(tile + 1);
       const int k1 = k0 + BLOCK_K;
-      FETCH_V(tile + 1, k1, min(BLOCK_K, nk - k1));
+      FETCH_V(v_next, k1, min(BLOCK_K, nk - k1));
     }
 #else
-    FETCH_V(tile, k0, keys);
+    FETCH_V(v_tile, k0, keys);
 #endif
     FETCH_COMMIT();
 #if TILE_BARRIERS == 4

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# v41's second call: the MMA forward with a second V tile (fcl_plan.v_stages
+# v41's third call: the MMA forward with a second V tile (fcl_plan.v_stages
 # 2, `--v-stages 2`) against one, in the same binary, and its tests on the
 # driver. Built here as DIR/t (`TARGETS="flashcl-bench test_mma test_half"
 # tools/compare/build-variants.sh DIR t=`), this script as DIR/run.sh, DIR
@@ -19,6 +19,10 @@
 #   one V tile at 64 keys (planned) within 5% either way, and against one
 #   at 32 keys faster.
 # - test_mma (its new case: two V tiles give one's bits) and test_half pass.
+# - R: the f16 forward sweep against FlashAttention-2 (PyTorch's FLASH) with
+#   one V tile and with two (a hint on every shape: d 128 at 32 keys,
+#   causal d 64 at 4 warps x 64): the d 64 rows move as V above; the
+#   ratios (v38: 0.72-0.87 no mask, 0.74-1.00 causal at d 64).
 cd "$(dirname "$0")" || exit
 export FLASHCL_DEVICE=gpu FLASHCL_TUNING_DIR=/tmp/no-tuning
 . ../../tools/compare/call-lib.sh
@@ -54,4 +58,10 @@ for t in test_mma test_half; do
     echo "$(($(date +%s) - t0))s $t rc=$rc $(grep -E '^[0-9]+%' "$log" | tail -1)") &
 done
 wait
+# the f16 forward sweep against FlashAttention-2, one V tile and two, one run each
+for vs in 1 2; do
+  go R && FLASHCL_BENCH=$PWD/t/flashcl-bench ../../tools/compare/run.sh "$OUT/R-f16-fwd-v$vs" \
+    --pass fwd --dtype f16 --backend flash --algo flash --no-tuning --v-stages $vs \
+    > "$OUT/log/R-v$vs.txt" 2>&1 && echo "$(($(date +%s) - t0))s R-v$vs: $(grep -c '|' "$OUT/R-f16-fwd-v$vs/table.md") table lines"
+done
 pack
