@@ -31,7 +31,7 @@ fa=(--device gpu --no-peaks --quiet --no-tuning --algo flash --kernel mma --batc
 go V && for r in 1 2; do
   # a second round only while it fits (a call past its limit brings nothing back)
   [ $r = 2 ] && [ $(($(date +%s) - t0)) -gt "${ROUND2_BY:-150}" ] && { echo "skipped: V round 2"; break; }
-  for dt in f16 bf16; do
+  for dt in ${DTYPES:-f16 bf16}; do
     for vs in 1 2; do
       row V-d64-$dt-v$vs ./t/flashcl-bench "${fa[@]}" --dtype $dt --causal both --heads 32 \
         --head-dim 64 --v-stages $vs
@@ -51,7 +51,7 @@ go C && for d in 64 128; do
     --seqlen 1000 --seqlen-k 1500 --causal both --heads 8 --heads-kv 2 --head-dim $d \
     --v-stages 2 --check
 done
-for t in test_mma test_half; do
+for t in ${TESTS:-test_mma test_half}; do
   go T && (log=$OUT/log/$t.txt
     FLASHCL_TEST_DEVICE=gpu CK_DEFAULT_TIMEOUT=300 timeout 240 ./t/$t > "$log" 2>&1
     rc=$?  # before any expansion below runs a command
@@ -59,8 +59,8 @@ for t in test_mma test_half; do
 done
 wait
 # the f16 forward sweep against FlashAttention-2, one V tile and two, one run each
-for vs in 1 2; do
-  go R && FLASHCL_BENCH=$PWD/t/flashcl-bench ../../tools/compare/run.sh "$OUT/R-f16-fwd-v$vs" \
+for vs in 2 1; do
+  [ $(($(date +%s) - t0)) -lt "${R_BY:-300}" ] && go R && FLASHCL_BENCH=$PWD/t/flashcl-bench ../../tools/compare/run.sh "$OUT/R-f16-fwd-v$vs" \
     --pass fwd --dtype f16 --backend flash --algo flash --no-tuning --v-stages $vs \
     > "$OUT/log/R-v$vs.txt" 2>&1 && echo "$(($(date +%s) - t0))s R-v$vs: $(grep -c '|' "$OUT/R-f16-fwd-v$vs/table.md") table lines"
 done
