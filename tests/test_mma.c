@@ -252,6 +252,43 @@ static void case_problem(fcl_context *ctx, const tiles_case *c, uint64_t seed, t
   th_problem_init(p, ctx, &desc, seed, 1.0);
 }
 
+/* A case's outputs: the elements of O and LSE of its batch's tokens (the
+ * first of the buffers'). */
+typedef struct case_outputs {
+  size_t o, lse;
+} case_outputs;
+
+static case_outputs outputs_of(const tiles_case *c) {
+  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
+  return (case_outputs){tokens * c->hq * c->d, tokens * c->hq};
+}
+
+/* A forward's largest error against the reference over O and LSE. */
+static double error_of(const th_forward *r, const th_reference *ref, case_outputs n) {
+  return fmax(fclu_max_abs_err(r->o, ref->o, n.o), fclu_max_abs_err(r->lse, ref->lse, n.lse));
+}
+
+/* What the rule (twice another tiling's error) allows beyond it: half an
+ * ulp of the output's size in 16-bit types, and 1e-6. */
+static double floor_of(const tiles_case *c, const th_reference *ref, case_outputs n) {
+  const double ref_max = fclu_max_abs(ref->o, n.o);
+  return th_half_ulp(c->dtype) * ref_max + 1e-6 * fmax(1.0, ref_max);
+}
+
+static int same_bits(const th_forward *a, const th_forward *b, case_outputs n) {
+  return !memcmp(a->o, b->o, n.o * sizeof *a->o) && !memcmp(a->lse, b->lse, n.lse * sizeof *a->lse);
+}
+
+/* Frees a case's two forwards, its reference, its problem and its context. */
+static void case_done(fcl_context *ctx, th_problem *p, th_reference *ref, th_forward *a,
+                      th_forward *b) {
+  th_forward_free(a);
+  th_forward_free(b);
+  th_reference_free(ref);
+  th_problem_free(p);
+  fcl_context_release(ctx);
+}
+
 START_TEST(two_row_tiles_a_warp_match_the_reference) {
   const tiles_case *c = &tiles_cases[_i];
   fcl_context *ctx = th_context();
@@ -260,29 +297,18 @@ START_TEST(two_row_tiles_a_warp_match_the_reference) {
   case_problem(ctx, c, 700 + (uint64_t)_i, &p, what, sizeof what);
   th_reference ref = th_reference_forward(&p);
   th_forward one = mma_forward(ctx, &p, c, 1), two = mma_forward(ctx, &p, c, 2);
-  /* the elements of the batch's tokens, the first of the buffers' */
-  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
-  const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
-  const double ref_max = fclu_max_abs(ref.o, on);
-  const double err_one =
-      fmax(fclu_max_abs_err(one.o, ref.o, on), fclu_max_abs_err(one.lse, ref.lse, ln));
-  const double err_two =
-      fmax(fclu_max_abs_err(two.o, ref.o, on), fclu_max_abs_err(two.lse, ref.lse, ln));
-  const double floor = th_half_ulp(c->dtype) * ref_max + 1e-6 * fmax(1.0, ref_max);
+  const case_outputs n = outputs_of(c);
+  const double err_one = error_of(&one, &ref, n), err_two = error_of(&two, &ref, n);
+  const double floor = floor_of(c, &ref, n);
   ck_assert_msg(err_two <= 2 * err_one + floor,
                 "%s, splits %u: two row tiles a warp off by %g, one by %g (floor %g)", what,
                 two.info.plan.splits, err_two, err_one, floor);
-  const int same = !memcmp(one.o, two.o, on * sizeof *one.o) &&
-                   !memcmp(one.lse, two.lse, ln * sizeof *one.lse);
+  const int same = same_bits(&one, &two, n);
   printf("mma: %s, splits %u, packed %u: two row tiles a warp (Br %u, Bc %u) off by %.3g, "
          "one by %.3g%s\n",
          what, two.info.plan.splits, two.info.plan.packed_heads, two.info.plan.block_q,
          two.info.plan.block_k, err_two, err_one, same ? " (bit-identical)" : "");
-  th_forward_free(&one);
-  th_forward_free(&two);
-  th_reference_free(&ref);
-  th_problem_free(&p);
-  fcl_context_release(ctx);
+  case_done(ctx, &p, &ref, &one, &two);
 }
 END_TEST
 
@@ -303,7 +329,8 @@ START_TEST(two_v_tiles_give_one_v_tiles_bits) {
   if (c->dtype == FCL_DTYPE_F32) {
     ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &two_hint), FCL_SUCCESS);
     th_forward r = th_run_forward(ctx, &p, FCL_ALGO_FLASH, 1);
-    ck_assert_msg(r.status == FCL_ERROR_UNSUPPORTED && strstr(fcl_context_last_error(ctx), "v_stages"),
+    ck_assert_msg(r.status == FCL_ERROR_UNSUPPORTED &&
+                      strstr(fcl_context_last_error(ctx), "v_stages"),
                   "%s: f32 with two V tiles gave %s (%s)", what, fcl_status_str(r.status),
                   fcl_context_last_error(ctx));
     th_forward_free(&r);
@@ -324,33 +351,23 @@ START_TEST(two_v_tiles_give_one_v_tiles_bits) {
   ck_assert_uint_eq(one.info.plan.local_bytes + two.info.plan.block_k *
                         (two.info.plan.head_dim_padded + 8) * 2,
                     two.info.plan.local_bytes);
-  const size_t tokens = c->cu_q ? (size_t)c->cu_q[c->b] : c->b * c->nq;
-  const size_t on = tokens * c->hq * c->d, ln = tokens * c->hq;
-  const double ref_max = fclu_max_abs(ref.o, on);
-  const double err =
-      fmax(fclu_max_abs_err(two.o, ref.o, on), fclu_max_abs_err(two.lse, ref.lse, ln));
-  const double floor = th_half_ulp(c->dtype) * ref_max + 1e-6 * fmax(1.0, ref_max);
+  const case_outputs n = outputs_of(c);
+  const double err = error_of(&two, &ref, n), floor = floor_of(c, &ref, n);
   /* and within the rule of the planner's own tiles (the two row tiles' test) */
   const fcl_plan rules_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .splits = c->splits,
                                .packed_heads = c->packed};
   th_forward rules = hinted_forward(ctx, &p, &rules_hint);
-  const double err_rules =
-      fmax(fclu_max_abs_err(rules.o, ref.o, on), fclu_max_abs_err(rules.lse, ref.lse, ln));
-  th_forward_free(&rules);
+  const double err_rules = error_of(&rules, &ref, n);
   ck_assert_msg(err <= 2 * err_rules + floor,
                 "%s: two V tiles off by %g, the planner's tiles by %g (floor %g)", what, err,
                 err_rules, floor);
-  ck_assert_msg(!memcmp(one.o, two.o, on * sizeof *one.o) &&
-                    !memcmp(one.lse, two.lse, ln * sizeof *one.lse),
+  ck_assert_msg(same_bits(&one, &two, n),
                 "%s: two V tiles (Bc %u, %u work-items) change the bits of one", what,
                 two.info.plan.block_k, two.info.plan.wg_size);
   printf("mma: %s: two V tiles (Br %u, Bc %u, %zu B local) off by %.3g, the bits of one\n", what,
          two.info.plan.block_q, two.info.plan.block_k, two.info.plan.local_bytes, err);
-  th_forward_free(&one);
-  th_forward_free(&two);
-  th_reference_free(&ref);
-  th_problem_free(&p);
-  fcl_context_release(ctx);
+  th_forward_free(&rules);
+  case_done(ctx, &p, &ref, &one, &two);
 }
 END_TEST
 
