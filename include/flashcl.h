@@ -914,7 +914,9 @@ typedef struct fcl_plan {
    *  (16-bit types, tiles of at most 64 keys; a third tile of local
    *  memory); 1 where each tile's V arrives while its S = Q K^T is
    *  computed. 0 in other kernels' plans. In a tiling hint: 0 the
-   *  planner's choice, 1, or 2 (where it cannot be: FCL_ERROR_UNSUPPORTED). */
+   *  planner's choice (1 until timed), 1, or 2 (with block_k left 0 the
+   *  tiles are then of at most 64 keys; f32, or a larger block_k:
+   *  FCL_ERROR_UNSUPPORTED). Other families ignore it. */
   unsigned v_stages;
 } fcl_plan;
 
@@ -1004,7 +1006,8 @@ FCL_API fcl_status fcl_flash_programs_hinted(const fcl_device_limits *limits,
  *  does not fit the device makes later calls fail with
  *  FCL_ERROR_UNSUPPORTED, as does tile_elem_size = 2 with f32 storage.
  *  An MMA hint takes only block_k (a multiple of 16), wg_size (a power of
- *  two from 32 to 512) and rows_per_thread (2) besides; its
+ *  two from 32 to 512), rows_per_thread (2; 4 in the forward) and, in the
+ *  forward, v_stages besides; its
  *  threads_per_row and tile_elem_size are fixed. With kernel left 0, a hint that sets
  *  threads_per_row, rows_per_thread or tile_elem_size describes, and so
  *  selects, the SIMT kernel.
@@ -1025,8 +1028,9 @@ FCL_API fcl_status fcl_context_set_flash_tiling(fcl_context *ctx, const fcl_plan
 
 /** 1 when `hint` sets any field a tiling hint takes (block_k, wg_size,
  *  threads_per_row, rows_per_thread, tile_elem_size, kernel, splits,
- *  packed_heads, merge, v_stages): a context with it runs that hint's plan instead of
- *  a tuned one; 0 when it sets none, or is NULL (the planner's choice). */
+ *  packed_heads, merge, v_stages): a context with it runs that hint's plan
+ *  instead of a tuned one; 0 when it sets none, or is NULL (the planner's
+ *  choice). */
 FCL_API int fcl_tiling_hint_given(const fcl_plan *hint);
 
 /** Where a context's tuned plans come from (fcl_context_tuning). */

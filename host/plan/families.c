@@ -180,7 +180,8 @@ static long tunable_value(fcl__tunable t, const fcl_device_limits *limits,
 /* Whether a tunable's value is the kernel's own default, which the options
  * leave out: a tunable added to a family so changes no earlier program. */
 static int tunable_is_default(fcl__tunable t, long value) {
-  return ((t == FCL_TUNE_M_TILES || t == FCL_TUNE_V_STAGES) && value == 1) || (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
+  return ((t == FCL_TUNE_M_TILES || t == FCL_TUNE_V_STAGES) && value == 1) ||
+         (t == FCL_TUNE_HEAD_DIM_V_MAX && value == 0) ||
          ((t == FCL_TUNE_FCL_WGMMA || t == FCL_TUNE_WGMMA_EMULATE) && value == 0) ||
          (t == FCL_TUNE_WGMMA_PIPE && value == FCL_WGMMA_PIPE_DEFAULT) ||
          (t == FCL_TUNE_WARPGROUPS && value == 1) || (t == FCL_TUNE_WGMMA_KEYS && value == 64) ||

@@ -24,9 +24,10 @@
  *     the 16-bit causal rule's 4 warps take 128 at d <= 64;
  *   - then local memory: two tiles of Bc rows of HEAD_DIM_MAX + pad
  *     elements in the storage type (f32: 4 floats of pad, 16-bit: 8),
- *     halved down to 16 keys until they fit; a third with a second V tile
- *     (fcl_plan.v_stages 2, a hint's: 16-bit tiles of at most 64 keys). At d = 128 that is 33 KiB (f32,
- *     Bc 32) or 34 KiB (16-bit, Bc 64) of NVIDIA's 47.
+ *     halved down to 16 keys until they fit. At d = 128 that is 33 KiB
+ *     (f32, Bc 32) or 34 KiB (16-bit, Bc 64) of NVIDIA's 47. A second V
+ *     tile (fcl_plan.v_stages 2, a hint's) is a third tile: 16-bit tiles
+ *     of at most 64 keys.
  * Without the instructions (emulation) the kernel also needs its scratch:
  * 1.5 KiB per warp and a float per work-item.
  */
