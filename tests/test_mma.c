@@ -324,6 +324,10 @@ START_TEST(two_v_tiles_give_one_v_tiles_bits) {
   char what[200];
   th_problem p;
   case_problem(ctx, c, 900 + (uint64_t)_i, &p, what, sizeof what);
+  const fcl_plan three_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .v_stages = 3};
+  ck_assert_int_eq(fcl_context_set_flash_tiling(ctx, &three_hint), FCL_ERROR_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(fcl_context_last_error(ctx), "v_stages"), "%s",
+                fcl_context_last_error(ctx));
   const fcl_plan two_hint = {.kernel = FCL_FLASH_KERNEL_MMA, .v_stages = 2,
                              .splits = c->splits, .packed_heads = c->packed};
   if (c->dtype == FCL_DTYPE_F32) {

@@ -110,11 +110,6 @@ static fcl_status check_mma_hint(const fcl_attention_desc *desc, fcl_pass pass,
              MMA_MAX_WG, hint->wg_size);
     return FCL_ERROR_UNSUPPORTED;
   }
-  if (hint->v_stages > 2) {
-    fcl__say(why, why_len, "the MMA forward keeps 1 or 2 V tiles (v_stages), not %u",
-             hint->v_stages);
-    return FCL_ERROR_UNSUPPORTED;
-  }
   return FCL_SUCCESS;
 }
 
